@@ -1,0 +1,112 @@
+"""Reading (possibly gzipped) trace files and writing outputs atomically."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import hashlib
+import os
+import struct
+import tempfile
+import zlib
+from pathlib import Path
+
+from .errors import TraceError
+
+try:  # ISA-L decompresses gzip about twice as fast as zlib; zlib is the fallback.
+    from isal import igzip as _gzip
+except ImportError:  # pragma: no cover - isal is a declared dependency
+    _gzip = gzip  # type: ignore[assignment]
+
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def is_gzip(path: Path) -> bool:
+    with open(path, "rb") as f:
+        return f.read(2) == GZIP_MAGIC
+
+
+def read_trace_bytes(path: Path) -> bytes:
+    """The uncompressed bytes of a ``.json`` or ``.json.gz`` file (detected by content).
+
+    Raises TraceError naming the file for unreadable, empty or truncated/corrupt gzip input.
+    """
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise TraceError(path, "file not found") from None
+    except IsADirectoryError:
+        raise TraceError(path, "is a directory, not a trace file") from None
+    except OSError as exc:
+        raise TraceError(path, f"cannot read file ({exc.strerror})") from None
+    if not data:
+        raise TraceError(path, "file is empty")
+    if data[:2] != GZIP_MAGIC:
+        return data
+    try:
+        return _gzip.decompress(data)
+    except EOFError:
+        raise TraceError(path, "truncated gzip file (unexpected end of data)") from None
+    except (OSError, zlib.error, ValueError) as exc:
+        raise TraceError(path, f"corrupt gzip file ({exc})") from None
+
+
+def uncompressed_size(path: Path) -> int:
+    """Size of the JSON text: the gzip ISIZE trailer (mod 4 GiB, so at least the file size)."""
+    size = path.stat().st_size
+    if size >= 18 and is_gzip(path):
+        with open(path, "rb") as f:
+            f.seek(-4, os.SEEK_END)
+            isize = struct.unpack("<I", f.read(4))[0]
+        # ISIZE wraps at 4 GiB; a compressed file is never larger than ~its text.
+        while isize < size:
+            isize += 1 << 32
+        return isize
+    return size
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def atomic_write(path: Path, data: bytes | str) -> None:
+    """Write ``data`` to ``path`` via a temporary file and ``os.replace``: never half-written."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(payload)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def _plain(value):
+    """JSON-ready Python value: numpy scalars/arrays unwrapped, NaN/inf -> None."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):  # numpy scalar / array
+        return _plain(value.tolist())
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def json_text(value) -> str:
+    """Stable, readable JSON (sorted keys off: the order of sections is meaningful)."""
+    return json.dumps(_plain(value), indent=2, ensure_ascii=False) + "\n"

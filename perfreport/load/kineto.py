@@ -1,0 +1,259 @@
+"""One Kineto trace file -> one :class:`RankTrace`.
+
+The file is decompressed once, its top level split with msgspec into raw values (metadata keys
+are decoded, ``traceEvents`` is handed to the scanner as raw JSON text), and the scanner's
+columns are turned into the model's: pid/tid resolved, args made dense where every analysis
+needs them, CPU<->GPU links and profiler-step numbers computed with whole-array numpy.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+import pandas as pd
+
+from .._io import read_trace_bytes
+from ..errors import TraceError
+from ..model import GPU_SIDE_CATEGORIES, STEP_NAME, RankTrace, TraceMeta
+from .discover import RankFile
+from .fields import INT_MISSING, ScanResult
+from .scanner import scan
+
+_top_decoder = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_FLOW_CATEGORIES = ("ac2g", "async", "async_cpu_to_gpu")
+"""Categories of the CPU->GPU launch flow arrows (modern, June-2021, and 2022 spellings)."""
+
+
+def load_rank_file(rank_file: RankFile) -> RankTrace:
+    """Load one rank file. Raises TraceError naming the file for anything unusable."""
+    path = rank_file.path
+    data = read_trace_bytes(path)
+    json_bytes = len(data)
+    top = _split_top_level(path, data)
+    raw_events = top.pop("traceEvents")
+    metadata = {key: _decode_value(path, key, raw) for key, raw in top.items()}
+    try:
+        result = scan(raw_events)
+    except ValueError as exc:
+        raise TraceError(path, f"invalid JSON in traceEvents ({exc})") from None
+    del raw_events, top, data  # the raw text is no longer needed: free it before building
+    meta = _make_meta(rank_file, metadata, json_bytes)
+    return build_rank_trace(result, meta)
+
+
+def _split_top_level(path: Path, data: bytes) -> dict[str, msgspec.Raw]:
+    try:
+        top = _top_decoder.decode(data)
+    except msgspec.ValidationError:
+        raise TraceError(path, "not a Kineto trace: the top level is not a JSON object") from None
+    except msgspec.DecodeError as exc:
+        raise TraceError(path, f"invalid JSON ({_short(exc)})") from None
+    if "traceEvents" not in top:
+        raise TraceError(path, 'not a Kineto trace: no "traceEvents" key at the top level')
+    first = bytes(memoryview(top["traceEvents"])[:1])
+    if first != b"[":
+        kind = {b"{": "an object", b'"': "a string", b"n": "null"}.get(first, "not a list")
+        raise TraceError(path, f'not a Kineto trace: "traceEvents" is {kind}, expected a list')
+    return top
+
+
+def _short(exc: Exception) -> str:
+    text = str(exc)
+    return text[0].lower() + text[1:] if text else type(exc).__name__
+
+
+def _decode_value(path: Path, key: str, raw: msgspec.Raw) -> Any:
+    try:
+        return msgspec.json.decode(raw)
+    except msgspec.DecodeError as exc:  # pragma: no cover - the top level was validated
+        raise TraceError(path, f"invalid JSON in {key!r} ({_short(exc)})") from None
+
+
+def _make_meta(rank_file: RankFile, metadata: dict[str, Any], json_bytes: int) -> TraceMeta:
+    dist = metadata.pop("distributedInfo", None)
+    dist = dist if isinstance(dist, dict) else {}
+    rank, source = resolve_rank(rank_file, dist)
+    devices = metadata.pop("deviceProperties", None)
+    base = metadata.pop("baseTimeNanoseconds", None)
+    return TraceMeta(
+        path=str(rank_file.path),
+        rank=rank,
+        rank_source=source,
+        json_bytes=json_bytes,
+        schema_version=metadata.pop("schemaVersion", None),
+        distributed_info=dist,
+        device_properties=devices if isinstance(devices, list) else [],
+        base_time_ns=int(base) if isinstance(base, (int, float)) else None,
+        display_time_unit=metadata.pop("displayTimeUnit", None),
+        trace_name=metadata.pop("traceName", None),
+        other=metadata,
+    )
+
+
+def resolve_rank(rank_file: RankFile, distributed_info: dict) -> tuple[int, str]:
+    """Rank of a file: an explicit mapping, else ``distributedInfo.rank``, else the file name, else 0."""
+    if rank_file.hint_source == "mapping":
+        return int(rank_file.rank_hint), "mapping"
+    rank = distributed_info.get("rank")
+    if isinstance(rank, int) and not isinstance(rank, bool) and rank >= 0:
+        return rank, "distributedInfo"
+    if rank_file.rank_hint is not None:
+        return rank_file.rank_hint, "file name"
+    return 0, "default"
+
+
+# --- columns ------------------------------------------------------------------------------
+def build_rank_trace(result: ScanResult, meta: TraceMeta) -> RankTrace:
+    """Model columns from scanner columns (all vectorised; loops run over the string table)."""
+    strings = np.array(result.strings, dtype=object)
+    codes = {s: i for i, s in enumerate(result.strings)}
+    top, args = result.top, result.args
+    n = result.n_events
+
+    def dense_int(key: str, fallback: str | None = None) -> np.ndarray:
+        out = np.full(n, -1, dtype=np.int64)
+        for k in (fallback, key):  # the preferred key is written last and wins
+            if k and k in args and len(args[k].rows):
+                vals = args[k].values
+                out[args[k].rows] = np.where(vals == INT_MISSING, -1, vals)
+        return out
+
+    flow_id = np.where(top["id"] == INT_MISSING, -1, top["id"])
+    columns = dict(
+        ph=np.asarray(top["ph"]),
+        cat=np.asarray(top["cat"]),
+        name=np.asarray(top["name"]),
+        pid=_resolve_ids(top["pid"], result.strings),
+        tid=_resolve_ids(top["tid"], result.strings),
+        ts=np.asarray(top["ts"]),
+        dur=np.asarray(top["dur"]),
+        stream=dense_int("stream"),
+        correlation=dense_int("correlation"),
+        external_id=dense_int("External id", fallback="external id"),
+        flow_id=flow_id,
+        device=dense_int("device"),
+    )
+    linked = _link_cpu_gpu(columns, codes)
+    iteration = _iterations(columns, codes, strings, linked)
+    trace = RankTrace(
+        meta=meta, strings=strings, linked=linked, iteration=iteration, args=args, _codes=codes, **columns
+    )
+    for name in ("ph", "cat", "name", "pid", "tid", "ts", "dur", "stream", "correlation",
+                 "external_id", "flow_id", "device", "linked", "iteration"):
+        getattr(trace, name).flags.writeable = False
+    return trace
+
+
+def _resolve_ids(id_codes: np.ndarray, strings: list[str]) -> np.ndarray:
+    """pid/tid codes -> int64: numeric text as its number, other text ("Spans", "stream 7")
+    as a negative synthetic id ``-(code + 2)``, missing as -1."""
+    uniq, inverse = np.unique(id_codes, return_inverse=True)
+    values = np.empty(len(uniq), dtype=np.int64)
+    for i, code in enumerate(uniq):  # loop over distinct ids, not events
+        if code < 0:
+            values[i] = -1
+            continue
+        text = strings[code]
+        try:
+            values[i] = int(text)
+        except ValueError:
+            try:
+                values[i] = int(float(text))
+            except ValueError:
+                values[i] = -(int(code) + 2)
+    return values[inverse.ravel()]
+
+
+def _mask(cat: np.ndarray, codes: dict[str, int], names) -> np.ndarray:
+    return np.isin(cat, [codes[c] for c in names if c in codes])
+
+
+def _link_cpu_gpu(cols: dict[str, np.ndarray], codes: dict[str, int]) -> np.ndarray:
+    """Row of the partner of each event: GPU event -> its CPU launch; launch -> its first GPU event.
+
+    Linked through ``args.correlation``; GPU events whose correlation has no CPU partner fall
+    back to the ``ac2g`` flow arrows (start at the launch, end at the GPU event).
+    """
+    n = len(cols["ts"])
+    linked = np.full(n, -1, dtype=np.int64)
+    complete = cols["ph"] == codes.get("X", -2)
+    gpu_side = complete & _mask(cols["cat"], codes, GPU_SIDE_CATEGORIES)
+    corr = cols["correlation"]
+    gpu_rows = np.flatnonzero(gpu_side & (corr >= 0))
+    cpu_rows = np.flatnonzero(complete & ~gpu_side & (corr >= 0))
+    if len(gpu_rows) and len(cpu_rows):
+        order = np.argsort(corr[cpu_rows], kind="stable")
+        cpu_sorted, cpu_corr = cpu_rows[order], corr[cpu_rows][order]
+        pos = np.searchsorted(cpu_corr, corr[gpu_rows], side="right") - 1  # last CPU row wins
+        ok = (pos >= 0) & (cpu_corr[np.clip(pos, 0, None)] == corr[gpu_rows])
+        linked[gpu_rows[ok]] = cpu_sorted[pos[ok]]
+    unlinked = gpu_side & (linked < 0)
+    if unlinked.any():
+        _link_by_flows(cols, codes, complete & ~gpu_side, unlinked, linked)
+    # launch -> first GPU event (by start time) it produced; a CUDA-graph launch produces many
+    gpu_linked = np.flatnonzero(gpu_side & (linked >= 0))
+    if len(gpu_linked):
+        order = np.lexsort((cols["ts"][gpu_linked], linked[gpu_linked]))
+        g = gpu_linked[order]
+        first = np.ones(len(g), dtype=bool)
+        first[1:] = linked[g][1:] != linked[g][:-1]
+        linked[linked[g[first]]] = g[first]
+    return linked
+
+
+def _link_by_flows(cols, codes, cpu_side: np.ndarray, unlinked: np.ndarray, linked: np.ndarray) -> None:
+    """Link GPU events through flow arrows: ``f`` at the GPU event, ``s`` at its launch."""
+    flow = _mask(cols["cat"], codes, _FLOW_CATEGORIES) & (cols["flow_id"] >= 0)
+    starts = flow & (cols["ph"] == codes.get("s", -2))
+    ends = flow & (cols["ph"] == codes.get("f", -2))
+    if not starts.any() or not ends.any():
+        return
+    key = ["pid", "tid", "ts"]
+
+    def frame(mask: np.ndarray) -> pd.DataFrame:
+        rows = np.flatnonzero(mask)
+        return pd.DataFrame({"row": rows, **{k: cols[k][rows] for k in key}, "id": cols["flow_id"][rows]})
+
+    gpu = frame(unlinked).drop(columns="id")
+    cpu = frame(cpu_side)
+    f_ev = frame(ends).drop(columns="row").drop_duplicates(key)
+    s_ev = frame(starts).drop(columns="row").drop_duplicates("id")
+    m = gpu.merge(f_ev, on=key).merge(s_ev, on="id", suffixes=("", "_s"))
+    m = m.merge(
+        cpu.drop(columns="id").rename(columns={"row": "cpu_row", "pid": "pid_s", "tid": "tid_s", "ts": "ts_s"}),
+        on=["pid_s", "tid_s", "ts_s"],
+    ).drop_duplicates("row", keep="last")
+    linked[m["row"].to_numpy()] = m["cpu_row"].to_numpy()
+
+
+def _iterations(cols, codes: dict[str, int], strings: np.ndarray, linked: np.ndarray) -> np.ndarray:
+    """Profiler step number of every event, -1 outside any step.
+
+    CPU-side events take the step whose span contains their start; GPU-side events take the
+    step of the launch that enqueued them (GPU work often runs after its step's CPU span ends).
+    """
+    n = len(cols["ts"])
+    iteration = np.full(n, -1, dtype=np.int64)
+    step_codes = {i: int(m.group(1)) for i, s in enumerate(strings) if (m := STEP_NAME.match(s))}
+    if not step_codes:
+        return iteration
+    complete = cols["ph"] == codes.get("X", -2)
+    step_rows = np.flatnonzero(complete & np.isin(cols["name"], list(step_codes)) & np.isfinite(cols["dur"]))
+    if not len(step_rows):
+        return iteration
+    order = np.argsort(cols["ts"][step_rows], kind="stable")
+    step_rows = step_rows[order]
+    starts = cols["ts"][step_rows]
+    ends = starts + cols["dur"][step_rows]
+    numbers = np.array([step_codes[c] for c in cols["name"][step_rows]], dtype=np.int64)
+    gpu_side = complete & _mask(cols["cat"], codes, GPU_SIDE_CATEGORIES)
+    cpu = np.flatnonzero(~gpu_side & np.isfinite(cols["ts"]))
+    pos = np.searchsorted(starts, cols["ts"][cpu], side="right") - 1
+    inside = (pos >= 0) & (cols["ts"][cpu] < ends[np.clip(pos, 0, None)])
+    iteration[cpu[inside]] = numbers[pos[inside]]
+    gpu = np.flatnonzero(gpu_side & (linked >= 0))
+    iteration[gpu] = iteration[linked[gpu]]
+    return iteration

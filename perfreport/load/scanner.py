@@ -1,0 +1,42 @@
+"""Choose the scanner: the C extension when it was built, else the pure-Python reference."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..model import SparseColumn
+from .fields import ARG_FIELDS, TOP_FIELDS, ScanResult
+
+try:
+    from . import _scan  # type: ignore[attr-defined]
+except ImportError:  # the extension is optional: no compiler at install time
+    _scan = None
+
+_DTYPES = {"f": np.float64, "i": np.int64, "s": np.int32}
+
+
+def scan_c(events_json) -> ScanResult:
+    """Run the C scanner and wrap its byte buffers as (read-only) numpy columns."""
+    n, top, rows, values, strings = _scan.scan(events_json, TOP_FIELDS, ARG_FIELDS)
+    return ScanResult(
+        n_events=n,
+        top={key: np.frombuffer(buf, _DTYPES[kind]) for (key, kind), buf in zip(TOP_FIELDS, top)},
+        args={
+            key: SparseColumn(rows=np.frombuffer(r, np.int64), values=np.frombuffer(v, _DTYPES[kind]))
+            for (key, kind), r, v in zip(ARG_FIELDS, rows, values)
+        },
+        strings=strings,
+    )
+
+
+def scan(events_json) -> ScanResult:
+    """Columns of a ``traceEvents`` JSON array, by the fastest scanner available."""
+    if _scan is not None:
+        return scan_c(events_json)
+    from .scan_py import scan as scan_py
+
+    return scan_py(events_json)
+
+
+def scanner_name() -> str:
+    return "c" if _scan is not None else "python"

@@ -1,0 +1,272 @@
+"""The columnar trace model and the one definition of each trace concept.
+
+A :class:`RankTrace` holds every event of one rank's ``traceEvents`` array as read-only numpy
+columns (row ``i`` is the ``i``-th event of the file, so the row number is a stable event id),
+category and name as int32 codes into one string table, and the less common ``args`` as sparse
+columns. A :class:`TraceSet` is the ranks of one job.
+
+Concepts that analyses share are defined here once: which categories are GPU activity, kernels,
+memcpy, memset, runtime launches; what a profiler step is; how kernels are classified into
+computation, communication and memory. HTA's differing variants live only in ``perfreport.hta``.
+
+Times are microseconds (µs) as in Kineto, kept at full float64 precision (ns-resolution traces
+carry fractional µs; nothing is rounded). Missing ``dur`` is NaN.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True, slots=True)
+class SparseColumn:
+    """Values of one args key: ``values[k]`` belongs to event ``rows[k]`` (rows ascending).
+
+    Most args appear on a small share of events (kernel launch parameters, collective sizes,
+    memory instants), so storing them densely would cost 8 bytes × every event each.
+    """
+
+    rows: np.ndarray  # int64
+    values: np.ndarray  # float64 | int64 | int32 (string codes)
+
+# --- categories ---------------------------------------------------------------------------
+# Modern Kineto spells categories in snake case; June-2021 Kineto capitalised them.
+KERNEL_CATEGORIES = ("kernel", "Kernel")
+MEMCPY_CATEGORIES = ("gpu_memcpy", "Memcpy")
+MEMSET_CATEGORIES = ("gpu_memset", "Memset")
+GPU_ACTIVITY_CATEGORIES = KERNEL_CATEGORIES + MEMCPY_CATEGORIES + MEMSET_CATEGORIES + ("mtia_ccp_events",)
+"""Work that occupies a GPU engine: what 'GPU busy' is made of."""
+SYNC_CATEGORIES = ("cuda_sync",)
+"""GPU-side synchronisation records (Stream Sync, Event Sync, Context Sync, Stream Wait Event)."""
+GPU_SIDE_CATEGORIES = GPU_ACTIVITY_CATEGORIES + SYNC_CATEGORIES + ("gpu_user_annotation", "cuda_profiler_range")
+"""Everything recorded on a GPU timeline rather than by a CPU thread."""
+RUNTIME_CATEGORIES = ("cuda_runtime", "cuda_driver", "Runtime")
+CPU_OP_CATEGORIES = ("cpu_op", "Operator")
+USER_ANNOTATION_CATEGORIES = ("user_annotation",)
+
+LAUNCH_NAMES = (
+    "cudaLaunchKernel",
+    "cudaLaunchKernelExC",
+    "cuLaunchKernel",
+    "cuLaunchKernelEx",
+    "cudaLaunchCooperativeKernel",
+    "cudaGraphLaunch",
+    "cudaMemcpyAsync",
+    "cudaMemsetAsync",
+    "hipLaunchKernel",
+    "hipExtLaunchKernel",
+    "hipExtModuleLaunchKernel",
+    "hipModuleLaunchKernel",
+    "hipGraphLaunch",
+    "hipMemcpyAsync",
+    "hipMemsetAsync",
+    "hipMemcpyWithStream",
+)
+"""Runtime/driver calls that enqueue GPU work (CUDA, CUDA driver for Triton, CUDA graphs, HIP)."""
+
+STEP_NAME = re.compile(r"^ProfilerStep\s*#\s*(\d+)")
+"""A profiler step: the ``ProfilerStep#N`` span that ``torch.profiler`` records per ``step()``."""
+
+# --- kernel classes -----------------------------------------------------------------------
+COMPUTATION, COMMUNICATION, MEMORY, OTHER = "COMPUTATION", "COMMUNICATION", "MEMORY", "OTHER"
+_COMM_NAME = re.compile(r"^(nccl|rccl|hccl)|ncclKernel|ncclDevKernel|^c10d::|^gloo", re.IGNORECASE)
+_MEM_NAME = re.compile(r"^(Memcpy|Memset|dma)")
+
+
+def kernel_class(name: str, category: str) -> str:
+    """COMPUTATION / COMMUNICATION / MEMORY / OTHER for one GPU event (name and category).
+
+    Memory is decided by category first (memcpy/memset events), so ROCm's ``hipMemcpy…``
+    names are not mistaken for communication as in HTA; collectives are NCCL/RCCL/HCCL kernels.
+    Sync records are OTHER: they are waits, not work.
+    """
+    if category in MEMCPY_CATEGORIES or category in MEMSET_CATEGORIES or _MEM_NAME.match(name):
+        return MEMORY
+    if category in SYNC_CATEGORIES:
+        return OTHER
+    if _COMM_NAME.search(name):
+        return COMMUNICATION
+    if category in KERNEL_CATEGORIES or category == "mtia_ccp_events":
+        return COMPUTATION
+    return OTHER
+
+
+@dataclass(frozen=True, slots=True)
+class TraceMeta:
+    """Per-rank metadata from the top-level keys of the trace file."""
+
+    path: str
+    rank: int
+    rank_source: str  # "distributedInfo", "file name", "mapping" or "default"
+    json_bytes: int
+    schema_version: Any = None
+    distributed_info: dict = field(default_factory=dict)
+    device_properties: list = field(default_factory=list)
+    base_time_ns: int | None = None
+    display_time_unit: str | None = None
+    trace_name: str | None = None
+    other: dict = field(default_factory=dict)
+
+    @property
+    def world_size(self) -> int | None:
+        ws = self.distributed_info.get("world_size")
+        return int(ws) if isinstance(ws, int) else None
+
+    def gpu_name(self, device: int | None = None) -> str | None:
+        """Name of ``device`` (or of the first listed device) from ``deviceProperties``."""
+        props = [p for p in self.device_properties if isinstance(p, dict)]
+        if device is not None:
+            props = [p for p in props if p.get("id") == device] or props
+        return str(props[0].get("name")) if props and props[0].get("name") else None
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class RankTrace:
+    """All events of one rank as columns. Row ``i`` = event ``i`` of ``traceEvents``.
+
+    Columns: ``ph``/``cat``/``name`` (int32 codes into ``strings``), ``pid``/``tid`` (int64;
+    non-numeric ids such as "Spans" or "stream 7" get negative synthetic ids), ``ts``/``dur``
+    (float64 µs, NaN when absent), ``stream``/``correlation``/``external_id``/``flow_id``/
+    ``device`` (int64, -1 when absent), ``linked`` (row of the CPU launch for a GPU event and of
+    the first GPU event for a launch, -1 if none) and ``iteration`` (profiler step number, -1
+    outside any step). Other args are sparse, read with :meth:`arg`.
+    """
+
+    meta: TraceMeta
+    strings: np.ndarray  # object array of str; codes index into it
+    ph: np.ndarray
+    cat: np.ndarray
+    name: np.ndarray
+    pid: np.ndarray
+    tid: np.ndarray
+    ts: np.ndarray
+    dur: np.ndarray
+    stream: np.ndarray
+    correlation: np.ndarray
+    external_id: np.ndarray
+    flow_id: np.ndarray
+    device: np.ndarray
+    linked: np.ndarray
+    iteration: np.ndarray
+    args: Mapping[str, SparseColumn]
+    _codes: Mapping[str, int] = field(repr=False)
+
+    @property
+    def rank(self) -> int:
+        return self.meta.rank
+
+    @property
+    def n_events(self) -> int:
+        return len(self.ts)
+
+    # --- strings ---------------------------------------------------------------------------
+    def code(self, text: str) -> int:
+        """Code of ``text`` in the string table, -1 if the trace never uses it."""
+        return self._codes.get(text, -1)
+
+    def codes(self, texts: Iterable[str]) -> np.ndarray:
+        return np.array([c for t in texts if (c := self.code(t)) >= 0], dtype=np.int32)
+
+    def codes_where(self, predicate) -> np.ndarray:
+        """Codes of the strings for which ``predicate(str)`` holds (a loop over the table only)."""
+        return np.array([i for i, s in enumerate(self.strings) if predicate(s)], dtype=np.int32)
+
+    def decode(self, codes: np.ndarray) -> np.ndarray:
+        """Strings for ``codes`` (object array); -1 decodes to ""."""
+        table = np.append(self.strings, "")
+        return table[np.where(codes < 0, len(self.strings), codes)]
+
+    # --- masks: the one definition of each event set -----------------------------------------
+    def is_cat(self, categories: Iterable[str]) -> np.ndarray:
+        return np.isin(self.cat, self.codes(categories))
+
+    def is_name(self, names: Iterable[str]) -> np.ndarray:
+        return np.isin(self.name, self.codes(names))
+
+    @property
+    def complete(self) -> np.ndarray:
+        """Complete ("X") events: the ones with a duration."""
+        return self.ph == self.code("X")
+
+    def gpu_activity(self) -> np.ndarray:
+        """Kernels, memcpy and memset: the work that makes a GPU busy."""
+        return self.complete & self.is_cat(GPU_ACTIVITY_CATEGORIES)
+
+    def gpu_side(self) -> np.ndarray:
+        return self.complete & self.is_cat(GPU_SIDE_CATEGORIES)
+
+    def kernels(self) -> np.ndarray:
+        return self.complete & self.is_cat(KERNEL_CATEGORIES)
+
+    def memcpys(self) -> np.ndarray:
+        return self.complete & self.is_cat(MEMCPY_CATEGORIES)
+
+    def memsets(self) -> np.ndarray:
+        return self.complete & self.is_cat(MEMSET_CATEGORIES)
+
+    def launches(self) -> np.ndarray:
+        """Runtime/driver calls that enqueue GPU work (see LAUNCH_NAMES)."""
+        return self.complete & self.is_cat(RUNTIME_CATEGORIES) & self.is_name(LAUNCH_NAMES)
+
+    def steps(self) -> np.ndarray:
+        """ProfilerStep#N spans."""
+        return self.complete & np.isin(self.name, self.codes_where(lambda s: STEP_NAME.match(s) is not None))
+
+    def step_numbers(self) -> np.ndarray:
+        """Sorted distinct profiler step numbers in the trace."""
+        names = self.decode(self.name[self.steps()])
+        return np.unique(np.array([int(STEP_NAME.match(s).group(1)) for s in names], dtype=np.int64))
+
+    def kernel_classes(self, rows: np.ndarray) -> np.ndarray:
+        """kernel_class() of each row in ``rows`` (classified once per distinct name)."""
+        pairs = np.stack([self.name[rows], self.cat[rows]], axis=1) if len(rows) else np.empty((0, 2), np.int32)
+        uniq, inverse = np.unique(pairs, axis=0, return_inverse=True)
+        labels = np.array([kernel_class(self.strings[n], self.strings[c]) for n, c in uniq], dtype=object)
+        return labels[inverse.ravel()] if len(rows) else np.empty(0, dtype=object)
+
+    # --- args ------------------------------------------------------------------------------
+    def arg(self, key: str, default: Any) -> np.ndarray:
+        """Dense column of args ``key`` (one value per event), ``default`` where absent."""
+        col = self.args.get(key)
+        if col is None or len(col.rows) == 0:
+            return np.full(self.n_events, default, dtype=np.asarray(default).dtype)
+        out = np.full(self.n_events, default, dtype=np.result_type(col.values.dtype, np.asarray(default).dtype))
+        out[col.rows] = col.values
+        return out
+
+    def arg_text(self, key: str) -> np.ndarray:
+        """Decoded strings of a string-valued arg (object array, "" where absent)."""
+        return self.decode(self.arg(key, -1).astype(np.int64))
+
+    def span_us(self) -> tuple[float, float]:
+        """(first start, last end) over complete events, in trace µs; (nan, nan) if none."""
+        x = self.complete & np.isfinite(self.dur)
+        if not x.any():
+            return (float("nan"), float("nan"))
+        return (float(self.ts[x].min()), float((self.ts[x] + self.dur[x]).max()))
+
+
+@dataclass(frozen=True, slots=True)
+class TraceSet:
+    """The ranks of one job, keyed and iterated in rank order."""
+
+    ranks: Mapping[int, RankTrace]
+    source: str
+
+    def __iter__(self) -> Iterator[RankTrace]:
+        return iter(self.ranks[r] for r in sorted(self.ranks))
+
+    def __len__(self) -> int:
+        return len(self.ranks)
+
+    def __getitem__(self, rank: int) -> RankTrace:
+        return self.ranks[rank]
+
+    @property
+    def rank_ids(self) -> list[int]:
+        return sorted(self.ranks)
