@@ -69,6 +69,10 @@ LAUNCH_NAMES = (
 )
 """Runtime/driver calls that enqueue GPU work (CUDA, CUDA driver for Triton, CUDA graphs, HIP)."""
 
+TEXT_ID_BASE = -(1 << 62)
+"""pid/tid written as non-numeric text ("Spans", "stream 7") become ``TEXT_ID_BASE - code``:
+far below any real (possibly negative) id, and decodable back to the text."""
+
 STEP_NAME = re.compile(r"^ProfilerStep\s*#\s*(\d+)")
 """A profiler step: the ``ProfilerStep#N`` span that ``torch.profiler`` records per ``step()``."""
 
@@ -130,7 +134,7 @@ class RankTrace:
     """All events of one rank as columns. Row ``i`` = event ``i`` of ``traceEvents``.
 
     Columns: ``ph``/``cat``/``name`` (int32 codes into ``strings``), ``pid``/``tid`` (int64;
-    non-numeric ids such as "Spans" or "stream 7" get negative synthetic ids), ``ts``/``dur``
+    non-numeric ids such as "Spans" or "stream 7" are ``TEXT_ID_BASE - code``), ``ts``/``dur``
     (float64 µs, NaN when absent), ``stream``/``correlation``/``external_id``/``flow_id``/
     ``device`` (int64, -1 when absent), ``linked`` (row of the CPU launch for a GPU event and of
     the first GPU event for a launch, -1 if none) and ``iteration`` (profiler step number, -1

@@ -17,7 +17,7 @@ import pandas as pd
 
 from .._io import read_trace_bytes
 from ..errors import TraceError
-from ..model import GPU_SIDE_CATEGORIES, STEP_NAME, RankTrace, TraceMeta
+from ..model import GPU_SIDE_CATEGORIES, STEP_NAME, TEXT_ID_BASE, RankTrace, TraceMeta
 from .discover import RankFile
 from .fields import INT_MISSING, ScanResult
 from .scanner import scan
@@ -149,7 +149,7 @@ def build_rank_trace(result: ScanResult, meta: TraceMeta) -> RankTrace:
 
 def _resolve_ids(id_codes: np.ndarray, strings: list[str]) -> np.ndarray:
     """pid/tid codes -> int64: numeric text as its number, other text ("Spans", "stream 7")
-    as a negative synthetic id ``-(code + 2)``, missing as -1."""
+    as ``TEXT_ID_BASE - code``, missing as -1."""
     uniq, inverse = np.unique(id_codes, return_inverse=True)
     values = np.empty(len(uniq), dtype=np.int64)
     for i, code in enumerate(uniq):  # loop over distinct ids, not events
@@ -163,7 +163,7 @@ def _resolve_ids(id_codes: np.ndarray, strings: list[str]) -> np.ndarray:
             try:
                 values[i] = int(float(text))
             except ValueError:
-                values[i] = -(int(code) + 2)
+                values[i] = TEXT_ID_BASE - int(code)
     return values[inverse.ravel()]
 
 

@@ -1,0 +1,13 @@
+"""HTA-compatible API: ``from perfreport.hta import TraceAnalysis, TraceDiff, LabeledTrace, DeviceType``.
+
+Notebooks written for Holistic Trace Analysis 0.5.0 run unchanged apart from the import, and
+get the same numbers (deviations where HTA is wrong are listed in docs/hta-differences.md).
+This package is the only home of HTA's return shapes and quirks.
+"""
+
+from __future__ import annotations
+
+from .trace_analysis import TraceAnalysis
+from .trace_diff import DeviceType
+
+__all__ = ["TraceAnalysis", "DeviceType"]
