@@ -16,8 +16,9 @@ from .errors import TraceError
 
 try:  # ISA-L decompresses gzip about twice as fast as zlib; zlib is the fallback.
     from isal import igzip as _gzip
+    from isal import isal_zlib as _zlib
 except ImportError:  # pragma: no cover - isal is a declared dependency
-    _gzip = gzip  # type: ignore[assignment]
+    _gzip, _zlib = gzip, zlib  # type: ignore[assignment]
 
 GZIP_MAGIC = b"\x1f\x8b"
 
@@ -45,11 +46,23 @@ def read_trace_bytes(path: Path) -> bytes:
     if data[:2] != GZIP_MAGIC:
         return data
     try:
-        return _gzip.decompress(data)
+        return gunzip(data)
     except EOFError:
         raise TraceError(path, "truncated gzip file (unexpected end of data)") from None
-    except (OSError, zlib.error, ValueError) as exc:
+    except Exception as exc:  # zlib.error, isal's IsalError, OSError: all mean a corrupt stream
+        if "truncated" in str(exc) or "incomplete" in str(exc):
+            raise TraceError(path, "truncated gzip file (unexpected end of data)") from None
         raise TraceError(path, f"corrupt gzip file ({exc})") from None
+
+
+def gunzip(data: bytes) -> bytes:
+    """Decompress gzip data. The one-shot decoder is the fastest but reads only the first
+    member; the gzip trailer tells whether that was all, else the multi-member reader runs."""
+    out = _zlib.decompress(data, wbits=31)
+    last_member_size = struct.unpack("<I", data[-4:])[0]
+    if len(out) % (1 << 32) == last_member_size:
+        return out
+    return _gzip.decompress(data)
 
 
 def uncompressed_size(path: Path) -> int:

@@ -43,10 +43,25 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
     analysis = analyze(args.trace_path, workers=args.workers)
     out = Path(args.out)
-    atomic_write(out / "summary.json", json_text(summary_document(analysis)))
+    document = summary_document(analysis)
+    atomic_write(out / "summary.json", json_text(document))
+    atomic_write(out / "summary.md", render_summary_markdown(document))
     print(render_summary_table(analysis.tables["summary"]))
-    print(f"\nloaded {len(analysis.traces)} rank(s) in {analysis.load_s:.2f} s; wrote {out / 'summary.json'}")
+    print(f"\nloaded {len(analysis.traces)} rank(s) in {analysis.load_s:.2f} s; wrote {out / 'summary.json'}, {out / 'summary.md'}")
     return EXIT_OK
+
+
+def render_summary_markdown(document: dict) -> str:
+    from .report.templates import render
+
+    return render("summary.md.j2", source=document["source"], ranks=_as_ns(document["summary"]),
+                  version=document["perfreport_version"])
+
+
+def _as_ns(rows: list[dict]) -> list:
+    from types import SimpleNamespace
+
+    return [SimpleNamespace(**r) for r in rows]
 
 
 def render_summary_table(df) -> str:

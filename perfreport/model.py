@@ -9,8 +9,10 @@ Concepts that analyses share are defined here once: which categories are GPU act
 memcpy, memset, runtime launches; what a profiler step is; how kernels are classified into
 computation, communication and memory. HTA's differing variants live only in ``perfreport.hta``.
 
-Times are microseconds (µs) as in Kineto, kept at full float64 precision (ns-resolution traces
-carry fractional µs; nothing is rounded). Missing ``dur`` is NaN.
+Times are microseconds (µs) as in Kineto. ``ts`` is relative to the rank's integer origin
+``meta.ts_origin_us`` (the floor of its first timestamp), parsed exactly from the text, so
+ns-resolution traces keep every digit even when written as unix-epoch µs; nothing is rounded.
+Across ranks use :meth:`TraceSet.aligned_ts`. Missing ``ts``/``dur`` is NaN.
 """
 
 from __future__ import annotations
@@ -108,6 +110,9 @@ class TraceMeta:
     rank: int
     rank_source: str  # "distributedInfo", "file name", "mapping" or "default"
     json_bytes: int
+    ts_origin_us: int = 0
+    """Integer µs subtracted from every trace ``ts``: ``RankTrace.ts`` is µs since this origin,
+    which keeps ns precision in float64 (unix-epoch µs near 1.7e15 would not)."""
     schema_version: Any = None
     distributed_info: dict = field(default_factory=dict)
     device_properties: list = field(default_factory=list)
@@ -247,6 +252,10 @@ class RankTrace:
         """Decoded strings of a string-valued arg (object array, "" where absent)."""
         return self.decode(self.arg(key, -1).astype(np.int64))
 
+    def absolute_ts_us(self) -> np.ndarray:
+        """Trace timestamps as written in the file (float64: sub-µs digits may round off)."""
+        return self.ts + self.meta.ts_origin_us
+
     def span_us(self) -> tuple[float, float]:
         """(first start, last end) over complete events, in trace µs; (nan, nan) if none."""
         x = self.complete & np.isfinite(self.dur)
@@ -274,3 +283,13 @@ class TraceSet:
     @property
     def rank_ids(self) -> list[int]:
         return sorted(self.ranks)
+
+    @property
+    def origin_us(self) -> int:
+        """The earliest rank origin: the common zero of :meth:`aligned_ts`."""
+        return min((t.meta.ts_origin_us for t in self.ranks.values()), default=0)
+
+    def aligned_ts(self, rank: int) -> np.ndarray:
+        """``ts`` of ``rank`` on the job's common clock (µs since ``origin_us``), exact."""
+        trace = self.ranks[rank]
+        return trace.ts + float(trace.meta.ts_origin_us - self.origin_us)

@@ -83,9 +83,12 @@ def raw_frame(trace: RankTrace, symbols: SymbolTable) -> tuple[pd.DataFrame, boo
     trace_cat = trace.code("Trace")
     keep = np.isfinite(trace.dur) & np.isfinite(trace.ts) & (trace.cat >= 0) & (trace.cat != trace_cat)
     rows = np.flatnonzero(keep)
-    ts_all = trace.ts[np.isfinite(trace.ts)]
+    # HTA reads ts as float64 absolute µs: unix-epoch ns timestamps lose their last digits
+    # there, and HTA's numbers carry that loss, so this frame reproduces it
+    ts_abs = trace.ts + trace.meta.ts_origin_us
+    ts_all = ts_abs[np.isfinite(ts_abs)]
     rounded = bool(len(ts_all) and np.any(ts_all != np.floor(ts_all)))
-    ts, dur = trace.ts[rows], trace.dur[rows]
+    ts, dur = ts_abs[rows], trace.dur[rows]
     if rounded:
         # HTA's rounding; it gives dur = -1 for sub-µs events straddling an integer µs
         # (HTA issue #317), which we clamp to 0: a duration is never negative.
@@ -213,6 +216,8 @@ def build_frames(traces: TraceSet, include_last_profiler_step: bool = False):
     raws = {t.rank: raw_frame(t, symbols)[0] for t in traces}
     non_empty = [f["ts"].min() for f in raws.values() if len(f)]
     min_ts = min(non_empty) if non_empty else 0
+    if float(min_ts).is_integer():
+        min_ts = int(min_ts)
     frames = {}
     for rank, f in raws.items():
         f["ts"] = f["ts"] - min_ts

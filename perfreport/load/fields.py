@@ -17,6 +17,10 @@ Kinds (one letter, so the C side can switch on it):
 ``i``  int64. Integer literals exactly (ids can exceed 2**53); floats truncated toward zero;
        numeric strings parsed (base 0, so ROCm's ``"0x0"`` stream is 0); anything else is
        ``INT_MISSING``. Missing top-level fields are ``INT_MISSING``.
+``n``  int64 nanoseconds, parsed exactly from the decimal text of a µs value (float64 cannot
+       hold a unix-epoch µs timestamp to the ns: its resolution there is 0.25 µs). Digits beyond
+       the ns are truncated toward zero; exponents are honoured; numeric strings are parsed the
+       same way (hex as an integer number of µs); anything else is ``INT_MISSING``.
 ``s``  int32 string code. A JSON string is interned as its decoded text; any other value
        (number, array, object, true/false/null) is interned as its JSON text with insignificant
        whitespace removed, so ``[50, 1, 1]`` and ``[50,1,1]`` share a code. Missing is -1.
@@ -39,7 +43,7 @@ TOP_FIELDS: tuple[tuple[str, str], ...] = (
     ("name", "s"),
     ("pid", "s"),  # usually an int, but "Spans" / "Traces" occur; resolved through the table
     ("tid", "s"),  # 2021 traces write "stream 7" or "25738"
-    ("ts", "f"),
+    ("ts", "n"),
     ("dur", "f"),
     ("id", "i"),  # flow-event id (ac2g / fwdbwd)
     ("bp", "s"),

@@ -40,8 +40,21 @@ def load_rank_file(rank_file: RankFile) -> RankTrace:
     except ValueError as exc:
         raise TraceError(path, f"invalid JSON in traceEvents ({exc})") from None
     del raw_events, top, data  # the raw text is no longer needed: free it before building
-    meta = _make_meta(rank_file, metadata, json_bytes)
+    meta = _make_meta(rank_file, metadata, json_bytes, ts_origin_us=ts_origin_us(result))
     return build_rank_trace(result, meta)
+
+
+def ts_origin_us(result: ScanResult) -> int:
+    """Floor (µs) of the earliest timestamp of a complete event, else of any event, else 0.
+
+    Metadata events often carry ts 0, so they are only used when nothing else has a time.
+    """
+    ts_ns = result.top["ts"]
+    valid = ts_ns != INT_MISSING
+    x_code = result.strings.index("X") if "X" in result.strings else -2
+    complete = valid & (result.top["ph"] == x_code)
+    pool = ts_ns[complete] if complete.any() else ts_ns[valid]
+    return int(pool.min() // 1000) if len(pool) else 0
 
 
 def _split_top_level(path: Path, data: bytes) -> dict[str, msgspec.Raw]:
@@ -61,8 +74,7 @@ def _split_top_level(path: Path, data: bytes) -> dict[str, msgspec.Raw]:
 
 
 def _short(exc: Exception) -> str:
-    text = str(exc)
-    return text[0].lower() + text[1:] if text else type(exc).__name__
+    return str(exc) or type(exc).__name__
 
 
 def _decode_value(path: Path, key: str, raw: msgspec.Raw) -> Any:
@@ -72,7 +84,7 @@ def _decode_value(path: Path, key: str, raw: msgspec.Raw) -> Any:
         raise TraceError(path, f"invalid JSON in {key!r} ({_short(exc)})") from None
 
 
-def _make_meta(rank_file: RankFile, metadata: dict[str, Any], json_bytes: int) -> TraceMeta:
+def _make_meta(rank_file: RankFile, metadata: dict[str, Any], json_bytes: int, ts_origin_us: int) -> TraceMeta:
     dist = metadata.pop("distributedInfo", None)
     dist = dist if isinstance(dist, dict) else {}
     rank, source = resolve_rank(rank_file, dist)
@@ -83,6 +95,7 @@ def _make_meta(rank_file: RankFile, metadata: dict[str, Any], json_bytes: int) -
         rank=rank,
         rank_source=source,
         json_bytes=json_bytes,
+        ts_origin_us=ts_origin_us,
         schema_version=metadata.pop("schemaVersion", None),
         distributed_info=dist,
         device_properties=devices if isinstance(devices, list) else [],
@@ -128,7 +141,7 @@ def build_rank_trace(result: ScanResult, meta: TraceMeta) -> RankTrace:
         name=np.asarray(top["name"]),
         pid=_resolve_ids(top["pid"], result.strings),
         tid=_resolve_ids(top["tid"], result.strings),
-        ts=np.asarray(top["ts"]),
+        ts=_relative_us(top["ts"], meta.ts_origin_us),
         dur=np.asarray(top["dur"]),
         stream=dense_int("stream"),
         correlation=dense_int("correlation"),
@@ -147,24 +160,29 @@ def build_rank_trace(result: ScanResult, meta: TraceMeta) -> RankTrace:
     return trace
 
 
+def _relative_us(ts_ns: np.ndarray, origin_us: int) -> np.ndarray:
+    """Exact ns timestamps -> float64 µs since the origin (NaN where missing)."""
+    out = (ts_ns - origin_us * 1000).astype(np.float64) / 1000.0
+    out[ts_ns == INT_MISSING] = np.nan
+    return out
+
+
 def _resolve_ids(id_codes: np.ndarray, strings: list[str]) -> np.ndarray:
     """pid/tid codes -> int64: numeric text as its number, other text ("Spans", "stream 7")
-    as ``TEXT_ID_BASE - code``, missing as -1."""
-    uniq, inverse = np.unique(id_codes, return_inverse=True)
-    values = np.empty(len(uniq), dtype=np.int64)
-    for i, code in enumerate(uniq):  # loop over distinct ids, not events
-        if code < 0:
-            values[i] = -1
-            continue
+    as ``TEXT_ID_BASE - code``, missing as -1. Converts each distinct code once (a lookup
+    table indexed by code), so the cost is linear in events."""
+    lut = np.full(len(strings) + 1, -1, dtype=np.int64)  # slot 0 = missing (code -1)
+    present = np.flatnonzero(np.bincount(id_codes.astype(np.int64) + 1, minlength=len(lut))) - 1
+    for code in present[present >= 0]:  # loop over distinct ids, not events
         text = strings[code]
         try:
-            values[i] = int(text)
+            lut[code + 1] = int(text)
         except ValueError:
             try:
-                values[i] = int(float(text))
+                lut[code + 1] = int(float(text))
             except ValueError:
-                values[i] = TEXT_ID_BASE - int(code)
-    return values[inverse.ravel()]
+                lut[code + 1] = TEXT_ID_BASE - int(code)
+    return lut[id_codes.astype(np.int64) + 1]
 
 
 def _mask(cat: np.ndarray, codes: dict[str, int], names) -> np.ndarray:

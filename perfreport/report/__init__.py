@@ -1,0 +1,1 @@
+"""Rendering: report models -> text formats through the Jinja2 templates in ``templates/``."""

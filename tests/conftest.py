@@ -1,0 +1,38 @@
+"""Shared fixtures: where the real traces are, and a loader cache so each is parsed once."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import pytest
+
+DATA = Path(__file__).parent / "data"
+TRACES = DATA / "traces"
+ORACLE = DATA / "oracle"
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+SHARED_TRACES = SHARED / "traces"
+SHARED_ORACLE = SHARED / "oracle"
+
+
+def trace_jobs() -> list[Path]:
+    """Every trace job folder in tests/data/traces (a pair contributes each side)."""
+    jobs = []
+    for d in sorted(TRACES.iterdir()):
+        subs = sorted(p for p in d.iterdir() if p.is_dir())
+        jobs.extend(subs or [d])
+    return jobs
+
+
+@functools.lru_cache(maxsize=None)
+def load_cached(path: str):
+    from perfreport.load import load
+
+    return load(path, workers=1)
+
+
+def shared_trace(rel: str) -> Path:
+    path = SHARED_TRACES / rel
+    if not path.exists():
+        pytest.skip(f"{path} not available (the shared trace collection is not next to the repo)")
+    return path

@@ -1,0 +1,155 @@
+"""The loader against an independent parser (stdlib json) on every real trace we have."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections import Counter
+from decimal import Decimal
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from perfreport.load import load
+from perfreport.model import TEXT_ID_BASE
+
+from .conftest import SHARED_TRACES, load_cached, trace_jobs
+
+
+def all_trace_files() -> list[Path]:
+    files = [p for job in trace_jobs() for p in sorted(job.glob("*.json*"))]
+    if SHARED_TRACES.exists():  # the larger traces live only in the shared collection
+        files += sorted(p for p in SHARED_TRACES.glob("**/*.json*") if "tests/data" not in str(p))
+    return files
+
+
+def reference(path: Path) -> dict:
+    """The file parsed by the stdlib, numbers kept exact as Decimal."""
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        return json.load(f, parse_float=Decimal, parse_int=Decimal)
+
+
+@pytest.mark.parametrize("path", all_trace_files(), ids=lambda p: f"{p.parent.name}/{p.name[:30]}")
+def test_columns_match_independent_parser(path: Path) -> None:
+    doc = reference(path)
+    events = doc["traceEvents"]
+    trace = load_cached(str(path))[next(iter(load_cached(str(path)).ranks))]
+    assert trace.n_events == len(events)
+    cats = Counter(e.get("cat") for e in events)
+    assert Counter(trace.decode(trace.cat[trace.cat >= 0])) == Counter({k: v for k, v in cats.items() if k is not None})
+    assert (trace.ph >= 0).sum() == sum(1 for e in events if "ph" in e)
+    origin = Decimal(trace.meta.ts_origin_us)
+    # relative timestamps are exact to the ns: compare with the exact decimal difference
+    ts = np.array([float(e["ts"] - origin) if "ts" in e else np.nan for e in events])
+    dur = np.array([float(e["dur"]) if "dur" in e else np.nan for e in events])
+    np.testing.assert_array_equal(trace.ts, ts)
+    np.testing.assert_array_equal(trace.dur, dur)
+    corr = np.array([int(e["args"]["correlation"]) if isinstance(e.get("args"), dict) and isinstance(e["args"].get("correlation"), Decimal) else -1 for e in events])
+    np.testing.assert_array_equal(trace.correlation, corr)
+    names = [e.get("name", "") for e in events]
+    assert list(trace.decode(trace.name)) == names
+    tids = [e.get("tid") for e in events]
+    decoded_tid = [trace.strings[TEXT_ID_BASE - v] if v <= TEXT_ID_BASE else v for v in trace.tid.tolist()]
+    assert decoded_tid == [int(t) if isinstance(t, (str, Decimal)) and str(t).lstrip("-").isdigit() else (-1 if t is None else t) for t in tids]
+
+
+def test_metadata_and_rank_from_distributed_info() -> None:
+    traces = load_cached(str(Path(__file__).parent / "data/traces/hta_sampled_2of128rank"))
+    assert traces.rank_ids == [0, 1]
+    meta = traces[1].meta
+    assert meta.rank_source == "distributedInfo"
+    assert meta.world_size == 128
+    assert meta.schema_version == 1
+    assert meta.json_bytes == len(gzip.open(meta.path).read())
+
+
+def test_cpu_gpu_links_by_correlation_are_mutual() -> None:
+    trace = load_cached(str(Path(__file__).parent / "data/traces/hta_a100_nccl_rank0of2"))[0]
+    gpu = np.flatnonzero(trace.gpu_activity())
+    assert len(gpu) == 3774  # 2700 kernels + 960 memcpy + 114 memset
+    assert (trace.linked[gpu] >= 0).all()
+    launches = trace.linked[gpu]
+    assert (trace.correlation[launches] == trace.correlation[gpu]).all()
+    assert set(trace.decode(trace.cat[launches])) <= {"cuda_runtime", "cuda_driver"}
+    # a launch points back at one of its GPU events
+    assert (trace.correlation[trace.linked[launches]] == trace.correlation[launches]).all()
+
+
+def test_links_fall_back_to_flow_events(tmp_path: Path) -> None:
+    """A GPU event without args.correlation is linked through its ac2g flow arrow."""
+    doc = {"traceEvents": [
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 2, "ts": 10, "dur": 5, "args": {}},
+        {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": 77, "pid": 1, "tid": 2, "ts": 10},
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 30, "dur": 4, "args": {"stream": 7}},
+        {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": 77, "pid": 0, "tid": 7, "ts": 30, "bp": "e"},
+    ]}
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(doc))
+    trace = load(path)[0]
+    assert trace.linked.tolist() == [2, -1, 0, -1]
+
+
+def test_iterations_by_time_for_cpu_and_by_launch_for_gpu() -> None:
+    trace = load_cached(str(Path(__file__).parent / "data/traces/hta_v100_ns_resolution"))[0]
+    assert trace.step_numbers().tolist() == [101, 102, 103, 104, 105]
+    steps = np.flatnonzero(trace.steps())
+    # brute force: every CPU event inside a step's span carries that step's number
+    for row in steps:
+        number = int(trace.strings[trace.name[row]].split("#")[1])
+        start, end = trace.ts[row], trace.ts[row] + trace.dur[row]
+        cpu_inside = (~trace.gpu_side()) & (trace.ts >= start) & (trace.ts < end)
+        assert (trace.iteration[cpu_inside] == number).all()
+    gpu = np.flatnonzero(trace.gpu_activity())
+    assert (trace.iteration[gpu] == trace.iteration[trace.linked[gpu]]).all()
+    assert set(np.unique(trace.iteration[gpu])) == {101, 102, 103, 104, 105}
+
+
+def test_fractional_microseconds_kept_and_durations_never_negative() -> None:
+    trace = load_cached(str(Path(__file__).parent / "data/traces/hta_v100_ns_resolution"))[0]
+    gpu = trace.gpu_activity()
+    assert (trace.dur[gpu] >= 0).all()
+    assert (trace.ts[gpu] != np.floor(trace.ts[gpu])).any()
+    # unix-epoch µs with ns digits: the first kernel starts at 1712195495505582.988 µs, where
+    # float64 resolves only 0.25 µs; relative to the integer origin every digit survives
+    first = np.flatnonzero(trace.kernels())[0]
+    assert first == 25790
+    assert trace.meta.ts_origin_us == 1712195495406752
+    assert round((trace.ts[first] - 98830.988) * 1e6) == 0
+
+
+def test_text_pids_and_tids_decode_back() -> None:
+    trace = load_cached(str(Path(__file__).parent / "data/traces/odd_old2021_tbplugin_gpu_metrics"))[0]
+    kernels = np.flatnonzero(trace.kernels())
+    tids = {trace.strings[TEXT_ID_BASE - t] for t in trace.tid[kernels]}
+    assert tids == {"stream 7"}
+    assert trace.stream[kernels].tolist() == [7] * len(kernels)
+
+
+def test_parallel_load_equals_sequential() -> None:
+    path = str(Path(__file__).parent / "data/traces/hta_sampled_2of128rank")
+    parallel, sequential = load(path, workers=2), load(path, workers=1)
+    for r in (0, 1):
+        for col in ("ts", "dur", "name", "linked", "iteration"):
+            a, b = getattr(parallel[r], col), getattr(sequential[r], col)
+            np.testing.assert_array_equal(a, b)
+
+
+def test_python_and_c_scanners_give_identical_models() -> None:
+    from perfreport.load import scanner
+    from perfreport.load.scan_py import scan as scan_py
+
+    if scanner._scan is None:
+        pytest.skip("the C scanner is not built in this environment")
+    import msgspec
+    from perfreport._io import read_trace_bytes
+
+    path = Path(__file__).parent / "data/traces/hta_a100_alexnet_benchmark"
+    data = read_trace_bytes(next(path.glob("*.json.gz")))
+    raw = msgspec.json.decode(data, type=dict[str, msgspec.Raw])["traceEvents"]
+    c, py = scanner.scan_c(raw), scan_py(raw)
+    assert c.n_events == py.n_events == 1408
+    for key in ("cat", "name", "pid", "tid"):
+        assert [c.strings[i] if i >= 0 else None for i in c.top[key]] == [py.strings[i] if i >= 0 else None for i in py.top[key]]
+    np.testing.assert_array_equal(c.top["ts"], py.top["ts"])
