@@ -1,7 +1,30 @@
-"""Pure analyses over a TraceSet. ``ANALYSES`` lists them in report order: (name, function)."""
+"""Pure analyses over a TraceSet. ``ANALYSES`` lists them in report order: (name, function).
 
-from __future__ import annotations
+Each function takes a TraceSet (all ranks) and returns one DataFrame whose column names carry
+their units; ``*_per_step`` variants give one row per profiler step, the gate's samples.
+"""
 
+from .annotations import gpu_user_annotation_breakdown
+from .diff import op_profile
+from .idle import idle_breakdown, idle_breakdown_per_step, idle_interval_stats
+from .kernels import kernel_metrics, kernel_rank_distribution, kernel_type_breakdown, kernel_type_breakdown_per_step
+from .overlap import comm_comp_overlap, comm_comp_overlap_per_step
 from .summary import summary
+from .temporal import temporal_breakdown, temporal_breakdown_per_step
 
-ANALYSES = (("summary", summary),)
+ANALYSES = (
+    ("summary", summary),
+    ("temporal_breakdown", temporal_breakdown),
+    ("temporal_breakdown_per_step", temporal_breakdown_per_step),
+    ("idle_breakdown", idle_breakdown),
+    ("idle_interval_stats", idle_interval_stats),
+    ("idle_breakdown_per_step", idle_breakdown_per_step),
+    ("kernel_type_breakdown", kernel_type_breakdown),
+    ("kernel_type_breakdown_per_step", kernel_type_breakdown_per_step),
+    ("kernel_metrics", kernel_metrics),
+    ("kernel_rank_distribution", kernel_rank_distribution),
+    ("comm_comp_overlap", comm_comp_overlap),
+    ("comm_comp_overlap_per_step", comm_comp_overlap_per_step),
+    ("gpu_user_annotation_breakdown", gpu_user_annotation_breakdown),
+    ("op_profile", op_profile),
+)

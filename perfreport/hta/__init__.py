@@ -8,6 +8,6 @@ This package is the only home of HTA's return shapes and quirks.
 from __future__ import annotations
 
 from .trace_analysis import TraceAnalysis
-from .trace_diff import DeviceType
+from .trace_diff import DeviceType, LabeledTrace, TraceDiff
 
-__all__ = ["TraceAnalysis", "DeviceType"]
+__all__ = ["TraceAnalysis", "TraceDiff", "LabeledTrace", "DeviceType"]

@@ -19,8 +19,13 @@ _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _WS = b" \t\r\n"
 
 
-_events_decoder = msgspec.json.Decoder(list[dict[str, msgspec.Raw]])
+_list_decoder = msgspec.json.Decoder(list[msgspec.Raw])
 _args_decoder = msgspec.json.Decoder(dict[str, msgspec.Raw])
+
+
+def _event(raw: msgspec.Raw) -> dict[str, msgspec.Raw]:
+    """An element's keys; a non-object element is an event with every field missing."""
+    return _args_decoder.decode(raw) if bytes(raw).lstrip()[:1] == b"{" else {}
 
 
 def minify(raw: bytes) -> str:
@@ -96,6 +101,8 @@ def to_float(raw: bytes) -> float:
                 return float(int(s, 16))
             except ValueError:
                 return math.nan
+            except OverflowError:
+                return math.inf if not s.startswith("-") else -math.inf
         try:
             return float(s)
         except ValueError:
@@ -112,18 +119,19 @@ def to_ns(raw: bytes) -> int:
         text = msgspec.json.decode(raw).strip()
         if text[:2].lower() == "0x" or text[:3].lower() in ("-0x", "+0x"):
             try:
-                return int(text, 16) * 1000
+                ns = int(text, 16) * 1000
             except ValueError:
                 return int(INT_MISSING)
+            return ns if _INT64_MIN < ns <= _INT64_MAX else int(INT_MISSING)
     else:
         return int(INT_MISSING)
     try:
         value = Decimal(text)
-    except InvalidOperation:
+        if not value.is_finite():
+            return int(INT_MISSING)
+        ns = int(value * 1000)  # int() truncates toward zero
+    except (InvalidOperation, ArithmeticError, ValueError):  # decimal.Overflow, huge exponents
         return int(INT_MISSING)
-    if not value.is_finite():
-        return int(INT_MISSING)
-    ns = int(value * 1000)  # int() truncates toward zero
     return ns if _INT64_MIN < ns <= _INT64_MAX else int(INT_MISSING)
 
 
@@ -145,7 +153,7 @@ class _Interner:
 
 def scan(events_json: bytes | memoryview) -> ScanResult:
     """Scan the JSON text of a ``traceEvents`` array (``[...]``) into columns."""
-    events = _events_decoder.decode(events_json)
+    events = [_event(raw) for raw in _list_decoder.decode(events_json)]
     n = len(events)
     intern = _Interner()
     top: dict[str, np.ndarray] = {}

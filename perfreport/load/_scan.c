@@ -1,0 +1,1768 @@
+/*
+ * _scan.c - one-pass scanner of a Kineto ``traceEvents`` JSON array into columns.
+ *
+ * This is the fast equivalent of ``scan_py.scan``; the contract (field kinds, missing values,
+ * string interning) is documented in ``fields.py``. Python calls
+ *
+ *     scan(buf, top_fields, arg_fields) -> (n_events, top, arg_rows, arg_values, strings)
+ *
+ * where ``buf`` holds the JSON text of the array itself and the field specs are sequences of
+ * ``(key, kind)`` pairs. Columns come back as plain ``bytes`` (native-endian float64 / int64 /
+ * int32) so that this module needs only the Python C API; Python wraps them with np.frombuffer.
+ *
+ * How it works. The parser walks the text once and validates it fully (any malformed or
+ * truncated input raises ValueError with a byte offset; nothing is read past the buffer).
+ * While walking an event it only remembers *where* the value of each wanted key is (a Span);
+ * the values are converted when the event's closing brace is reached. Deferring keeps
+ * "last duplicate key wins" exact (an overwritten value is never converted or interned) and
+ * costs nothing extra, since a span already says whether a string has escapes or a number has
+ * a fraction. Strings are interned in a C hash table keyed by their bytes; a Python ``str`` is
+ * created once per distinct text at the very end.
+ *
+ * Module attribute KINDS lists the field kinds this build understands ("fins").
+ *
+ * Deliberate differences from scan_py, all on input that scan_py rejects or crashes on:
+ *  - non-object array elements are events with every field missing (scan_py's typed decoder
+ *    raises on them);
+ *  - texts that are not valid UTF-8 are decoded with "surrogateescape" (lossless and injective,
+ *    so one text still gets one code) where scan_py raises UnicodeDecodeError;
+ *  - a hexadecimal string beyond the float range in an 'f' field gives +-inf where scan_py's
+ *    float(int(s, 16)) raises OverflowError;
+ *  - an integer literal of more than 4300 digits in an 'i' field is INT64_MIN where scan_py's
+ *    int() raises ValueError;
+ *  - kind 'n': a hexadecimal string whose ns overflow int64 is INT64_MIN (scan_py's np.array
+ *    raises OverflowError), and so is an exponent so large that Python's Decimal raises
+ *    decimal.Overflow (beyond 1e999999).
+ * Lone UTF-16 surrogate escapes in a converted string raise ValueError, as msgspec does.
+ */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#define MAX_DEPTH 1024          /* containers nested deeper than this are rejected */
+#define MAX_FIELDS 4096         /* per field spec; field indices are stored as int16 */
+#define INT_MISSING INT64_MIN   /* kind 'i' and 'n' sentinel (fields.INT_MISSING) */
+#define CODE_MISSING (-1)       /* kind 's' sentinel */
+#define KINDS "fins"            /* the field kinds understood (exported as the module's KINDS) */
+
+/* ------------------------------------------------------------------------------------------ */
+/* Growable byte buffer                                                                         */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct {
+    char *data;
+    size_t len, cap;
+} Buf;
+
+/* Make room for ``need`` more bytes (capacity doubles). -1 with MemoryError set on failure.
+ * Afterwards data is never NULL, so callers may memcpy into it even when need is 0. */
+static int buf_reserve(Buf *b, size_t need)
+{
+    if (b->data && b->cap - b->len >= need)
+        return 0;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap - b->len < need) {
+        if (cap > SIZE_MAX / 2) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        cap *= 2;
+    }
+    char *data = PyMem_Realloc(b->data, cap);
+    if (!data) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    b->data = data;
+    b->cap = cap;
+    return 0;
+}
+
+static inline int buf_append(Buf *b, const void *src, size_t n)
+{
+    if (buf_reserve(b, n) < 0)
+        return -1;
+    memcpy(b->data + b->len, src, n);
+    b->len += n;
+    return 0;
+}
+
+static inline int buf_put_f64(Buf *b, double v) { return buf_append(b, &v, sizeof v); }
+static inline int buf_put_i64(Buf *b, int64_t v) { return buf_append(b, &v, sizeof v); }
+static inline int buf_put_i32(Buf *b, int32_t v) { return buf_append(b, &v, sizeof v); }
+
+static void buf_free(Buf *b)
+{
+    PyMem_Free(b->data);
+    b->data = NULL;
+    b->len = b->cap = 0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Hashing and the string interner                                                              */
+/* ------------------------------------------------------------------------------------------ */
+
+static inline uint64_t load64(const char *s)
+{
+    uint64_t w;
+    memcpy(&w, s, 8);
+    return w;
+}
+
+static inline uint64_t rotl64(uint64_t x, int r) { return x << r | x >> (64 - r); }
+
+#define PRIME1 0x9E3779B185EBCA87ULL
+#define PRIME2 0xC2B2AE3D27D4EB4FULL
+
+/* One round of xxHash64's structure: four of these run independently on 32-byte blocks. */
+static inline uint64_t hash_round(uint64_t acc, uint64_t w) { return rotl64(acc + w * PRIME2, 31) * PRIME1; }
+
+/* A 64-bit hash of a byte string, shaped like xxHash64 (four independent lanes, so long kernel
+ * names hash at several bytes per cycle). Not cryptographic: texts come from trace files, and
+ * linear probing with a full-hash check degrades gracefully anyway. */
+static uint64_t hash_bytes(const char *s, size_t n)
+{
+    uint64_t h = (uint64_t)n * PRIME1;
+    if (n >= 32) {
+        uint64_t a = PRIME1 + PRIME2, b = PRIME2, c = 0, d = 0 - PRIME1;
+        do {
+            a = hash_round(a, load64(s));
+            b = hash_round(b, load64(s + 8));
+            c = hash_round(c, load64(s + 16));
+            d = hash_round(d, load64(s + 24));
+            s += 32;
+            n -= 32;
+        } while (n >= 32);
+        h ^= rotl64(a, 1) + rotl64(b, 7) + rotl64(c, 12) + rotl64(d, 18);
+    }
+    for (; n >= 8; s += 8, n -= 8)
+        h = rotl64(h ^ hash_round(0, load64(s)), 27) * PRIME1 + 0x85EBCA77C2B2AE63ULL;
+    if (n) {
+        /* the last 1..7 bytes in at most two loads instead of a byte-wise copy */
+        uint64_t w;
+        if (n >= 4) {
+            uint32_t lo, hi;
+            memcpy(&lo, s, 4);
+            memcpy(&hi, s + n - 4, 4);
+            w = (uint64_t)hi << 32 | lo;
+        } else {
+            w = (uint64_t)(unsigned char)s[0] << 16 | (uint64_t)(unsigned char)s[n >> 1] << 8 |
+                (unsigned char)s[n - 1];
+        }
+        h = rotl64(h ^ hash_round(0, w), 27) * PRIME1;
+    }
+    h ^= h >> 33;
+    h *= PRIME2;
+    h ^= h >> 29;
+    return h;
+}
+
+/* A cheap hash for looking up member keys (short; most are not wanted, so the probe usually
+ * stops at an empty slot after this and one comparison at most). */
+static inline uint64_t key_hash(const char *s, size_t n)
+{
+    if (n == 0)
+        return 0;
+    uint64_t h = (uint64_t)n | (uint64_t)(unsigned char)s[0] << 8 | (uint64_t)(unsigned char)s[n >> 1] << 16 |
+                 (uint64_t)(unsigned char)s[n - 1] << 24;
+    h *= PRIME1;
+    return h ^ h >> 29;
+}
+
+typedef struct {
+    uint64_t hash;
+    size_t off, len; /* the text is interner.text.data[off : off + len] */
+} InternEntry;
+
+typedef struct {
+    Buf text;             /* all distinct texts back to back */
+    InternEntry *entries; /* entries[code] */
+    size_t n, cap;
+    int32_t *slots;       /* open addressing, linear probing: a code, or -1 when empty */
+    size_t nslots;        /* a power of two, at least twice n */
+} Interner;
+
+static int interner_init(Interner *I)
+{
+    I->nslots = 1024;
+    I->slots = PyMem_Malloc(I->nslots * sizeof *I->slots);
+    if (!I->slots) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    memset(I->slots, 0xFF, I->nslots * sizeof *I->slots);
+    return 0;
+}
+
+static void interner_free(Interner *I)
+{
+    buf_free(&I->text);
+    PyMem_Free(I->entries);
+    PyMem_Free(I->slots);
+    I->entries = NULL;
+    I->slots = NULL;
+}
+
+/* Double the slot table and re-insert every code. */
+static int interner_rehash(Interner *I)
+{
+    size_t nslots = I->nslots * 2;
+    int32_t *slots = PyMem_Malloc(nslots * sizeof *slots);
+    if (!slots) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    memset(slots, 0xFF, nslots * sizeof *slots);
+    for (size_t code = 0; code < I->n; code++) {
+        size_t i = I->entries[code].hash & (nslots - 1);
+        while (slots[i] >= 0)
+            i = (i + 1) & (nslots - 1);
+        slots[i] = (int32_t)code;
+    }
+    PyMem_Free(I->slots);
+    I->slots = slots;
+    I->nslots = nslots;
+    return 0;
+}
+
+/* The code of text s[0:n], adding it when new. -1 with an exception set on failure. */
+static int32_t intern(Interner *I, const char *s, size_t n)
+{
+    uint64_t h = hash_bytes(s, n);
+    size_t mask = I->nslots - 1, i = h & mask;
+    for (int32_t code; (code = I->slots[i]) >= 0; i = (i + 1) & mask) {
+        const InternEntry *e = &I->entries[code];
+        if (e->hash == h && e->len == n && memcmp(I->text.data + e->off, s, n) == 0)
+            return code;
+    }
+    if (I->n >= INT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "more than 2**31 distinct strings");
+        return -1;
+    }
+    if ((I->n + 1) * 2 > I->nslots) {
+        if (interner_rehash(I) < 0)
+            return -1;
+        mask = I->nslots - 1;
+        for (i = h & mask; I->slots[i] >= 0; i = (i + 1) & mask)
+            ;
+    }
+    if (I->n == I->cap) {
+        size_t cap = I->cap ? I->cap * 2 : 1024;
+        InternEntry *entries = PyMem_Realloc(I->entries, cap * sizeof *entries);
+        if (!entries) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        I->entries = entries;
+        I->cap = cap;
+    }
+    size_t off = I->text.len;
+    if (buf_append(&I->text, s, n) < 0)
+        return -1;
+    I->entries[I->n] = (InternEntry){h, off, n};
+    I->slots[i] = (int32_t)I->n;
+    return (int32_t)I->n++;
+}
+
+/* The string table as a list of str, in code order. */
+static PyObject *interner_to_list(const Interner *I)
+{
+    PyObject *list = PyList_New((Py_ssize_t)I->n);
+    if (!list)
+        return NULL;
+    for (size_t code = 0; code < I->n; code++) {
+        const InternEntry *e = &I->entries[code];
+        PyObject *s = PyUnicode_DecodeUTF8(I->text.data + e->off, (Py_ssize_t)e->len,
+                                           "surrogateescape");
+        if (!s) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SET_ITEM(list, (Py_ssize_t)code, s);
+    }
+    return list;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Field specs: (key, kind) pairs and a hash lookup from key bytes to field index               */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct {
+    const char *key; /* UTF-8, owned by the key str (alive for the whole call) */
+    size_t len;
+    uint64_t hash;
+    char kind;       /* 'f', 'i', 'n' or 's' */
+} Field;
+
+typedef struct {
+    Field *fields;
+    Py_ssize_t n;
+    int16_t *slots; /* field index, or -1 when empty */
+    size_t mask;
+} FieldMap;
+
+static void fieldmap_free(FieldMap *m)
+{
+    PyMem_Free(m->fields);
+    PyMem_Free(m->slots);
+    m->fields = NULL;
+    m->slots = NULL;
+}
+
+static int fieldmap_find(const FieldMap *m, const char *key, size_t len)
+{
+    uint64_t h = key_hash(key, len);
+    for (size_t i = h & m->mask;; i = (i + 1) & m->mask) {
+        int k = m->slots[i];
+        if (k < 0)
+            return -1;
+        const Field *f = &m->fields[k];
+        if (f->hash == h && f->len == len && memcmp(f->key, key, len) == 0)
+            return k;
+    }
+}
+
+/* Build the map from a sequence of (key: str, kind: str). -1 with an exception on failure. */
+static int fieldmap_init(FieldMap *m, PyObject *spec, const char *what)
+{
+    PyObject *seq = PySequence_Fast(spec, "field spec must be a sequence");
+    if (!seq)
+        return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (n > MAX_FIELDS) {
+        PyErr_Format(PyExc_ValueError, "%s: more than %d fields", what, MAX_FIELDS);
+        goto fail;
+    }
+    size_t nslots = 16;
+    while (nslots < 4 * (size_t)n)
+        nslots *= 2;
+    m->n = n;
+    m->mask = nslots - 1;
+    m->fields = PyMem_Calloc(n ? (size_t)n : 1, sizeof *m->fields);
+    m->slots = PyMem_Malloc(nslots * sizeof *m->slots);
+    if (!m->fields || !m->slots) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    memset(m->slots, 0xFF, nslots * sizeof *m->slots);
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, k);
+        PyObject *key, *kind;
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2 ||
+            !PyUnicode_Check(key = PyTuple_GET_ITEM(item, 0)) ||
+            !PyUnicode_Check(kind = PyTuple_GET_ITEM(item, 1))) {
+            PyErr_Format(PyExc_TypeError, "%s[%zd] must be a (key: str, kind: str) tuple", what, k);
+            goto fail;
+        }
+        Py_ssize_t klen, kindlen;
+        const char *kbytes = PyUnicode_AsUTF8AndSize(key, &klen);
+        const char *kindbytes = PyUnicode_AsUTF8AndSize(kind, &kindlen);
+        if (!kbytes || !kindbytes)
+            goto fail;
+        if (kindlen != 1 || !strchr(KINDS, kindbytes[0])) {
+            PyErr_Format(PyExc_ValueError, "%s[%zd]: kind must be one of %s, not %R", what, k, KINDS, kind);
+            goto fail;
+        }
+        if (fieldmap_find(m, kbytes, (size_t)klen) >= 0) {
+            PyErr_Format(PyExc_ValueError, "%s: duplicate key %R", what, key);
+            goto fail;
+        }
+        Field *f = &m->fields[k];
+        *f = (Field){kbytes, (size_t)klen, key_hash(kbytes, (size_t)klen), kindbytes[0]};
+        size_t i = f->hash & m->mask;
+        while (m->slots[i] >= 0)
+            i = (i + 1) & m->mask;
+        m->slots[i] = (int16_t)k;
+    }
+    Py_DECREF(seq);
+    return 0;
+fail:
+    Py_DECREF(seq);
+    return -1;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Scanner state                                                                                */
+/* ------------------------------------------------------------------------------------------ */
+
+/* What a remembered value is; decides how it converts. */
+enum {
+    V_STR,      /* string without escapes: its raw content is its text */
+    V_STR_ESC,  /* string with escapes: must be decoded */
+    V_INT,      /* number without fraction or exponent */
+    V_FLOAT,    /* number with a fraction or exponent */
+    V_LITERAL,  /* true / false / null: no whitespace inside, the raw text is the minified text */
+    V_COMPOUND, /* array or object: minified for kind 's' */
+};
+
+/* Where the value of one wanted key is in the buffer: [p, q); p == NULL means absent. */
+typedef struct {
+    const char *p, *q;
+    int type;
+} Span;
+
+typedef struct {
+    const char *base, *end; /* the JSON text */
+
+    FieldMap top, arg;
+    Buf *top_cols;  /* one dense column per top field */
+    Buf *arg_rows;  /* int64 event positions per arg field */
+    Buf *arg_vals;  /* values per arg field */
+    Interner strings;
+
+    Span *top_span;    /* per top field, for the current event */
+    Span *arg_span;    /* per arg field, for the current event's args */
+    int16_t *touched;  /* arg fields present in the current event, in first-seen order */
+    Py_ssize_t n_touched;
+
+    Buf scratch;   /* a decoded string or minified value being converted */
+    Buf key_buf;   /* a decoded key that had escapes */
+    int64_t n_events;
+} Scan;
+
+/* Raise ValueError for malformed JSON at ``at``; returns NULL so parsers can ``return`` it. */
+static const char *syntax_error(Scan *S, const char *at, const char *msg)
+{
+    if (!PyErr_Occurred())
+        PyErr_Format(PyExc_ValueError, "invalid JSON in traceEvents at byte %zd: %s",
+                     (Py_ssize_t)(at - S->base), msg);
+    return NULL;
+}
+
+static int scan_init(Scan *S, PyObject *top_spec, PyObject *arg_spec)
+{
+    if (fieldmap_init(&S->top, top_spec, "top_fields") < 0 ||
+        fieldmap_init(&S->arg, arg_spec, "arg_fields") < 0 || interner_init(&S->strings) < 0)
+        return -1;
+    size_t nt = (size_t)S->top.n + 1, na = (size_t)S->arg.n + 1; /* +1: never calloc(0) */
+    S->top_cols = PyMem_Calloc(nt, sizeof(Buf));
+    S->arg_rows = PyMem_Calloc(na, sizeof(Buf));
+    S->arg_vals = PyMem_Calloc(na, sizeof(Buf));
+    S->top_span = PyMem_Calloc(nt, sizeof(Span));
+    S->arg_span = PyMem_Calloc(na, sizeof(Span));
+    S->touched = PyMem_Calloc(na, sizeof(int16_t));
+    if (!S->top_cols || !S->arg_rows || !S->arg_vals || !S->top_span || !S->arg_span || !S->touched) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+static void scan_free(Scan *S)
+{
+    if (S->top_cols)
+        for (Py_ssize_t k = 0; k < S->top.n; k++)
+            buf_free(&S->top_cols[k]);
+    if (S->arg_rows)
+        for (Py_ssize_t k = 0; k < S->arg.n; k++)
+            buf_free(&S->arg_rows[k]);
+    if (S->arg_vals)
+        for (Py_ssize_t k = 0; k < S->arg.n; k++)
+            buf_free(&S->arg_vals[k]);
+    PyMem_Free(S->top_cols);
+    PyMem_Free(S->arg_rows);
+    PyMem_Free(S->arg_vals);
+    PyMem_Free(S->top_span);
+    PyMem_Free(S->arg_span);
+    PyMem_Free(S->touched);
+    fieldmap_free(&S->top);
+    fieldmap_free(&S->arg);
+    interner_free(&S->strings);
+    buf_free(&S->scratch);
+    buf_free(&S->key_buf);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Lexing: whitespace, strings, numbers, literals                                               */
+/* ------------------------------------------------------------------------------------------ */
+
+static inline int is_digit(char c) { return c >= '0' && c <= '9'; }
+
+static inline int hex_value(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+static inline const char *skip_ws(const char *p, const char *end)
+{
+    while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
+        p++;
+    return p;
+}
+
+/* High bit set in each byte of w that ends a run of plain string content: '"', '\\' or a
+ * control character (< 0x20, invalid in JSON strings). The lowest flagged byte is always a
+ * true one (false positives only appear above it through borrows), which is all we use. */
+static inline uint64_t string_stop_mask(uint64_t w)
+{
+    const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+    uint64_t quote = w ^ (ones * '"'), bslash = w ^ (ones * '\\');
+    uint64_t m = ((quote - ones) & ~quote) | ((bslash - ones) & ~bslash) | ((w - ones * 0x20) & ~w);
+    return m & highs;
+}
+
+/* Offset of the first flagged byte of a non-zero string_stop_mask (0 when we cannot tell,
+ * which is still correct: the byte loop after it finishes the search). */
+static inline size_t first_flagged_byte(uint64_t m)
+{
+#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    return (size_t)__builtin_ctzll(m) >> 3;
+#else
+    (void)m;
+    return 0;
+#endif
+}
+
+static inline int is_string_stop(unsigned char c) { return c == '"' || c == '\\' || c < 0x20; }
+
+/* Validate the string starting at the quote p. Returns the position after the closing quote and
+ * sets *has_esc when the content contains backslash escapes (then it must be decoded). */
+static const char *scan_string(Scan *S, const char *p, int *has_esc)
+{
+    const char *end = S->end;
+    int esc = 0;
+    p++;
+    for (;;) {
+        /* skip plain content 8 bytes at a time, then finish byte by byte */
+        while (end - p >= 8) {
+            uint64_t m = string_stop_mask(load64(p));
+            if (m) {
+                p += first_flagged_byte(m);
+                break;
+            }
+            p += 8;
+        }
+        while (p < end && !is_string_stop((unsigned char)*p))
+            p++;
+        if (p >= end)
+            return syntax_error(S, p, "unterminated string");
+        if (*p == '"') {
+            *has_esc = esc;
+            return p + 1;
+        }
+        if (*p != '\\')
+            return syntax_error(S, p, "control character in string");
+        esc = 1;
+        if (end - p < 2)
+            return syntax_error(S, p, "unterminated string");
+        switch (p[1]) {
+        case '"': case '\\': case '/': case 'b': case 'f': case 'n': case 'r': case 't':
+            p += 2;
+            break;
+        case 'u':
+            if (end - p < 6 || hex_value(p[2]) < 0 || hex_value(p[3]) < 0 || hex_value(p[4]) < 0 ||
+                hex_value(p[5]) < 0)
+                return syntax_error(S, p, "invalid \\u escape");
+            p += 6;
+            break;
+        default:
+            return syntax_error(S, p, "invalid escape");
+        }
+    }
+}
+
+/* End of the JSON number at p, -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?, or NULL when
+ * there is none. *is_float tells whether it has a fraction or an exponent. */
+static const char *match_number(const char *p, const char *end, int *is_float)
+{
+    int fl = 0;
+    if (p < end && *p == '-')
+        p++;
+    if (p >= end || !is_digit(*p))
+        return NULL;
+    if (*p == '0')
+        p++;
+    else
+        while (p < end && is_digit(*p))
+            p++;
+    if (p < end && *p == '.') {
+        fl = 1;
+        if (++p >= end || !is_digit(*p))
+            return NULL;
+        while (p < end && is_digit(*p))
+            p++;
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        fl = 1;
+        if (++p < end && (*p == '+' || *p == '-'))
+            p++;
+        if (p >= end || !is_digit(*p))
+            return NULL;
+        while (p < end && is_digit(*p))
+            p++;
+    }
+    *is_float = fl;
+    return p;
+}
+
+/* The literal ``word`` (true/false/null) at p, or NULL. */
+static inline const char *match_literal(const char *p, const char *end, const char *word, size_t n)
+{
+    return (size_t)(end - p) >= n && memcmp(p, word, n) == 0 ? p + n : NULL;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Skipping (validating) values                                                                 */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Validate the scalar (string, number, literal) at p. Returns its end and its V_* type. */
+static const char *skip_scalar(Scan *S, const char *p, int *type)
+{
+    const char *end = S->end, *q;
+    int flag = 0;
+    if (p >= end)
+        return syntax_error(S, p, "unexpected end of input");
+    switch (*p) {
+    case '"':
+        q = scan_string(S, p, &flag);
+        *type = flag ? V_STR_ESC : V_STR;
+        return q;
+    case 't':
+        q = match_literal(p, end, "true", 4);
+        break;
+    case 'f':
+        q = match_literal(p, end, "false", 5);
+        break;
+    case 'n':
+        q = match_literal(p, end, "null", 4);
+        break;
+    default:
+        if (!(q = match_number(p, end, &flag)))
+            return syntax_error(S, p, "invalid value");
+        *type = flag ? V_FLOAT : V_INT;
+        return q;
+    }
+    *type = V_LITERAL;
+    return q ? q : syntax_error(S, p, "invalid literal");
+}
+
+/* The member key at p: validate the string and the ':' after it. Returns the value's position. */
+static const char *skip_key(Scan *S, const char *p)
+{
+    const char *end = S->end;
+    int esc;
+    if (p >= end || *p != '"')
+        return syntax_error(S, p, "expected a string key");
+    if (!(p = scan_string(S, p, &esc)))
+        return NULL;
+    p = skip_ws(p, end);
+    if (p >= end || *p != ':')
+        return syntax_error(S, p, "expected ':'");
+    return skip_ws(p + 1, end);
+}
+
+/* Validate the array or object at p, itself at nesting ``depth``, and everything inside it.
+ * Iterative, with an explicit stack of the open containers' closing brackets, so that deep
+ * nesting costs no C stack. */
+static const char *skip_container(Scan *S, const char *p, int depth)
+{
+    const char *end = S->end;
+    char closing[MAX_DEPTH + 1];
+    int n = 0, type;
+    for (;;) {
+        /* here p is at a value (whitespace skipped) */
+        if (p < end && (*p == '{' || *p == '[')) {
+            if (depth + n > MAX_DEPTH)
+                return syntax_error(S, p, "nesting too deep");
+            closing[n++] = *p == '{' ? '}' : ']';
+            p = skip_ws(p + 1, end);
+            if (p < end && *p == closing[n - 1]) {
+                p++; /* empty: already a complete value */
+                n--;
+            } else {
+                if (closing[n - 1] == '}' && !(p = skip_key(S, p)))
+                    return NULL;
+                continue; /* at its first value */
+            }
+        } else if (!(p = skip_scalar(S, p, &type))) {
+            return NULL;
+        }
+        /* after a complete value: close finished containers, or go to the next value */
+        for (;;) {
+            if (n == 0)
+                return p;
+            p = skip_ws(p, end);
+            if (p < end && *p == closing[n - 1]) {
+                p++;
+                n--;
+            } else if (p < end && *p == ',') {
+                p = skip_ws(p + 1, end);
+                if (closing[n - 1] == '}' && !(p = skip_key(S, p)))
+                    return NULL;
+                break;
+            } else {
+                return syntax_error(S, p, closing[n - 1] == '}' ? "expected ',' or '}'" : "expected ',' or ']'");
+            }
+        }
+    }
+}
+
+/* Validate the value at p (whitespace already skipped) inside a container at ``depth``.
+ * Returns its end; when ``span`` is given, records where it is and what type it has. */
+static const char *skip_value(Scan *S, const char *p, int depth, Span *span)
+{
+    const char *q;
+    int type = V_COMPOUND;
+    if (p < S->end && (*p == '{' || *p == '['))
+        q = skip_container(S, p, depth + 1);
+    else
+        q = skip_scalar(S, p, &type);
+    if (q && span)
+        *span = (Span){p, q, type};
+    return q;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Decoding strings and minifying values                                                        */
+/* ------------------------------------------------------------------------------------------ */
+
+static inline unsigned read_hex4(const char *p)
+{
+    return (unsigned)(hex_value(p[0]) << 12 | hex_value(p[1]) << 8 | hex_value(p[2]) << 4 | hex_value(p[3]));
+}
+
+static inline char *put_utf8(char *o, uint32_t cp)
+{
+    if (cp < 0x80) {
+        *o++ = (char)cp;
+    } else if (cp < 0x800) {
+        *o++ = (char)(0xC0 | cp >> 6);
+        *o++ = (char)(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+        *o++ = (char)(0xE0 | cp >> 12);
+        *o++ = (char)(0x80 | (cp >> 6 & 0x3F));
+        *o++ = (char)(0x80 | (cp & 0x3F));
+    } else {
+        *o++ = (char)(0xF0 | cp >> 18);
+        *o++ = (char)(0x80 | (cp >> 12 & 0x3F));
+        *o++ = (char)(0x80 | (cp >> 6 & 0x3F));
+        *o++ = (char)(0x80 | (cp & 0x3F));
+    }
+    return o;
+}
+
+/* Decode the content [p, q) of a string validated by scan_string into ``out`` (replacing its
+ * contents) as UTF-8. Each escape is at most 6 or 12 source bytes and yields at most 4
+ * bytes, so the output never exceeds the input length. */
+static int decode_string(Scan *S, const char *p, const char *q, Buf *out)
+{
+    out->len = 0;
+    if (buf_reserve(out, (size_t)(q - p)) < 0)
+        return -1;
+    char *o = out->data;
+    while (p < q) {
+        const char *bs = memchr(p, '\\', (size_t)(q - p));
+        size_t run = (size_t)((bs ? bs : q) - p);
+        memcpy(o, p, run);
+        o += run;
+        p += run;
+        if (!bs)
+            break;
+        char c = p[1];
+        p += 2;
+        switch (c) {
+        case 'b': *o++ = '\b'; break;
+        case 'f': *o++ = '\f'; break;
+        case 'n': *o++ = '\n'; break;
+        case 'r': *o++ = '\r'; break;
+        case 't': *o++ = '\t'; break;
+        case 'u': {
+            uint32_t cp = read_hex4(p);
+            p += 4;
+            if (cp >= 0xDC00 && cp <= 0xDFFF) {
+                syntax_error(S, p - 6, "lone utf-16 low surrogate");
+                return -1;
+            }
+            if (cp >= 0xD800 && cp <= 0xDBFF) {
+                /* a high surrogate must be followed by an escaped low one */
+                uint32_t lo = q - p >= 6 && p[0] == '\\' && p[1] == 'u' ? read_hex4(p + 2) : 0;
+                if (lo < 0xDC00 || lo > 0xDFFF) {
+                    syntax_error(S, p - 6, "invalid utf-16 surrogate pair");
+                    return -1;
+                }
+                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+                p += 6;
+            }
+            o = put_utf8(o, cp);
+            break;
+        }
+        default: /* '"', '\\', '/' */
+            *o++ = c;
+        }
+    }
+    out->len = (size_t)(o - out->data);
+    return 0;
+}
+
+/* Copy the validated value [p, q) into ``out`` (replacing its contents) without the whitespace
+ * outside strings, like scan_py.minify; strings keep their raw escaped form. */
+static int minify_into(const char *p, const char *q, Buf *out)
+{
+    out->len = 0;
+    if (buf_reserve(out, (size_t)(q - p)) < 0)
+        return -1;
+    char *o = out->data;
+    int in_str = 0, escaped = 0;
+    for (; p < q; p++) {
+        char c = *p;
+        if (in_str) {
+            *o++ = c;
+            if (escaped)
+                escaped = 0;
+            else if (c == '\\')
+                escaped = 1;
+            else if (c == '"')
+                in_str = 0;
+        } else if (c == '"') {
+            in_str = 1;
+            *o++ = c;
+        } else if (c != ' ' && c != '\t' && c != '\r' && c != '\n') {
+            *o++ = c;
+        }
+    }
+    out->len = (size_t)(o - out->data);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Numbers                                                                                      */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Powers of ten that are exact doubles (10**22 is the largest). */
+static const double POW10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+                               1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+/* The correctly rounded double of the JSON number [p, q) (validated), like Python's float().
+ * Most numbers in traces take Clinger's fast path: a mantissa below 2**53 times or divided by
+ * an exact power of ten is a single, correctly rounded operation. Others go to Python's own
+ * correctly rounded, locale-independent parser. */
+static int number_to_double(const char *p, const char *q, double *out)
+{
+    const char *s = p;
+    int neg = *s == '-';
+    uint64_t mant = 0;
+    int sig = 0;           /* significant digits in mant */
+    long long exp10 = 0;
+    s += neg;
+    for (; s < q && is_digit(*s); s++)
+        if (mant || *s != '0') {
+            if (++sig > 19)
+                goto slow;
+            mant = mant * 10 + (uint64_t)(*s - '0');
+        }
+    if (s < q && *s == '.')
+        for (s++; s < q && is_digit(*s); s++, exp10--)
+            if (mant || *s != '0') {
+                if (++sig > 19)
+                    goto slow;
+                mant = mant * 10 + (uint64_t)(*s - '0');
+            }
+    if (s < q && (*s == 'e' || *s == 'E')) {
+        int eneg = 0;
+        long long e = 0;
+        s++;
+        if (*s == '+' || *s == '-')
+            eneg = *s++ == '-';
+        for (; s < q; s++)
+            if (e < 100000)
+                e = e * 10 + (*s - '0');
+        exp10 += eneg ? -e : e;
+    }
+    if (mant == 0) {
+        *out = neg ? -0.0 : 0.0;
+        return 0;
+    }
+#if FLT_EVAL_METHOD == 0
+    if (mant <= (1ULL << 53) && exp10 >= -22 && exp10 <= 22) {
+        double d = (double)mant;
+        d = exp10 < 0 ? d / POW10[-exp10] : d * POW10[exp10];
+        *out = neg ? -d : d;
+        return 0;
+    }
+#endif
+slow:;
+    /* PyOS_string_to_double wants a NUL-terminated string */
+    char small[64], *tmp = small;
+    size_t n = (size_t)(q - p);
+    if (n >= sizeof small && !(tmp = PyMem_Malloc(n + 1))) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    memcpy(tmp, p, n);
+    tmp[n] = '\0';
+    double d = PyOS_string_to_double(tmp, NULL, NULL); /* overflow gives +-inf, as float() */
+    if (tmp != small)
+        PyMem_Free(tmp);
+    if (d == -1.0 && PyErr_Occurred())
+        return -1;
+    *out = d;
+    return 0;
+}
+
+/* int(f) for kind 'i': truncation toward zero, INT_MISSING unless finite and in range. */
+static inline int64_t double_to_int64(double d)
+{
+    if (d >= -9223372036854775808.0 && d < 9223372036854775808.0) /* false for NaN */
+        return (int64_t)d;
+    return INT_MISSING;
+}
+
+/* The exact value of [+-]?[0-9]+ in [p, q) (validated), INT_MISSING when beyond int64. */
+static int64_t decimal_to_int64(const char *p, const char *q)
+{
+    int neg = 0;
+    if (*p == '-' || *p == '+')
+        neg = *p++ == '-';
+    uint64_t m = 0;
+    for (; p < q; p++) {
+        unsigned d = (unsigned)(*p - '0');
+        if (m >= 1844674407370955161ULL && (m > 1844674407370955161ULL || d > 5))
+            return INT_MISSING; /* over 2**64 - 1 */
+        m = m * 10 + d;
+    }
+    if (neg)
+        return m <= (uint64_t)INT64_MAX ? -(int64_t)m : INT_MISSING;
+    return m <= (uint64_t)INT64_MAX ? (int64_t)m : INT_MISSING;
+}
+
+/* The kind-'i' value of the JSON number [p, q). */
+static int number_to_int64(const char *p, const char *q, int is_float, int64_t *out)
+{
+    if (!is_float) {
+        *out = decimal_to_int64(p, q);
+        return 0;
+    }
+    double d;
+    if (number_to_double(p, q, &d) < 0)
+        return -1;
+    *out = double_to_int64(d);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Numeric strings ("2560", "0x10", " 7 ") in 'f' and 'i' fields                                */
+/*                                                                                              */
+/* scan_py strips the text (str.strip), tries int(s, 16) after a 0x prefix, then int(s, 10),   */
+/* then float(s). Python's grammar is wide (underscores, Unicode digits and spaces, inf/nan),  */
+/* so C handles only the common plain-ASCII shapes and hands everything else to those very     */
+/* Python functions, which keeps the result identical.                                         */
+/* ------------------------------------------------------------------------------------------ */
+
+/* ASCII characters for which str.isspace() is true. */
+static inline int is_py_space(unsigned char c) { return c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1C && c <= 0x1F); }
+
+static void trim_py_space(const char **s, size_t *n)
+{
+    const char *a = *s, *b = *s + *n;
+    while (a < b && is_py_space((unsigned char)*a))
+        a++;
+    while (b > a && is_py_space((unsigned char)b[-1]))
+        b--;
+    *s = a;
+    *n = (size_t)(b - a);
+}
+
+/* Length of the "0x" / "-0x" / "+0x" prefix (any case) of s, or 0 if it has none. */
+static size_t hex_prefix_len(const char *s, size_t n)
+{
+    size_t sign = n > 0 && (s[0] == '-' || s[0] == '+');
+    return n >= sign + 2 && s[sign] == '0' && (s[sign + 1] == 'x' || s[sign + 1] == 'X') ? sign + 2 : 0;
+}
+
+/* Exact value of the hex digits s[0:n] (n >= 1, all valid); *overflow when beyond 2**64 - 1. */
+static uint64_t hex_digits_value(const char *s, size_t n, int *overflow)
+{
+    uint64_t m = 0;
+    *overflow = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (m >> 60)
+            *overflow = 1;
+        m = m << 4 | (uint64_t)hex_value(s[i]);
+    }
+    return m;
+}
+
+static int all_hex(const char *s, size_t n)
+{
+    if (n == 0)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (hex_value(s[i]) < 0)
+            return 0;
+    return 1;
+}
+
+static int all_digits(const char *s, size_t n)
+{
+    if (n == 0)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!is_digit(s[i]))
+            return 0;
+    return 1;
+}
+
+/* Plain ASCII with no decimal digit: Python can read no number from it but inf / nan. */
+static int ascii_without_digits(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)s[i] >= 0x80 || is_digit(s[i]))
+            return 0;
+    return 1;
+}
+
+/* float() of an ASCII text without digits: +-inf / +-infinity / +-nan (any case), else NaN. */
+static double ascii_special_float(const char *s, size_t n)
+{
+    double sign = 1.0;
+    if (n && (s[0] == '-' || s[0] == '+')) {
+        sign = s[0] == '-' ? -1.0 : 1.0;
+        s++;
+        n--;
+    }
+    char low[9];
+    if (n == 0 || n > 8)
+        return NAN;
+    for (size_t i = 0; i < n; i++)
+        low[i] = (char)(s[i] >= 'A' && s[i] <= 'Z' ? s[i] + 32 : s[i]);
+    low[n] = '\0';
+    if (!strcmp(low, "inf") || !strcmp(low, "infinity"))
+        return sign * INFINITY;
+    if (!strcmp(low, "nan"))
+        return copysign(NAN, sign);
+    return NAN;
+}
+
+/* A text that reads as a JSON number, optionally with a leading '+' before a digit (a subset
+ * of Python's float grammar that our number parser handles). */
+static int is_signed_json_number(const char *s, size_t n, int *is_float)
+{
+    if (n && s[0] == '+') {
+        if (n < 2 || !is_digit(s[1]))
+            return 0;
+        s++;
+        n--;
+    }
+    return match_number(s, s + n, is_float) == s + n;
+}
+
+/* Clear a pending ValueError (the "not a number" outcome) and return 1; 0 for other errors. */
+static int clear_value_error(void)
+{
+    if (!PyErr_ExceptionMatches(PyExc_ValueError))
+        return 0;
+    PyErr_Clear();
+    return 1;
+}
+
+/* The text as a Python str, stripped as str.strip() does. */
+static PyObject *py_stripped(const char *s, size_t n)
+{
+    PyObject *u = PyUnicode_DecodeUTF8(s, (Py_ssize_t)n, "surrogateescape");
+    if (!u)
+        return NULL;
+    PyObject *t = PyObject_CallMethod(u, "strip", NULL);
+    Py_DECREF(u);
+    return t;
+}
+
+/* s[:2].lower() == "0x" or s[:3].lower() in ("-0x", "+0x") for a str s. */
+static int py_has_hex_prefix(PyObject *t)
+{
+    Py_ssize_t n = PyUnicode_GET_LENGTH(t), i = 0;
+    if (n > 0 && (PyUnicode_READ_CHAR(t, 0) == '-' || PyUnicode_READ_CHAR(t, 0) == '+'))
+        i = 1;
+    return n >= i + 2 && PyUnicode_READ_CHAR(t, i) == '0' &&
+           (PyUnicode_READ_CHAR(t, i + 1) == 'x' || PyUnicode_READ_CHAR(t, i + 1) == 'X');
+}
+
+/* scan_py.to_float of a string, through Python: float(int(s, 16)) or float(s). */
+static int py_text_to_float(const char *s, size_t n, double *out)
+{
+    PyObject *t = py_stripped(s, n), *num;
+    if (!t)
+        return -1;
+    *out = NAN;
+    if (py_has_hex_prefix(t)) {
+        if ((num = PyLong_FromUnicodeObject(t, 16))) {
+            *out = PyLong_AsDouble(num);
+            Py_DECREF(num);
+            if (*out == -1.0 && PyErr_Occurred()) {
+                if (!PyErr_ExceptionMatches(PyExc_OverflowError))
+                    goto fail;
+                PyErr_Clear(); /* scan_py raises here; +-inf is the natural value */
+                *out = PyUnicode_READ_CHAR(t, 0) == '-' ? -INFINITY : INFINITY;
+            }
+        } else if (!clear_value_error()) {
+            goto fail;
+        }
+    } else if ((num = PyFloat_FromString(t))) {
+        *out = PyFloat_AS_DOUBLE(num);
+        Py_DECREF(num);
+    } else if (!clear_value_error()) {
+        goto fail;
+    }
+    Py_DECREF(t);
+    return 0;
+fail:
+    Py_DECREF(t);
+    return -1;
+}
+
+/* scan_py._parse_int_text of a string, through Python: int(s, 16), int(s, 10), int(float(s)). */
+static int py_text_to_int(const char *s, size_t n, int64_t *out)
+{
+    PyObject *t = py_stripped(s, n), *num = NULL;
+    if (!t)
+        return -1;
+    *out = INT_MISSING;
+    if (py_has_hex_prefix(t) && !(num = PyLong_FromUnicodeObject(t, 16)) && !clear_value_error())
+        goto fail;
+    if (!num && !(num = PyLong_FromUnicodeObject(t, 10)) && !clear_value_error())
+        goto fail;
+    if (num) {
+        int overflow;
+        long long v = PyLong_AsLongLongAndOverflow(num, &overflow);
+        Py_DECREF(num);
+        if (v == -1 && PyErr_Occurred())
+            goto fail;
+        if (!overflow)
+            *out = v; /* INT64_MIN itself is INT_MISSING either way */
+    } else if ((num = PyFloat_FromString(t))) {
+        *out = double_to_int64(PyFloat_AS_DOUBLE(num));
+        Py_DECREF(num);
+    } else if (!clear_value_error()) {
+        goto fail;
+    }
+    Py_DECREF(t);
+    return 0;
+fail:
+    Py_DECREF(t);
+    return -1;
+}
+
+/* Kind 'f' of a decoded JSON string s[0:n]. */
+static int text_to_float(const char *s, size_t n, double *out)
+{
+    int is_float;
+    trim_py_space(&s, &n);
+    size_t hp = hex_prefix_len(s, n);
+    if (hp) {
+        /* up to 13 hex digits (52 bits) the int converts to double exactly */
+        if (n - hp <= 13 && all_hex(s + hp, n - hp)) {
+            int overflow;
+            int64_t v = (int64_t)hex_digits_value(s + hp, n - hp, &overflow);
+            *out = (double)(s[0] == '-' ? -v : v); /* an int has no -0 */
+            return 0;
+        }
+    } else if (is_signed_json_number(s, n, &is_float)) {
+        return number_to_double(s + (s[0] == '+'), s + n, out);
+    } else if (ascii_without_digits(s, n)) {
+        *out = ascii_special_float(s, n);
+        return 0;
+    }
+    return py_text_to_float(s, n, out);
+}
+
+/* Kind 'i' of a decoded JSON string s[0:n]. */
+static int text_to_int(const char *s, size_t n, int64_t *out)
+{
+    int is_float;
+    trim_py_space(&s, &n);
+    size_t hp = hex_prefix_len(s, n);
+    if (hp) {
+        if (all_hex(s + hp, n - hp)) {
+            int overflow;
+            uint64_t m = hex_digits_value(s + hp, n - hp, &overflow);
+            if (overflow || m > (uint64_t)INT64_MAX)
+                *out = INT_MISSING;
+            else
+                *out = s[0] == '-' ? -(int64_t)m : (int64_t)m;
+            return 0;
+        }
+    } else if (n && all_digits(s + (s[0] == '-' || s[0] == '+'), n - (s[0] == '-' || s[0] == '+'))) {
+        *out = decimal_to_int64(s, s + n);
+        return 0;
+    } else if (is_signed_json_number(s, n, &is_float)) {
+        return number_to_int64(s + (s[0] == '+'), s + n, 1, out);
+    } else if (ascii_without_digits(s, n)) {
+        *out = INT_MISSING; /* at best inf or nan, which are not integers */
+        return 0;
+    }
+    return py_text_to_int(s, n, out);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Kind 'n': exact integer nanoseconds of a decimal µs value                                    */
+/*                                                                                              */
+/* scan_py computes int(Decimal(text) * 1000). With at most 19 significant digits the value is */
+/* mantissa * 10**e exactly, and so is its truncation in integer arithmetic; longer texts      */
+/* (where Decimal's 28-digit context rounding could matter) go to Python's decimal module.     */
+/* ------------------------------------------------------------------------------------------ */
+
+/* trunc(value * 1000) of the decimal text [p, q): [+-]?digits(.digits)?([eE][+-]?digits)?,
+ * validated. Returns 1 with *out set (INT_MISSING beyond int64), or 0 when the text has more
+ * than 19 significant digits and the caller must ask Python. */
+static int decimal_text_to_ns(const char *p, const char *q, int64_t *out)
+{
+    static const uint64_t P10[] = {1ULL, 10ULL, 100ULL, 1000ULL, 10000ULL, 100000ULL, 1000000ULL,
+                                   10000000ULL, 100000000ULL, 1000000000ULL, 10000000000ULL,
+                                   100000000000ULL, 1000000000000ULL, 10000000000000ULL,
+                                   100000000000000ULL, 1000000000000000ULL, 10000000000000000ULL,
+                                   100000000000000000ULL, 1000000000000000000ULL,
+                                   10000000000000000000ULL};
+    int neg = 0, sig = 0;
+    uint64_t mant = 0, mag;
+    long long e10 = 3; /* µs -> ns */
+    if (*p == '-' || *p == '+')
+        neg = *p++ == '-';
+    for (; p < q && is_digit(*p); p++)
+        if (mant || *p != '0') {
+            if (++sig > 19)
+                return 0;
+            mant = mant * 10 + (uint64_t)(*p - '0');
+        }
+    if (p < q && *p == '.')
+        for (p++; p < q && is_digit(*p); p++, e10--)
+            if (mant || *p != '0') {
+                if (++sig > 19)
+                    return 0;
+                mant = mant * 10 + (uint64_t)(*p - '0');
+            }
+    if (p < q && (*p == 'e' || *p == 'E')) {
+        int eneg = 0;
+        long long e = 0;
+        p++;
+        if (*p == '+' || *p == '-')
+            eneg = *p++ == '-';
+        for (; p < q; p++)
+            if (e < 100000)
+                e = e * 10 + (*p - '0');
+        e10 += eneg ? -e : e;
+    }
+    if (e10 >= 0) {
+        for (mag = mant; e10 > 0 && mag; e10--) {
+            if (mag > (uint64_t)INT64_MAX / 10) {
+                *out = INT_MISSING;
+                return 1;
+            }
+            mag *= 10;
+        }
+        if (mag > (uint64_t)INT64_MAX) {
+            *out = INT_MISSING;
+            return 1;
+        }
+    } else {
+        mag = e10 < -19 ? 0 : mant / P10[-e10]; /* truncation toward zero */
+    }
+    *out = neg ? -(int64_t)mag : (int64_t)mag;
+    return 1;
+}
+
+/* int(value * 1000) for a Decimal value, INT_MISSING when not finite or beyond int64. */
+static int py_decimal_value_to_ns(PyObject *value, int64_t *out)
+{
+    PyObject *finite = PyObject_CallMethod(value, "is_finite", NULL);
+    if (!finite)
+        return -1;
+    int is_finite = PyObject_IsTrue(finite);
+    Py_DECREF(finite);
+    if (is_finite <= 0)
+        return is_finite; /* -1: error; 0: inf / nan, INT_MISSING */
+    PyObject *thousand = PyLong_FromLong(1000), *product = NULL, *ns = NULL;
+    if (thousand && (product = PyNumber_Multiply(value, thousand)))
+        ns = PyNumber_Long(product); /* truncates toward zero */
+    Py_XDECREF(thousand);
+    Py_XDECREF(product);
+    if (!ns)
+        return -1;
+    int overflow;
+    long long v = PyLong_AsLongLongAndOverflow(ns, &overflow);
+    Py_DECREF(ns);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    if (!overflow)
+        *out = v; /* INT64_MIN itself is INT_MISSING either way */
+    return 0;
+}
+
+/* int(Decimal(t) * 1000) through Python's decimal module (exactly scan_py's computation, in the
+ * current decimal context); INT_MISSING for what Decimal rejects (InvalidOperation), a
+ * non-finite value, or an exponent it cannot scale (Overflow). */
+static int py_decimal_to_ns(PyObject *t, int64_t *out)
+{
+    PyObject *mod = PyImport_ImportModule("decimal"), *cls = NULL, *exc = NULL, *value = NULL;
+    int rc = -1;
+    *out = INT_MISSING;
+    if (!mod)
+        return -1;
+    if ((cls = PyObject_GetAttrString(mod, "Decimal")) && (exc = PyObject_GetAttrString(mod, "DecimalException"))) {
+        if ((value = PyObject_CallOneArg(cls, t)))
+            rc = py_decimal_value_to_ns(value, out);
+        if (rc < 0 && PyErr_ExceptionMatches(exc)) {
+            PyErr_Clear();
+            *out = INT_MISSING;
+            rc = 0;
+        }
+    }
+    Py_DECREF(mod);
+    Py_XDECREF(cls);
+    Py_XDECREF(exc);
+    Py_XDECREF(value);
+    return rc;
+}
+
+/* The kind-'n' value of the JSON number [p, q). */
+static int number_to_ns(const char *p, const char *q, int64_t *out)
+{
+    if (decimal_text_to_ns(p, q, out))
+        return 0;
+    PyObject *t = PyUnicode_FromStringAndSize(p, q - p);
+    if (!t)
+        return -1;
+    int rc = py_decimal_to_ns(t, out);
+    Py_DECREF(t);
+    return rc;
+}
+
+/* scan_py.to_ns of a string, through Python: int(s, 16) * 1000 or int(Decimal(s) * 1000). */
+static int py_text_to_ns(const char *s, size_t n, int64_t *out)
+{
+    PyObject *t = py_stripped(s, n);
+    int rc = 0;
+    if (!t)
+        return -1;
+    *out = INT_MISSING;
+    if (py_has_hex_prefix(t)) {
+        PyObject *num = PyLong_FromUnicodeObject(t, 16);
+        if (num) {
+            int overflow;
+            long long v = PyLong_AsLongLongAndOverflow(num, &overflow);
+            Py_DECREF(num);
+            if (v == -1 && PyErr_Occurred())
+                rc = -1;
+            else if (!overflow && v >= -(INT64_MAX / 1000) && v <= INT64_MAX / 1000)
+                *out = v * 1000;
+        } else if (!clear_value_error()) {
+            rc = -1;
+        }
+    } else {
+        rc = py_decimal_to_ns(t, out);
+    }
+    Py_DECREF(t);
+    return rc;
+}
+
+/* Kind 'n' of a decoded JSON string s[0:n]. */
+static int text_to_ns(const char *s, size_t n, int64_t *out)
+{
+    int is_float;
+    trim_py_space(&s, &n);
+    size_t hp = hex_prefix_len(s, n);
+    if (hp) {
+        if (all_hex(s + hp, n - hp)) {
+            int overflow;
+            uint64_t m = hex_digits_value(s + hp, n - hp, &overflow);
+            if (overflow || m > (uint64_t)INT64_MAX / 1000)
+                *out = INT_MISSING;
+            else
+                *out = (s[0] == '-' ? -(int64_t)m : (int64_t)m) * 1000;
+            return 0;
+        }
+    } else if (is_signed_json_number(s, n, &is_float)) {
+        if (decimal_text_to_ns(s, s + n, out))
+            return 0;
+    } else if (ascii_without_digits(s, n)) {
+        *out = INT_MISSING; /* at best infinity or nan */
+        return 0;
+    }
+    return py_text_to_ns(s, n, out);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Converting a remembered value to its kind                                                    */
+/* ------------------------------------------------------------------------------------------ */
+
+/* The text of a string span: its raw content, or its decoding in S->scratch. */
+static int span_text(Scan *S, const Span *v, const char **s, size_t *n)
+{
+    if (v->type == V_STR) {
+        *s = v->p + 1;
+        *n = (size_t)(v->q - v->p - 2);
+        return 0;
+    }
+    if (decode_string(S, v->p + 1, v->q - 1, &S->scratch) < 0)
+        return -1;
+    *s = S->scratch.data;
+    *n = S->scratch.len;
+    return 0;
+}
+
+static int convert_float(Scan *S, const Span *v, double *out)
+{
+    const char *s;
+    size_t n;
+    switch (v->type) {
+    case V_INT:
+    case V_FLOAT:
+        return number_to_double(v->p, v->q, out);
+    case V_STR:
+    case V_STR_ESC:
+        if (span_text(S, v, &s, &n) < 0)
+            return -1;
+        return text_to_float(s, n, out);
+    default:
+        *out = NAN;
+        return 0;
+    }
+}
+
+static int convert_int(Scan *S, const Span *v, int64_t *out)
+{
+    const char *s;
+    size_t n;
+    switch (v->type) {
+    case V_INT:
+    case V_FLOAT:
+        return number_to_int64(v->p, v->q, v->type == V_FLOAT, out);
+    case V_STR:
+    case V_STR_ESC:
+        if (span_text(S, v, &s, &n) < 0)
+            return -1;
+        return text_to_int(s, n, out);
+    default:
+        *out = INT_MISSING;
+        return 0;
+    }
+}
+
+static int convert_ns(Scan *S, const Span *v, int64_t *out)
+{
+    const char *s;
+    size_t n;
+    switch (v->type) {
+    case V_INT:
+    case V_FLOAT:
+        return number_to_ns(v->p, v->q, out);
+    case V_STR:
+    case V_STR_ESC:
+        if (span_text(S, v, &s, &n) < 0)
+            return -1;
+        return text_to_ns(s, n, out);
+    default:
+        *out = INT_MISSING;
+        return 0;
+    }
+}
+
+/* Kind 's': a string's text, else the minified JSON text of the value. ``prev`` is the code of
+ * the column's previous value (-1 if none): columns hold long runs of one value (ph, cat, pid,
+ * tid), so comparing with it first skips hashing most of the time. */
+static int convert_text(Scan *S, const Span *v, int32_t prev, int32_t *out)
+{
+    const char *s = v->p;
+    size_t n = (size_t)(v->q - v->p);
+    if (v->type == V_STR || v->type == V_STR_ESC) {
+        if (span_text(S, v, &s, &n) < 0)
+            return -1;
+    } else if (v->type == V_COMPOUND) {
+        if (minify_into(v->p, v->q, &S->scratch) < 0)
+            return -1;
+        s = S->scratch.data;
+        n = S->scratch.len;
+    } /* numbers and literals contain no whitespace: the raw text is the text */
+    if (prev >= 0) {
+        const InternEntry *e = &S->strings.entries[prev];
+        if (e->len == n && memcmp(S->strings.text.data + e->off, s, n) == 0) {
+            *out = prev;
+            return 0;
+        }
+    }
+    return (*out = intern(&S->strings, s, n)) < 0 ? -1 : 0;
+}
+
+/* Append the value of ``v`` (NULL: missing) converted to ``kind`` to column ``col``. */
+static int append_value(Scan *S, char kind, const Span *v, Buf *col)
+{
+    if (kind == 'f') {
+        double d = NAN;
+        if (v && convert_float(S, v, &d) < 0)
+            return -1;
+        return buf_put_f64(col, d);
+    }
+    if (kind == 'i' || kind == 'n') {
+        int64_t i = INT_MISSING;
+        if (v && (kind == 'i' ? convert_int(S, v, &i) : convert_ns(S, v, &i)) < 0)
+            return -1;
+        return buf_put_i64(col, i);
+    }
+    int32_t code = CODE_MISSING, prev = CODE_MISSING;
+    if (col->len >= sizeof prev)
+        memcpy(&prev, col->data + col->len - sizeof prev, sizeof prev);
+    if (v && convert_text(S, v, prev, &code) < 0)
+        return -1;
+    return buf_put_i32(col, code);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Events                                                                                       */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Forget the args seen so far in this event (a later duplicate "args" key replaces them). */
+static void clear_args(Scan *S)
+{
+    for (Py_ssize_t i = 0; i < S->n_touched; i++)
+        S->arg_span[S->touched[i]].p = NULL;
+    S->n_touched = 0;
+}
+
+/* Convert the current event's remembered values into the columns and reset for the next one. */
+static int finish_event(Scan *S)
+{
+    for (Py_ssize_t k = 0; k < S->top.n; k++) {
+        Span *v = &S->top_span[k];
+        if (append_value(S, S->top.fields[k].kind, v->p ? v : NULL, &S->top_cols[k]) < 0)
+            return -1;
+        v->p = NULL;
+    }
+    for (Py_ssize_t i = 0; i < S->n_touched; i++) {
+        int k = S->touched[i];
+        if (buf_put_i64(&S->arg_rows[k], S->n_events) < 0 ||
+            append_value(S, S->arg.fields[k].kind, &S->arg_span[k], &S->arg_vals[k]) < 0)
+            return -1;
+    }
+    clear_args(S);
+    S->n_events++;
+    return 0;
+}
+
+/* Read the member key at p (expecting a string), then the ':'. Returns the position of the
+ * value (whitespace skipped) and the key's decoded text in *key / *len. */
+static const char *read_key(Scan *S, const char *p, const char **key, size_t *len)
+{
+    const char *end = S->end, *q;
+    int esc;
+    if (p >= end || *p != '"')
+        return syntax_error(S, p, "expected a string key");
+    if (!(q = scan_string(S, p, &esc)))
+        return NULL;
+    if (esc) {
+        if (decode_string(S, p + 1, q - 1, &S->key_buf) < 0)
+            return NULL;
+        *key = S->key_buf.data;
+        *len = S->key_buf.len;
+    } else {
+        *key = p + 1;
+        *len = (size_t)(q - p - 2);
+    }
+    q = skip_ws(q, end);
+    if (q >= end || *q != ':')
+        return syntax_error(S, q, "expected ':'");
+    return skip_ws(q + 1, end);
+}
+
+/* After a member's value: past a ',' (*done = 0) or the closing '}' (*done = 1). */
+static const char *after_member(Scan *S, const char *p, int *done)
+{
+    const char *end = S->end;
+    p = skip_ws(p, end);
+    if (p < end && *p == ',') {
+        *done = 0;
+        return skip_ws(p + 1, end);
+    }
+    if (p < end && *p == '}') {
+        *done = 1;
+        return p + 1;
+    }
+    return syntax_error(S, p, "expected ',' or '}'");
+}
+
+/* The event's "args" object at p ('{', nesting depth 3): remember the wanted keys' values. */
+static const char *parse_args(Scan *S, const char *p)
+{
+    const char *key;
+    size_t len;
+    int done = 0;
+    p = skip_ws(p + 1, S->end);
+    if (p < S->end && *p == '}')
+        return p + 1;
+    while (!done) {
+        if (!(p = read_key(S, p, &key, &len)))
+            return NULL;
+        int k = fieldmap_find(&S->arg, key, len);
+        if (k >= 0 && !S->arg_span[k].p)
+            S->touched[S->n_touched++] = (int16_t)k; /* first time this event: one row */
+        if (!(p = skip_value(S, p, 3, k >= 0 ? &S->arg_span[k] : NULL)))
+            return NULL;
+        if (!(p = after_member(S, p, &done)))
+            return NULL;
+    }
+    return p;
+}
+
+/* The event object at p ('{', nesting depth 2): remember the wanted top-level values and
+ * parse "args". */
+static const char *parse_event(Scan *S, const char *p)
+{
+    const char *key;
+    size_t len;
+    int done = 0;
+    p = skip_ws(p + 1, S->end);
+    if (p < S->end && *p == '}')
+        return p + 1;
+    while (!done) {
+        if (!(p = read_key(S, p, &key, &len)))
+            return NULL;
+        int k = fieldmap_find(&S->top, key, len);
+        Span *span = k >= 0 ? &S->top_span[k] : NULL;
+        if (len == 4 && memcmp(key, "args", 4) == 0) {
+            const char *v = p;
+            clear_args(S); /* the last "args" wins, even when it is not an object */
+            if (p < S->end && *p == '{') {
+                if ((p = parse_args(S, p)) && span)
+                    *span = (Span){v, p, V_COMPOUND};
+            } else {
+                p = skip_value(S, p, 2, span);
+            }
+        } else {
+            p = skip_value(S, p, 2, span);
+        }
+        if (!p || !(p = after_member(S, p, &done)))
+            return NULL;
+    }
+    return p;
+}
+
+/* The whole buffer: whitespace, the array of events, whitespace. */
+static int parse_document(Scan *S)
+{
+    const char *p = skip_ws(S->base, S->end), *end = S->end;
+    if (p >= end || *p != '[') {
+        syntax_error(S, p, "expected '[' (the traceEvents array)");
+        return -1;
+    }
+    p = skip_ws(p + 1, end);
+    if (p < end && *p == ']') {
+        p++;
+    } else {
+        for (;;) {
+            /* non-object elements are events with every field missing */
+            p = p < end && *p == '{' ? parse_event(S, p) : skip_value(S, p, 1, NULL);
+            if (!p || finish_event(S) < 0)
+                return -1;
+            p = skip_ws(p, end);
+            if (p < end && *p == ',') {
+                p = skip_ws(p + 1, end);
+            } else if (p < end && *p == ']') {
+                p++;
+                break;
+            } else {
+                syntax_error(S, p, "expected ',' or ']'");
+                return -1;
+            }
+        }
+    }
+    p = skip_ws(p, end);
+    if (p != end) {
+        syntax_error(S, p, "data after the array");
+        return -1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Result and module                                                                            */
+/* ------------------------------------------------------------------------------------------ */
+
+/* A list of bytes objects, one per buffer. */
+static PyObject *bufs_to_list(const Buf *bufs, Py_ssize_t n)
+{
+    PyObject *list = PyList_New(n);
+    if (!list)
+        return NULL;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *b = PyBytes_FromStringAndSize(bufs[k].data ? bufs[k].data : "", (Py_ssize_t)bufs[k].len);
+        if (!b) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SET_ITEM(list, k, b);
+    }
+    return list;
+}
+
+static PyObject *build_result(const Scan *S)
+{
+    PyObject *n = PyLong_FromLongLong(S->n_events);
+    PyObject *top = bufs_to_list(S->top_cols, S->top.n);
+    PyObject *rows = bufs_to_list(S->arg_rows, S->arg.n);
+    PyObject *vals = bufs_to_list(S->arg_vals, S->arg.n);
+    PyObject *strings = interner_to_list(&S->strings);
+    PyObject *result = NULL;
+    if (n && top && rows && vals && strings)
+        result = PyTuple_Pack(5, n, top, rows, vals, strings);
+    Py_XDECREF(n);
+    Py_XDECREF(top);
+    Py_XDECREF(rows);
+    Py_XDECREF(vals);
+    Py_XDECREF(strings);
+    return result;
+}
+
+static PyObject *scan(PyObject *self, PyObject *args)
+{
+    PyObject *obj, *top_spec, *arg_spec, *result = NULL;
+    Py_buffer view;
+    Scan S;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOO:scan", &obj, &top_spec, &arg_spec))
+        return NULL;
+    if (PyObject_GetBuffer(obj, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    memset(&S, 0, sizeof S);
+    S.base = view.buf;
+    S.end = S.base + view.len;
+    if (scan_init(&S, top_spec, arg_spec) == 0 && parse_document(&S) == 0)
+        result = build_result(&S);
+    scan_free(&S);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static PyMethodDef scan_methods[] = {
+    {"scan", scan, METH_VARARGS,
+     "scan(buf, top_fields, arg_fields) -> (n_events, top, arg_rows, arg_values, strings)\n\n"
+     "Scan the JSON text of a traceEvents array into columns (see perfreport.load.fields).\n"
+     "top[k]: dense column of top_fields[k] as bytes (float64 for 'f', int64 for 'i' and 'n',\n"
+     "int32 string codes for 's');\n"
+     "arg_rows[k], arg_values[k]: int64 event positions having args key arg_fields[k], and the\n"
+     "values; strings: the string table. Raises ValueError for malformed JSON."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef scan_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "_scan",
+    .m_doc = "Fast scanner of Kineto traceEvents JSON (see scan_py for the reference).",
+    .m_size = -1,
+    .m_methods = scan_methods,
+};
+
+PyMODINIT_FUNC PyInit__scan(void)
+{
+    PyObject *m = PyModule_Create(&scan_module);
+    if (m && PyModule_AddStringConstant(m, "KINDS", KINDS) < 0)
+        Py_CLEAR(m);
+    return m;
+}

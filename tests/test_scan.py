@@ -1,0 +1,634 @@
+"""The C scanner ``perfreport.load._scan`` against the pure-Python reference ``scan_py``.
+
+Build the extension in place first, e.g.::
+
+    cc -O2 -shared -fPIC $(python3-config --includes) perfreport/load/_scan.c \
+        -o perfreport/load/_scan$(python3-config --extension-suffix)
+
+Real traces are read from $PERFREPORT_TRACES (default /work/shared/traces) when present.
+"""
+
+from __future__ import annotations
+
+import gzip
+import math
+import os
+import random
+import time
+from pathlib import Path
+
+import msgspec
+import numpy as np
+import pytest
+
+_scan = pytest.importorskip(
+    "perfreport.load._scan", reason="C extension perfreport.load._scan is not built (see module docstring)"
+)
+
+from perfreport.load.fields import ARG_FIELDS, INT_MISSING, TOP_FIELDS, ScanResult, SparseColumn  # noqa: E402
+from perfreport.load.scan_py import scan as scan_py  # noqa: E402
+
+try:
+    from isal import igzip as _gzip
+except ImportError:  # pragma: no cover - isal is a dependency, but keep the test independent
+    _gzip = gzip
+
+TRACES_DIR = Path(os.environ.get("PERFREPORT_TRACES", "/work/shared/traces"))
+TRACES = sorted(TRACES_DIR.glob("**/*.json*")) if TRACES_DIR.is_dir() else []
+BIG_TRACE = TRACES_DIR / "pair_hta_trace_diff/control/control.json.gz"
+
+_DTYPES = {"f": np.float64, "i": np.int64, "n": np.int64, "s": np.int32}
+
+
+def scan_c(events_json) -> ScanResult:
+    """Run the C scanner and wrap its byte buffers as (read-only) numpy columns."""
+    n, top, rows, values, strings = _scan.scan(events_json, TOP_FIELDS, ARG_FIELDS)
+    return ScanResult(
+        n_events=n,
+        top={key: np.frombuffer(buf, _DTYPES[kind]) for (key, kind), buf in zip(TOP_FIELDS, top)},
+        args={
+            key: SparseColumn(rows=np.frombuffer(r, np.int64), values=np.frombuffer(v, _DTYPES[kind]))
+            for (key, kind), r, v in zip(ARG_FIELDS, rows, values)
+        },
+        strings=strings,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# helpers
+
+
+def read_events_json(path: Path) -> msgspec.Raw:
+    """The raw JSON text of a trace file's traceEvents array."""
+    opener = _gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rb") as f:
+        data = f.read()
+    return msgspec.json.decode(data, type=dict[str, msgspec.Raw])["traceEvents"]
+
+
+def texts(codes: np.ndarray, strings: list[str]) -> list[str | None]:
+    return [None if c == -1 else strings[c] for c in codes.tolist()]
+
+
+def assert_column_equal(kind: str, got: np.ndarray, got_strings, want: np.ndarray, want_strings, what: str):
+    assert got.dtype == _DTYPES[kind], what
+    assert got.shape == want.shape, what
+    if kind == "f":
+        nan = np.isnan(want)
+        assert np.array_equal(np.isnan(got), nan), what
+        # bit-exact (so 0.0 and -0.0 differ) where not NaN
+        assert np.array_equal(got[~nan].view(np.int64), want[~nan].view(np.int64)), what
+    elif kind in "in":
+        assert np.array_equal(got, want), what
+    else:
+        assert ((got >= -1) & (got < len(got_strings))).all(), what
+        assert texts(got, got_strings) == texts(want, want_strings), what
+
+
+def assert_same(got: ScanResult, want: ScanResult) -> None:
+    assert got.n_events == want.n_events
+    assert len(set(got.strings)) == len(got.strings), "a text has two codes"
+    for key, kind in TOP_FIELDS:
+        assert_column_equal(kind, got.top[key], got.strings, want.top[key], want.strings, f"top {key!r}")
+    for key, kind in ARG_FIELDS:
+        g, w = got.args[key], want.args[key]
+        assert g.rows.dtype == np.int64
+        assert np.array_equal(g.rows, w.rows), f"args {key!r} rows"
+        assert_column_equal(kind, g.values, got.strings, w.values, want.strings, f"args {key!r}")
+
+
+def both(doc: str | bytes) -> ScanResult:
+    """Scan with both scanners, check they agree, return the C result."""
+    if isinstance(doc, str):
+        doc = doc.encode()
+    got = scan_c(doc)
+    assert_same(got, scan_py(doc))
+    return got
+
+
+def text_of(res: ScanResult, column: np.ndarray) -> list[str | None]:
+    return texts(column, res.strings)
+
+
+# --------------------------------------------------------------------------------------------
+# real traces
+
+
+@pytest.mark.skipif(not TRACES, reason=f"no traces under {TRACES_DIR}")
+@pytest.mark.parametrize("path", TRACES, ids=lambda p: str(p.relative_to(TRACES_DIR)))
+def test_real_trace_matches_reference(path):
+    events = read_events_json(path)
+    assert_same(scan_c(events), scan_py(events))
+
+
+@pytest.mark.skipif(not BIG_TRACE.exists(), reason=f"{BIG_TRACE} is absent")
+def test_speed_on_biggest_trace(capsys):
+    """MB/s of JSON per core (CPU time of this thread, so other load on the machine matters less)."""
+    events = read_events_json(BIG_TRACE)
+    size = len(memoryview(events))
+    best_cpu = best_wall = math.inf
+    for _ in range(5):
+        w0, c0 = time.perf_counter(), time.thread_time()
+        _scan.scan(events, TOP_FIELDS, ARG_FIELDS)
+        best_cpu = min(best_cpu, time.thread_time() - c0)
+        best_wall = min(best_wall, time.perf_counter() - w0)
+    mb_s = size / best_cpu / 1e6
+    with capsys.disabled():
+        print(
+            f"\n_scan.scan: {size / 1e6:.1f} MB in {best_cpu * 1e3:.1f} ms CPU = {mb_s:.0f} MB/s per core"
+            f" (wall {best_wall * 1e3:.1f} ms = {size / best_wall / 1e6:.0f} MB/s)"
+        )
+    assert mb_s > 50  # a loose floor against gross regressions (the target is >= 400 MB/s)
+
+
+# --------------------------------------------------------------------------------------------
+# hand-written cases, checked against the reference and against expected values
+
+
+def test_empty_array_and_whitespace():
+    for doc in ["[]", "  [ ]  ", "\n\t[\r\n]\n"]:
+        res = both(doc)
+        assert res.n_events == 0
+        assert all(col.shape == (0,) for col in res.top.values())
+    res = both('\n [ {\n "ph" :\t"X" , "ts"  : 1 } ,\r\n{ } ] \n')
+    assert res.n_events == 2
+    assert text_of(res, res.top["ph"]) == ["X", None]
+    assert res.top["ts"].tolist() == [1000, INT_MISSING]
+
+
+def test_escapes_and_surrogate_pairs():
+    doc = r'[{"name": "a\"b\\c\/d\b\f\n\r\t\u00e9\u4e2d\ud83d\ude00\u0000z", "cat": "plain é"}]'
+    res = both(doc)
+    assert text_of(res, res.top["name"]) == ['a"b\\c/d\b\f\n\r\té中😀\x00z']
+    assert text_of(res, res.top["cat"]) == ["plain é"]
+
+
+def test_escaped_keys_match():
+    res = both(r'[{"n\u0061me": "k", "\u0061rgs": {"str\u0065am": 3}, "ts": 1}]')
+    assert text_of(res, res.top["name"]) == ["k"]
+    assert res.args["stream"].values.tolist() == [3]
+
+
+def test_string_pid_tid_share_codes_with_numbers():
+    res = both('[{"pid": "Spans", "tid": "stream 7"}, {"pid": 12, "tid": 12}, {"pid": "12", "tid": 1.50}]')
+    assert text_of(res, res.top["pid"]) == ["Spans", "12", "12"]
+    assert text_of(res, res.top["tid"]) == ["stream 7", "12", "1.50"]
+    assert res.top["pid"][1] == res.top["pid"][2] == res.top["tid"][1]
+
+
+def test_hex_strings():
+    res = both(
+        '[{"id": "0x1f", "ts": "0x10", "dur": "-0X10",'
+        ' "args": {"stream": "0x0", "device": "-0x10", "bytes": "+0X1F", "correlation": "0x",'
+        ' "queued": "0xffffffffffffffff", "Device": "0x7fffffffffffffff", "Addr": "0x_1f",'
+        ' "memory bandwidth (GB/s)": "0xfffffffffffffffffffff", "blocks per SM": "-0x0",'
+        ' "warps per SM": "0xZZ"}}]'
+    )
+    assert res.top["id"].tolist() == [31]
+    assert res.top["ts"].tolist() == [16000] and res.top["dur"].tolist() == [-16.0]
+    a = {k: res.args[k].values.tolist() for k in res.args if len(res.args[k].rows)}
+    assert a["stream"] == [0] and a["device"] == [-16] and a["bytes"] == [31]
+    assert a["correlation"] == [INT_MISSING] and a["queued"] == [INT_MISSING]
+    assert a["Device"] == [2**63 - 1] and a["Addr"] == [31]
+    assert a["memory bandwidth (GB/s)"] == [float(0xFFFFFFFFFFFFFFFFFFFFF)]
+    assert math.copysign(1, a["blocks per SM"][0]) == 1.0  # int("-0x0") has no sign
+    assert math.isnan(a["warps per SM"][0])
+
+
+def test_floats_in_int_fields_and_exponents():
+    res = both(
+        '[{"id": 1.9, "ts": 1.5e3, "dur": 1E-3, "args": {"stream": -2.7, "bytes": 1e3, "correlation": 1e400,'
+        ' "device": -0.0, "queued": 9.3e18, "Device": -9.2e18, "memory bandwidth (GB/s)": -0.0,'
+        ' "blocks per SM": 5e-324, "warps per SM": 2.2250738585072014e-308, "est. achieved occupancy %": 1e308}},'
+        ' {"ts": 1707151935467.123, "dur": 1707151935467.1234567891234, "id": 0.5e1},'
+        ' {"ts": 0.1, "dur": 123456789012345678901234567890, "id": -1e-400},'
+        ' {"ts": 1e23, "dur": 9007199254740993, "id": 1e19},'
+        ' {"ts": 3.0e-5, "dur": 0.000000000000000000000000001, "id": 12345678901234567890123e-5}]'
+    )
+    assert res.top["id"].tolist() == [1, 5, 0, INT_MISSING, int(12345678901234567890123e-5)]
+    a = {k: res.args[k].values.tolist() for k in res.args if len(res.args[k].rows)}
+    assert a["stream"] == [-2] and a["bytes"] == [1000] and a["correlation"] == [INT_MISSING]
+    assert a["device"] == [0] and a["queued"] == [INT_MISSING] and a["Device"] == [-9200000000000000000]
+    assert res.top["ts"].tolist() == [1500000, 1707151935467123, 100, INT_MISSING, 0]
+    assert res.top["dur"].tolist() == [1e-3, 1707151935467.1235, 1.2345678901234568e29, 9007199254740992.0, 1e-27]
+
+
+def test_huge_integers():
+    res = both(
+        '[{"id": 123456789012345678901234567890, "ts": 123456789012345678901234567890,'
+        ' "args": {"bytes": 9223372036854775807, "device": 9223372036854775808,'
+        ' "stream": -9223372036854775808, "queued": -9223372036854775809, "Device": -9223372036854775807,'
+        ' "correlation": 18446744073709551616, "Rank": 18446744073709551615}}]'
+    )
+    assert res.top["id"].tolist() == [INT_MISSING]
+    assert res.top["ts"].tolist() == [INT_MISSING]
+    a = {k: res.args[k].values.tolist() for k in res.args if len(res.args[k].rows)}
+    assert a["bytes"] == [2**63 - 1] and a["Device"] == [-(2**63) + 1]
+    for key in ("device", "stream", "queued", "correlation", "Rank"):
+        assert a[key] == [INT_MISSING], key
+
+
+def test_numeric_strings():
+    res = both(
+        '[{"ts": " 12.5 ", "dur": "1_000", "id": " 42\\n",'
+        ' "args": {"stream": "\uff17", "bytes": "\\u00a0 5 \\u3000", "device": "inf", "queued": "nan",'
+        ' "correlation": "1.5e3", "External id": "abc", "Rank": "", "Group size": "0x_1f",'
+        ' "In msg nelems": "007", "Out msg nelems": "-0", "registers per thread": "+5",'
+        ' "shared memory": "+-5", "Sequence number": "1e999", "Fwd thread id": " -7.9 ",'
+        ' "Python id": "\\u000b12\\u001f", "Python parent id": "1 2",'
+        ' "memory bandwidth (GB/s)": "Infinity", "blocks per SM": "-nan", "warps per SM": ".5",'
+        ' "est. achieved occupancy %": "+1.5E2"}},'
+        ' {"ts": "-INF", "dur": "007.5", "id": "9223372036854775808",'
+        ' "args": {"memory bandwidth (GB/s)": "1e", "blocks per SM": "", "warps per SM": "  ",'
+        ' "est. achieved occupancy %": "\\u0661\\u0662"}}]'
+    )
+    assert res.top["ts"].tolist() == [12500, INT_MISSING]
+    assert res.top["dur"].tolist() == [1000.0, 7.5] and res.top["id"].tolist() == [42, INT_MISSING]
+    a = {k: res.args[k].values.tolist() for k in res.args if len(res.args[k].rows)}
+    assert a["stream"] == [7] and a["bytes"] == [5] and a["device"] == [INT_MISSING]
+    assert a["correlation"] == [1500] and a["External id"] == [INT_MISSING] and a["Group size"] == [31]
+    assert a["In msg nelems"] == [7] and a["Out msg nelems"] == [0] and a["registers per thread"] == [5]
+    assert a["shared memory"] == [INT_MISSING] and a["Fwd thread id"] == [-7] and a["Python id"] == [12]
+    assert a["memory bandwidth (GB/s)"][0] == math.inf and math.isnan(a["blocks per SM"][0])
+    assert a["est. achieved occupancy %"] == [150.0, 12.0]
+
+
+def test_ns_timestamps_exact():
+    """Kind 'n' (ts): exact integer ns of the decimal µs text, beyond float64's resolution."""
+    values = [
+        "1707151935467.123", "1707151935467.1239", "-1707151935467.1239", "1707151935467123.456",
+        "0.0009", "-0.0009", "0", "-0", "1.5e3", "15E-1", "1e-30", "0e99999", "9223372036854775.807",
+        "9223372036854775.808", "-9223372036854775.807", "-9223372036854775.808", "1e16",
+        "12345678901234567890", "1234567890123.4567890123", "0.99999999999999999999999999999999",
+        "123456789012345.678901234567891234", "1e400", "-1e-400",
+        '" 12.5 "', '"0x10"', '"-0X10"', '"0x"', '"0x_10"', '"0x20c49ba5e353f7"',
+        '"1_000.5"', '"5."', '".5"', '"007.5"', '"+3"', '"+-3"', '"NaN"', '"sNaN"', '"-Infinity"', '"inf"',
+        '"abc"', '""', '"1e5"', '"\\u0661\\u0662.5"', '"\\u00a012\\u3000"', '"1 2"',
+        "null", "true", "[1]", '{"a": 1}',
+    ]  # fmt: skip
+    doc = "[" + ", ".join(f'{{"ts": {v}, "args": {{"stream": {v}}}}}' for v in values) + "]"
+    res = both(doc)
+    ts = dict(zip(values, res.top["ts"].tolist()))
+    assert ts["1707151935467.123"] == 1707151935467123
+    assert ts["1707151935467.1239"] == 1707151935467123
+    assert ts["-1707151935467.1239"] == -1707151935467123
+    assert ts["-0.0009"] == 0 and ts["1e-30"] == 0 and ts["0e99999"] == 0
+    assert ts["9223372036854775.807"] == 2**63 - 1 and ts["9223372036854775.808"] == INT_MISSING
+    assert ts["1234567890123.4567890123"] == 1234567890123456
+    assert ts['" 12.5 "'] == 12500 and ts['"0x10"'] == 16000 and ts['"-0X10"'] == -16000
+    assert ts['"0x20c49ba5e353f7"'] == 0x20C49BA5E353F7 * 1000
+    assert ts['"1_000.5"'] == 1000500 and ts['"\\u0661\\u0662.5"'] == 12500 and ts['"\\u00a012\\u3000"'] == 12000
+    for v in ('"0x"', '"NaN"', '"sNaN"', '"-Infinity"', '"abc"', '""', "null", "[1]", "1e400"):
+        assert ts[v] == INT_MISSING, v
+    # scan_py raises here (decimal.Overflow; OverflowError for hex ns beyond int64): no value
+    doc_c = b'[{"ts": "1e999999999"}, {"ts": 1e999999999}, {"ts": "0x20c49ba5e353f8"}, {"ts": "-0x20c49ba5e353f8"}]'
+    assert scan_c(doc_c).top["ts"].tolist() == [INT_MISSING] * 4
+    # the same conversion for an args field of kind 'n'
+    n, top, rows, values_, strings = _scan.scan(doc.encode(), (("ts", "n"),), (("stream", "n"),))
+    assert np.frombuffer(values_[0], np.int64).tolist() == res.top["ts"].tolist()
+
+
+def test_nested_and_non_string_text_values():
+    res = both(
+        '[{"pid": true, "tid": null, "bp": false, "cat": 1E5, "args": {'
+        '"Input Dims": [[1, 2], []], "grid": "grid(100,)", "block": [ 128 ,\n 1, 1 ],'
+        ' "Input type": {"a" : [ "x y\\" ]" , null ], "b":{}}, "labels": true, "Collective name": null,'
+        ' "dtype": 1.50, "Concrete Inputs": [[ ]]}},'
+        ' {"name": "[1,2]", "args": {"Input Dims": [1, 2], "block": [128,1,1]}}]'
+    )
+    assert text_of(res, res.top["pid"]) == ["true", None]
+    assert text_of(res, res.top["tid"]) == ["null", None]
+    assert text_of(res, res.top["bp"]) == ["false", None]
+    assert text_of(res, res.top["cat"]) == ["1E5", None]
+    a = {k: text_of(res, res.args[k].values) for k in res.args if len(res.args[k].rows)}
+    assert a["Input Dims"] == ["[[1,2],[]]", "[1,2]"]
+    assert a["grid"] == ["grid(100,)"]
+    assert a["block"] == ["[128,1,1]", "[128,1,1]"]
+    assert a["Input type"] == ['{"a":["x y\\" ]",null],"b":{}}']
+    assert a["labels"] == ["true"] and a["Collective name"] == ["null"] and a["dtype"] == ["1.50"]
+    # a decoded string and a minified value with the same text share one code
+    assert res.top["name"][1] == res.args["Input Dims"].values[1]
+
+
+def test_duplicate_keys_last_wins():
+    res = both(
+        '[{"name": "a", "name": "b", "ts": 1, "ts": "x", "args": {"stream": 1, "stream": 2, "device": 5},'
+        ' "args": {"stream": 3, "bytes": 4, "bytes": 6}},'
+        ' {"args": {"stream": 7}, "args": 5},'
+        ' {"args": {"device": 1, "device": {"a": 1}, "Input Dims": "s", "Input Dims": [1]}}]'
+    )
+    assert text_of(res, res.top["name"]) == ["b", None, None]
+    assert res.top["ts"][0] == INT_MISSING
+    assert res.args["stream"].rows.tolist() == [0] and res.args["stream"].values.tolist() == [3]
+    assert res.args["bytes"].rows.tolist() == [0] and res.args["bytes"].values.tolist() == [6]
+    assert res.args["device"].rows.tolist() == [2] and res.args["device"].values.tolist() == [INT_MISSING]
+    assert text_of(res, res.args["Input Dims"].values) == ["[1]"]
+    # an overwritten value is never interned
+    assert "a" not in res.strings and "s" not in res.strings
+
+
+def test_args_missing_or_not_an_object():
+    res = both(
+        '[{"args": [1, {"stream": 2}]}, {"args": "x"}, {"args": null}, {"ph": "X"}, {"args": {}},'
+        ' {"args": {"stream": 9, "unknown": {"stream": 1}}}, {"other": {"args": {"stream": 1}}}]'
+    )
+    assert res.n_events == 7
+    assert res.args["stream"].rows.tolist() == [5] and res.args["stream"].values.tolist() == [9]
+
+
+def test_rows_ascending_and_sparse():
+    events = [{"args": {"stream": i}} if i % 3 == 0 else {"ph": "X"} for i in range(1000)]
+    res = both(msgspec.json.encode(events))
+    assert res.args["stream"].rows.tolist() == list(range(0, 1000, 3))
+    assert res.args["stream"].values.tolist() == list(range(0, 1000, 3))
+
+
+def test_non_object_elements_are_events_with_fields_missing():
+    # scan_py's typed decoder rejects these documents; the C scanner counts them as empty events
+    res = scan_c(b'[1, "x", [], null, {"ph": "X", "args": {"stream": 2}}, true, {"ph": "X"}]')
+    assert res.n_events == 7
+    assert text_of(res, res.top["ph"]) == [None] * 4 + ["X", None, "X"]
+    assert res.args["stream"].rows.tolist() == [4]
+    assert np.isnan(res.top["dur"]).all() and (res.top["ts"] == INT_MISSING).all()
+    assert (res.top["id"] == INT_MISSING).all()
+
+
+def test_buffer_types_and_custom_fields():
+    doc = b'[{"a": "1", "b": 2.5, "args": {"c": [1, 2]}, "args2": 3}]'
+    for buf in (doc, bytearray(doc), memoryview(doc), msgspec.Raw(doc)):
+        n, top, rows, values, strings = _scan.scan(buf, (("a", "i"), ("b", "f"), ("args2", "s")), [("c", "s")])
+        assert n == 1
+        assert np.frombuffer(top[0], np.int64).tolist() == [1]
+        assert np.frombuffer(top[1], np.float64).tolist() == [2.5]
+        assert [strings[c] for c in np.frombuffer(top[2], np.int32)] == ["3"]
+        assert np.frombuffer(rows[0], np.int64).tolist() == [0]
+        assert [strings[c] for c in np.frombuffer(values[0], np.int32)] == ["[1,2]"]
+    # "args" may itself be a top field (its minified text)
+    n, top, rows, values, strings = _scan.scan(doc, (("args", "s"),), (("c", "i"),))
+    assert [strings[c] for c in np.frombuffer(top[0], np.int32)] == ['{"c":[1,2]}']
+    assert np.frombuffer(values[0], np.int64).tolist() == [INT_MISSING]
+
+
+def test_bad_field_specs():
+    with pytest.raises(ValueError, match="kind"):
+        _scan.scan(b"[]", (("a", "x"),), ())
+    with pytest.raises(TypeError):
+        _scan.scan(b"[]", (("a",),), ())
+    with pytest.raises(ValueError, match="duplicate"):
+        _scan.scan(b"[]", (("a", "i"), ("a", "f")), ())
+    with pytest.raises(TypeError):
+        _scan.scan("[]", (), ())  # str has no buffer
+
+
+def test_invalid_utf8_uses_surrogateescape():
+    # scan_py raises on such text; the C scanner keeps it losslessly, one code per distinct text
+    res = scan_c(b'[{"name": "a\xffb"}, {"name": "a\xfeb"}, {"name": "a\xffb"}, {"cat": ["\xff"]}]')
+    assert text_of(res, res.top["name"]) == ["a\udcffb", "a\udcfeb", "a\udcffb", None]
+    assert text_of(res, res.top["cat"]) == [None, None, None, '["\udcff"]']
+
+
+def test_nested_containers():
+    res = both(
+        '[{"args": {"Input Dims": [[], [{}], {"a": []}, [[[]]], {"b": {"c": [1, {"d": [2]}]}}],'
+        ' "block": {}, "grid": [], "stream": [], "Rank": {}}}, {"x": [{"args": {"stream": 1}}]}]'
+    )
+    assert text_of(res, res.args["Input Dims"].values) == ['[[],[{}],{"a":[]},[[[]]],{"b":{"c":[1,{"d":[2]}]}}]']
+    assert text_of(res, res.args["block"].values) == ["{}"] and text_of(res, res.args["grid"].values) == ["[]"]
+    assert res.args["stream"].rows.tolist() == [0] and res.args["stream"].values.tolist() == [INT_MISSING]
+
+
+def test_deep_nesting():
+    inner = "[" * 1000 + "]" * 1000
+    res = scan_c(f'[{{"args": {{"Input Dims": {inner}}}}}]'.encode())
+    assert text_of(res, res.args["Input Dims"].values) == [inner]
+    for doc in ("[" * 5000 + "]" * 5000, '[{"a": ' + "[" * 3000, '[{"args": {"x": ' + '{"a":' * 1100):
+        with pytest.raises(ValueError, match="nesting too deep"):
+            scan_c(doc.encode())
+
+
+# --------------------------------------------------------------------------------------------
+# invalid input: ValueError with a byte offset, never a crash
+
+
+INVALID = [
+    b"",
+    b"   ",
+    b"{}",
+    b'"x"',
+    b"[",
+    b"]",
+    b'[{"ph": "X"',
+    b'[{"ph": "X"}',
+    b'[{"name": "a\\',
+    b'[{"name": "a',
+    b"[1,",
+    b"[1,]",
+    b"[,1]",
+    b"[1 2]",
+    b'[{"a":1,}]',
+    b'[{"a" 1}]',
+    b'[{"a":}]',
+    b"[{1:2}]",
+    b"[{'a':2}]",
+    b"[01]",
+    b"[1.]",
+    b"[.5]",
+    b"[-]",
+    b"[1e]",
+    b"[1e+]",
+    b"[+1]",
+    b"[NaN]",
+    b"[tru]",
+    b"[nul]",
+    b"[falsey]",
+    b'["\x01"]',
+    b'["\\x"]',
+    b'["\\u12"]',
+    b'["\\u12g4"]',
+    b"[] x",
+    b"[][]",
+    b'[{"name": "\\ud800"}]',
+    b'[{"name": "\\ud800x"}]',
+    b'[{"name": "\\udc00\\ud800"}]',
+    b'[{"args": {"Input Dims": "\\ud83d\\u0041"}}]',
+    b'[{"args": {"stream": 1',
+    b'[{"args": {"stream" 1}}]',
+    b"[\x00]",
+    b"[[}]",
+    b"[{]}",
+    b'[{"a":[1}]',
+    b'[{"a":{"b":1]}]',
+    b"[[1,]]",
+    b'[{"a":{,}}]',
+    b'[{"a":{"b"}}]',
+    b'[{"a":[1 2]}]',
+    b'[{"a":{"b":1 "c":2}}]',
+    b'[{"a":[[]}]',
+    b'[{"a":{}]',
+    b'[[{"a":1},]]',
+]
+
+
+@pytest.mark.parametrize("doc", INVALID, ids=repr)
+def test_invalid_json_raises(doc):
+    with pytest.raises(ValueError, match=r"invalid JSON in traceEvents at byte \d+: "):
+        scan_c(doc)
+
+
+def test_error_offset():
+    with pytest.raises(ValueError, match="at byte 9: "):
+        scan_c(b'[{"a": 1 "b": 2}]')
+
+
+def _sample_doc() -> bytes:
+    """A few hundred real events (or synthetic ones when no trace is at hand), as one array."""
+    if TRACES:
+        path = max(TRACES, key=lambda p: p.stat().st_size)
+        raws = msgspec.json.decode(read_events_json(path), type=list[msgspec.Raw])
+        step = max(1, len(raws) // 400)
+        return b"[" + b",\n".join(bytes(r) for r in raws[::step][:400]) + b"]"
+    events = [
+        {
+            "ph": "X", "cat": "kernel", "name": f"k\u00e9\"{i}\\", "pid": i % 3, "tid": "stream 7",
+            "ts": 1e6 + i * 0.5, "dur": i, "id": i,
+            "args": {"stream": 7, "grid": [i, 1, 1], "Input Dims": [[1, 2], []], "bytes": str(i)},
+        }
+        for i in range(300)
+    ]  # fmt: skip
+    return msgspec.json.encode(events).replace(b",", b", ")
+
+
+def test_truncated_prefixes_raise():
+    doc = _sample_doc()
+    assert_same(scan_c(doc), scan_py(doc))
+    rng = random.Random(1234)
+    cuts = sorted(set(rng.randrange(len(doc)) for _ in range(3000)) | set(range(min(len(doc), 300))))
+    for cut in cuts:
+        with pytest.raises(ValueError, match="invalid JSON in traceEvents"):
+            scan_c(doc[:cut])
+
+
+def test_mutations_agree_with_msgspec_validity():
+    """Mutate bytes of a real document: the C scanner accepts exactly what msgspec parses as JSON
+    (restricted to ASCII mutations so both judge the same bytes), and never crashes."""
+    doc = bytearray(_sample_doc())
+    ascii_positions = [i for i, b in enumerate(doc) if b < 0x80]  # keeps the text valid UTF-8
+    rng = random.Random(99)
+    alphabet = b'{}[]",:\\ \n0123456789.eE+-tfnulrasxu'
+    accepted = rejected = 0
+    for _ in range(2000):
+        mutated = bytearray(doc)
+        for _ in range(rng.randint(1, 3)):
+            mutated[rng.choice(ascii_positions)] = rng.choice(alphabet)
+        mutated = bytes(mutated)
+        try:
+            msgspec.json.decode(mutated)
+            valid = True
+        except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+            if "out of range" in str(exc):
+                # msgspec refuses numbers beyond the float range, though valid JSON (scan_py reads
+                # them as inf, like the C scanner), and stops there: validity is unknown
+                continue
+            valid = False
+        try:
+            scan_c(mutated)
+            ok = True
+        except ValueError as exc:
+            assert "invalid JSON in traceEvents at byte" in str(exc)
+            ok = False
+        if valid != ok:
+            # msgspec decodes every string and so also rejects lone surrogates the scanner skips
+            assert valid is False and b"\\u" in mutated, mutated
+        accepted += ok
+        rejected += not ok
+    assert accepted and rejected
+
+
+def test_random_garbage_never_crashes():
+    rng = random.Random(7)
+    for i in range(3000):
+        n = rng.randrange(64)
+        if i % 2:
+            garbage = bytes(rng.randrange(256) for _ in range(n))
+        else:
+            garbage = bytes(rng.choice(b'[]{}",:\\0123456789-.eEtrufalsn \x00\xff') for _ in range(n))
+        try:
+            scan_c(b"[" + garbage)
+        except ValueError:
+            pass
+
+
+# --------------------------------------------------------------------------------------------
+# randomized equivalence: generated documents through both scanners
+
+
+def _random_number(rng: random.Random) -> str:
+    sign = rng.choice(["", "", "-"])
+    digits = str(rng.randrange(10 ** rng.randint(1, 24)))
+    r = rng.random()
+    if r < 0.4:
+        return sign + digits
+    frac = "." + str(rng.randrange(10 ** rng.randint(1, 25))).zfill(rng.randint(1, 5)) if rng.random() < 0.8 else ""
+    exp = rng.choice(["e", "E"]) + rng.choice(["", "+", "-"]) + str(rng.randint(0, 40)) if rng.random() < 0.3 else ""
+    return sign + digits + frac + exp if frac or exp else sign + digits
+
+
+_STRING_PIECES = [
+    "a", "Z", " ", "é", "中", "😀", '\\"', "\\\\", "\\/", "\\n", "\\t", "\\u00e9", "\\ud83d\\ude00", "\\u0041",
+    "0x1f", "12", "1e5", "-7.5", "_", "+", "inf", "nan", "\\u00a0", "(", ")", ",", "[", "]", "{", "}", ":",
+]  # fmt: skip
+
+
+def _random_string(rng: random.Random) -> str:
+    kind = rng.random()
+    if kind < 0.3:  # numeric-looking, for the number parsers of 'f' / 'i' / 'n' fields
+        body = rng.choice(
+            ["  12 ", "0x1F", "-0x10", "+0X0", "0x", "1_000", "007", "1.5", "-2.5e3", ".5", "5.", "+3", "inf",
+             "-Infinity", "NaN", "", "abc", "1 2", "\\u00a0 42\\u3000", "9223372036854775807", "1e400",
+             "12345678901234567890.123", "0xdeadbeef", "\\u0661\\u0662"]
+        )  # fmt: skip
+    else:
+        body = "".join(rng.choice(_STRING_PIECES) for _ in range(rng.randint(0, 12)))
+    return '"' + body + '"'
+
+
+def _ws(rng: random.Random) -> str:
+    return rng.choice(["", "", "", " ", "\n  ", "\t", " \r\n "])
+
+
+def _random_value(rng: random.Random, depth: int = 0) -> str:
+    r = rng.random()
+    if r < 0.35:
+        return _random_number(rng)
+    if r < 0.7:
+        return _random_string(rng)
+    if r < 0.78:
+        return rng.choice(["true", "false", "null"])
+    if depth >= 3:
+        return "0"
+    items = [_random_value(rng, depth + 1) for _ in range(rng.randint(0, 4))]
+    if r < 0.9:
+        return "[" + _ws(rng) + ("," + _ws(rng)).join(items) + _ws(rng) + "]"
+    members = [f'{_random_string(rng)}{_ws(rng)}:{_ws(rng)}{v}' for v in items]
+    return "{" + _ws(rng) + ("," + _ws(rng)).join(members) + _ws(rng) + "}"
+
+
+def _random_event(rng: random.Random) -> str:
+    top_keys = [k for k, _ in TOP_FIELDS] + ["args", "args", "other", "s"]
+    arg_keys = [k for k, _ in ARG_FIELDS] + ["Ev Idx", "cbid", "Input Strides"]
+    members = []
+    for key in rng.sample(top_keys, rng.randint(0, len(top_keys))) + rng.choice([[], ["name"], ["args"]]):
+        if key == "args" and rng.random() < 0.85:
+            picks = rng.sample(arg_keys, rng.randint(0, 8)) + rng.choice([[], ["stream"]])
+            value = "{" + ",".join(f'{_ws(rng)}"{k}"{_ws(rng)}:{_ws(rng)}{_random_value(rng)}' for k in picks) + "}"
+        else:
+            value = _random_value(rng)
+        members.append(f'"{key}"{_ws(rng)}:{_ws(rng)}{value}')
+    return "{" + _ws(rng) + ("," + _ws(rng)).join(members) + _ws(rng) + "}"
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_random_documents_match_reference(seed):
+    rng = random.Random(seed)
+    doc = "[" + ",".join(_ws(rng) + _random_event(rng) for _ in range(300)) + _ws(rng) + "]"
+    both(doc)
