@@ -6,6 +6,9 @@ their units; ``*_per_step`` variants give one row per profiler step, the gate's 
 
 from .annotations import gpu_user_annotation_breakdown
 from .diff import op_profile
+from .launch import aten_op_launch_delays, aten_op_launch_delays_by_step, launch_summary, launch_summary_by_step
+from .memory_bw import memory_bw_by_direction, memory_bw_by_step, memory_bw_summary
+from .queue import queue_length_by_step, queue_length_summary, time_blocked_on_full_queue
 from .idle import idle_breakdown, idle_breakdown_per_step, idle_interval_stats
 from .kernels import kernel_metrics, kernel_rank_distribution, kernel_type_breakdown, kernel_type_breakdown_per_step
 from .overlap import comm_comp_overlap, comm_comp_overlap_per_step
@@ -26,5 +29,15 @@ ANALYSES = (
     ("comm_comp_overlap", comm_comp_overlap),
     ("comm_comp_overlap_per_step", comm_comp_overlap_per_step),
     ("gpu_user_annotation_breakdown", gpu_user_annotation_breakdown),
+    ("queue_length", queue_length_summary),
+    ("queue_length_by_step", queue_length_by_step),
+    ("time_blocked_on_full_queue", time_blocked_on_full_queue),
+    ("memory_bw", memory_bw_summary),
+    ("memory_bw_by_direction", memory_bw_by_direction),
+    ("memory_bw_by_step", memory_bw_by_step),
+    ("launch_stats", launch_summary),
+    ("launch_stats_by_step", launch_summary_by_step),
+    ("aten_op_launch_delays", aten_op_launch_delays),
+    ("aten_op_launch_delays_by_step", aten_op_launch_delays_by_step),
     ("op_profile", op_profile),
 )

@@ -1,0 +1,322 @@
+"""Kernel launch statistics: how long each launch call took on the CPU, how long its GPU work
+ran, and how long the GPU op waited after the call returned; and aten-op -> launch delays.
+
+A *launch* is a runtime/driver call that enqueues GPU work (``RankTrace.launches()``):
+``cudaLaunchKernel``, ``cuLaunchKernel`` (Triton), ``cudaGraphLaunch`` (one call, many kernels),
+``cudaMemcpyAsync``/``cudaMemsetAsync`` and their HIP equivalents. Its GPU ops are the kernels,
+memcpys and memsets whose ``RankTrace.linked`` row is the call.
+
+Definitions (all µs):
+
+* ``cpu_dur_us``: duration of the launch call;
+* ``gpu_dur_us``: summed duration of its GPU ops; ``gpu_span_us``: first op start to last op end
+  (they differ only for graph launches);
+* ``launch_delay_us``: first GPU op start minus the end of the call, clipped at 0 (a kernel that
+  starts while the call is still returning did not wait);
+* flags, given ``runtime_cutoff_us`` and ``launch_delay_cutoff_us``: ``short_kernel`` (the GPU
+  work is shorter than the call that launched it, and the call is not itself an outlier),
+  ``runtime_outlier`` (call longer than the cutoff), ``launch_delay_outlier`` (delay longer than
+  the cutoff).
+
+A launch without GPU ops in the trace (the op fell outside the profiling window) has
+``gpu_ops`` 0, NaN times and no flags. Empty traces give empty tables with the same columns.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..model import RankTrace, TraceSet
+
+RUNTIME_CUTOFF_US = 50.0
+"""HTA's default: a launch call longer than this is a runtime outlier."""
+LAUNCH_DELAY_CUTOFF_US = 100.0
+"""HTA's default: a GPU op starting this long after its launch returned is a delay outlier."""
+
+LAUNCH_COLUMNS = (
+    "rank", "iteration", "row", "correlation", "launch", "stream", "cpu_start_us", "cpu_dur_us", "gpu_ops",
+    "gpu_start_us", "gpu_dur_us", "gpu_span_us", "launch_delay_us", "short_kernel", "runtime_outlier",
+    "launch_delay_outlier",
+)
+
+
+def last_at_or_before(values: np.ndarray, pos: np.ndarray, threshold: np.ndarray) -> np.ndarray:
+    """For each query q, the largest j <= pos[q] with values[j] >= threshold[q]; -1 if none.
+
+    Binary lifting over a sparse table of running maxima: O((n + queries) log n), no loop over
+    queries. Used to find the latest-starting interval that still covers a point: with
+    intervals sorted by start and ``pos`` the last one starting at or before the point,
+    ``values`` = ends and ``threshold`` = the point's end.
+
+    >>> last_at_or_before(np.array([5., 1., 9., 2.]), np.array([3, 3, 1]), np.array([3., 9.5, 0.]))
+    array([ 2, -1,  1])
+    """
+    pos = np.asarray(pos, dtype=np.int64).copy()
+    threshold = np.asarray(threshold, dtype=np.float64)
+    n = len(values)
+    if n == 0 or len(pos) == 0:
+        return np.full(len(pos), -1, dtype=np.int64)
+    levels = [np.asarray(values, dtype=np.float64)]  # levels[k][i] = max(values[i-2^k+1 .. i])
+    width = 1
+    while width < n:
+        prev = levels[-1]
+        nxt = prev.copy()
+        nxt[width:] = np.maximum(prev[width:], prev[:-width])
+        levels.append(nxt)
+        width *= 2
+    for k in range(len(levels) - 1, -1, -1):
+        live = pos >= 0
+        block_max = np.where(live, levels[k][np.clip(pos, 0, None)], np.inf)
+        pos[live & (block_max < threshold)] -= 1 << k
+    return np.where(pos >= 0, pos, -1)
+
+
+def launch_gpu_ops(trace: RankTrace) -> tuple[np.ndarray, np.ndarray]:
+    """(launch rows, GPU op rows linked to one of them): the GPU work each launch enqueued."""
+    launch_rows = np.flatnonzero(trace.launches())
+    gpu = trace.gpu_activity() & (trace.linked >= 0) & np.isfinite(trace.dur)
+    gpu_rows = np.flatnonzero(gpu)
+    is_launch = np.zeros(trace.n_events, dtype=bool)
+    is_launch[launch_rows] = True
+    gpu_rows = gpu_rows[is_launch[trace.linked[gpu_rows]]]
+    return launch_rows, gpu_rows
+
+
+def rank_launches(trace: RankTrace, runtime_cutoff_us: float = RUNTIME_CUTOFF_US,
+                  launch_delay_cutoff_us: float = LAUNCH_DELAY_CUTOFF_US) -> pd.DataFrame:
+    """One row per launch call of one rank (see the module docstring for the columns)."""
+    launch_rows, gpu_rows = launch_gpu_ops(trace)
+    n = len(launch_rows)
+    slot = np.full(trace.n_events, -1, dtype=np.int64)
+    slot[launch_rows] = np.arange(n)
+    owner = slot[trace.linked[gpu_rows]]
+    g_start = trace.ts[gpu_rows]
+    g_dur = trace.dur[gpu_rows]
+    ops = np.bincount(owner, minlength=n)
+    dur_sum = np.bincount(owner, weights=g_dur, minlength=n)
+    first = np.full(n, np.inf)
+    np.minimum.at(first, owner, g_start)
+    last_end = np.full(n, -np.inf)
+    np.maximum.at(last_end, owner, g_start + g_dur)
+    # stream of the first GPU op of each launch
+    order = np.lexsort((g_start, owner))
+    head = order[np.r_[True, owner[order][1:] != owner[order][:-1]]] if len(order) else order
+    stream = np.full(n, -1, dtype=np.int64)
+    stream[owner[head]] = trace.stream[gpu_rows[head]]
+    has = ops > 0
+    cpu_start = trace.ts[launch_rows]
+    cpu_dur = trace.dur[launch_rows]
+    gpu_start = np.where(has, first, np.nan)
+    gpu_dur = np.where(has, dur_sum, np.nan)
+    delay = np.maximum(gpu_start - (cpu_start + cpu_dur), 0.0)
+    with np.errstate(invalid="ignore"):
+        short = has & (cpu_dur <= runtime_cutoff_us) & (gpu_dur < cpu_dur)
+        runtime_outlier = cpu_dur > runtime_cutoff_us
+        delay_outlier = has & (delay > launch_delay_cutoff_us)
+    return pd.DataFrame({
+        "rank": np.full(n, trace.rank, dtype=np.int64),
+        "iteration": trace.iteration[launch_rows],
+        "row": launch_rows,
+        "correlation": trace.correlation[launch_rows],
+        "launch": trace.decode(trace.name[launch_rows]).astype(object),
+        "stream": stream,
+        "cpu_start_us": cpu_start,
+        "cpu_dur_us": cpu_dur,
+        "gpu_ops": ops,
+        "gpu_start_us": gpu_start,
+        "gpu_dur_us": gpu_dur,
+        "gpu_span_us": np.where(has, last_end - first, np.nan),
+        "launch_delay_us": delay,
+        "short_kernel": short,
+        "runtime_outlier": runtime_outlier,
+        "launch_delay_outlier": delay_outlier,
+    }, columns=list(LAUNCH_COLUMNS))
+
+
+def launches(traces: TraceSet, runtime_cutoff_us: float = RUNTIME_CUTOFF_US,
+             launch_delay_cutoff_us: float = LAUNCH_DELAY_CUTOFF_US) -> pd.DataFrame:
+    """One row per launch call, all ranks (see the module docstring)."""
+    frames = [rank_launches(t, runtime_cutoff_us, launch_delay_cutoff_us) for t in traces]
+    frames = [f for f in frames if len(f)]
+    return pd.concat(frames, ignore_index=True) if frames else rank_launches_empty()
+
+
+def rank_launches_empty() -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype=object if c == "launch" else bool if c.endswith(("kernel", "outlier"))
+                                      else np.float64 if c.endswith("_us") else np.int64) for c in LAUNCH_COLUMNS})
+
+
+SUMMARY_COLUMNS = (
+    "launches", "gpu_ops", "cpu_dur_mean_us", "cpu_dur_p50_us", "cpu_dur_p95_us", "gpu_dur_mean_us",
+    "launch_delay_mean_us", "launch_delay_p50_us", "launch_delay_p95_us", "launch_delay_max_us",
+    "short_kernels", "runtime_outliers", "launch_delay_outliers",
+)
+
+
+def _summarise(table: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    if not len(table):
+        return pd.DataFrame(columns=keys + list(SUMMARY_COLUMNS))
+    g = table.groupby(keys, sort=True)
+    out = pd.DataFrame({
+        "launches": g.size(),
+        "gpu_ops": g["gpu_ops"].sum(),
+        "cpu_dur_mean_us": g["cpu_dur_us"].mean(),
+        "cpu_dur_p50_us": g["cpu_dur_us"].median(),
+        "cpu_dur_p95_us": g["cpu_dur_us"].quantile(0.95),
+        "gpu_dur_mean_us": g["gpu_dur_us"].mean(),
+        "launch_delay_mean_us": g["launch_delay_us"].mean(),
+        "launch_delay_p50_us": g["launch_delay_us"].median(),
+        "launch_delay_p95_us": g["launch_delay_us"].quantile(0.95),
+        "launch_delay_max_us": g["launch_delay_us"].max(),
+        "short_kernels": g["short_kernel"].sum().astype(np.int64),
+        "runtime_outliers": g["runtime_outlier"].sum().astype(np.int64),
+        "launch_delay_outliers": g["launch_delay_outlier"].sum().astype(np.int64),
+    })
+    return out.reset_index()
+
+
+def launch_summary(traces: TraceSet) -> pd.DataFrame:
+    """Per (rank, launch call name): count, CPU/GPU durations, launch-delay statistics (µs)
+    and how many launches each flag marks (default cutoffs 50 µs / 100 µs)."""
+    return _summarise(launches(traces), ["rank", "launch"])
+
+
+def launch_summary_by_step(traces: TraceSet) -> pd.DataFrame:
+    """:func:`launch_summary` per (rank, profiler step) over all launch names; step -1 holds
+    launches outside any ProfilerStep."""
+    return _summarise(launches(traces), ["rank", "iteration"])
+
+
+# --- aten op -> kernel launch delays ---------------------------------------------------------
+ATEN_PREFIX = "aten::"
+
+ATEN_INSTANCE_COLUMNS = (
+    "rank", "iteration", "tid", "aten_op", "aten_start_us", "launches", "kernel_sequence",
+    "aten_op_delay_us", "runtime_delay_us",
+)
+
+
+def join_runs(codes: np.ndarray, table, starts: np.ndarray, sep: str = " -> ") -> np.ndarray:
+    """Object array: for each run ``codes[starts[i]:starts[i+1]]``, its strings (``table[code]``)
+    joined by ``sep``. Each distinct string is decorated once; the joins are whole-array
+    object additions (no fixed-width unicode copies of long kernel names).
+
+    >>> join_runs(np.array([0, 1, 1, 0]), ["a", "b"], np.array([0, 1])).tolist()
+    ['a', 'b -> b -> a']
+    """
+    if not len(codes):
+        return np.empty(0, dtype=object)
+    uniq, inverse = np.unique(codes, return_inverse=True)
+    plain = np.array([table[c] for c in uniq.tolist()] + [""], dtype=object)[:-1]
+    with_sep = np.array([sep + table[c] for c in uniq.tolist()] + [""], dtype=object)[:-1]
+    first = np.zeros(len(codes), dtype=bool)
+    first[starts] = True
+    pieces = np.where(first, plain[inverse.ravel()], with_sep[inverse.ravel()])
+    return np.add.reduceat(pieces, starts)
+
+
+def rank_aten_op_launches(trace: RankTrace) -> pd.DataFrame:
+    """One row per aten op instance that launched GPU work directly, for one rank.
+
+    The launching op of a launch call is the innermost ``aten::*`` op on the same thread whose
+    span covers the call (latest start; on equal starts the shorter one). ``kernel_sequence``
+    is the names of the GPU ops of its launches in launch order, joined by " -> ";
+    ``aten_op_delay_us`` = first launch start - op start; ``runtime_delay_us`` = first GPU op
+    start - first launch start (for its first launch).
+    """
+    launch_rows, gpu_rows = launch_gpu_ops(trace)
+    aten_codes = trace.codes_where(lambda s: s.startswith(ATEN_PREFIX))
+    aten = np.flatnonzero(trace.complete & np.isin(trace.name, aten_codes) & np.isfinite(trace.dur))
+    if not len(aten) or not len(launch_rows) or not len(gpu_rows):
+        return pd.DataFrame(columns=list(ATEN_INSTANCE_COLUMNS))
+    a_tid, a_ts, a_end = trace.tid[aten], trace.ts[aten], trace.ts[aten] + trace.dur[aten]
+    order = np.lexsort((-a_end, a_ts, a_tid))  # by thread, start; on equal starts outer first
+    aten, a_tid, a_ts, a_end = aten[order], a_tid[order], a_ts[order], a_end[order]
+    # GPU ops in launch order, each with the aten op that covers its launch
+    g_launch = trace.linked[gpu_rows]
+    g_order = np.lexsort((trace.ts[gpu_rows], g_launch, trace.ts[g_launch]))  # launch time, launch, op time
+    gpu_rows, g_launch = gpu_rows[g_order], g_launch[g_order]
+    l_tid, l_ts, l_end = trace.tid[g_launch], trace.ts[g_launch], trace.ts[g_launch] + trace.dur[g_launch]
+    pos = _last_key_at_or_before(a_tid, a_ts, l_tid, l_ts)
+    found = last_at_or_before(a_end, pos, l_end)
+    ok = found >= 0
+    ok[ok] = a_tid[found[ok]] == l_tid[ok]
+    if not ok.any():
+        return pd.DataFrame(columns=list(ATEN_INSTANCE_COLUMNS))
+    op = aten[found[ok]]
+    gpu_rows, g_launch = gpu_rows[ok], g_launch[ok]
+    # group = aten op instance; rows are already in launch order within an op (stable sort)
+    grp_order = np.argsort(op, kind="stable")
+    op, gpu_rows, g_launch = op[grp_order], gpu_rows[grp_order], g_launch[grp_order]
+    starts = np.flatnonzero(np.r_[True, op[1:] != op[:-1]])
+    sequences = join_runs(trace.name[gpu_rows], trace.strings, starts)
+    first_launch = g_launch[starts]
+    heads = op[starts]
+    n_launches = np.add.reduceat(np.r_[True, g_launch[1:] != g_launch[:-1]].astype(np.int64), starts)
+    return pd.DataFrame({
+        "rank": np.full(len(heads), trace.rank, dtype=np.int64),
+        "iteration": trace.iteration[heads],
+        "tid": trace.tid[heads],
+        "aten_op": trace.decode(trace.name[heads]).astype(object),
+        "aten_start_us": trace.ts[heads],
+        "launches": n_launches,
+        "kernel_sequence": sequences.astype(object),
+        "aten_op_delay_us": trace.ts[first_launch] - trace.ts[heads],
+        "runtime_delay_us": trace.ts[gpu_rows[starts]] - trace.ts[first_launch],
+    }, columns=list(ATEN_INSTANCE_COLUMNS))
+
+
+def _last_key_at_or_before(key_sorted: np.ndarray, ts_sorted: np.ndarray, key: np.ndarray,
+                           ts: np.ndarray) -> np.ndarray:
+    """Position of the last pair <= (key[q], ts[q]) among (key, ts) pairs sorted
+    lexicographically; -1 if none. A query whose key is absent lands next to other keys'
+    pairs, which the caller rejects by comparing keys."""
+    if not len(key_sorted):
+        return np.full(len(key), -1, dtype=np.int64)
+    keys = np.unique(key_sorted)
+    all_ts = np.unique(np.concatenate([ts_sorted, ts]))
+    width = np.int64(len(all_ts) + 1)
+    combined = np.searchsorted(keys, key_sorted).astype(np.int64) * width + np.searchsorted(all_ts, ts_sorted)
+    query = np.searchsorted(keys, key).astype(np.int64) * width + np.searchsorted(all_ts, ts)
+    return np.searchsorted(combined, query, side="right") - 1
+
+
+def aten_op_launches(traces: TraceSet) -> pd.DataFrame:
+    """:func:`rank_aten_op_launches` for all ranks."""
+    frames = [f for f in (rank_aten_op_launches(t) for t in traces) if len(f)]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(ATEN_INSTANCE_COLUMNS))
+
+
+def aten_op_launch_delays(traces: TraceSet) -> pd.DataFrame:
+    """Per (rank, aten op, kernel sequence): occurrences and the mean/median delay from the op
+    start to its first launch and from that launch to its first GPU op (µs)."""
+    table = aten_op_launches(traces)
+    cols = ["rank", "aten_op", "kernel_sequence", "occurrences", "aten_op_delay_mean_us", "aten_op_delay_p50_us",
+            "runtime_delay_mean_us", "runtime_delay_p50_us"]
+    if not len(table):
+        return pd.DataFrame(columns=cols)
+    g = table.groupby(["rank", "aten_op", "kernel_sequence"], sort=True)
+    out = pd.DataFrame({
+        "occurrences": g.size(),
+        "aten_op_delay_mean_us": g["aten_op_delay_us"].mean(),
+        "aten_op_delay_p50_us": g["aten_op_delay_us"].median(),
+        "runtime_delay_mean_us": g["runtime_delay_us"].mean(),
+        "runtime_delay_p50_us": g["runtime_delay_us"].median(),
+    }).reset_index()
+    return out.sort_values(["rank", "occurrences"], ascending=[True, False], kind="stable", ignore_index=True)[cols]
+
+
+def aten_op_launch_delays_by_step(traces: TraceSet) -> pd.DataFrame:
+    """Per (rank, profiler step): aten op instances that launched GPU work, and the mean
+    delays (µs) from op start to first launch and from that launch to its GPU op."""
+    table = aten_op_launches(traces)
+    cols = ["rank", "iteration", "aten_ops", "aten_op_delay_mean_us", "runtime_delay_mean_us"]
+    if not len(table):
+        return pd.DataFrame(columns=cols)
+    g = table.groupby(["rank", "iteration"], sort=True)
+    return pd.DataFrame({
+        "aten_ops": g.size(),
+        "aten_op_delay_mean_us": g["aten_op_delay_us"].mean(),
+        "runtime_delay_mean_us": g["runtime_delay_us"].mean(),
+    }).reset_index()[cols]

@@ -1,0 +1,158 @@
+"""Memory-copy and memset bandwidth per stream and per direction.
+
+Every memcpy/memset GPU event (``RankTrace.memcpys()``/``memsets()``) is one transfer. Its
+direction is read from the name Kineto gives it: "Memcpy HtoD (Pinned -> Device)" is
+"Memcpy HtoD", likewise DtoH, DtoD, PtoP, HtoH; memsets are "Memset"; a copy whose name says
+nothing is "Memcpy".
+
+Two bandwidths are reported, both in GB/s (decimal):
+
+* ``bw_gbps``: perfreport's own, ``bytes / dur`` (NaN for a 0 µs event or unknown bytes);
+* ``kineto_bw_gbps``: the ``memory bandwidth (GB/s)`` arg Kineto writes (NaN when absent).
+
+Aggregates use bytes over busy time (``bytes_total / busy_us``), i.e. a duration-weighted
+mean, not the mean of per-event rates (a 1 µs event would otherwise weigh as much as a 10 ms
+one). The time series is the summed instantaneous bandwidth of the transfers in flight, per
+direction: concurrent copies add up.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from ..model import RankTrace, TraceSet
+from ..units import BYTES_PER_GB, US_PER_S
+
+_DIRECTION = re.compile(r"^Memcpy ([A-Za-z]to[A-Za-z])\b")
+MEMSET = "Memset"
+MEMCPY = "Memcpy"
+
+TRANSFER_COLUMNS = ("rank", "iteration", "row", "stream", "direction", "ts_us", "dur_us", "bytes", "bw_gbps",
+                    "kineto_bw_gbps")
+
+
+def direction_of(name: str, is_memset: bool) -> str:
+    """'Memcpy HtoD', 'Memcpy DtoH', ... from a Kineto memcpy name; 'Memset' for memsets."""
+    if is_memset:
+        return MEMSET
+    m = _DIRECTION.match(name)
+    return f"{MEMCPY} {m.group(1)}" if m else MEMCPY
+
+
+def rank_transfers(trace: RankTrace) -> pd.DataFrame:
+    """One row per memcpy/memset event of one rank (see the module docstring)."""
+    memset = trace.memsets()
+    rows = np.flatnonzero((trace.memcpys() | memset) & np.isfinite(trace.dur))
+    names = trace.name[rows]
+    uniq, inverse = np.unique(np.stack([names, memset[rows].astype(np.int32)], axis=1), axis=0, return_inverse=True) \
+        if len(rows) else (np.empty((0, 2), np.int32), np.empty(0, np.int64))
+    labels = np.array([direction_of(trace.strings[n], bool(s)) for n, s in uniq], dtype=object)
+    direction = labels[inverse.ravel()] if len(rows) else np.empty(0, dtype=object)
+    dur = trace.dur[rows]
+    nbytes = trace.arg("bytes", -1)[rows].astype(np.float64)
+    nbytes[nbytes < 0] = np.nan
+    with np.errstate(divide="ignore", invalid="ignore"):
+        bw = np.where(dur > 0, nbytes / BYTES_PER_GB / (dur / US_PER_S), np.nan)
+    kineto = trace.arg("memory bandwidth (GB/s)", np.nan)[rows].astype(np.float64)
+    return pd.DataFrame({
+        "rank": np.full(len(rows), trace.rank, dtype=np.int64),
+        "iteration": trace.iteration[rows],
+        "row": rows,
+        "stream": trace.stream[rows],
+        "direction": direction,
+        "ts_us": trace.ts[rows],
+        "dur_us": dur,
+        "bytes": nbytes,
+        "bw_gbps": bw,
+        "kineto_bw_gbps": kineto,
+    }, columns=list(TRANSFER_COLUMNS))
+
+
+def transfers(traces: TraceSet) -> pd.DataFrame:
+    """:func:`rank_transfers` for all ranks."""
+    frames = [f for f in (rank_transfers(t) for t in traces) if len(f)]
+    return pd.concat(frames, ignore_index=True) if frames else rank_transfers_empty()
+
+
+def rank_transfers_empty() -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype=object if c == "direction" else np.float64 if c.endswith(("_us", "gbps"))
+                                      or c == "bytes" else np.int64) for c in TRANSFER_COLUMNS})
+
+
+SERIES_COLUMNS = ("rank", "direction", "ts_us", "bw_gbps")
+
+
+def memory_bw_series(traces: TraceSet) -> pd.DataFrame:
+    """Change points of the summed bandwidth (GB/s, bytes/dur) of the transfers in flight, per
+    (rank, direction). Ends are applied before starts at equal times and changes at the same
+    µs collapse into one point; the value holds until the next point (0 after the last end).
+    Transfers with unknown bandwidth (0 µs, no bytes) are left out."""
+    table = transfers(traces)
+    table = table[np.isfinite(table["bw_gbps"].to_numpy())]
+    if not len(table):
+        return pd.DataFrame(columns=list(SERIES_COLUMNS))
+    rank = np.tile(table["rank"].to_numpy(), 2)
+    codes, labels = pd.factorize(table["direction"], sort=True)
+    kind = np.tile(codes, 2)
+    start = table["ts_us"].to_numpy()
+    ts = np.concatenate([start, start + table["dur_us"].to_numpy()])
+    bw = table["bw_gbps"].to_numpy()
+    delta = np.concatenate([bw, -bw])
+    order = np.lexsort((delta, ts, kind, rank))  # ends (negative) before starts at equal times
+    rank, kind, ts, delta = rank[order], kind[order], ts[order], delta[order]
+    new_key = np.r_[True, (rank[1:] != rank[:-1]) | (kind[1:] != kind[:-1])]
+    group = np.cumsum(new_key) - 1
+    total = np.cumsum(delta)
+    before = (total - delta)[new_key][group]
+    level = total - before
+    level[np.abs(level) < 1e-9 * np.abs(bw).max()] = 0.0  # float residue of +x - x
+    last_at_time = np.r_[(group[1:] != group[:-1]) | (ts[1:] != ts[:-1]), True]
+    return pd.DataFrame({
+        "rank": rank[last_at_time],
+        "direction": np.asarray(labels, dtype=object)[kind[last_at_time]],
+        "ts_us": ts[last_at_time],
+        "bw_gbps": level[last_at_time],
+    }, columns=list(SERIES_COLUMNS))
+
+
+SUMMARY_COLUMNS = ("transfers", "bytes_total", "busy_us", "bw_gbps", "bw_max_gbps", "kineto_bw_mean_gbps")
+
+
+def _summary(table: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    cols = keys + list(SUMMARY_COLUMNS)
+    if not len(table):
+        return pd.DataFrame(columns=cols)
+    known = np.isfinite(table["bytes"].to_numpy())
+    table = table.assign(busy_known_us=np.where(known, table["dur_us"].to_numpy(), 0.0))
+    g = table.groupby(keys, sort=True)
+    busy_known = g["busy_known_us"].sum()
+    nbytes = g["bytes"].sum(min_count=1)  # NaN when no transfer of the group reports bytes
+    out = pd.DataFrame({
+        "transfers": g.size(),
+        "bytes_total": nbytes,
+        "busy_us": g["dur_us"].sum(),
+        "bw_gbps": (nbytes / BYTES_PER_GB) / (busy_known.where(busy_known > 0) / US_PER_S),
+        "bw_max_gbps": g["bw_gbps"].max(),
+        "kineto_bw_mean_gbps": g["kineto_bw_gbps"].mean(),
+    }).reset_index()
+    return out[cols]
+
+
+def memory_bw_summary(traces: TraceSet) -> pd.DataFrame:
+    """Per (rank, stream, direction): transfers, bytes, busy µs, bytes/busy-time GB/s (over
+    transfers with known bytes), the fastest single transfer, and the mean of Kineto's GB/s."""
+    return _summary(transfers(traces), ["rank", "stream", "direction"])
+
+
+def memory_bw_by_direction(traces: TraceSet) -> pd.DataFrame:
+    """:func:`memory_bw_summary` per (rank, direction), all streams together."""
+    return _summary(transfers(traces), ["rank", "direction"])
+
+
+def memory_bw_by_step(traces: TraceSet) -> pd.DataFrame:
+    """:func:`memory_bw_summary` per (rank, profiler step, direction); a transfer belongs to
+    the step of the launch that enqueued it (-1 outside any step)."""
+    return _summary(transfers(traces), ["rank", "iteration", "direction"])

@@ -1,0 +1,132 @@
+"""Launch-queue length per GPU stream: how many enqueued GPU ops have not started yet.
+
+Each GPU op (kernel, memcpy, memset) linked to a launch call adds 1 to its stream's queue at the
+call's start and removes 1 when the op starts on the GPU. A CUDA-graph launch therefore adds
+one per kernel of the graph at once. The queue is a step function of time; CUDA blocks the
+launching CPU thread when a stream has about 1024 outstanding ops.
+
+Statistics are **time-weighted** over the span from a stream's first to its last change (a
+queue that sits at 500 for 1 ms and at 0 for 1 µs has a mean near 500), unlike HTA's summary,
+which describes the change points. At equal times launches are counted before op starts, so
+an op that starts the instant it is launched never makes the queue negative.
+
+Per-step variants attribute each interval between two changes to the profiler step of the
+event that opened it (a launch's step; a GPU op has its launch's step). Traces without launches
+give empty tables with the same columns.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..model import RankTrace, TraceSet
+from ..units import pct
+from .launch import launch_gpu_ops
+
+MAX_LAUNCH_QUEUE = 1024
+"""Outstanding ops per stream at which CUDA blocks the launching thread."""
+
+SERIES_COLUMNS = ("rank", "stream", "iteration", "ts_us", "queue_length", "enqueued")
+
+
+def rank_queue_length_series(trace: RankTrace) -> pd.DataFrame:
+    """Change points of the queue length of every stream of one rank: one row per distinct
+    time per stream (several changes at the same µs collapse into the last value), ordered by
+    stream then time. ``iteration`` is the step of the last event at that time."""
+    _, gpu_rows = launch_gpu_ops(trace)
+    if not len(gpu_rows):
+        return pd.DataFrame(columns=list(SERIES_COLUMNS))
+    launch = trace.linked[gpu_rows]
+    stream = np.concatenate([trace.stream[gpu_rows], trace.stream[gpu_rows]])
+    ts = np.concatenate([trace.ts[launch], trace.ts[gpu_rows]])
+    delta = np.concatenate([np.ones(len(gpu_rows), np.int64), -np.ones(len(gpu_rows), np.int64)])
+    step = np.concatenate([trace.iteration[launch], trace.iteration[gpu_rows]])
+    order = np.lexsort((-delta, ts, stream))  # per stream by time; +1 before -1 at equal times
+    stream, ts, delta, step = stream[order], ts[order], delta[order], step[order]
+    total = np.cumsum(delta)
+    new_stream = np.r_[True, stream[1:] != stream[:-1]]
+    base = np.maximum.accumulate(np.where(new_stream, np.arange(len(total)), 0))
+    queue = total - (total[base] - delta[base])
+    last_at_time = np.r_[(stream[1:] != stream[:-1]) | (ts[1:] != ts[:-1]), True]
+    first_at_time = np.flatnonzero(np.r_[True, last_at_time[:-1]])
+    enqueued = np.add.reduceat(np.maximum(delta, 0), first_at_time)
+    return pd.DataFrame({
+        "rank": np.full(int(last_at_time.sum()), trace.rank, dtype=np.int64),
+        "stream": stream[last_at_time],
+        "iteration": step[last_at_time],
+        "ts_us": ts[last_at_time],
+        "queue_length": queue[last_at_time],
+        "enqueued": enqueued,
+    }, columns=list(SERIES_COLUMNS))
+
+
+def queue_length_series(traces: TraceSet) -> pd.DataFrame:
+    """:func:`rank_queue_length_series` for all ranks."""
+    frames = [f for f in (rank_queue_length_series(t) for t in traces) if len(f)]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(SERIES_COLUMNS))
+
+
+def _segments(series: pd.DataFrame) -> pd.DataFrame:
+    """The intervals between consecutive change points of each (rank, stream): value and length."""
+    key_change = np.r_[(series["rank"].to_numpy()[1:] != series["rank"].to_numpy()[:-1])
+                       | (series["stream"].to_numpy()[1:] != series["stream"].to_numpy()[:-1]), True]
+    ts = series["ts_us"].to_numpy(dtype=np.float64)
+    length = np.where(key_change, 0.0, np.r_[ts[1:], 0.0] - ts)
+    return series.assign(length_us=length, weighted=length * series["queue_length"].to_numpy())
+
+
+SUMMARY_COLUMNS = ("rank", "stream", "ops", "span_us", "mean_queue_length", "max_queue_length", "empty_pct",
+                   "full_us")
+
+
+def _summary(series: pd.DataFrame, keys: list[str], max_queue_length: int) -> pd.DataFrame:
+    cols = keys + list(SUMMARY_COLUMNS[2:])
+    if not len(series):
+        return pd.DataFrame(columns=cols)
+    seg = _segments(series)
+    seg["empty_us"] = np.where(seg["queue_length"].to_numpy() <= 0, seg["length_us"].to_numpy(), 0.0)
+    seg["full_us"] = np.where(seg["queue_length"].to_numpy() >= max_queue_length, seg["length_us"].to_numpy(), 0.0)
+    g = seg.groupby(keys, sort=True)
+    span = g["length_us"].sum()
+    out = pd.DataFrame({
+        "ops": g["enqueued"].sum().astype(np.int64),
+        "span_us": span,
+        "mean_queue_length": (g["weighted"].sum() / span.where(span > 0)),
+        "max_queue_length": g["queue_length"].max().astype(np.int64),
+        "empty_pct": [pct(e, s) for e, s in zip(g["empty_us"].sum(), span)],
+        "full_us": g["full_us"].sum(),
+    }).reset_index()
+    return out[cols]
+
+
+def queue_length_summary(traces: TraceSet, max_queue_length: int = MAX_LAUNCH_QUEUE) -> pd.DataFrame:
+    """Per (rank, stream): time-weighted mean and max queue length over the stream's span
+    (first to last change, µs), % of that span with nothing queued, and µs at or above
+    ``max_queue_length`` (blocked launches). ``ops`` counts queue increments (≈ GPU ops)."""
+    return _summary(queue_length_series(traces), ["rank", "stream"], max_queue_length)
+
+
+def queue_length_by_step(traces: TraceSet, max_queue_length: int = MAX_LAUNCH_QUEUE) -> pd.DataFrame:
+    """:func:`queue_length_summary` per (rank, profiler step, stream)."""
+    return _summary(queue_length_series(traces), ["rank", "iteration", "stream"], max_queue_length)
+
+
+BLOCKED_COLUMNS = ("rank", "stream", "blocked_us", "blocked_pct", "max_queue_length")
+
+
+def time_blocked_on_full_queue(traces: TraceSet, max_queue_length: int = MAX_LAUNCH_QUEUE) -> pd.DataFrame:
+    """Per (rank, stream): µs the stream's queue held at least ``max_queue_length`` ops (the
+    CPU blocks on further launches then), and that time as % of the rank's trace span (first
+    event start to last event end). Every stream with launches gets a row (0 when never full)."""
+    series = queue_length_series(traces)
+    if not len(series):
+        return pd.DataFrame(columns=list(BLOCKED_COLUMNS))
+    seg = _segments(series)
+    seg["blocked_us"] = np.where(seg["queue_length"].to_numpy() >= max_queue_length, seg["length_us"].to_numpy(), 0.0)
+    g = seg.groupby(["rank", "stream"], sort=True)
+    out = pd.DataFrame({"blocked_us": g["blocked_us"].sum(), "max_queue_length": g["queue_length"].max()}).reset_index()
+    spans = {t.rank: np.subtract(*t.span_us()[::-1]) for t in traces}
+    out["blocked_pct"] = [pct(b, spans[r]) for r, b in zip(out["rank"], out["blocked_us"])]
+    out["max_queue_length"] = out["max_queue_length"].astype(np.int64)
+    return out[list(BLOCKED_COLUMNS)]
