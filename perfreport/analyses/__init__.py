@@ -5,10 +5,14 @@ their units; ``*_per_step`` variants give one row per profiler step, the gate's 
 """
 
 from .annotations import gpu_user_annotation_breakdown
+from .callstack import op_kernels
 from .diff import op_profile
 from .launch import aten_op_launch_delays, aten_op_launch_delays_by_step, launch_summary, launch_summary_by_step
 from .memory_bw import memory_bw_by_direction, memory_bw_by_step, memory_bw_summary
 from .queue import queue_length_by_step, queue_length_summary, time_blocked_on_full_queue
+from .sequences import kernel_sequences
+from .steps import profiler_steps, step_times
+from .stragglers import straggler_steps, stragglers
 from .idle import idle_breakdown, idle_breakdown_per_step, idle_interval_stats
 from .kernels import kernel_metrics, kernel_rank_distribution, kernel_type_breakdown, kernel_type_breakdown_per_step
 from .overlap import comm_comp_overlap, comm_comp_overlap_per_step
@@ -17,6 +21,8 @@ from .temporal import temporal_breakdown, temporal_breakdown_per_step
 
 ANALYSES = (
     ("summary", summary),
+    ("profiler_steps", profiler_steps),
+    ("step_times", step_times),
     ("temporal_breakdown", temporal_breakdown),
     ("temporal_breakdown_per_step", temporal_breakdown_per_step),
     ("idle_breakdown", idle_breakdown),
@@ -40,4 +46,8 @@ ANALYSES = (
     ("aten_op_launch_delays", aten_op_launch_delays),
     ("aten_op_launch_delays_by_step", aten_op_launch_delays_by_step),
     ("op_profile", op_profile),
+    ("op_kernels", op_kernels),
+    ("kernel_sequences", kernel_sequences),
+    ("stragglers", stragglers),
+    ("straggler_steps", straggler_steps),
 )

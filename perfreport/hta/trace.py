@@ -7,10 +7,14 @@ rebuilt by :mod:`._frame`.
 
 from __future__ import annotations
 
+import gc
+import json
 from pathlib import Path
 
+import msgspec
 import pandas as pd
 
+from .._io import read_trace_bytes
 from ..load import load
 from ..model import TraceSet
 from ._frame import SymbolTable, build_frames
@@ -29,7 +33,7 @@ class HtaTrace:
             source = trace_dir
         self.traceset: TraceSet = load(source)
         self.trace_files = {t.rank: t.meta.path for t in self.traceset}
-        self.meta_data = {t.rank: _meta_dict(t) for t in self.traceset}
+        self.meta_data = {t.rank: meta_dict(t) for t in self.traceset}
         self.include_last_profiler_step = include_last_profiler_step
         frames, symbols, min_ts = build_frames(self.traceset, include_last_profiler_step)
         self.traces: dict[int, pd.DataFrame] = frames
@@ -46,12 +50,18 @@ class HtaTrace:
     def get_all_traces(self) -> dict[int, pd.DataFrame]:
         return self.traces
 
-    def get_raw_trace_for_one_rank(self, rank: int = 0):
+    def get_raw_trace_for_one_rank(self, rank: int = 0) -> dict:
         """The rank's file decoded as JSON (HTA re-reads raw traces for overlays)."""
-        from .._io import read_trace_bytes
-        import json
-
-        return json.loads(read_trace_bytes(Path(self.trace_files[rank])))
+        data = read_trace_bytes(Path(self.trace_files[rank]))
+        enabled = gc.isenabled()
+        gc.disable()  # millions of acyclic dicts: collector passes would cost ~40 % here
+        try:
+            return msgspec.json.decode(data)
+        except msgspec.DecodeError:  # e.g. NaN tokens, which Python's json accepts
+            return json.loads(data)
+        finally:
+            if enabled:
+                gc.enable()
 
     def get_iterations(self, rank: int | None = None) -> list[int]:
         ranks = [rank] if rank is not None else self.get_ranks()
@@ -77,7 +87,7 @@ class HtaTrace:
         return "UNKNOWN GPU"
 
 
-def _meta_dict(trace) -> dict:
+def meta_dict(trace) -> dict:
     m = trace.meta
     out = dict(m.other)
     for key, value in (("schemaVersion", m.schema_version), ("distributedInfo", m.distributed_info or None),

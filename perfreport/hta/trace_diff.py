@@ -34,7 +34,7 @@ from ..load import load
 from ..model import TraceSet
 from ._frame import FRAME_COLUMNS, SymbolTable, raw_frame
 from ._plots import new_figure, show
-from .trace import HtaTrace, _meta_dict
+from .trace import HtaTrace, meta_dict
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +88,7 @@ class ParsedTrace:
             frame["end"] = frame["ts"] + frame["dur"]
             self.traces[trace.rank] = frame.set_index("index", drop=False).rename_axis(None)[FRAME_COLUMNS]
         self.trace_files = {t.rank: t.meta.path for t in traceset}
-        self.meta_data = {t.rank: _meta_dict(t) for t in traceset}
+        self.meta_data = {t.rank: meta_dict(t) for t in traceset}
         self.trace_path = traceset.source
         self.is_parsed = True
 

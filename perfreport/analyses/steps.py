@@ -1,0 +1,100 @@
+"""Profiler steps: when each ``ProfilerStep#N`` ran on each rank and how busy its GPU work kept
+the GPU.
+
+A step is the CPU-side ``ProfilerStep#N`` span that ``torch.profiler`` records per ``step()``
+(GPU-side copies of the annotation are ignored; a number recorded twice on one rank spans
+from the first start to the last end). Its GPU work is every kernel, memcpy and memset whose
+launch falls inside the step (``RankTrace.iteration``), wherever it runs in time: GPU work
+often finishes after the step's CPU span ends. GPU busy time is the union of those
+intervals, so concurrent streams count once.
+
+Edge cases: a rank without steps contributes no rows; a rank without any GPU activity has NaN
+GPU times (not 0: there is no GPU to be idle); an empty TraceSet gives empty frames.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..model import STEP_NAME, RankTrace, TraceSet
+from ..units import pct
+from .intervals import covered
+
+STEP_COLUMNS = ("rank", "step", "start_us", "end_us", "wall_us", "gpu_events", "gpu_busy_us",
+                "gpu_start_us", "gpu_end_us")
+STEP_TIME_COLUMNS = ("rank", "steps", "first_step", "last_step", "wall_us_mean", "wall_us_median",
+                     "wall_us_min", "wall_us_max", "wall_us_std", "gpu_busy_us_mean", "gpu_busy_pct")
+
+
+def step_spans(trace: RankTrace) -> pd.DataFrame:
+    """(step, start_us, end_us) of the rank's CPU-side ProfilerStep spans, by step number."""
+    rows = np.flatnonzero(trace.steps() & ~trace.gpu_side() & np.isfinite(trace.dur))
+    if len(rows) == 0:
+        return pd.DataFrame({"step": pd.Series(dtype=np.int64), "start_us": pd.Series(dtype=np.float64),
+                             "end_us": pd.Series(dtype=np.float64)})
+    names = trace.decode(trace.name[rows])
+    numbers = np.array([int(STEP_NAME.match(s).group(1)) for s in names], dtype=np.int64)
+    f = pd.DataFrame({"step": numbers, "start_us": trace.ts[rows], "end_us": trace.ts[rows] + trace.dur[rows]})
+    return f.groupby("step", as_index=False, sort=True).agg(start_us=("start_us", "min"), end_us=("end_us", "max"))
+
+
+def rank_steps(trace: RankTrace) -> pd.DataFrame:
+    """Rows of :func:`profiler_steps` for one rank."""
+    spans = step_spans(trace)
+    gpu = trace.gpu_activity() & np.isfinite(trace.dur)
+    has_gpu = bool(gpu.any())
+    starts = trace.ts[gpu]
+    ends = starts + trace.dur[gpu]
+    its = trace.iteration[gpu]
+    order = np.argsort(its, kind="stable")
+    starts, ends, its = starts[order], ends[order], its[order]
+    steps = spans["step"].to_numpy()
+    lo = np.searchsorted(its, steps, side="left")
+    hi = np.searchsorted(its, steps, side="right")
+    busy = []
+    for a, b in zip(lo, hi):  # a loop over steps; each a vectorised interval union
+        busy.append(covered(starts[a:b], ends[a:b]) if has_gpu else np.nan)
+    first = np.array([starts[a:b].min() if b > a else np.nan for a, b in zip(lo, hi)], dtype=np.float64)
+    last = np.array([ends[a:b].max() if b > a else np.nan for a, b in zip(lo, hi)], dtype=np.float64)
+    return pd.DataFrame({
+        "rank": np.full(len(spans), trace.rank, dtype=np.int64),
+        "step": steps,
+        "start_us": spans["start_us"].to_numpy(),
+        "end_us": spans["end_us"].to_numpy(),
+        "wall_us": (spans["end_us"] - spans["start_us"]).to_numpy(),
+        "gpu_events": (hi - lo).astype(np.int64),
+        "gpu_busy_us": np.array(busy, dtype=np.float64),
+        "gpu_start_us": first,
+        "gpu_end_us": last,
+    }, columns=list(STEP_COLUMNS))
+
+
+def profiler_steps(traces: TraceSet) -> pd.DataFrame:
+    """One row per (rank, step): start/end (trace µs), wall time (µs), the number of GPU events
+    launched in the step, their busy time (µs, union) and first start / last end (trace µs)."""
+    frames = [rank_steps(t) for t in traces]
+    frames = [f for f in frames if len(f)]
+    if not frames:
+        return pd.DataFrame({c: pd.Series(dtype=np.int64 if c in ("rank", "step", "gpu_events") else np.float64)
+                             for c in STEP_COLUMNS})
+    return pd.concat(frames, ignore_index=True)
+
+
+def step_times(traces: TraceSet) -> pd.DataFrame:
+    """One row per rank with steps: step count, wall time statistics (µs, std with ddof=1,
+    NaN for one step), mean GPU busy time per step (µs) and GPU busy as % of total wall time."""
+    steps = profiler_steps(traces)
+    rows = []
+    for rank, g in steps.groupby("rank", sort=True):  # a loop over ranks
+        wall = g["wall_us"].to_numpy()
+        busy = g["gpu_busy_us"].to_numpy()
+        rows.append({
+            "rank": int(rank), "steps": len(g), "first_step": int(g["step"].min()), "last_step": int(g["step"].max()),
+            "wall_us_mean": float(wall.mean()), "wall_us_median": float(np.median(wall)),
+            "wall_us_min": float(wall.min()), "wall_us_max": float(wall.max()),
+            "wall_us_std": float(wall.std(ddof=1)) if len(wall) > 1 else np.nan,
+            "gpu_busy_us_mean": float(busy.mean()),
+            "gpu_busy_pct": pct(float(busy.sum()), float(wall.sum())),
+        })
+    return pd.DataFrame(rows, columns=list(STEP_TIME_COLUMNS))

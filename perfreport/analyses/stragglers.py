@@ -1,0 +1,126 @@
+"""Straggler detection across ranks: which rank makes the others wait.
+
+In synchronous data-parallel training every rank blocks in the same collectives, so a slow
+rank shows up as a *late start*: it reaches the step's dominant collective later than the
+others, which sit in that kernel waiting for it. This is HTA's late-start method, measured
+per step and per rank:
+
+1. Communication kernels are NCCL/RCCL kernels by name, old and current spellings
+   (``ncclKernel_*``, ``ncclDevKernel_*``). Those shorter than 1 % of the median step time
+   are ignored.
+2. The dominant collective is the kernel name whose per-step duration varies most across
+   ranks (mean over steps of the standard deviation across ranks).
+3. A rank's offset in a step is the start of its last such kernel minus the start of its own
+   ``ProfilerStep`` span (each rank's own clock, so no cross-rank clock alignment is needed);
+   its ``late_start_us`` is that offset minus the smallest offset of any rank in the step.
+
+Step-time evidence is reported next to it: ``wall_excess_pct``, how much longer the rank's
+median step is than the median over ranks. A rank is flagged when its median late start
+exceeds ``LATE_START_PCT`` % of the median step time, or its step time exceeds the others' by
+``WALL_EXCESS_PCT`` %. One rank, or no steps: nothing to compare, nobody is flagged.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..model import RankTrace, TraceSet
+from ..units import pct
+from .steps import profiler_steps
+
+COMM_KERNEL_PREFIXES = ("ncclKernel", "ncclDevKernel")
+"""Name prefixes of NCCL (and RCCL, which keeps NCCL's names) collective kernels."""
+MIN_KERNEL_STEP_FRACTION = 0.01
+"""Collectives shorter than this fraction of the median step time are ignored (HTA's 1 %)."""
+LATE_START_PCT = 5.0
+"""A median late start above this % of the median step time flags a straggler."""
+WALL_EXCESS_PCT = 5.0
+"""A median step time above the ranks' median by this % flags a straggler."""
+
+STEP_COLUMNS = ("rank", "step", "kernel", "kernel_start_us", "offset_us", "late_start_us", "kernel_dur_us",
+                "wall_us")
+RANK_COLUMNS = ("rank", "steps", "kernel", "late_start_us_median", "late_start_pct", "latest_steps",
+                "wall_us_median", "wall_excess_pct", "is_straggler")
+
+
+def late_start_counts(metric: pd.DataFrame, num_candidates: int) -> pd.Series:
+    """HTA's top-k rule: per iteration, flag the ranks whose ``metric`` is at least the k-th
+    largest (ties can flag more than k); return the number of flagged iterations per rank
+    (index: rank, ascending). ``metric`` has columns rank, iteration, metric."""
+    k = max(1, int(num_candidates))
+    m = metric.loc[metric["iteration"] >= 0] if metric["iteration"].nunique() > 1 else metric
+    kth = m.groupby("iteration")["metric"].transform(
+        lambda s: np.sort(s.to_numpy())[::-1][min(k, len(s)) - 1])
+    flags = (m["metric"] >= kth).astype(np.int64)
+    counts = flags.groupby(m["rank"]).sum()
+    return counts.reindex(sorted(metric["rank"].unique()), fill_value=0)
+
+
+def _comm_kernels(trace: RankTrace) -> pd.DataFrame:
+    """Communication kernels launched inside a step: step, name, start (µs), dur (µs)."""
+    names = trace.codes_where(lambda s: s.startswith(COMM_KERNEL_PREFIXES))
+    rows = np.flatnonzero(trace.kernels() & np.isin(trace.name, names) & (trace.iteration >= 0)
+                          & np.isfinite(trace.dur))
+    return pd.DataFrame({"rank": trace.rank, "step": trace.iteration[rows], "kernel": trace.decode(trace.name[rows]),
+                         "kernel_start_us": trace.ts[rows], "kernel_dur_us": trace.dur[rows], "row": rows})
+
+
+def straggler_steps(traces: TraceSet) -> pd.DataFrame:
+    """One row per (rank, step) with the dominant collective: its start (trace µs), the offset
+    from the rank's step start (µs), the late start behind the earliest rank (µs), the
+    kernel's duration (µs) and the step's wall time (µs). Empty without steps or collectives."""
+    steps = profiler_steps(traces)
+    empty = pd.DataFrame({c: pd.Series(dtype=object if c == "kernel" else np.float64) for c in STEP_COLUMNS})
+    if steps.empty:
+        return empty
+    median_wall = float(steps["wall_us"].median())
+    comm = pd.concat([_comm_kernels(t) for t in traces], ignore_index=True)
+    comm = comm.loc[comm["kernel_dur_us"] >= MIN_KERNEL_STEP_FRACTION * median_wall]
+    comm = comm.loc[comm["step"].isin(steps["step"])]
+    if comm.empty:
+        return empty
+    # the last kernel of each name per (rank, step), by start time then file order
+    comm = comm.sort_values(["rank", "step", "kernel", "kernel_start_us", "row"], kind="stable")
+    last = comm.groupby(["rank", "step", "kernel"], as_index=False).last()
+    spread = last.groupby(["step", "kernel"])["kernel_dur_us"].std().groupby("kernel").mean()
+    kernel = spread.dropna().idxmax() if spread.notna().any() else last["kernel"].value_counts().idxmax()
+    pick = last.loc[last["kernel"] == kernel, ["rank", "step", "kernel", "kernel_start_us", "kernel_dur_us"]]
+    pick = pick.merge(steps[["rank", "step", "start_us", "wall_us"]], on=["rank", "step"])
+    pick["offset_us"] = pick["kernel_start_us"] - pick["start_us"]
+    pick["late_start_us"] = pick["offset_us"] - pick.groupby("step")["offset_us"].transform("min")
+    return pick[list(STEP_COLUMNS)].sort_values(["rank", "step"]).reset_index(drop=True)
+
+
+def stragglers(traces: TraceSet) -> pd.DataFrame:
+    """One row per rank with steps: median late start (µs, and % of the median step time),
+    in how many steps it was the latest to start, median step wall time (µs), its excess over
+    the median across ranks (%), and the verdict (see the module docstring)."""
+    steps = profiler_steps(traces)
+    if steps.empty:
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in RANK_COLUMNS})
+    per_step = straggler_steps(traces)
+    wall = steps.groupby("rank")["wall_us"].agg(["median", "size"])
+    overall = float(wall["median"].median())
+    rows = []
+    n_ranks = len(wall)
+    latest = per_step.loc[(per_step["late_start_us"] > 0)
+                          & (per_step["late_start_us"] == per_step.groupby("step")["late_start_us"].transform("max"))]
+    for rank, w in wall.iterrows():  # a loop over ranks
+        mine = per_step.loc[per_step["rank"] == rank]
+        late_med = float(mine["late_start_us"].median()) if len(mine) else np.nan
+        late_pct = pct(late_med, overall) if len(mine) else np.nan
+        excess = pct(float(w["median"]) - overall, overall)
+        flagged = n_ranks > 1 and ((late_pct >= LATE_START_PCT) or (excess >= WALL_EXCESS_PCT))
+        rows.append({
+            "rank": int(rank), "steps": int(w["size"]),
+            "kernel": mine["kernel"].iloc[0] if len(mine) else None,
+            "late_start_us_median": late_med, "late_start_pct": late_pct,
+            "latest_steps": int((latest["rank"] == rank).sum()),
+            "wall_us_median": float(w["median"]), "wall_excess_pct": excess,
+            "is_straggler": bool(flagged),
+        })
+    return pd.DataFrame(rows, columns=list(RANK_COLUMNS))
+
+
+__all__ = ["COMM_KERNEL_PREFIXES", "late_start_counts", "straggler_steps", "stragglers"]

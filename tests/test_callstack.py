@@ -1,0 +1,151 @@
+"""Call-stack nesting: the sweep order's tie rules by hand, the numpy stack walk against a plain
+Python one, and the tree helpers against brute force on a real trace."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from perfreport.analyses.callstack import (
+    ancestor_at_depth, call_stack, cpu_events, kernel_totals, op_kernels, parents_from_sweep, subtree_reduce,
+    sweep_order, thread_ids, tree_depth,
+)
+from perfreport.load import load
+
+from .conftest import TRACES, load_cached
+from .test_steps import cpu, kernel, launch, write_trace
+
+
+def nest(spans: list[tuple[float, float]]) -> list[int]:
+    """Parent (position, -1 = top) of each (start, dur) span on one thread, rows in list order."""
+    start = np.array([s for s, _ in spans], float)
+    dur = np.array([d for _, d in spans], float)
+    ev, is_open = sweep_order(np.zeros(len(spans), np.int64), start, dur, np.arange(len(spans)))
+    return parents_from_sweep(ev, is_open, len(spans))[0].tolist()
+
+
+def test_tie_rules_by_hand() -> None:
+    # back-to-back siblings: the one ending at 10 closes before the one starting at 10 opens
+    assert nest([(0, 10), (10, 10)]) == [-1, -1]
+    # equal spans nest in file order; the longer of two starting together is the outer one
+    assert nest([(0, 10), (0, 10), (0, 4)]) == [-1, 0, 1]
+    assert nest([(0, 4), (0, 10)]) == [1, -1]
+    # a zero-length event at the end of an op belongs to it; at the start of one, to that one
+    assert nest([(0, 10), (10, 0)]) == [-1, 0]
+    assert nest([(5, 0), (5, 10)]) == [1, -1]
+    # one op ends and another starts at 10: file order places the zero-length event
+    assert nest([(0, 10), (10, 0), (10, 5)]) == [-1, 0, -1]
+    assert nest([(0, 10), (10, 5), (10, 0)]) == [-1, -1, 1]
+    # zero-length events at one instant nest in file order (HTA's rule)
+    assert nest([(3, 0), (3, 0)]) == [-1, 0]
+    # the real case from the cudagraph trace: unsqueeze 867 [16230, 16231), as_strided 868 at
+    # 16231, unsqueeze 869 [16231, 16232) under stack 860 -> 868 in 867, 869 its sibling
+    assert nest([(16221, 55), (16230, 1), (16231, 0), (16231, 1)]) == [-1, 0, 1, 0]
+
+
+def test_partial_overlap_pops_the_newest() -> None:
+    # [0,10) and [5,15) do not nest: the close at 10 pops the newest open one (HTA's walk)
+    assert nest([(0, 10), (5, 10), (12, 1)]) == [-1, 0, 0]
+
+
+def python_stack_walk(ev: np.ndarray, is_open: np.ndarray, n: int) -> list[int]:
+    parent, stack = [-1] * n, []
+    for e, o in zip(ev.tolist(), is_open.tolist()):
+        if o:
+            parent[e] = stack[-1] if stack else -1
+            stack.append(e)
+        elif stack:
+            stack.pop()
+    return parent
+
+
+def test_numpy_walk_equals_python_walk_on_real_threads() -> None:
+    t = load_cached(str(TRACES / "hta_a100_nccl_rank0of2"))[0]
+    rows = np.flatnonzero(cpu_events(t))
+    gid = thread_ids(t.pid[rows], t.tid[rows])
+    ev, is_open = sweep_order(gid, t.ts[rows], t.dur[rows], rows)
+    assert len(ev) == 2 * len(rows) > 40000
+    got = parents_from_sweep(ev, is_open, len(rows))[0].tolist()
+    assert got == python_stack_walk(ev, is_open, len(rows))
+
+
+def test_call_stack_nests_by_containment_on_real_trace() -> None:
+    t = load_cached(str(TRACES / "hta_a100_nccl_rank0of2"))[0]
+    st = call_stack(t)
+    rows = np.flatnonzero(st.is_node & (st.parent >= 0) & cpu_events(t))
+    p = st.parent[rows]
+    assert (t.pid[p] == t.pid[rows]).all() and (t.tid[p] == t.tid[rows]).all()
+    inside = (t.ts[p] <= t.ts[rows]) & (t.ts[rows] + t.dur[rows] <= t.ts[p] + t.dur[p])
+    assert inside.mean() > 0.999  # the rest are spans that overlap without nesting
+    assert (st.depth[rows] == st.depth[p] + 1).all()
+    # GPU events hang under their launch
+    gpu = np.flatnonzero(st.is_node & t.gpu_activity())
+    assert len(gpu) == 3774 and (st.parent[gpu] == t.linked[gpu]).all()
+
+
+def test_kernel_totals_match_brute_force() -> None:
+    t = load_cached(str(TRACES / "hta_a100_alexnet_benchmark"))[0]
+    st = call_stack(t)
+    tot = kernel_totals(t, st)
+    gpu = np.flatnonzero(st.is_node & t.gpu_activity())
+    ancestors = {}
+    for g in gpu.tolist():  # brute force: walk each GPU event up to the root
+        a = g
+        while a >= 0:
+            ancestors.setdefault(a, []).append(g)
+            a = int(st.parent[a])
+    for row, kids in ancestors.items():
+        assert tot.loc[row, "num_kernels"] == len(kids)
+        assert tot.loc[row, "kernel_dur_sum_us"] == pytest.approx(sum(t.dur[k] for k in kids))
+        assert tot.loc[row, "first_kernel_start_us"] == min(t.ts[k] for k in kids)
+        assert tot.loc[row, "last_kernel_end_us"] == max(t.ts[k] + t.dur[k] for k in kids)
+    without = np.setdiff1d(np.arange(t.n_events), list(ancestors))
+    assert (tot["num_kernels"].to_numpy()[without] == 0).all()
+    assert np.isnan(tot["first_kernel_start_us"].to_numpy()[without]).all()
+
+
+def test_tree_helpers_on_a_small_forest() -> None:
+    #        0        5
+    #      1   2      6
+    #      3          7 (depth 2)
+    #      4
+    parent = np.array([-1, 0, 0, 1, 3, -1, 5, 6])
+    depth = tree_depth(parent)
+    assert depth.tolist() == [0, 1, 1, 2, 3, 0, 1, 2]
+    ones = np.ones(8, np.int64)
+    assert subtree_reduce(parent, depth, ones, np.add).tolist() == [5, 3, 1, 2, 1, 3, 2, 1]
+    vals = np.array([9., 4., 7., 1., 8., 2., 3., 5.])
+    assert subtree_reduce(parent, depth, vals, np.maximum).tolist() == [9, 8, 7, 8, 8, 5, 5, 5]
+    assert ancestor_at_depth(parent, depth, 1).tolist() == [-1, 1, 2, 1, 1, -1, 6, 6]
+    assert ancestor_at_depth(parent, depth, 0).tolist() == [0, 0, 0, 0, 0, 5, 5, 5]
+    with pytest.raises(ValueError, match="cycle"):
+        tree_depth(np.array([1, 0]))
+
+
+def test_op_kernels_on_alexnet() -> None:
+    traces = load_cached(str(TRACES / "hta_a100_alexnet_benchmark"))
+    df = op_kernels(traces).set_index("name")
+    lin = df.loc["aten::linear"]
+    # six calls with 2, 2, 3, 2, 2, 3 kernels; the two 3-kernel calls are HTA's oracle pattern
+    # (208 us GPU, 10652 us CPU), the others add 830 + 406 + 820 + 400 us
+    assert lin["calls"] == 6 and lin["num_kernels"] == 14
+    assert lin["kernel_dur_sum_us"] == 208.0 + 830 + 406 + 820 + 400
+    t = traces[0]
+    assert lin["cpu_dur_us"] == t.dur[t.decode(t.name) == "aten::linear"].sum() == 22273.0
+
+
+def test_hand_built_stack_and_edge_cases(tmp_path: Path) -> None:
+    events = [cpu("aten::linear", 0, 100), cpu("aten::addmm", 10, 50), launch(20, corr=1),
+              kernel("gemm", 30, 40, corr=1), cpu("other", 200, 10, tid=2)]
+    t = load(write_trace(tmp_path / "a", events))[0]
+    st = call_stack(t)
+    assert st.parent[:5].tolist() == [-1, 0, 1, 2, -1] and st.depth[:5].tolist() == [0, 1, 2, 3, 0]
+    tot = kernel_totals(t, st)
+    assert tot["num_kernels"].tolist()[:5] == [1, 1, 1, 1, 0]
+    assert tot["kernel_span_us"].tolist()[:5] == [40.0, 40.0, 40.0, 40.0, 0.0]
+    empty = load(write_trace(tmp_path / "b", [{"ph": "i", "name": "marker", "pid": 1, "tid": 1, "ts": 0, "s": "t"}]))
+    st = call_stack(empty[0])
+    assert not st.is_node.any()
+    assert op_kernels(empty).empty
