@@ -18,7 +18,7 @@ Across ranks use :meth:`TraceSet.aligned_ts`. Missing ``ts``/``dur`` is NaN.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,6 +80,8 @@ STEP_NAME = re.compile(r"^ProfilerStep\s*#\s*(\d+)")
 
 # --- kernel classes -----------------------------------------------------------------------
 COMPUTATION, COMMUNICATION, MEMORY, OTHER = "COMPUTATION", "COMMUNICATION", "MEMORY", "OTHER"
+KERNEL_CLASS_NAMES = np.array([COMPUTATION, COMMUNICATION, MEMORY, OTHER], dtype=object)
+_CLASS_INDEX = {name: i for i, name in enumerate(KERNEL_CLASS_NAMES)}
 _COMM_NAME = re.compile(r"^(nccl|rccl|hccl)|ncclKernel|ncclDevKernel|^c10d::|^gloo", re.IGNORECASE)
 _MEM_NAME = re.compile(r"^(Memcpy|Memset|dma)")
 
@@ -164,6 +166,8 @@ class RankTrace:
     iteration: np.ndarray
     args: Mapping[str, SparseColumn]
     _codes: Mapping[str, int] = field(repr=False)
+    _memo: dict = field(default_factory=dict, repr=False, compare=False)
+    """Derived data computed once per trace (masks, classes, call stack): see :meth:`memo`."""
 
     @property
     def rank(self) -> int:
@@ -190,41 +194,63 @@ class RankTrace:
         table = np.append(self.strings, "")
         return table[np.where(codes < 0, len(self.strings), codes)]
 
+    # --- derived data ----------------------------------------------------------------------
+    def memo(self, key: Hashable, compute: Callable[[], Any]) -> Any:
+        """``compute()`` once per trace and key, then the same (read-only) result.
+
+        The columns never change, so anything derived from them can be shared by every
+        analysis that needs it (the call stack, a category mask) instead of recomputed.
+        """
+        try:
+            return self._memo[key]
+        except KeyError:
+            value = compute()
+            if isinstance(value, np.ndarray):
+                value.flags.writeable = False
+            self._memo[key] = value
+            return value
+
     # --- masks: the one definition of each event set -----------------------------------------
     def is_cat(self, categories: Iterable[str]) -> np.ndarray:
-        return np.isin(self.cat, self.codes(categories))
+        categories = tuple(categories)
+        return self.memo(("cat", categories), lambda: np.isin(self.cat, self.codes(categories)))
 
     def is_name(self, names: Iterable[str]) -> np.ndarray:
-        return np.isin(self.name, self.codes(names))
+        names = tuple(names)
+        return self.memo(("name", names), lambda: np.isin(self.name, self.codes(names)))
 
     @property
     def complete(self) -> np.ndarray:
         """Complete ("X") events: the ones with a duration."""
-        return self.ph == self.code("X")
+        return self.memo("complete", lambda: self.ph == self.code("X"))
+
+    def _complete_and(self, key: str, mask: Callable[[], np.ndarray]) -> np.ndarray:
+        return self.memo(key, lambda: self.complete & mask())
 
     def gpu_activity(self) -> np.ndarray:
         """Kernels, memcpy and memset: the work that makes a GPU busy."""
-        return self.complete & self.is_cat(GPU_ACTIVITY_CATEGORIES)
+        return self._complete_and("gpu_activity", lambda: self.is_cat(GPU_ACTIVITY_CATEGORIES))
 
     def gpu_side(self) -> np.ndarray:
-        return self.complete & self.is_cat(GPU_SIDE_CATEGORIES)
+        return self._complete_and("gpu_side", lambda: self.is_cat(GPU_SIDE_CATEGORIES))
 
     def kernels(self) -> np.ndarray:
-        return self.complete & self.is_cat(KERNEL_CATEGORIES)
+        return self._complete_and("kernels", lambda: self.is_cat(KERNEL_CATEGORIES))
 
     def memcpys(self) -> np.ndarray:
-        return self.complete & self.is_cat(MEMCPY_CATEGORIES)
+        return self._complete_and("memcpys", lambda: self.is_cat(MEMCPY_CATEGORIES))
 
     def memsets(self) -> np.ndarray:
-        return self.complete & self.is_cat(MEMSET_CATEGORIES)
+        return self._complete_and("memsets", lambda: self.is_cat(MEMSET_CATEGORIES))
 
     def launches(self) -> np.ndarray:
         """Runtime/driver calls that enqueue GPU work (see LAUNCH_NAMES)."""
-        return self.complete & self.is_cat(RUNTIME_CATEGORIES) & self.is_name(LAUNCH_NAMES)
+        return self._complete_and("launches", lambda: self.is_cat(RUNTIME_CATEGORIES) & self.is_name(LAUNCH_NAMES))
 
     def steps(self) -> np.ndarray:
         """ProfilerStep#N spans."""
-        return self.complete & np.isin(self.name, self.codes_where(lambda s: STEP_NAME.match(s) is not None))
+        return self._complete_and(
+            "steps", lambda: np.isin(self.name, self.codes_where(lambda s: STEP_NAME.match(s) is not None)))
 
     def step_numbers(self) -> np.ndarray:
         """Sorted distinct profiler step numbers in the trace."""
@@ -232,11 +258,28 @@ class RankTrace:
         return np.unique(np.array([int(STEP_NAME.match(s).group(1)) for s in names], dtype=np.int64))
 
     def kernel_classes(self, rows: np.ndarray) -> np.ndarray:
-        """kernel_class() of each row in ``rows`` (classified once per distinct name)."""
-        pairs = np.stack([self.name[rows], self.cat[rows]], axis=1) if len(rows) else np.empty((0, 2), np.int32)
-        uniq, inverse = np.unique(pairs, axis=0, return_inverse=True)
-        labels = np.array([kernel_class(self.strings[n], self.strings[c]) for n, c in uniq], dtype=object)
-        return labels[inverse.ravel()] if len(rows) else np.empty(0, dtype=object)
+        """kernel_class() of each row in ``rows`` (object array of the class names)."""
+        return KERNEL_CLASS_NAMES[self.gpu_class()[rows]]
+
+    def gpu_class(self) -> np.ndarray:
+        """Per event: index into ``KERNEL_CLASS_NAMES`` (OTHER for CPU events).
+
+        Classified once per distinct (name, category) pair of GPU-side events, so the cost is
+        one pass over the events plus a loop over distinct kernel names.
+        """
+        def compute() -> np.ndarray:
+            out = np.full(self.n_events, _CLASS_INDEX[OTHER], dtype=np.int8)
+            rows = np.flatnonzero(self.gpu_side())
+            if len(rows):
+                key = self.name[rows].astype(np.int64) * (len(self.strings) + 1) + self.cat[rows]
+                uniq, inverse = np.unique(key, return_inverse=True)
+                names, cats = np.divmod(uniq, len(self.strings) + 1)
+                classes = np.array([_CLASS_INDEX[kernel_class(self.strings[n], self.strings[c] if c >= 0 else "")]
+                                    for n, c in zip(names, cats)], dtype=np.int8)
+                out[rows] = classes[inverse.ravel()]
+            return out
+
+        return self.memo("gpu_class", compute)
 
     # --- args ------------------------------------------------------------------------------
     def arg(self, key: str, default: Any) -> np.ndarray:

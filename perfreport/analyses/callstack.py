@@ -192,7 +192,14 @@ def cpu_events(trace: RankTrace) -> np.ndarray:
 
 
 def call_stack(trace: RankTrace) -> CallStack:
-    """Nest CPU events per (pid, tid) and attach GPU activity to its launch (see module doc)."""
+    """Nest CPU events per (pid, tid) and attach GPU activity to its launch (see module doc).
+
+    Computed once per trace (memoised on it): several analyses share it.
+    """
+    return trace.memo("call_stack", lambda: _build_call_stack(trace))
+
+
+def _build_call_stack(trace: RankTrace) -> CallStack:
     n = trace.n_events
     rows = np.flatnonzero(cpu_events(trace))
     gid = thread_ids(trace.pid[rows], trace.tid[rows])

@@ -13,11 +13,10 @@ from typing import Any
 
 import msgspec
 import numpy as np
-import pandas as pd
 
 from .._io import read_trace_bytes
 from ..errors import TraceError
-from ..model import GPU_SIDE_CATEGORIES, STEP_NAME, TEXT_ID_BASE, RankTrace, TraceMeta
+from ..model import GPU_SIDE_CATEGORIES, RUNTIME_CATEGORIES, STEP_NAME, TEXT_ID_BASE, RankTrace, TraceMeta
 from .discover import RankFile
 from .fields import INT_MISSING, ScanResult
 from .scanner import scan
@@ -223,28 +222,45 @@ def _link_cpu_gpu(cols: dict[str, np.ndarray], codes: dict[str, int]) -> np.ndar
 
 
 def _link_by_flows(cols, codes, cpu_side: np.ndarray, unlinked: np.ndarray, linked: np.ndarray) -> None:
-    """Link GPU events through flow arrows: ``f`` at the GPU event, ``s`` at its launch."""
+    """Link GPU events through flow arrows: ``f`` at the GPU event, ``s`` at its launch.
+
+    Only the unlinked GPU events, the flow events and the runtime calls take part, matched on
+    exact (pid, tid, ts) keys, so a trace with a handful of orphan kernels pays a handful.
+    """
     flow = _mask(cols["cat"], codes, _FLOW_CATEGORIES) & (cols["flow_id"] >= 0)
-    starts = flow & (cols["ph"] == codes.get("s", -2))
-    ends = flow & (cols["ph"] == codes.get("f", -2))
-    if not starts.any() or not ends.any():
+    starts = np.flatnonzero(flow & (cols["ph"] == codes.get("s", -2)))
+    ends = np.flatnonzero(flow & (cols["ph"] == codes.get("f", -2)))
+    if not len(starts) or not len(ends):
         return
-    key = ["pid", "tid", "ts"]
+    gpu = np.flatnonzero(unlinked)
+    launches = np.flatnonzero(cpu_side & _mask(cols["cat"], codes, RUNTIME_CATEGORIES))
+    place = ("pid", "tid", "ts")
+    f_of_gpu = _match([cols[k][gpu] for k in place], [cols[k][ends] for k in place])
+    ok = f_of_gpu >= 0
+    gpu, flow_ids = gpu[ok], cols["flow_id"][ends[f_of_gpu[ok]]]
+    s_of_gpu = _match([flow_ids], [cols["flow_id"][starts]])
+    ok = s_of_gpu >= 0
+    gpu, s_rows = gpu[ok], starts[s_of_gpu[ok]]
+    cpu_of_gpu = _match([cols[k][s_rows] for k in place], [cols[k][launches] for k in place])
+    ok = cpu_of_gpu >= 0
+    linked[gpu[ok]] = launches[cpu_of_gpu[ok]]
 
-    def frame(mask: np.ndarray) -> pd.DataFrame:
-        rows = np.flatnonzero(mask)
-        return pd.DataFrame({"row": rows, **{k: cols[k][rows] for k in key}, "id": cols["flow_id"][rows]})
 
-    gpu = frame(unlinked).drop(columns="id")
-    cpu = frame(cpu_side)
-    f_ev = frame(ends).drop(columns="row").drop_duplicates(key)
-    s_ev = frame(starts).drop(columns="row").drop_duplicates("id")
-    m = gpu.merge(f_ev, on=key).merge(s_ev, on="id", suffixes=("", "_s"))
-    m = m.merge(
-        cpu.drop(columns="id").rename(columns={"row": "cpu_row", "pid": "pid_s", "tid": "tid_s", "ts": "ts_s"}),
-        on=["pid_s", "tid_s", "ts_s"],
-    ).drop_duplicates("row", keep="last")
-    linked[m["row"].to_numpy()] = m["cpu_row"].to_numpy()
+def _match(keys_a: list[np.ndarray], keys_b: list[np.ndarray]) -> np.ndarray:
+    """For each row of ``keys_a``, the position of a row of ``keys_b`` with equal keys (the last
+    one), else -1. Keys are parallel column arrays compared exactly."""
+    n_a = len(keys_a[0])
+    if n_a == 0 or len(keys_b[0]) == 0:
+        return np.full(n_a, -1, dtype=np.int64)
+    dtype = [(f"k{i}", np.result_type(a.dtype, b.dtype)) for i, (a, b) in enumerate(zip(keys_a, keys_b))]
+    both = np.empty(n_a + len(keys_b[0]), dtype=dtype)
+    for i, (a, b) in enumerate(zip(keys_a, keys_b)):
+        both[f"k{i}"] = np.concatenate([a, b])
+    _, inverse = np.unique(both, return_inverse=True)
+    inverse = inverse.ravel()
+    last_b = np.full(inverse.max() + 1, -1, dtype=np.int64)
+    last_b[inverse[n_a:]] = np.arange(len(keys_b[0]))  # repeated keys: the last assignment wins
+    return last_b[inverse[:n_a]]
 
 
 def _iterations(cols, codes: dict[str, int], strings: np.ndarray, linked: np.ndarray) -> np.ndarray:
