@@ -6,8 +6,10 @@ their units; ``*_per_step`` variants give one row per profiler step, the gate's 
 
 from .annotations import gpu_user_annotation_breakdown
 from .callstack import op_kernels
+from .collectives import collective_skew, collective_summary, collectives, collectives_per_step, straggler_evidence
 from .diff import op_profile
 from .launch import aten_op_launch_delays, aten_op_launch_delays_by_step, launch_summary, launch_summary_by_step
+from .memory import memory_by_op, memory_peaks, memory_per_step, memory_timeline
 from .memory_bw import memory_bw_by_direction, memory_bw_by_step, memory_bw_summary
 from .queue import queue_length_by_step, queue_length_summary, time_blocked_on_full_queue
 from .sequences import kernel_sequences
@@ -45,6 +47,15 @@ ANALYSES = (
     ("launch_stats_by_step", launch_summary_by_step),
     ("aten_op_launch_delays", aten_op_launch_delays),
     ("aten_op_launch_delays_by_step", aten_op_launch_delays_by_step),
+    ("memory_timeline", memory_timeline),
+    ("memory_peaks", memory_peaks),
+    ("memory_by_op", memory_by_op),
+    ("memory_per_step", memory_per_step),
+    ("collectives", collectives),
+    ("collective_summary", collective_summary),
+    ("collectives_per_step", collectives_per_step),
+    ("collective_skew", collective_skew),
+    ("straggler_evidence", straggler_evidence),
     ("op_profile", op_profile),
     ("op_kernels", op_kernels),
     ("kernel_sequences", kernel_sequences),

@@ -1,0 +1,496 @@
+"""Communication overhead: every collective call, its size, bandwidth and exposed time, and which
+rank makes the others wait.
+
+A *collective call* is the GPU work of one NCCL/RCCL collective: the COMMUNICATION kernels
+(:func:`perfreport.model.kernel_class`) launched under one CPU-side collective op (``nccl:*`` /
+``rccl:*`` / ``gloo:*`` annotations, ``c10d::*`` ops, ``record_param_comms``); a kernel with no
+such op above its launch is a call of its own. Kernels hang under their launch in the call
+stack (:func:`perfreport.analyses.callstack.call_stack`, built from ``RankTrace.linked``), so the
+op is found by walking up at most ``ANCESTOR_LEVELS`` parents. Collectives without a GPU kernel
+(gloo on CPU, kernels the profiler missed) are not calls here.
+
+What each call reports, and where it comes from (nearest source first: the kernel's own args,
+then the collective ops above it):
+
+* ``kind``: all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, send_recv, reduce,
+  barrier or other, normalised (:func:`collective_kind`) from the ``Collective name`` arg, else
+  the op name (``nccl:_all_gather_base``, ``c10d::alltoall_base_``), else the kernel name. Old
+  NCCL names every kernel ``SendRecv``, so the op name wins over the kernel's.
+* ``msg_bytes``: max(``In msg nelems``, ``Out msg nelems``) × the size of ``dtype`` (NCCL-tests'
+  message size: the output of an all_gather, the input of a reduce_scatter). Traces without
+  those args (PyTorch < 2.1) fall back to the largest tensor in the ops' ``Input Dims`` /
+  ``Input type``. NaN when neither tells.
+* ``process_group`` (``Process Group Name``, "" when unknown) and ``group_size`` (``Group size``,
+  else the length of ``Process Group Ranks``, else the group's ``pg_size`` in ``distributedInfo``,
+  else the world size, an assumption that is wrong for sub-groups in old traces).
+* ``ts_us`` (first kernel start, on the job's common clock, :meth:`TraceSet.aligned_ts`),
+  ``dur_us`` (first start to last end) and ``exposed_us``: the call's kernel time not overlapped
+  by any COMPUTATION kernel of the rank (communication hidden under compute costs nothing).
+* ``algbw_gbps`` = msg_bytes / dur (decimal GB/s) and ``busbw_gbps`` = algbw × the NCCL-tests
+  factor for n = group_size (:func:`busbw_factor`): 2(n−1)/n for all_reduce, (n−1)/n for
+  all_gather, reduce_scatter and all_to_all, 1 for broadcast, reduce and send_recv.
+* ``algorithm`` / ``protocol``: RING/TREE/NVLS/COLLNET_*/PAT and LL/LL128/SIMPLE from the
+  kernel name when it says ("" otherwise, as in ``ncclDevKernel_SendRecv``).
+
+Across ranks, :func:`collective_skew` pairs the i-th call of each (kind, process_group) in each
+profiler step on every rank, checks that the pairing is plausible (the ranks' kernels of one
+synchronous collective overlap in time) and measures how far apart they start;
+:func:`straggler_report` turns that, together with HTA's late-start method
+(:mod:`perfreport.analyses.stragglers`), into a verdict. Cross-rank start times assume the
+ranks' clocks agree (one host, or synchronised hosts); HTA's method does not (it measures
+within each rank's own step).
+
+Edge cases: no GPU or no collectives gives empty frames with the columns; one rank gives an
+empty skew table and nobody flagged; no profiler steps gives step -1 everywhere.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import numpy as np
+import pandas as pd
+
+from ..model import COMMUNICATION, COMPUTATION, RankTrace, TraceSet
+from ..units import BYTES_PER_GB, US_PER_S, format_pct, format_us, pct
+from .callstack import call_stack
+from .intervals import union
+from .kernels import gpu_work
+from .stragglers import LATE_START_PCT, stragglers
+
+KINDS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send_recv", "reduce",
+         "barrier", "other")
+ANCESTOR_LEVELS = 8
+"""How far above a kernel the collective op is looked for (kernel → launch → nccl:* annotation →
+record_param_comms → c10d op is 4 levels)."""
+COLLECTIVE_OP = re.compile(r"^(nccl|rccl|gloo):|^c10d::|^record_param_comms$")
+"""CPU-side events that describe a collective call."""
+LATEST_SHARE_PCT = 50.0
+"""A rank starting last in more than this % of matched calls is a straggler candidate."""
+
+_ALGO = re.compile(r"_(RING|TREE|COLLNET_DIRECT|COLLNET_CHAIN|COLLNET|NVLS_TREE|NVLS|PAT)_(LL128|LL|SIMPLE)"
+                   r"(?![A-Za-z0-9])")
+_DTYPE_BYTES = {
+    "float": 4, "float32": 4, "f32": 4, "double": 8, "float64": 8, "f64": 8, "half": 2, "float16": 2, "f16": 2,
+    "bfloat16": 2, "bf16": 2, "int": 4, "int32": 4, "i32": 4, "uint32": 4, "long": 8, "int64": 8, "i64": 8,
+    "uint64": 8, "short": 2, "int16": 2, "uint16": 2, "byte": 1, "uint8": 1, "u8": 1, "unsignedchar": 1, "char": 1,
+    "int8": 1, "i8": 1, "signedchar": 1, "bool": 1, "complexhalf": 4, "complexfloat": 8, "complex64": 8,
+    "complexdouble": 16, "complex128": 16,
+}
+"""Bytes per element by dtype name, as the profiler writes it ("Float", "c10::BFloat16",
+"unsigned char", "float"), normalised by :func:`dtype_bytes`."""
+
+CALL_COLUMNS = ("rank", "step", "kind", "process_group", "group_size", "ts_us", "dur_us", "exposed_us",
+                "msg_bytes", "algbw_gbps", "busbw_gbps", "algorithm", "protocol", "kernel", "kernels")
+SUMMARY_COLUMNS = ("rank", "kind", "process_group", "count", "total_us", "exposed_us", "exposed_pct",
+                   "msg_bytes_mean", "msg_bytes_total", "algbw_gbps_mean", "busbw_gbps_mean")
+STEP_COLUMNS = ("rank", "step", "kind", "process_group", "count", "dur_us", "exposed_us", "msg_bytes")
+MATCH_KEY = ["kind", "process_group", "step", "call_index"]
+"""Calls with equal keys on different ranks are taken to be one collective."""
+SKEW_COLUMNS = ("kind", "process_group", "step", "call_index", "ranks", "first_start_us", "skew_us",
+                "earliest_rank", "latest_rank", "overlapping")
+EVIDENCE_COLUMNS = ("rank", "calls_compared", "latest_calls", "latest_pct", "lateness_us_mean",
+                    "lateness_us_median", "lateness_pct", "late_start_us_median", "late_start_pct", "wall_us_median",
+                    "wall_excess_pct", "hta_is_straggler", "is_straggler")
+
+_TEXT = {"kind", "process_group", "algorithm", "protocol", "kernel"}
+_INTS = {"rank", "step", "kernels", "count", "call_index", "ranks", "earliest_rank", "latest_rank",
+         "calls_compared", "latest_calls"}
+
+
+_BOOLS = {"overlapping", "hta_is_straggler", "is_straggler"}
+
+
+def _empty(columns: tuple[str, ...]) -> pd.DataFrame:
+    def dtype(c: str) -> type:
+        return object if c in _TEXT else np.int64 if c in _INTS else bool if c in _BOOLS else np.float64
+    return pd.DataFrame({c: pd.Series(dtype=dtype(c)) for c in columns})
+
+
+# --- names -------------------------------------------------------------------------------------
+def dtype_bytes(name: str) -> float:
+    """Bytes per element of a profiler dtype name; NaN when unknown ("Scalar", "TensorList", "")."""
+    key = re.sub(r"[\s_]", "", name.lower().removeprefix("c10::"))
+    if key.startswith("float8"):
+        return 1.0
+    return float(_DTYPE_BYTES.get(key, math.nan))
+
+
+def collective_kind(text: str) -> str:
+    """One of ``KINDS`` for a collective's name: a ``Collective name`` arg ("allreduce",
+    "_allgather_base"), an op ("nccl:all_to_all", "c10d::_reduce_scatter_base_") or a kernel
+    ("ncclDevKernel_AllReduce_Sum_f32_RING_LL(...)")."""
+    s = re.sub(r"[^a-z]", "", text.lower().split("(")[0])
+    for needle, kind in (("allreduce", "all_reduce"), ("reducescatter", "reduce_scatter"),
+                         ("allgather", "all_gather"), ("alltoall", "all_to_all"), ("broadcast", "broadcast"),
+                         ("sendrecv", "send_recv"), ("send", "send_recv"), ("recv", "send_recv"),
+                         ("barrier", "barrier"), ("reduce", "reduce")):
+        if needle in s:
+            return kind
+    return "other"
+
+
+def busbw_factor(kind: str, group_size: float) -> float:
+    """NCCL-tests' bus-bandwidth factor (busbw = algbw × factor) for a group of ``group_size``
+    ranks: what each link carries, comparable with the hardware's peak. NaN for barrier/other
+    or an unknown size."""
+    return float(busbw_factors(np.array([kind], dtype=object), np.array([group_size], dtype=np.float64))[0])
+
+
+def busbw_factors(kinds: np.ndarray, group_sizes: np.ndarray) -> np.ndarray:
+    """:func:`busbw_factor` over arrays: 2(n−1)/n for all_reduce; (n−1)/n for all_gather,
+    reduce_scatter and all_to_all; 1 for broadcast, reduce and send_recv; NaN otherwise."""
+    n = np.asarray(group_sizes, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        factor = np.select([kinds == "all_reduce", np.isin(kinds, ("all_gather", "reduce_scatter", "all_to_all")),
+                            np.isin(kinds, ("broadcast", "reduce", "send_recv"))],
+                           [2.0 * (n - 1) / n, (n - 1) / n, np.ones_like(n)], np.nan)
+    return np.where(n >= 1, factor, np.nan)
+
+
+def kernel_algorithm(name: str) -> tuple[str, str]:
+    """(algorithm, protocol) from an NCCL kernel name, ("", "") when it does not say."""
+    m = _ALGO.search(name)
+    return (m.group(1), m.group(2)) if m else ("", "")
+
+
+def tensor_bytes(dims_text: str, types_text: str) -> float:
+    """Largest tensor (elements × dtype size) of an op's ``Input Dims`` / ``Input type`` JSON
+    texts; NaN when no input is a tensor of known dtype."""
+    try:
+        dims, types = json.loads(dims_text), json.loads(types_text)
+    except (ValueError, TypeError):
+        return math.nan
+    best = math.nan
+    for d, t in zip(dims if isinstance(dims, list) else [], types if isinstance(types, list) else []):
+        if isinstance(d, list) and d and all(isinstance(x, int) for x in d) and isinstance(t, str):
+            size = float(np.prod(d)) * dtype_bytes(t)
+            if not math.isnan(size):
+                best = size if math.isnan(best) else max(best, size)
+    return best
+
+
+def _map_codes(trace: RankTrace, codes: np.ndarray, fn, missing):
+    """``fn(string)`` for each code (a loop over the distinct codes only); ``missing`` for -1."""
+    uniq, inverse = np.unique(codes, return_inverse=True)
+    values = np.array([fn(trace.strings[c]) if c >= 0 else missing for c in uniq], dtype=object)
+    return values[inverse.ravel()]
+
+
+# --- one rank ----------------------------------------------------------------------------------
+def _nearest(values: np.ndarray, ok: np.ndarray, missing):
+    """Per row of the (calls × levels) arrays: the first value where ``ok``, else ``missing``."""
+    first = np.argmax(ok, axis=1)
+    has = ok[np.arange(len(ok)), first]
+    return np.where(has, values[np.arange(len(ok)), first], missing)
+
+
+def _exposed(call: np.ndarray, starts: np.ndarray, ends: np.ndarray, comp: tuple[np.ndarray, np.ndarray],
+             n_calls: int) -> np.ndarray:
+    """Per call: time of the union of its kernels not covered by the compute intervals."""
+    order = np.lexsort((starts, call))
+    cid, s, e = call[order], starts[order], ends[order]
+    reach = pd.Series(e).groupby(cid).cummax().to_numpy()
+    new = np.r_[True, (cid[1:] != cid[:-1]) | (s[1:] > reach[:-1])]
+    first = np.flatnonzero(new)
+    seg_s, seg_e, seg_c = s[first], reach[np.r_[first[1:], len(s)] - 1], cid[first]
+    cs, ce = union(*comp)
+    cum = np.r_[0.0, np.cumsum(ce - cs)]
+
+    def covered_until(t: np.ndarray) -> np.ndarray:
+        i = np.searchsorted(cs, t, side="right") - 1
+        j = np.clip(i, 0, None)
+        inside = np.clip(t - cs[j], 0.0, (ce - cs)[j]) if len(cs) else np.zeros(len(t))
+        return np.where(i >= 0, cum[j] + inside, 0.0) if len(cs) else np.zeros(len(t))
+
+    exposed = (seg_e - seg_s) - (covered_until(seg_e) - covered_until(seg_s))
+    return np.bincount(seg_c, weights=exposed, minlength=n_calls)
+
+
+def _count_listed(text: str) -> float:
+    """Number of entries of a JSON list such as "[0, 1, 2]"; NaN when it is not one."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return math.nan
+    return float(len(value)) if isinstance(value, list) and value else math.nan
+
+
+def _group_sizes(trace: RankTrace, size_arg: np.ndarray, ranks_code: np.ndarray, pg: np.ndarray) -> np.ndarray:
+    """Group size per call: the arg, else the listed ranks, else distributedInfo, else world size."""
+    out = np.where(size_arg > 0, size_arg, np.nan).astype(np.float64)
+    out = np.where(np.isnan(out), _map_codes(trace, ranks_code, _count_listed, math.nan).astype(np.float64), out)
+    pg_sizes = {str(c.get("pg_name")): c.get("pg_size") for c in trace.meta.distributed_info.get("pg_config", [])
+                if isinstance(c, dict)}
+    out = np.where(np.isnan(out), pd.Series(pg, dtype=object).map(pg_sizes).to_numpy(np.float64), out)
+    world = trace.meta.world_size
+    return np.where(np.isnan(out), np.nan if world is None else float(world), out)
+
+
+def _ancestors(trace: RankTrace, k_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(chain, op_cell): ``chain[i, j]`` is the j-th ancestor of kernel ``k_rows[i]`` in the call
+    stack (column 0 the kernel, 1 its launch; -1 above the root), ``op_cell`` where it is a
+    CPU-side collective op."""
+    stack = call_stack(trace)
+    chain = np.full((len(k_rows), ANCESTOR_LEVELS + 1), -1, dtype=np.int64)
+    chain[:, 0] = k_rows
+    for j in range(1, ANCESTOR_LEVELS + 1):  # a loop over levels
+        prev = chain[:, j - 1]
+        chain[:, j] = np.where(prev >= 0, stack.parent[np.clip(prev, 0, None)], -1)
+    is_op = np.isin(trace.name, trace.codes_where(lambda s: COLLECTIVE_OP.search(s) is not None)) \
+        & ~trace.gpu_side()
+    op_cell = (chain >= 0) & is_op[np.clip(chain, 0, None)]
+    op_cell[:, 0] = False
+    return chain, op_cell
+
+
+def _tensor_fallback(trace: RankTrace, chain: np.ndarray, op_cell: np.ndarray) -> np.ndarray:
+    """Per kernel: the largest tensor (bytes) in the Input Dims / Input type of the collective
+    ops above it (:func:`tensor_bytes`, once per distinct pair of texts); NaN if none."""
+    safe = np.clip(chain, 0, None)
+    dims, types = trace.arg("Input Dims", -1).astype(np.int64), trace.arg("Input type", -1).astype(np.int64)
+    has = op_cell & (dims[safe] >= 0) & (types[safe] >= 0)
+    best = np.full(len(chain), np.nan)
+    if not has.any():
+        return best
+    base = len(trace.strings) + 1
+    uniq, inverse = np.unique((dims * base + types)[safe][has], return_inverse=True)
+    sizes = np.array([tensor_bytes(trace.strings[p // base], trace.strings[p % base]) for p in uniq])
+    cells = np.full(chain.shape, np.nan)
+    cells[has] = sizes[inverse.ravel()]
+    with np.errstate(invalid="ignore"):
+        return np.fmax.reduce(cells, axis=1)
+
+
+def _kernel_attributes(trace: RankTrace, k_rows: np.ndarray) -> pd.DataFrame:
+    """Per communication kernel: its call (the nearest collective op above it, else itself),
+    kind, process group, group size and message bytes (see the module docstring)."""
+    chain, op_cell = _ancestors(trace, k_rows)
+    safe = np.clip(chain, 0, None)
+    src = op_cell.copy()
+    src[:, 0] = True  # newer traces put the collective's args on the kernel itself
+
+    def arg(key: str) -> np.ndarray:
+        vals = trace.arg(key, -1)[safe]
+        return _nearest(vals, src & (vals >= 0), -1)
+
+    owner = _nearest(chain, op_cell, -1)
+    # kind: Collective name arg, else the nearest op that is not record_param_comms, else the kernel
+    named = op_cell & (trace.name[safe] != trace.code("record_param_comms"))
+    text = arg("Collective name")
+    text = np.where(text >= 0, text, _nearest(trace.name[safe], named, -1))
+    text = np.where(text >= 0, text, trace.name[k_rows])
+    nel = np.maximum(arg("In msg nelems"), arg("Out msg nelems")).astype(np.float64)
+    size = _map_codes(trace, arg("dtype"), dtype_bytes, math.nan).astype(np.float64)
+    msg = np.where(nel >= 0, nel * size, np.nan)
+    msg = np.where(np.isnan(msg), _tensor_fallback(trace, chain, op_cell), msg)
+    pg = _map_codes(trace, arg("Process Group Name"), str, "")
+    return pd.DataFrame({
+        "call_key": np.where(owner >= 0, owner, k_rows), "kind": _map_codes(trace, text, collective_kind, "other"),
+        "pg": pg, "group": _group_sizes(trace, arg("Group size"), arg("Process Group Ranks"), pg), "msg": msg,
+    })
+
+
+def rank_collectives(trace: RankTrace) -> pd.DataFrame:
+    """:func:`collectives` rows of one rank, ``ts_us`` in trace µs. Memoised on the trace: read
+    it, never modify it."""
+    return trace.memo("collectives", lambda: _rank_collectives(trace))
+
+
+def _rank_collectives(trace: RankTrace) -> pd.DataFrame:
+    rows, starts, ends, classes = gpu_work(trace)
+    comm = trace.kernels()[rows] & (classes == COMMUNICATION)
+    comp = (starts[classes == COMPUTATION], ends[classes == COMPUTATION])
+    k_rows, k_s, k_e = rows[comm], starts[comm], ends[comm]
+    if len(k_rows) == 0:
+        return _empty(CALL_COLUMNS)
+    k = _kernel_attributes(trace, k_rows)
+    call_ids, call = np.unique(k["call_key"].to_numpy(), return_inverse=True)
+    call = call.ravel()
+    exposed = _exposed(call, k_s, k_e, comp, len(call_ids))
+    k = k.assign(call=call, ts=k_s, end=k_e, step=trace.iteration[k_rows], name=trace.name[k_rows])
+    k = k.sort_values(["call", "ts"], kind="stable")
+    g = k.groupby("call", sort=True)
+    first = k.drop_duplicates("call")  # the call's first kernel (by start): its step, names and args
+    ts = first["ts"].to_numpy()
+    dur = g["end"].max().to_numpy() - ts
+    msg_bytes = first["msg"].to_numpy(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        algbw = np.where(dur > 0, msg_bytes / BYTES_PER_GB / (dur / US_PER_S), np.nan)
+    factor = busbw_factors(first["kind"].to_numpy(object), first["group"].to_numpy(np.float64))
+    name = first["name"].to_numpy()
+    out = pd.DataFrame({
+        "rank": np.full(len(call_ids), trace.rank, np.int64), "step": first["step"].to_numpy(np.int64),
+        "kind": first["kind"].to_numpy(object), "process_group": first["pg"].to_numpy(object),
+        "group_size": first["group"].to_numpy(np.float64), "ts_us": ts, "dur_us": dur, "exposed_us": exposed,
+        "msg_bytes": msg_bytes, "algbw_gbps": algbw, "busbw_gbps": algbw * factor,
+        "algorithm": _map_codes(trace, name, lambda s: kernel_algorithm(s)[0], ""),
+        "protocol": _map_codes(trace, name, lambda s: kernel_algorithm(s)[1], ""),
+        "kernel": trace.decode(name), "kernels": g.size().to_numpy(np.int64),
+    })
+    return out.sort_values(["ts_us"], kind="stable").reset_index(drop=True)[list(CALL_COLUMNS)]
+
+
+# --- all ranks ---------------------------------------------------------------------------------
+def collectives(traces: TraceSet) -> pd.DataFrame:
+    """One row per collective call of every rank, in start order per rank (see the module
+    docstring). Columns: rank, step, kind, process_group, group_size, ts_us, dur_us, exposed_us,
+    msg_bytes, algbw_gbps, busbw_gbps, algorithm, protocol, kernel (the first kernel's name),
+    kernels (how many)."""
+    frames = []
+    for t in traces:  # a loop over ranks
+        f = rank_collectives(t)
+        if len(f):
+            frames.append(f.assign(ts_us=f["ts_us"].to_numpy() + float(t.meta.ts_origin_us - traces.origin_us)))
+    return pd.concat(frames, ignore_index=True) if frames else _empty(CALL_COLUMNS)
+
+
+def collective_summary(traces: TraceSet) -> pd.DataFrame:
+    """Per (rank, kind, process_group): calls, total and exposed time (µs), exposed % of total,
+    mean and total message bytes, and the mean of the calls' algbw/busbw (GB/s)."""
+    c = collectives(traces)
+    if not len(c):
+        return _empty(SUMMARY_COLUMNS)
+    g = c.groupby(["rank", "kind", "process_group"], sort=True)
+    out = pd.DataFrame({
+        "count": g.size(), "total_us": g["dur_us"].sum(), "exposed_us": g["exposed_us"].sum(),
+        "msg_bytes_mean": g["msg_bytes"].mean(), "msg_bytes_total": g["msg_bytes"].sum(min_count=1),
+        "algbw_gbps_mean": g["algbw_gbps"].mean(), "busbw_gbps_mean": g["busbw_gbps"].mean(),
+    }).reset_index()
+    out["exposed_pct"] = [pct(e, t) for e, t in zip(out["exposed_us"], out["total_us"])]
+    return out[list(SUMMARY_COLUMNS)]
+
+
+def collectives_per_step(traces: TraceSet) -> pd.DataFrame:
+    """Per (rank, step, kind, process_group): calls, summed duration and exposed time (µs) and
+    message bytes (NaN when no call's size is known): the gate's per-step samples. Step -1
+    collects calls launched outside any ProfilerStep."""
+    c = collectives(traces)
+    if not len(c):
+        return _empty(STEP_COLUMNS)
+    g = c.groupby(["rank", "step", "kind", "process_group"], sort=True)
+    out = pd.DataFrame({"count": g.size(), "dur_us": g["dur_us"].sum(), "exposed_us": g["exposed_us"].sum(),
+                        "msg_bytes": g["msg_bytes"].sum(min_count=1)}).reset_index()
+    return out[list(STEP_COLUMNS)]
+
+
+def _matched_calls(traces: TraceSet) -> pd.DataFrame:
+    """collectives() of the calls seen on at least two ranks, with ``call_index`` (the i-th call
+    of its (kind, process_group) in its step on its rank), ``overlapping`` (whether every rank's
+    kernel of the call overlaps every other's: max start <= min end) and ``lateness_us`` (start
+    minus the earliest start of the same call on any rank)."""
+    c = collectives(traces)
+    c = c.sort_values(["rank", "kind", "process_group", "step", "ts_us"], kind="stable").reset_index(drop=True)
+    c["call_index"] = c.groupby(["rank", "kind", "process_group", "step"]).cumcount().astype(np.int64)
+    g = c.groupby(MATCH_KEY)
+    c["ranks"] = g["rank"].transform("nunique")
+    c["overlapping"] = g["ts_us"].transform("max") <= (c["ts_us"] + c["dur_us"]).groupby(
+        [c[k] for k in MATCH_KEY]).transform("min")
+    c["lateness_us"] = c["ts_us"] - g["ts_us"].transform("min")
+    return c.loc[c["ranks"] >= 2].reset_index(drop=True)
+
+
+def collective_skew(traces: TraceSet) -> pd.DataFrame:
+    """Per call matched across ranks (the i-th call of a (kind, process_group) in a step on each
+    rank): how many ranks made it, the earliest start (µs), the skew (latest minus earliest
+    start, µs), the earliest and latest ranks (-1 on a tie), and ``overlapping``.
+
+    A synchronous collective cannot finish on any rank before the last rank has joined, so the
+    ranks' kernels of one call all overlap in time. When they do not (``overlapping`` False),
+    the pairing is wrong (a rank's trace lacks or adds a call, as sampled traces do, or the two
+    ranks talk in different groups) or the clocks disagree; such rows are listed but their
+    skew is not evidence. Empty with one rank.
+    """
+    c = _matched_calls(traces)
+    if not len(c):
+        return _empty(SKEW_COLUMNS)
+    g = c.groupby(MATCH_KEY, sort=True)
+    first, last = g["ts_us"].min(), g["ts_us"].max()
+    tie = (last - first).to_numpy() == 0
+    out = pd.DataFrame({
+        "ranks": g["rank"].nunique().astype(np.int64), "first_start_us": first, "skew_us": last - first,
+        "earliest_rank": np.where(tie, -1, c.loc[g["ts_us"].idxmin(), "rank"].to_numpy()),
+        "latest_rank": np.where(tie, -1, c.loc[g["ts_us"].idxmax(), "rank"].to_numpy()),
+        "overlapping": g["overlapping"].all(),
+    }).reset_index()
+    return out.sort_values(["first_start_us", "kind", "process_group"]).reset_index(drop=True)[list(SKEW_COLUMNS)]
+
+
+def straggler_evidence(traces: TraceSet) -> pd.DataFrame:
+    """Per rank: how many calls were matched across ranks (overlapping ones only, see
+    :func:`collective_skew`), in how many it started last (and %),
+    its mean and median lateness behind the earliest rank (µs) and the mean as a % of the
+    reference time (the median step time; the median call duration without steps), HTA's
+    late-start median (µs and % of the median step) and step-time excess (%) from
+    :func:`stragglers`, HTA's flag, and the verdict. A rank is a straggler when HTA flags it, or
+    when it starts last in more than ``LATEST_SHARE_PCT`` % of the matched calls and its mean
+    lateness is at least ``LATE_START_PCT`` % of the reference time. One rank: nobody is
+    flagged; no rank at all: an empty frame."""
+    calls = collectives(traces)
+    hta = stragglers(traces)
+    ranks = sorted(set(calls["rank"]) | set(hta["rank"].astype(np.int64)))
+    if not ranks:
+        return _empty(EVIDENCE_COLUMNS)
+    m = _matched_calls(traces)
+    m = m.loc[m["overlapping"]]
+    skew = collective_skew(traces)
+    latest = skew.loc[skew["overlapping"] & (skew["latest_rank"] >= 0), "latest_rank"].value_counts()
+    per = m.groupby("rank")["lateness_us"]
+    out = pd.DataFrame({"rank": np.array(ranks, dtype=np.int64)})
+    out["calls_compared"] = out["rank"].map(per.size()).fillna(0).astype(np.int64)
+    out["latest_calls"] = out["rank"].map(latest).fillna(0).astype(np.int64)
+    out["latest_pct"] = [pct(a, b) for a, b in zip(out["latest_calls"], out["calls_compared"])]
+    out["lateness_us_mean"] = out["rank"].map(per.mean()).astype(np.float64)
+    out["lateness_us_median"] = out["rank"].map(per.median()).astype(np.float64)
+    h = hta.set_index("rank") if len(hta) else None
+    for col, src in (("late_start_us_median", "late_start_us_median"), ("late_start_pct", "late_start_pct"),
+                     ("wall_us_median", "wall_us_median"), ("wall_excess_pct", "wall_excess_pct")):
+        out[col] = out["rank"].map(h[src]).astype(np.float64) if h is not None else np.nan
+    out["hta_is_straggler"] = out["rank"].map(h["is_straggler"]).fillna(False).astype(bool) \
+        if h is not None else False
+    reference = float(out["wall_us_median"].median()) if out["wall_us_median"].notna().any() \
+        else float(calls["dur_us"].median()) if len(calls) else math.nan
+    out["lateness_pct"] = [pct(x, reference) for x in out["lateness_us_mean"]]
+    late = (out["latest_pct"].fillna(0) > LATEST_SHARE_PCT) & (out["lateness_pct"].fillna(0) >= LATE_START_PCT)
+    out["is_straggler"] = (out["hta_is_straggler"] | late) & (len(ranks) > 1)
+    return out[list(EVIDENCE_COLUMNS)]
+
+
+def straggler_report(traces: TraceSet) -> tuple[pd.DataFrame, str]:
+    """(:func:`straggler_evidence`, one paragraph naming the straggler and its evidence, or
+    saying why there is none)."""
+    ev = straggler_evidence(traces)
+    if len(traces) < 2 or len(ev) < 2:
+        return ev, "one rank: nothing to compare, so no straggler analysis"
+    flagged = ev.loc[ev["is_straggler"]]
+    pool = flagged if len(flagged) else ev
+    top = pool.sort_values(["lateness_us_mean", "late_start_us_median", "wall_excess_pct"], ascending=False,
+                           na_position="last").iloc[0]
+    r = int(top["rank"])
+    has_steps = bool(ev["wall_us_median"].notna().any())
+    parts = []
+    if top["calls_compared"] > 0:
+        parts.append(f"it started last in {int(top['latest_calls'])} of {int(top['calls_compared'])} collectives "
+                     f"matched across ranks ({format_pct(top['latest_pct'])}), "
+                     f"{format_us(top['lateness_us_mean'])} after the earliest rank on average "
+                     f"({format_pct(top['lateness_pct'])} of {'the median step' if has_steps else 'the median call'})")
+    if not math.isnan(top["late_start_us_median"]):
+        parts.append(f"HTA late start (median over steps) {format_us(top['late_start_us_median'])}, "
+                     f"{format_pct(top['late_start_pct'])} of the median step")
+    if not math.isnan(top["wall_excess_pct"]):
+        parts.append(f"its median step is {format_us(top['wall_us_median'])}, "
+                     f"{top['wall_excess_pct']:+.1f} % against the median over ranks")
+    evidence = "; ".join(parts) if parts else "no collectives or steps to compare"
+    if len(flagged):
+        others = [int(x) for x in flagged["rank"] if int(x) != r]
+        also = f" Also flagged: rank{'s' if len(others) > 1 else ''} {', '.join(map(str, others))}." if others else ""
+        return ev, f"rank {r} is the straggler: {evidence}.{also}"
+    return ev, (f"no straggler among {len(ev)} ranks (flagged: HTA's verdict, or last to start in more than "
+                f"{LATEST_SHARE_PCT:g} % of the collectives by {LATE_START_PCT:g} % of the median step on "
+                f"average); the latest is rank {r}: {evidence}.")
+
+
+__all__ = ["busbw_factor", "busbw_factors", "collective_kind", "collective_skew", "collective_summary", "collectives",
+           "collectives_per_step", "dtype_bytes", "kernel_algorithm", "straggler_evidence", "straggler_report"]

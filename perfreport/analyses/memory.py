@@ -1,0 +1,319 @@
+"""Memory usage from the profiler's ``[memory]`` instants: over time, at its peak, per operator
+and per profiler step.
+
+``torch.profiler.profile(profile_memory=True)`` writes one ``[memory]`` instant event
+(``ph: "i"``) per allocator call on the thread that made it. Its args: ``Bytes`` (positive for
+an allocation, negative for a free), ``Device Type`` / ``Device Id`` (c10's ``DeviceType``:
+0 CPU, 1 CUDA, 6 HIP, …; ROCm builds write 6), and in PyTorch ≥ 1.10 also ``Total Allocated``
+and ``Total Reserved``: the caching allocator's totals for that device *after* the call, and
+``Addr``.
+
+Devices are labelled ``"cpu"``, ``"cuda:0"``, ``"hip:0"`` (``"type<N>:<id>"`` for other
+types). The allocated-bytes series of a (rank, device) is ``Total Allocated`` when every event
+of that device carries it; otherwise (June-2021 Kineto writes ``Bytes`` only) it is the running
+sum of ``Bytes`` in time order: the *net* bytes allocated since the trace started, which can be
+negative, and reserved bytes are unknown (NaN). :func:`memory_note` says when either happens.
+
+Times are µs on the job's common clock (:meth:`TraceSet.aligned_ts`), so ranks can be drawn on
+one axis. A rank without ``[memory]`` events contributes no rows; every function returns a
+frame with its columns even when no rank has any. Memcpy/memset traffic (H2D, D2H, D2D, P2P)
+and its bandwidth are in :mod:`perfreport.analyses.memory_bw`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..errors import ConfigError
+from ..model import CPU_OP_CATEGORIES, RankTrace, TraceSet
+from .callstack import call_stack, cpu_events, thread_ids
+
+MEMORY_EVENT_NAME = "[memory]"
+DEVICE_TYPE_NAMES = {0: "cpu", 1: "cuda", 6: "hip", 12: "xpu", 13: "mps", 15: "hpu", 19: "mtia",
+                     20: "privateuseone"}
+"""c10::DeviceType values that occur in ``[memory]`` events, by the name PyTorch prints."""
+TIMELINE_MAX_POINTS = 2000
+"""Most points :func:`memory_timeline` keeps per (rank, device): enough for a figure a few
+thousand pixels wide, small enough for summary.json (a long trace has ~10⁵ events per device)."""
+DEFAULT_TOP_OPS = 20
+"""Operators kept per (rank, device) by :func:`memory_by_op`."""
+NO_OP = "<outside any op>"
+"""Operator name for allocations made outside every ``cpu_op`` of their thread."""
+NO_MEMORY_NOTE = ("no memory events: record with "
+                  "torch.profiler.profile(profile_memory=True, record_shapes=True)")
+NO_TOTALS_NOTE = ("memory events carry no 'Total Allocated' (PyTorch < 1.10): allocated bytes are "
+                  "net bytes allocated since the trace started and reserved bytes are unknown")
+
+EVENT_COLUMNS = ("rank", "device", "row", "pid", "tid", "ts_us", "step", "bytes", "allocated_bytes",
+                 "reserved_bytes", "totals_recorded")
+TIMELINE_COLUMNS = ("rank", "device", "ts_us", "allocated_bytes", "reserved_bytes")
+PEAK_COLUMNS = ("rank", "device", "events", "allocations", "frees", "allocated_bytes", "freed_bytes",
+                "peak_allocated_bytes", "peak_allocated_ts_us", "peak_reserved_bytes", "peak_reserved_ts_us",
+                "totals_recorded")
+OP_COLUMNS = ("rank", "device", "op", "allocations", "allocated_bytes", "freed_bytes", "net_bytes")
+STEP_COLUMNS = ("rank", "device", "step", "allocations", "peak_allocated_bytes", "allocated_bytes_delta")
+
+_DTYPES = {"rank": np.int64, "device": object, "op": object, "row": np.int64, "pid": np.int64, "tid": np.int64,
+           "step": np.int64, "events": np.int64, "allocations": np.int64, "frees": np.int64,
+           "totals_recorded": bool, "reserved_bytes": np.float64, "peak_reserved_bytes": np.float64}
+
+
+def _empty(columns: tuple[str, ...]) -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype=_DTYPES.get(c, np.float64 if c.endswith("_us") else np.int64))
+                         for c in columns})
+
+
+def device_label(device_type: int, device_id: int) -> str:
+    """``"cpu"``, ``"cuda:0"``, ``"hip:1"``…: how PyTorch names the device of a memory event."""
+    kind = DEVICE_TYPE_NAMES.get(int(device_type), f"type{int(device_type)}")
+    return kind if kind == "cpu" or device_id < 0 else f"{kind}:{int(device_id)}"
+
+
+def memory_rows(trace: RankTrace) -> np.ndarray:
+    """Rows of the rank's ``[memory]`` instant events (file order)."""
+    return trace.memo("memory_rows", lambda: np.flatnonzero(
+        (trace.name == trace.code(MEMORY_EVENT_NAME)) & (trace.ph == trace.code("i")) & np.isfinite(trace.ts)))
+
+
+def rank_memory_events(trace: RankTrace) -> pd.DataFrame:
+    """One row per ``[memory]`` event of one rank, sorted by (device, time, file order), with the
+    allocated/reserved series described in the module docstring. ``ts_us`` is trace µs.
+    Memoised on the trace (every function of this module starts from it): read it, never
+    modify it."""
+    return trace.memo("memory_events", lambda: _memory_events(trace))
+
+
+def _memory_events(trace: RankTrace) -> pd.DataFrame:
+    rows = memory_rows(trace)
+    if len(rows) == 0:
+        return _empty(EVENT_COLUMNS)
+    dev_type = trace.arg("Device Type", -1)[rows].astype(np.int64)
+    dev_id = trace.arg("Device Id", -1)[rows].astype(np.int64)
+    pairs, inverse = np.unique(np.stack([dev_type, dev_id], axis=1), axis=0, return_inverse=True)
+    labels = np.array([device_label(t, i) for t, i in pairs], dtype=object)  # a loop over devices
+    device = labels[inverse.ravel()]
+    nbytes = trace.arg("Bytes", 0)[rows].astype(np.int64)
+    total_alloc = trace.arg("Total Allocated", -1)[rows].astype(np.int64)
+    total_res = trace.arg("Total Reserved", -1)[rows].astype(np.int64)
+    f = pd.DataFrame({"rank": np.full(len(rows), trace.rank, np.int64), "device": device, "row": rows,
+                      "pid": trace.pid[rows], "tid": trace.tid[rows], "ts_us": trace.ts[rows],
+                      "step": trace.iteration[rows], "bytes": nbytes})
+    f = f.sort_values(["device", "ts_us", "row"], kind="stable").reset_index(drop=True)
+    order = f["row"].to_numpy()
+    pos = np.searchsorted(rows, order)  # rows ascending: position of each sorted event
+    alloc, res = total_alloc[pos], total_res[pos]
+    totals = pd.Series(alloc >= 0).groupby(f["device"].to_numpy()).transform("all").to_numpy()
+    running = f.groupby("device", sort=False)["bytes"].cumsum().to_numpy()
+    f["allocated_bytes"] = np.where(totals, alloc, running)
+    f["reserved_bytes"] = np.where(totals & (res >= 0), res.astype(np.float64), np.nan)
+    f["totals_recorded"] = totals
+    return f[list(EVENT_COLUMNS)]
+
+
+def memory_events(traces: TraceSet) -> pd.DataFrame:
+    """:func:`rank_memory_events` of every rank, ``ts_us`` on the common clock."""
+    frames = []
+    for t in traces:  # a loop over ranks
+        f = rank_memory_events(t)
+        if len(f):
+            frames.append(f.assign(ts_us=f["ts_us"].to_numpy() + float(t.meta.ts_origin_us - traces.origin_us)))
+    return pd.concat(frames, ignore_index=True) if frames else _empty(EVENT_COLUMNS)
+
+
+def _first_in_bucket_by(bucket: np.ndarray, key: np.ndarray) -> np.ndarray:
+    """Position of the smallest ``key`` in each bucket (buckets contiguous, ascending)."""
+    order = np.lexsort((key, bucket))
+    first = np.r_[True, bucket[order][1:] != bucket[order][:-1]]
+    return order[first]
+
+
+def downsample_peaks(group: np.ndarray, allocated: np.ndarray, reserved: np.ndarray,
+                     max_points: int) -> np.ndarray:
+    """Positions to keep so each group (contiguous, in time order) has at most ``max_points``.
+
+    A longer group is cut into ``(max_points - 1) // 4`` buckets of equal event counts; each
+    keeps its first event, its allocated minimum and maximum, and its reserved maximum, and the
+    group keeps its last event. Every peak and trough of allocated bytes survives (the global
+    peak exactly), so a drawn line keeps its envelope; shorter groups are kept whole.
+    """
+    if max_points < 5:
+        raise ConfigError(f"memory timeline max_points must be at least 5, got {max_points}")
+    n = len(group)
+    if n == 0:
+        return np.empty(0, np.int64)
+    starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
+    sizes = np.diff(np.r_[starts, n])
+    size = np.repeat(sizes, sizes)
+    pos_in = np.arange(n) - np.repeat(starts, sizes)
+    buckets = (max_points - 1) // 4
+    small = size <= max_points
+    # global bucket id: group index * buckets + bucket within group (small groups: one per event)
+    gidx = np.repeat(np.arange(len(starts)), sizes)
+    within = np.where(small, pos_in, pos_in * buckets // size)
+    bucket = gidx.astype(np.int64) * max(max_points, buckets) + within
+    res = np.where(np.isnan(reserved), -np.inf, reserved)
+    alloc = allocated.astype(np.float64)
+    keep = np.concatenate([
+        _first_in_bucket_by(bucket, np.arange(n, dtype=np.float64)),
+        _first_in_bucket_by(bucket, alloc),
+        _first_in_bucket_by(bucket, -alloc),
+        _first_in_bucket_by(bucket, -res),
+        starts + sizes - 1,
+    ])
+    return np.unique(keep)
+
+
+def memory_timeline(traces: TraceSet, max_points: int = TIMELINE_MAX_POINTS) -> pd.DataFrame:
+    """Allocated and reserved bytes over time per (rank, device), at most ``max_points`` per
+    pair, peaks preserved (see :func:`downsample_peaks`). Each point is the value right after
+    that event. Columns: rank, device, ts_us, allocated_bytes, reserved_bytes (NaN when not
+    recorded). Empty without memory events."""
+    ev = memory_events(traces)
+    if not len(ev):
+        return _empty(TIMELINE_COLUMNS)
+    device = pd.factorize(ev["device"])[0]
+    key = ev["rank"].to_numpy() * (int(device.max()) + 1) + device  # contiguous: ranks, then devices
+    keep = downsample_peaks(key, ev["allocated_bytes"].to_numpy(), ev["reserved_bytes"].to_numpy(), max_points)
+    return ev.iloc[keep][list(TIMELINE_COLUMNS)].reset_index(drop=True)
+
+
+def memory_peaks(traces: TraceSet) -> pd.DataFrame:
+    """Per (rank, device): events, allocations and frees (count), bytes allocated and freed
+    (sums of positive and of minus the negative ``Bytes``), peak allocated and peak reserved
+    bytes and when each was first reached (µs). Without ``Total Allocated`` the peak is of the
+    net bytes since the trace started and the reserved peak is NaN (``totals_recorded`` False)."""
+    ev = memory_events(traces)
+    if not len(ev):
+        return _empty(PEAK_COLUMNS)
+    b = ev["bytes"].to_numpy()
+    ev = ev.assign(alloc=b > 0, free=b < 0, pos_bytes=np.where(b > 0, b, 0), neg_bytes=np.where(b < 0, -b, 0),
+                   res_key=ev["reserved_bytes"].fillna(-np.inf))
+    g = ev.groupby(["rank", "device"], sort=True)
+    # idxmax: the first event reaching the maximum (events are in time order within a pair)
+    at_alloc = ev.loc[g["allocated_bytes"].idxmax().to_numpy()]
+    at_res = ev.loc[g["res_key"].idxmax().to_numpy()]
+    out = pd.DataFrame({
+        "events": g.size(),
+        "allocations": g["alloc"].sum().astype(np.int64),
+        "frees": g["free"].sum().astype(np.int64),
+        "allocated_bytes": g["pos_bytes"].sum().astype(np.int64),
+        "freed_bytes": g["neg_bytes"].sum().astype(np.int64),
+        "totals_recorded": g["totals_recorded"].all(),
+    }).reset_index()
+    out["peak_allocated_bytes"] = at_alloc["allocated_bytes"].to_numpy()
+    out["peak_allocated_ts_us"] = at_alloc["ts_us"].to_numpy()
+    out["peak_reserved_bytes"] = at_res["reserved_bytes"].to_numpy()
+    out["peak_reserved_ts_us"] = np.where(np.isnan(at_res["reserved_bytes"].to_numpy()), np.nan,
+                                          at_res["ts_us"].to_numpy())
+    return out[list(PEAK_COLUMNS)]
+
+
+def enclosing_ops(trace: RankTrace, rows: np.ndarray) -> np.ndarray:
+    """Innermost ``cpu_op`` on the same thread whose span [start, end] contains each event of
+    ``rows`` (their ``ts``); -1 when none does. ``ProfilerStep#N`` spans are not operators (June-2021
+    Kineto files them under the "Operator" category).
+
+    Uses the memoised call stack: the last CPU event of the thread starting at or before the
+    instant (the deepest one on a tie) has every event containing the instant among its
+    ancestors, so walking up its parents, one whole-array step per nesting level, finds the
+    first that is an operator and still open.
+    """
+    out = np.full(len(rows), -1, dtype=np.int64)
+    if len(rows) == 0:
+        return out
+    stack = call_stack(trace)
+    nodes = np.flatnonzero(cpu_events(trace))
+    if len(nodes) == 0:
+        return out
+    tid_all = thread_ids(np.r_[trace.pid[nodes], trace.pid[rows]], np.r_[trace.tid[nodes], trace.tid[rows]])
+    node_tid, ev_tid = tid_all[:len(nodes)], tid_all[len(nodes):]
+    order = np.lexsort((stack.depth[nodes], trace.ts[nodes], node_tid))
+    nodes, node_tid = nodes[order], node_tid[order]
+    node_ts = trace.ts[nodes]
+    t = trace.ts[rows]
+    # per thread, the last node starting at or before t: one searchsorted on (thread, ts)
+    lo = np.searchsorted(node_tid, ev_tid, side="left")
+    hi = np.searchsorted(node_tid, ev_tid, side="right")
+    cand = np.full(len(rows), -1, dtype=np.int64)
+    for th in np.unique(ev_tid):  # a loop over threads
+        m = ev_tid == th
+        a, b = lo[m][0], hi[m][0]
+        p = a + np.searchsorted(node_ts[a:b], t[m], side="right") - 1
+        cand[m] = np.where(p >= a, nodes[np.clip(p, 0, None)], -1)
+    is_op = trace.is_cat(CPU_OP_CATEGORIES) & ~trace.steps()  # 2021 traces file ProfilerStep as an op
+    end = trace.ts + np.maximum(np.nan_to_num(trace.dur), 0.0)
+    cur = cand
+    live = cur >= 0
+    while live.any():  # a loop over nesting levels
+        c = cur[live]
+        hit = is_op[c] & (trace.ts[c] <= t[live]) & (t[live] <= end[c])
+        idx = np.flatnonzero(live)
+        out[idx[hit]] = c[hit]
+        cur[idx[hit]] = -1
+        cur[idx[~hit]] = stack.parent[c[~hit]]
+        live = cur >= 0
+    return out
+
+
+def memory_by_op(traces: TraceSet, top: int = DEFAULT_TOP_OPS) -> pd.DataFrame:
+    """The operators that allocate most, per (rank, device): each ``[memory]`` event is charged
+    to the innermost ``cpu_op`` of its thread containing it (:func:`enclosing_ops`; ``NO_OP``
+    when none). Columns: rank, device, op, allocations (count of ``Bytes`` > 0),
+    allocated_bytes, freed_bytes (frees made inside the op, positive), net_bytes (allocated -
+    freed: what the op left allocated). The ``top`` ops by allocated bytes, largest first."""
+    frames = []
+    for t in traces:  # a loop over ranks
+        ev = rank_memory_events(t)
+        if not len(ev):
+            continue
+        rows = ev["row"].to_numpy()
+        op = enclosing_ops(t, rows)
+        names = np.where(op >= 0, t.decode(np.where(op >= 0, t.name[np.clip(op, 0, None)], -1)), NO_OP)
+        b = ev["bytes"].to_numpy()
+        f = pd.DataFrame({"rank": t.rank, "device": ev["device"].to_numpy(), "op": names,
+                          "allocations": (b > 0).astype(np.int64), "allocated_bytes": np.where(b > 0, b, 0),
+                          "freed_bytes": np.where(b < 0, -b, 0)})
+        g = f.groupby(["rank", "device", "op"], as_index=False, sort=True).sum()
+        frames.append(g)
+    if not frames:
+        return _empty(OP_COLUMNS)
+    out = pd.concat(frames, ignore_index=True)
+    out["net_bytes"] = out["allocated_bytes"] - out["freed_bytes"]
+    out = out.sort_values(["rank", "device", "allocated_bytes", "op"], ascending=[True, True, False, True],
+                          kind="stable")
+    out = out.groupby(["rank", "device"], sort=False).head(top)
+    return out[list(OP_COLUMNS)].reset_index(drop=True)
+
+
+def memory_per_step(traces: TraceSet) -> pd.DataFrame:
+    """Per (rank, device, profiler step with memory events): allocations (count), the peak
+    allocated bytes during the step, and the change of allocated bytes over the step (after its
+    last event minus before its first; a steady training loop gives ~0, a leak a positive
+    number every step). Step -1 collects the events outside any ProfilerStep. Steps are as
+    in :mod:`perfreport.analyses.steps` (an instant belongs to the step whose span contains it)."""
+    ev = memory_events(traces)
+    if not len(ev):
+        return _empty(STEP_COLUMNS)
+    b = ev["bytes"].to_numpy()
+    ev = ev.assign(alloc=(b > 0).astype(np.int64), before=ev["allocated_bytes"].to_numpy() - b)
+    g = ev.groupby(["rank", "device", "step"], sort=True)
+    out = pd.DataFrame({
+        "allocations": g["alloc"].sum(),
+        "peak_allocated_bytes": g["allocated_bytes"].max(),
+        "allocated_bytes_delta": g["allocated_bytes"].last() - g["before"].first(),
+    }).reset_index()
+    return out[list(STEP_COLUMNS)]
+
+
+def memory_note(traces: TraceSet) -> str | None:
+    """A line for the report when memory data is missing or partial, else None."""
+    ev = memory_events(traces)
+    if not len(ev):
+        return NO_MEMORY_NOTE
+    if not ev["totals_recorded"].all():
+        return NO_TOTALS_NOTE
+    return None
+
+
+__all__ = ["memory_by_op", "memory_events", "memory_note", "memory_peaks", "memory_per_step", "memory_timeline"]
