@@ -7,8 +7,25 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from .errors import PerfreportError, TraceError  # noqa: E402
+from .config import Config  # noqa: E402
+from .errors import BaselineError, ConfigError, PerfreportError, TraceError  # noqa: E402
 from .load import load  # noqa: E402
 from .model import RankTrace, TraceSet  # noqa: E402
 
-__all__ = ["load", "PerfreportError", "TraceError", "RankTrace", "TraceSet", "__version__"]
+
+def analyze(source, **kwargs):
+    """Load ``source`` and run every analysis (see :func:`perfreport.pipeline.analyze`)."""
+    from .pipeline import analyze as _analyze
+
+    return _analyze(source, **kwargs)
+
+
+def compare(baseline, candidate, **kwargs):
+    """Gate ``candidate`` against ``baseline`` (see :func:`perfreport.pipeline.compare`)."""
+    from .pipeline import compare as _compare
+
+    return _compare(baseline, candidate, **kwargs)
+
+
+__all__ = ["load", "analyze", "compare", "Config", "PerfreportError", "TraceError", "ConfigError",
+           "BaselineError", "RankTrace", "TraceSet", "__version__"]

@@ -1,0 +1,20 @@
+"""The gate: did the candidate get worse than the baseline, beyond noise?
+
+* :mod:`~perfreport.gate.metrics` - what is measured: metric specs (unit, bad direction,
+  source table) and the per-step samples of one side (:class:`SideData`);
+* :mod:`~perfreport.gate.stats` - pure significance tests (Mann-Whitney U, bootstrap);
+* :mod:`~perfreport.gate.verdict` - (baseline, candidate, Config) -> :class:`Verdict`;
+* :mod:`~perfreport.gate.baselines` - the versioned, checksummed baseline store.
+
+Layering: imports core modules (config, model, errors, units) and nothing from ``load``,
+``analyses`` functions, ``report`` or the shells; the pipeline builds the inputs.
+"""
+
+from .metrics import METRICS, Metric, SideData, side_data
+from .stats import bootstrap_interval, mann_whitney_u
+from .verdict import FAIL, INCONCLUSIVE, PASS, WARN, Check, Evidence, Note, Threshold, Verdict, evaluate
+
+__all__ = [
+    "evaluate", "Verdict", "Check", "Evidence", "Note", "Threshold", "PASS", "WARN", "FAIL", "INCONCLUSIVE",
+    "SideData", "side_data", "Metric", "METRICS", "mann_whitney_u", "bootstrap_interval",
+]

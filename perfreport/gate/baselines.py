@@ -1,0 +1,407 @@
+"""The baseline store: named, versioned, checksummed copies of trace sets, fast to load.
+
+Layout of ``<store>/<name>/`` (default store: ``./baselines``)::
+
+    manifest.json          schema version, provenance, ranks, sha256 of every file
+    traces/rank-<N>.json.gz  the rank files, gzip-compressed (kept byte-identical when they were)
+    cache/rank-<N>.cols      the rank's model columns, compressed (see below)
+
+The manifest records, per rank, the file, its sha256 and size, the source file it came from,
+its profiler steps, event count, GPU and the trace's metadata; for the set: the GPUs, world
+size, library versions found in the traces (CUDA/HIP runtime and driver, CUPTI, NCCL,
+PyTorch where written), the creation time (UTC), the source commit when given and the
+perfreport version. Other top-level files of a baseline folder (a NOTICE, a README) are not
+managed and are carried over when the baseline is replaced.
+
+The cache holds exactly the columns of :class:`perfreport.model.RankTrace` (numpy arrays,
+the string table, the sparse args), each compressed with zlib level 3 (ISA-L when present),
+in one file per rank: loading a stored baseline decompresses arrays instead of parsing JSON
+(the demo baseline: ~20 ms instead of ~120 ms, see docs/report-schema.md). A cache written by
+another model version (other columns, other format) is ignored and the traces are loaded
+from their JSON instead, through the loader the caller passes in (this layer does not import
+the loader).
+
+Saving is atomic: everything is written into a temporary folder inside the store and moved
+into place with ``os.replace``; an existing baseline is only replaced with ``force``.
+Loading verifies the sha256 of every file it reads and raises BaselineError naming the file
+on a mismatch. A manifest from a newer perfreport is refused; older schema versions are
+migrated on read (none exist yet).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import gzip
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+import struct
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import __version__
+from .._io import GZIP_MAGIC, atomic_write, json_text
+from ..errors import BaselineError
+from ..model import RankTrace, SparseColumn, TraceMeta, TraceSet
+from .metrics import versions_of
+
+try:  # ISA-L (a declared dependency) decompresses about twice as fast as zlib
+    from isal import isal_zlib as _zlib
+except ImportError:  # pragma: no cover
+    import zlib as _zlib  # type: ignore[no-redef]
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+"""Version of manifest.json; bumped when its meaning changes (older ones are migrated)."""
+CACHE_FORMAT = 1
+"""Version of the .cols container."""
+DEFAULT_STORE = Path("baselines")
+MANIFEST = "manifest.json"
+CACHE_MAGIC = b"PRFCOLS1"
+CACHE_LEVEL = 3
+"""zlib level of the cache: as small as the gzip trace, and decompression speed hardly depends on it."""
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_NOT_COLUMNS = {"meta", "strings", "args", "_codes", "_memo"}
+COLUMNS = tuple(f.name for f in dataclasses.fields(RankTrace) if f.name not in _NOT_COLUMNS)
+"""The per-event numpy columns of RankTrace, as the cache stores them."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredBaseline:
+    """A baseline in a store: its folder and its (validated) manifest."""
+
+    name: str
+    path: Path
+    manifest: Mapping[str, Any]
+
+    @property
+    def ranks(self) -> list[int]:
+        return [int(r["rank"]) for r in self.manifest["ranks"]]
+
+    @property
+    def gpus(self) -> list[str]:
+        return list(self.manifest.get("gpus") or [])
+
+    @property
+    def created_utc(self) -> str:
+        return str(self.manifest.get("created_utc", ""))
+
+    @property
+    def commit(self) -> str | None:
+        return self.manifest.get("commit")
+
+    def summary(self) -> dict:
+        """The manifest without per-rank trace metadata: what ``baseline show`` prints."""
+        out = {k: v for k, v in self.manifest.items() if k != "ranks"}
+        out["ranks"] = [{k: v for k, v in r.items() if k != "meta"} for r in self.manifest["ranks"]]
+        return out
+
+
+# --- saving ----------------------------------------------------------------------------------
+def save(store: str | Path, name: str, traces: TraceSet, *, force: bool = False, commit: str | None = None,
+         now: _dt.datetime | None = None) -> StoredBaseline:
+    """Store ``traces`` (loaded from files, whose paths are in their metadata) as ``name``.
+
+    Raises BaselineError for a bad name, an existing baseline without ``force``, an empty
+    trace set or a rank whose source file is gone.
+    """
+    store = Path(store)
+    check_name(name)
+    if not len(traces):
+        raise BaselineError(f"{traces.source}: no ranks to store")
+    target = store / name
+    if target.exists() and not force:
+        raise BaselineError(f"baseline {name!r} already exists in {store} (use --force to replace it)")
+    try:
+        store.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=store, prefix=f".{name}.", suffix=".tmp"))
+    except OSError as exc:
+        raise BaselineError(f"{store}: cannot create the baseline store ({exc.strerror or exc})") from None
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes 0700; a baseline is an ordinary folder
+        (tmp / "traces").mkdir()
+        (tmp / "cache").mkdir()
+        ranks = [_save_rank(tmp, trace) for trace in traces]
+        manifest = _manifest(name, traces, ranks, commit, now)
+        atomic_write(tmp / MANIFEST, json_text(manifest))
+        _swap_into_place(tmp, target)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise BaselineError(f"{target}: cannot write the baseline ({exc.strerror or exc})") from None
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return StoredBaseline(name=name, path=target, manifest=manifest)
+
+
+def check_name(name: str) -> None:
+    if not NAME.match(name or ""):
+        raise BaselineError(f"invalid baseline name {name!r}: use letters, digits, '.', '_' and '-' "
+                            f"(starting with a letter or digit, at most 128 characters)")
+
+
+def _save_rank(folder: Path, trace: RankTrace) -> dict:
+    source = Path(trace.meta.path)
+    try:
+        data = source.read_bytes()
+    except OSError as exc:
+        raise BaselineError(f"{source}: cannot read the rank file to store it ({exc.strerror})") from None
+    if data[:2] != GZIP_MAGIC:
+        data = gzip.compress(data, compresslevel=6, mtime=0)
+    rel = f"traces/rank-{trace.rank}.json.gz"
+    (folder / rel).write_bytes(data)
+    cache_rel = f"cache/rank-{trace.rank}.cols"
+    cache = encode_columns(trace)
+    (folder / cache_rel).write_bytes(cache)
+    meta = {f.name: getattr(trace.meta, f.name) for f in dataclasses.fields(TraceMeta) if f.name != "path"}
+    return {
+        "rank": trace.rank, "file": rel, "sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data),
+        "source_file": str(source), "json_bytes": trace.meta.json_bytes, "events": trace.n_events,
+        "steps": [int(s) for s in trace.step_numbers()], "gpu": trace.meta.gpu_name(),
+        "cache": cache_rel, "cache_sha256": hashlib.sha256(cache).hexdigest(), "cache_bytes": len(cache),
+        "meta": json.loads(json_text(meta)),
+    }
+
+
+def _manifest(name: str, traces: TraceSet, ranks: list[dict], commit: str | None, now: _dt.datetime | None) -> dict:
+    now = now or _dt.datetime.now(_dt.timezone.utc)
+    versions: dict[str, str] = {}
+    for t in traces:
+        versions.update({k: v for k, v in versions_of(t.meta).items() if k not in versions})
+    world = {t.meta.world_size for t in traces if t.meta.world_size}
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "kind": "perfreport.baseline",
+        "name": name,
+        "created_utc": now.astimezone(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "perfreport_version": __version__,
+        "commit": commit,
+        "source": traces.source,
+        "gpus": sorted({r["gpu"] for r in ranks if r["gpu"]}),
+        "world_size": max(world) if world else None,
+        "versions": versions,
+        "cache_format": {"format": CACHE_FORMAT, "columns": list(COLUMNS)},
+        "ranks": ranks,
+    }
+
+
+def _swap_into_place(tmp: Path, target: Path) -> None:
+    """Move the finished folder to ``target``; an existing target (force) is set aside first,
+    its unmanaged top-level files (NOTICE, README; not traces) carried over, then deleted."""
+    if not target.exists():
+        os.replace(tmp, target)
+        return
+    for item in target.iterdir():
+        if item.is_file() and item.name != MANIFEST and not item.name.endswith((".json", ".gz")) \
+                and not (tmp / item.name).exists():
+            shutil.copy2(item, tmp / item.name)
+    old = target.with_name(f".{target.name}.old-{os.getpid()}")
+    os.replace(target, old)
+    try:
+        os.replace(tmp, target)
+    except BaseException:
+        os.replace(old, target)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
+# --- the column cache ------------------------------------------------------------------------
+def encode_columns(trace: RankTrace) -> bytes:
+    """One rank's model columns as a .cols container: magic, header length (u32 little-endian),
+    a JSON header naming each array's dtype, shape and compressed size, then the arrays."""
+    arrays: list[tuple[str, np.ndarray]] = [(c, getattr(trace, c)) for c in COLUMNS]
+    strings = json.dumps(list(trace.strings), ensure_ascii=False).encode("utf-8")
+    arrays.append(("strings", np.frombuffer(strings, dtype=np.uint8)))
+    keys = list(trace.args)
+    for i, key in enumerate(keys):
+        arrays += [(f"args.{i}.rows", trace.args[key].rows), (f"args.{i}.values", trace.args[key].values)]
+    blobs, entries = [], []
+    for name, array in arrays:
+        blob = _zlib.compress(np.ascontiguousarray(array).tobytes(), CACHE_LEVEL)
+        entries.append({"name": name, "dtype": array.dtype.str, "shape": list(array.shape), "bytes": len(blob)})
+        blobs.append(blob)
+    header = json.dumps({"format": CACHE_FORMAT, "arrays": entries, "args": keys}).encode("utf-8")
+    return CACHE_MAGIC + struct.pack("<I", len(header)) + header + b"".join(blobs)
+
+
+def decode_columns(data: bytes, meta: TraceMeta, where: Path) -> RankTrace:
+    """The RankTrace of a .cols container (arrays read-only, as the loader makes them)."""
+    try:
+        if data[:8] != CACHE_MAGIC:
+            raise ValueError("not a perfreport column cache")
+        (size,) = struct.unpack("<I", data[8:12])
+        header = json.loads(data[12:12 + size])
+        offset = 12 + size
+        arrays = {}
+        for e in header["arrays"]:
+            raw = _zlib.decompress(data[offset:offset + e["bytes"]])
+            arrays[e["name"]] = np.frombuffer(raw, dtype=np.dtype(e["dtype"])).reshape(e["shape"])
+            offset += e["bytes"]
+        strings_list = json.loads(bytes(arrays.pop("strings")).decode("utf-8"))
+        args = {key: SparseColumn(arrays[f"args.{i}.rows"], arrays[f"args.{i}.values"])
+                for i, key in enumerate(header["args"])}
+        columns = {c: arrays[c] for c in COLUMNS}
+    except (ValueError, KeyError, struct.error, _zlib.error) as exc:
+        raise BaselineError(f"{where}: unreadable column cache ({exc})") from None
+    strings = np.array(strings_list, dtype=object)
+    return RankTrace(meta=meta, strings=strings, args=args, _codes={s: i for i, s in enumerate(strings_list)},
+                     **columns)
+
+
+# --- opening and loading ---------------------------------------------------------------------
+def open_baseline(store: str | Path, name: str) -> StoredBaseline:
+    """The baseline ``name`` of ``store``; BaselineError if it is missing or its manifest is bad."""
+    check_name(name)
+    path = Path(store) / name
+    if not (path / MANIFEST).is_file():
+        available = ", ".join(b.name for b in list_baselines(store)) or "none"
+        raise BaselineError(f"no baseline {name!r} in {store} (available: {available}; "
+                            f"create one with 'perfreport baseline save {name} TRACE_DIR')")
+    return read_baseline(path)
+
+
+def read_baseline(path: str | Path) -> StoredBaseline:
+    """The baseline stored in the folder ``path`` (one holding a manifest.json)."""
+    path = Path(path)
+    manifest_path = path / MANIFEST
+    try:
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise BaselineError(f"{manifest_path}: not found (not a stored baseline)") from None
+    except (OSError, ValueError) as exc:
+        raise BaselineError(f"{manifest_path}: unreadable manifest ({exc})") from None
+    manifest = migrate(manifest, manifest_path)
+    return StoredBaseline(name=str(manifest.get("name") or path.name), path=path, manifest=manifest)
+
+
+def migrate(manifest: Any, where: Path) -> dict:
+    """Validate a manifest and bring an older schema up to date; refuse a newer one."""
+    if not isinstance(manifest, dict) or manifest.get("kind") != "perfreport.baseline":
+        raise BaselineError(f"{where}: not a perfreport baseline manifest")
+    version = manifest.get("schema_version")
+    if not isinstance(version, int) or version < 1:
+        raise BaselineError(f"{where}: invalid schema_version {version!r}")
+    if version > SCHEMA_VERSION:
+        raise BaselineError(f"{where}: written by a newer perfreport (baseline schema {version}, this version "
+                            f"reads up to {SCHEMA_VERSION}); upgrade perfreport")
+    ranks = manifest.get("ranks")
+    if not isinstance(ranks, list) or not ranks or not all(isinstance(r, dict) and "rank" in r and "file" in r
+                                                            and "sha256" in r for r in ranks):
+        raise BaselineError(f"{where}: manifest lists no valid ranks")
+    return manifest
+
+
+def resolve(ref: str | Path, store: str | Path = DEFAULT_STORE) -> StoredBaseline | None:
+    """What a BASELINE argument names: a stored baseline folder (with a manifest), else a
+    baseline of ``store`` by name, else None (a plain trace folder or file, loaded as is).
+    Raises BaselineError for a name that is neither a path nor in the store."""
+    path = Path(ref)
+    if path.is_dir() and (path / MANIFEST).is_file():
+        return read_baseline(path)
+    if path.exists():
+        return None
+    if NAME.match(str(ref)) and (Path(store) / str(ref) / MANIFEST).is_file():
+        return read_baseline(Path(store) / str(ref))
+    available = ", ".join(b.name for b in list_baselines(store)) or "none"
+    raise BaselineError(f"{ref}: neither a trace folder nor a baseline in {store} (available: {available})")
+
+
+def verify_file(path: Path, expected: str) -> bytes:
+    """The bytes of ``path`` if their sha256 is ``expected``; BaselineError naming the file otherwise."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise BaselineError(f"{path}: missing or unreadable ({exc.strerror}); the baseline is incomplete") from None
+    actual = hashlib.sha256(data).hexdigest()
+    if actual != expected:
+        raise BaselineError(f"{path}: checksum mismatch (sha256 {actual[:12]}…, manifest says {expected[:12]}…); "
+                            f"the baseline was modified or is corrupt, save it again")
+    return data
+
+
+def verify(baseline: StoredBaseline) -> None:
+    """Check every file the manifest lists (traces, and caches that are present)."""
+    for r in baseline.manifest["ranks"]:
+        verify_file(baseline.path / r["file"], r["sha256"])
+        if r.get("cache") and (baseline.path / r["cache"]).exists():
+            verify_file(baseline.path / r["cache"], r["cache_sha256"])
+
+
+def cache_usable(baseline: StoredBaseline) -> bool:
+    """Whether this version can read the baseline's column cache (same format and columns, files
+    present); a cache is derived data, so without it the rank files are loaded instead."""
+    fmt = baseline.manifest.get("cache_format") or {}
+    return (fmt.get("format") == CACHE_FORMAT and tuple(fmt.get("columns", ())) == COLUMNS
+            and all(r.get("cache") and r.get("meta") is not None and (baseline.path / r["cache"]).is_file()
+                    for r in baseline.manifest["ranks"]))
+
+
+def load_traces(baseline: StoredBaseline, *, fallback: Callable[[Mapping[int, Path]], TraceSet]) -> TraceSet:
+    """The TraceSet of a stored baseline, from its column cache when this version can read it,
+    else from its rank files via ``fallback`` (e.g. :func:`perfreport.load.load`). Every file
+    read is verified against the manifest first."""
+    ranks = baseline.manifest["ranks"]
+    if not cache_usable(baseline):
+        log.info("%s: column cache missing or from another version; loading the rank files", baseline.path)
+        files = {}
+        for r in ranks:
+            verify_file(baseline.path / r["file"], r["sha256"])
+            files[int(r["rank"])] = baseline.path / r["file"]
+        return fallback(files)
+    out = {}
+    for r in ranks:
+        cache_path = baseline.path / r["cache"]
+        data = verify_file(cache_path, r["cache_sha256"])
+        meta = _meta(r, baseline.path / r["file"])
+        out[meta.rank] = decode_columns(data, meta, cache_path)
+    return TraceSet(ranks=out, source=str(baseline.path))
+
+
+def _meta(entry: Mapping[str, Any], path: Path) -> TraceMeta:
+    known = {f.name for f in dataclasses.fields(TraceMeta)}
+    fields = {k: v for k, v in entry["meta"].items() if k in known and k != "path"}
+    fields["rank"] = int(entry["rank"])
+    return TraceMeta(path=str(path), **fields)
+
+
+# --- listing and removing --------------------------------------------------------------------
+def list_baselines(store: str | Path) -> list[StoredBaseline]:
+    """Every readable baseline in ``store``, by name; unreadable folders are skipped with a warning."""
+    store = Path(store)
+    if not store.is_dir():
+        return []
+    out = []
+    for folder in sorted(store.iterdir()):
+        if folder.name.startswith(".") or not (folder / MANIFEST).is_file():
+            continue
+        try:
+            out.append(read_baseline(folder))
+        except BaselineError as exc:
+            log.warning("%s", exc)
+    return out
+
+
+def remove(store: str | Path, name: str) -> Path:
+    """Delete the baseline ``name`` (moved aside atomically, then deleted); its former path."""
+    baseline = open_baseline(store, name)
+    trash = baseline.path.with_name(f".{name}.rm-{os.getpid()}")
+    os.replace(baseline.path, trash)
+    shutil.rmtree(trash, ignore_errors=True)
+    return baseline.path
+
+
+__all__ = ["StoredBaseline", "save", "open_baseline", "read_baseline", "resolve", "load_traces", "list_baselines",
+           "remove", "verify", "verify_file", "encode_columns", "decode_columns", "migrate", "check_name",
+           "DEFAULT_STORE", "SCHEMA_VERSION", "CACHE_FORMAT", "COLUMNS"]

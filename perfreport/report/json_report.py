@@ -1,0 +1,162 @@
+"""The ``report.json`` document of ``perfreport compare``: the verdict, every check with its
+evidence, the notes, the explanation of the step-time change and both sides' analyses.
+
+Data only: built from a :class:`perfreport.gate.verdict.Verdict`, the configuration and
+records the pipeline hands in; it computes nothing the verdict uses. Every other output (the
+terminal table, HTML, Markdown, JUnit) can be rendered from this document alone. The schema
+is documented in ``docs/report-schema.md``; ``schema_version`` changes when a field changes
+meaning or disappears (new fields may appear without a bump).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from .. import __version__
+from .._io import json_text
+from ..config import Config
+from ..gate.verdict import FAIL, WARN, Check, Verdict
+
+REPORT_SCHEMA_VERSION = 1
+KIND = "perfreport.compare"
+
+
+def check_record(check: Check) -> dict:
+    """One check as JSON-ready data (NaN and inf become null)."""
+    e = check.evidence
+    record = _clean({
+        "id": check.id,
+        "family": check.family,
+        "name": check.name,
+        "metric": check.metric,
+        "label": check.label,
+        "unit": check.unit,
+        "worse": check.worse,
+        "subject": check.subject,
+        "rank": check.rank,
+        "aggregation": check.aggregation,
+        "level": check.level,
+        "status": check.status,
+        "counted": check.counts,
+        "baseline_value": check.baseline_value,
+        "candidate_value": check.candidate_value,
+        "delta": check.delta,
+        "delta_pct": check.delta_pct,
+        "threshold": {"kind": check.threshold.kind, "value": check.threshold.value,
+                      "floor_us": check.threshold.floor_us, "text": check.threshold.describe(check.unit)},
+        "evidence": {
+            "test": e.test, "baseline_samples": e.baseline_samples, "candidate_samples": e.candidate_samples,
+            "p_value": e.p_value, "alpha": e.alpha, "method": e.method,
+            "interval": list(e.interval) if e.interval else None, "interval_of": e.interval_of,
+            "confidence_pct": e.confidence_pct, "significant": e.significant,
+            "baseline_values": list(e.baseline_values), "candidate_values": list(e.candidate_values),
+        },
+        "message": check.message,
+        "title": None,
+        "waiver": None if check.waiver is None else {
+            "check": check.waiver.check, "reason": check.waiver.reason,
+            "expires": check.waiver.expires.isoformat() if check.waiver.expires else None},
+    })
+    record["title"] = title(record)
+    return record
+
+
+def title(record: Mapping[str, Any]) -> str:
+    """A check's name for people: "step time", "kernels @rank0 [added: gemm]"."""
+    name = record["label"] if record["family"] != "structural" or not record["subject"] else record["name"]
+    if record["rank"] is not None:
+        name += f" @rank{record['rank']}"
+    if record["subject"]:
+        name += f" [{record['subject']}]"
+    return name
+
+
+def change_text(record: Mapping[str, Any]) -> str:
+    """A check's change for people: "+39.4 %", "+10.0 pts" (percentages), "+1" (counts)."""
+    if record["delta"] is None:
+        return "-"
+    if record["unit"] == "pct":
+        return f"{record['delta']:+.1f} pts"
+    if record["delta_pct"] is not None and record["unit"] != "count":
+        return f"{record['delta_pct']:+.1f} %"
+    return f"{record['delta']:+g}"
+
+
+def headline(verdict: Verdict) -> str:
+    """One line for people: the status, the counts and the most severe finding."""
+    counts = verdict.counts()
+    parts = [f"{counts[FAIL]} failed", f"{counts[WARN]} warned", f"{counts['inconclusive']} inconclusive",
+             f"{counts['pass']} passed"]
+    if counts["waived"]:
+        parts.append(f"{counts['waived']} waived")
+    text = f"{verdict.status.upper()}: " + ", ".join(parts)
+    if verdict.findings:
+        top = check_record(verdict.findings[0])
+        text += f"; {top['status']}: {title(top)} {change_text(top)}"
+        if len(verdict.findings) > 1:
+            text += f" and {len(verdict.findings) - 1} more finding(s)"
+    return text
+
+
+def side_record(analysis: Any, analyses: Mapping[str, Any], stored: Any = None) -> dict:
+    """One side of the comparison: source, ranks, GPUs, the stored baseline's provenance (when
+    the side is one) and its full analysis document (the content of ``summary.json``)."""
+    traces = analysis.traces
+    return {
+        "source": traces.source,
+        "ranks": list(traces.rank_ids),
+        "gpus": sorted({g for t in traces if (g := t.meta.gpu_name())}),
+        "stored_baseline": None if stored is None else {
+            "name": stored.name, "path": str(stored.path), **{k: stored.manifest.get(k) for k in (
+                "schema_version", "created_utc", "commit", "perfreport_version", "source", "gpus", "world_size",
+                "versions")}},
+        "analyses": dict(analyses),
+    }
+
+
+def compare_document(*, verdict: Verdict, config: Config, explanation: Mapping[str, Any] | None,
+                 baseline: Mapping[str, Any], candidate: Mapping[str, Any], explanation_note: str | None = None,
+                 timings_s: Mapping[str, float] | None = None, now: _dt.datetime | None = None) -> dict:
+    """The report document (see the module docstring and docs/report-schema.md)."""
+    now = now or _dt.datetime.now(_dt.timezone.utc)
+    counts = verdict.counts()
+    return _clean({
+        "schema_version": REPORT_SCHEMA_VERSION,
+        "kind": KIND,
+        "perfreport_version": __version__,
+        "created_utc": now.astimezone(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "status": verdict.status,
+        "headline": headline(verdict),
+        "summary": {"checks": len(verdict.checks), **counts, "findings": len(verdict.findings)},
+        "findings": [c.id for c in verdict.findings],
+        "notes": [{"kind": n.kind, "message": n.message} for n in verdict.notes],
+        "checks": [check_record(c) for c in verdict.checks],
+        "explanation": dict(explanation) if explanation is not None else None,
+        "explanation_note": explanation_note,
+        "config": {"source": config.source, **config.to_dict()},
+        "baseline": dict(baseline),
+        "candidate": dict(candidate),
+        "timings_s": {k: round(float(v), 3) for k, v in (timings_s or {}).items()},
+    })
+
+
+def render(document: Mapping[str, Any]) -> str:
+    """The document as JSON text (indented, UTF-8, NaN as null)."""
+    return json_text(document)
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+__all__ = ["compare_document", "side_record", "check_record", "headline", "title", "change_text", "render",
+           "REPORT_SCHEMA_VERSION"]
