@@ -13,6 +13,7 @@ from .memory import memory_by_op, memory_peaks, memory_per_step, memory_timeline
 from .memory_bw import memory_bw_by_direction, memory_bw_by_step, memory_bw_summary
 from .queue import queue_length_by_step, queue_length_summary, time_blocked_on_full_queue
 from .sequences import kernel_sequences
+from .step_metrics import step_metrics
 from .steps import profiler_steps, step_times
 from .stragglers import straggler_steps, stragglers
 from .idle import idle_breakdown, idle_breakdown_per_step, idle_interval_stats
@@ -25,6 +26,7 @@ ANALYSES = (
     ("summary", summary),
     ("profiler_steps", profiler_steps),
     ("step_times", step_times),
+    ("step_metrics", step_metrics),
     ("temporal_breakdown", temporal_breakdown),
     ("temporal_breakdown_per_step", temporal_breakdown_per_step),
     ("idle_breakdown", idle_breakdown),

@@ -1,0 +1,615 @@
+"""Why did the step time change? A diff of two runs that adds up to the step-time delta.
+
+Samples are (rank, profiler step) pairs, as in :func:`perfreport.analyses.step_metrics.step_metrics`
+(the last step of each rank dropped; a rank without steps is one sample, step -1), over the
+ranks both runs have; within a run, only the steps every compared rank has (all samples when
+they share none). Ranks present in one run only are listed, not compared; when the runs share
+no rank at all (single-rank traces of two jobs), ranks are paired in sorted order and the
+explanation says so.
+
+Each sample's step time (its ProfilerStep span, ``[start, end)``) is split exactly into parts:
+
+* **GPU busy time** inside the span, shared among the GPU work running at each instant by
+  priority: computation kernels first, then communication, then memcpy/memset; events of
+  the winning class share the instant equally. So a kernel's part is the time it holds the
+  GPU; communication gets only its *exposed* time (not overlapped by computation) and
+  copies only the time no kernel hides them. Parts are keyed by normalised kernel name
+  (:func:`perfreport.analyses.diff.normalize_kernel_name`, or the raw name with
+  ``exact_names``) and copies by direction (:func:`perfreport.analyses.memory_bw.direction_of`).
+  GPU work counts in the span it runs in, whichever step launched it.
+* **GPU idle time** inside the span (nothing running on the GPU: it waits for the host), split
+  by the CPU op the host was running then: the direct children of the ProfilerStep on its
+  thread (for step -1: the top-level ops of the thread that launched the most GPU work), the
+  rest under ``NO_OP``.
+
+Per run, each part is averaged over its samples (µs per step); the parts of a run add up to
+its mean step time, so their deltas add up to the step-time delta. ``explain`` lists the
+``top`` parts by absolute delta and an "other" remainder (the rest plus rounding), so the
+listed contributions always sum to the total delta. Separately: ops and kernels found in one
+run only (per-step time from :func:`perfreport.analyses.diff.op_steps`, raw durations), and
+collective kinds whose calls per step, message size or NCCL algorithm changed (calls as
+:func:`perfreport.analyses.collectives.rank_collectives` defines them, in the samples' steps).
+
+Edge cases: no GPU activity makes every step all idle; a sample without children ops puts its
+idle time under ``NO_OP``; the share of the delta is NaN when the delta is 0; a run with no
+samples (no complete events) has NaN step times; an empty TraceSet raises
+:class:`perfreport.errors.TraceError`. When some compared ranks have steps and others none,
+the one-sided op lists only count the ranks whose samples ``op_steps`` shares.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from functools import reduce
+
+import numpy as np
+import pandas as pd
+
+from ..errors import TraceError
+from ..model import COMMUNICATION, COMPUTATION, GPU_SIDE_CATEGORIES, KERNEL_CLASS_NAMES, MEMORY
+from ..model import OTHER as MODEL_OTHER
+from ..model import RankTrace, TraceSet
+from ..units import format_bytes, pct, us_to_ms
+from .callstack import call_stack
+from .collectives import rank_collectives
+from .diff import normalize_kernel_name, op_steps
+from .memory_bw import direction_of
+from .step_metrics import WHOLE_TRACE_STEP, sample_of, step_windows
+from .steps import STEP_NAME
+
+KINDS = ("kernel", "communication", "memory", "idle")
+"""Parts of a step: compute kernels, exposed communication, exposed copies, GPU idle."""
+OTHER = "other"
+NO_OP = "<no op>"
+"""Idle-time key when the host ran no direct child op of the step (Python, data wait …)."""
+DEFAULT_TOP = 10
+
+PART_COLUMNS = ("rank", "step", "kind", "key", "time_us", "overlapped_us")
+CONTRIBUTION_COLUMNS = ("kind", "key", "change", "baseline_per_step_us", "candidate_per_step_us",
+                        "delta_per_step_us", "share_pct", "overlapped_delta_per_step_us", "label")
+
+PRIORITY = (COMPUTATION, COMMUNICATION, MEMORY, MODEL_OTHER)
+"""Who holds the GPU when several classes run at once (first wins): compute hides the rest."""
+_PRIORITY_OF_CLASS = np.array([PRIORITY.index(c) for c in KERNEL_CLASS_NAMES], dtype=np.int64)
+_PRIORITY_KIND = np.array(["kernel", "communication", "memory", "kernel"], dtype=object)  # by priority
+_COMM = PRIORITY.index(COMMUNICATION)
+
+
+# --- one rank: the parts of each step ---------------------------------------------------------
+def _piecewise(bounds: np.ndarray, rate: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """∫ rate from -inf to x, for a rate constant on each [bounds[j], bounds[j+1]) (0 outside)."""
+    if len(bounds) == 0:
+        return np.zeros(len(x))
+    cum = np.concatenate([[0.0], np.cumsum(rate * np.diff(bounds))])
+    j = np.searchsorted(bounds, x, side="right") - 1
+    jc = np.clip(j, 0, len(bounds) - 1)
+    r = np.append(rate, 0.0)[jc]
+    return np.where(j < 0, 0.0, cum[jc] + r * (x - bounds[jc]))
+
+
+def _gpu_parts(trace: RankTrace, ws: np.ndarray, we: np.ndarray, exact: bool) -> pd.DataFrame:
+    """(window, kind, key, time_us, overlapped_us): each GPU event's share of each window."""
+    rows = np.flatnonzero(trace.gpu_activity() & np.isfinite(trace.dur) & np.isfinite(trace.ts) & (trace.dur > 0))
+    if not len(rows) or not len(ws):
+        return pd.DataFrame(columns=["window", "kind", "key", "time_us", "overlapped_us"])
+    s, e = trace.ts[rows], trace.ts[rows] + trace.dur[rows]
+    cls = _PRIORITY_OF_CLASS[trace.gpu_class()[rows]]
+    n_cls = len(PRIORITY)
+    bounds = np.unique(np.concatenate([s, e]))
+    delta = np.zeros((n_cls, len(bounds) + 1))
+    np.add.at(delta, (cls, np.searchsorted(bounds, s)), 1.0)
+    np.add.at(delta, (cls, np.searchsorted(bounds, e)), -1.0)
+    active = np.cumsum(delta, axis=1)[:, : len(bounds) - 1]  # per segment [bounds[j], bounds[j+1])
+    on = active > 0.5
+    top = np.where(on.any(axis=0), np.argmax(on, axis=0), -1)  # highest-priority class running
+    rate = np.zeros_like(active)
+    seg = np.flatnonzero(top >= 0)
+    rate[top[seg], seg] = 1.0 / active[top[seg], seg]
+    under_compute = on[PRIORITY.index(COMPUTATION)].astype(np.float64)
+    # pair each event with the windows it overlaps (windows sorted by start; ranges are supersets)
+    order = np.argsort(ws, kind="stable")
+    ws_s, we_s = ws[order], we[order]
+    reach = np.maximum.accumulate(we_s)
+    first = np.searchsorted(reach, s, side="right")
+    last = np.searchsorted(ws_s, e, side="left") - 1
+    n_pairs = np.maximum(last - first + 1, 0)
+    ev = np.repeat(np.arange(len(rows)), n_pairs)
+    win = first[ev] + (np.arange(n_pairs.sum()) - np.repeat(np.cumsum(n_pairs) - n_pairs, n_pairs))
+    lo, hi = np.maximum(s[ev], ws_s[win]), np.minimum(e[ev], we_s[win])
+    ok = hi > lo
+    ev, win, lo, hi = ev[ok], win[ok], lo[ok], hi[ok]
+    share = np.zeros(len(ev))
+    for c in range(n_cls):  # a loop over the four kernel classes
+        sel = cls[ev] == c
+        share[sel] = _piecewise(bounds, rate[c], hi[sel]) - _piecewise(bounds, rate[c], lo[sel])
+    overlapped = np.where(cls[ev] == _COMM, _piecewise(bounds, under_compute, hi) - _piecewise(bounds, under_compute, lo),
+                          0.0)
+    keys = _gpu_keys(trace, rows[ev], exact)
+    return pd.DataFrame({"window": order[win], "kind": _PRIORITY_KIND[cls[ev]], "key": keys, "time_us": share,
+                         "overlapped_us": overlapped})
+
+
+def _gpu_keys(trace: RankTrace, rows: np.ndarray, exact: bool) -> np.ndarray:
+    """Key of each GPU event: memcpy/memset direction, else the (normalised) kernel name."""
+    memset = trace.memsets()[rows]
+    memory = trace.memcpys()[rows] | memset
+    code = np.where(memory, -2 - memset.astype(np.int64), trace.name[rows].astype(np.int64))
+    uniq, inverse = np.unique(np.stack([code, trace.name[rows]], axis=1), axis=0, return_inverse=True)
+    labels = []
+    for c, name in uniq:  # a loop over distinct names
+        text = trace.strings[name] if name >= 0 else ""
+        labels.append(direction_of(text, c == -3) if c < -1 else text if exact else normalize_kernel_name(text))
+    return np.array(labels, dtype=object)[inverse.ravel()]
+
+
+def _host_ops(trace: RankTrace, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, window position) of the CPU ops idle time is attributed to (see module doc)."""
+    stack = call_stack(trace)
+    if len(steps) == 1 and steps[0] == WHOLE_TRACE_STEP:
+        launches = np.flatnonzero(trace.launches())
+        cpu = stack.is_node & ~trace.is_cat(GPU_SIDE_CATEGORIES)
+        if not len(launches):
+            return np.empty(0, np.int64), np.empty(0, np.int64)
+        pairs, counts = np.unique(np.stack([trace.pid[launches], trace.tid[launches]], axis=1), axis=0,
+                                  return_counts=True)
+        pid, tid = pairs[np.argmax(counts)]
+        rows = np.flatnonzero(cpu & (stack.depth == 0) & (trace.pid == pid) & (trace.tid == tid))
+        return rows, np.zeros(len(rows), dtype=np.int64)
+    step_rows = np.flatnonzero(trace.steps() & ~trace.gpu_side() & np.isfinite(trace.dur))
+    numbers = np.array([int(STEP_NAME.match(s).group(1)) for s in trace.decode(trace.name[step_rows])],
+                       dtype=np.int64)
+    number_of = np.full(trace.n_events, WHOLE_TRACE_STEP, dtype=np.int64)
+    number_of[step_rows] = numbers
+    parent = stack.parent
+    child = np.flatnonzero(stack.is_node & (parent >= 0) & ~trace.is_cat(GPU_SIDE_CATEGORIES))
+    child = child[trace.steps()[parent[child]] & ~trace.gpu_side()[parent[child]]]
+    number = number_of[parent[child]]
+    if not len(steps):
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    pos = np.clip(np.searchsorted(steps, number), 0, len(steps) - 1)
+    ok = steps[pos] == number
+    return child[ok], pos[ok]
+
+
+def _idle_parts(trace: RankTrace, steps: np.ndarray, ws: np.ndarray, we: np.ndarray) -> pd.DataFrame:
+    """(window, kind, key, time_us): GPU idle time of each window, by the host op running."""
+    gpu = trace.gpu_activity() & np.isfinite(trace.dur) & np.isfinite(trace.ts)
+    s = trace.ts[gpu]
+    e = s + np.maximum(trace.dur[gpu], 0.0)
+    bounds = np.unique(np.concatenate([s, e]))
+    busy = np.zeros(max(len(bounds) - 1, 0))
+    if len(bounds) > 1:
+        delta = np.zeros(len(bounds) + 1)
+        np.add.at(delta, np.searchsorted(bounds, s), 1.0)
+        np.add.at(delta, np.searchsorted(bounds, e), -1.0)
+        busy = (np.cumsum(delta)[: len(bounds) - 1] > 0.5).astype(np.float64)
+
+    def idle(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return np.maximum((b - a) - (_piecewise(bounds, busy, b) - _piecewise(bounds, busy, a)), 0.0)
+
+    total = idle(ws, we)
+    rows, win = _host_ops(trace, steps)
+    lo = np.maximum(trace.ts[rows], ws[win])
+    hi = np.minimum(trace.ts[rows] + trace.dur[rows], we[win])
+    ok = hi > lo
+    rows, win, in_op = rows[ok], win[ok], idle(lo[ok], hi[ok])
+    by_window = np.bincount(win, weights=in_op, minlength=len(ws))
+    frame = pd.DataFrame({"window": np.concatenate([win, np.arange(len(ws))]), "kind": "idle",
+                          "key": np.concatenate([trace.decode(trace.name[rows]),
+                                                 np.full(len(ws), NO_OP, dtype=object)]),
+                          "time_us": np.concatenate([in_op, np.maximum(total - by_window, 0.0)]),
+                          "overlapped_us": 0.0})
+    return frame
+
+
+def step_parts(trace: RankTrace, steps: np.ndarray | None = None, exact: bool = False) -> pd.DataFrame:
+    """The parts of each sample's step time on one rank: (rank, step, kind, key, time_us,
+    overlapped_us), summed per key; ``steps`` restricts the samples (default: all of
+    :func:`step_windows`). ``overlapped_us`` is communication time hidden under computation
+    (not a part of the step time; 0 for other kinds). Parts of a sample sum to its step time.
+    """
+    windows = step_windows(trace)
+    windows = windows[np.isfinite(windows["start_us"]) & np.isfinite(windows["end_us"])]
+    if steps is not None:
+        windows = windows[windows["step"].isin(steps)]
+    numbers = windows["step"].to_numpy(dtype=np.int64)
+    ws, we = windows["start_us"].to_numpy(np.float64), windows["end_us"].to_numpy(np.float64)
+    parts = pd.concat([_gpu_parts(trace, ws, we, exact), _idle_parts(trace, numbers, ws, we)], ignore_index=True)
+    if parts.empty:
+        return pd.DataFrame({c: pd.Series(dtype=object if c in ("kind", "key") else np.float64) for c in PART_COLUMNS})
+    parts["step"] = numbers[parts["window"].to_numpy(dtype=np.int64)]
+    out = parts.groupby(["step", "kind", "key"], sort=True)[["time_us", "overlapped_us"]].sum().reset_index()
+    out.insert(0, "rank", trace.rank)
+    return out.astype({"rank": np.int64, "step": np.int64})[list(PART_COLUMNS)]
+
+
+# --- samples of a run -------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class _Side:
+    samples: pd.DataFrame  # rank, step, step_time_us
+    parts: pd.DataFrame  # PART_COLUMNS
+
+
+def _side(traces: TraceSet, ranks: list[int], exact: bool) -> _Side:
+    windows = {r: step_windows(traces[r]) for r in ranks}
+    windows = {r: w[np.isfinite(w["start_us"]) & np.isfinite(w["end_us"])] for r, w in windows.items()}
+    common = reduce(np.intersect1d, [w["step"].to_numpy() for w in windows.values()]) if windows else np.empty(0)
+    samples, parts = [], []
+    for r in ranks:  # a loop over ranks
+        w = windows[r]
+        if len(common):
+            w = w[w["step"].isin(common)]
+        samples.append(pd.DataFrame({"rank": r, "step": w["step"].to_numpy(np.int64),
+                                     "step_time_us": (w["end_us"] - w["start_us"]).to_numpy(np.float64)}))
+        parts.append(step_parts(traces[r], w["step"].to_numpy(np.int64), exact))
+    return _Side(pd.concat(samples, ignore_index=True), pd.concat(parts, ignore_index=True))
+
+
+def _means(side: _Side) -> pd.DataFrame:
+    n = len(side.samples)
+    if not n or side.parts.empty:
+        return pd.DataFrame(columns=["time_us", "overlapped_us"], index=pd.MultiIndex.from_arrays(
+            [[], []], names=["kind", "key"]), dtype=np.float64)
+    return side.parts.groupby(["kind", "key"])[["time_us", "overlapped_us"]].sum() / n
+
+
+# --- results ------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Contribution:
+    """One part of the step-time change, µs per step. ``change``: "added" (only in the
+    candidate), "removed" (only in the baseline), "changed", or "" for the remainder and the
+    per-kind totals. ``overlapped_delta_us``: for communication, the change in time hidden under
+    computation (not part of the step time); NaN for other kinds."""
+
+    kind: str
+    key: str
+    change: str
+    baseline_us: float
+    candidate_us: float
+    delta_us: float
+    share_pct: float
+    overlapped_delta_us: float = math.nan
+
+    @property
+    def label(self) -> str:
+        if self.kind == OTHER:
+            return "other"
+        if self.kind == "idle":
+            where = "outside any CPU op" if self.key == NO_OP else f"while the CPU runs {self.key}"
+            text = f"GPU idle (host-bound) {where}"
+        elif self.kind == "communication":
+            text = f"{self.key} (exposed, not overlapped)"
+        else:
+            text = self.key
+        return {"added": "new ", "removed": "removed "}.get(self.change, "") + text
+
+
+@dataclass(frozen=True, slots=True)
+class KeyOnOneSide:
+    """An op or GPU kernel present in one run only: calls and raw duration per step."""
+
+    kind: str  # "cpu_op" or "gpu", as in perfreport.analyses.diff
+    key: str
+    count_per_step: float
+    dur_per_step_us: float
+
+
+@dataclass(frozen=True, slots=True)
+class CollectiveChange:
+    """A collective kind (:func:`perfreport.analyses.collectives.collective_kind`) whose calls per
+    step, message size or NCCL algorithm changed.
+
+    ``changes`` names what changed: "added", "removed", "count", "message size", "algorithm".
+    Message sizes are mean bytes per call (NaN when the trace does not tell); algorithms are
+    "RING_LL"-style algorithm_protocol pairs; times are per step (µs): the calls' duration and
+    their time not overlapped by computation.
+    """
+
+    collective: str
+    changes: tuple[str, ...]
+    baseline_count_per_step: float
+    candidate_count_per_step: float
+    baseline_msg_bytes: float
+    candidate_msg_bytes: float
+    baseline_algorithms: tuple[str, ...]
+    candidate_algorithms: tuple[str, ...]
+    baseline_dur_per_step_us: float
+    candidate_dur_per_step_us: float
+    baseline_exposed_per_step_us: float
+    candidate_exposed_per_step_us: float
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    """What changed between two runs and how much each part adds to the step time.
+
+    ``contributions``: the ``top`` parts by |delta| then the "other" remainder; their
+    ``delta_us`` sum to ``delta_ms`` (in µs). ``by_kind``: the same delta per kind (GPU idle,
+    compute kernels, exposed communication, exposed copies).
+    """
+
+    baseline_step_ms: float
+    candidate_step_ms: float
+    delta_ms: float
+    delta_pct: float
+    baseline_samples: int
+    candidate_samples: int
+    rank_pairs: tuple[tuple[int, int], ...]
+    baseline_only_ranks: tuple[int, ...]
+    candidate_only_ranks: tuple[int, ...]
+    contributions: tuple[Contribution, ...]
+    by_kind: tuple[Contribution, ...]
+    added: tuple[KeyOnOneSide, ...]
+    removed: tuple[KeyOnOneSide, ...]
+    collectives: tuple[CollectiveChange, ...]
+    exact_names: bool = False
+
+    def to_frame(self) -> pd.DataFrame:
+        """The contributions table (CONTRIBUTION_COLUMNS), µs per step, remainder last."""
+        return pd.DataFrame([{
+            "kind": c.kind, "key": c.key, "change": c.change, "baseline_per_step_us": c.baseline_us,
+            "candidate_per_step_us": c.candidate_us, "delta_per_step_us": c.delta_us, "share_pct": c.share_pct,
+            "overlapped_delta_per_step_us": c.overlapped_delta_us, "label": c.label,
+        } for c in self.contributions], columns=list(CONTRIBUTION_COLUMNS))
+
+    def to_dict(self) -> dict:
+        """JSON-ready: NaN becomes None, tuples become lists, each contribution has its label."""
+        out = {f: getattr(self, f) for f in self.__dataclass_fields__}
+        out["contributions"] = [asdict(c) | {"label": c.label} for c in self.contributions]
+        out["by_kind"] = [asdict(c) | {"label": _KIND_LABELS[c.kind]} for c in self.by_kind]
+        out["added"] = [asdict(k) for k in self.added]
+        out["removed"] = [asdict(k) for k in self.removed]
+        out["collectives"] = [asdict(c) for c in self.collectives]
+        return _json_ready(out)
+
+    def lines(self, top: int | None = None) -> list[str]:
+        """Sentences for people: the headline with each listed contribution and its share, the
+        step times, the change per kind, then added/removed names, collectives and ranks."""
+        return _lines(self, DEFAULT_TOP if top is None else top)
+
+
+_KIND_LABELS = {"idle": "GPU idle (host-bound)", "kernel": "compute kernels",
+                "communication": "exposed communication", "memory": "exposed memcpy/memset"}
+
+
+def _json_ready(value):
+    if isinstance(value, float):
+        return None if math.isnan(value) else value
+    if isinstance(value, (np.floating, np.integer)):
+        return _json_ready(value.item())
+    if isinstance(value, dict):
+        return {k: _json_ready(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_ready(v) for v in value]
+    return value
+
+
+# --- explain --------------------------------------------------------------------------------------
+def explain(baseline: TraceSet, candidate: TraceSet, *, exact_names: bool = False, top: int = DEFAULT_TOP,
+            ) -> Explanation:
+    """Explain the change in mean step time from ``baseline`` to ``candidate`` (module doc).
+
+    ``exact_names`` keys kernels by raw name instead of the normalised one; ``top`` is how many
+    contributions are listed before the "other" remainder.
+    """
+    pairs = rank_pairs(baseline, candidate)
+    b_ranks, c_ranks = [b for b, _ in pairs], [c for _, c in pairs]
+    b_side, c_side = _side(baseline, b_ranks, exact_names), _side(candidate, c_ranks, exact_names)
+    b_step = float(b_side.samples["step_time_us"].mean()) if len(b_side.samples) else math.nan
+    c_step = float(c_side.samples["step_time_us"].mean()) if len(c_side.samples) else math.nan
+    total = c_step - b_step
+    table = _contribution_table(_means(b_side), _means(c_side))
+    listed = table.iloc[:max(top, 0)]
+    contributions = [_contribution(r, total) for r in listed.itertuples()]  # at most `top` rows
+    other_delta = total - float(listed["delta"].sum())
+    contributions.append(Contribution(
+        kind=OTHER, key=OTHER, change="", baseline_us=b_step - float(listed["baseline"].sum()),
+        candidate_us=c_step - float(listed["candidate"].sum()), delta_us=other_delta,
+        share_pct=pct(other_delta, total)))
+    kinds = table.groupby("kind")[["baseline", "candidate", "delta"]].sum()
+    by_kind = tuple(Contribution(kind=k, key=k, change="", baseline_us=float(kinds.loc[k, "baseline"]),
+                                 candidate_us=float(kinds.loc[k, "candidate"]), delta_us=float(kinds.loc[k, "delta"]),
+                                 share_pct=pct(float(kinds.loc[k, "delta"]), total))
+                    for k in sorted(kinds.index, key=lambda k: -abs(kinds.loc[k, "delta"])))
+    added, removed = _one_sided(baseline, candidate, b_ranks, c_ranks, b_side, c_side, exact_names)
+    return Explanation(
+        baseline_step_ms=us_to_ms(b_step), candidate_step_ms=us_to_ms(c_step), delta_ms=us_to_ms(total),
+        delta_pct=pct(total, b_step), baseline_samples=len(b_side.samples), candidate_samples=len(c_side.samples),
+        rank_pairs=tuple(pairs), baseline_only_ranks=tuple(sorted(set(baseline.rank_ids) - set(b_ranks))),
+        candidate_only_ranks=tuple(sorted(set(candidate.rank_ids) - set(c_ranks))),
+        contributions=tuple(contributions), by_kind=by_kind, added=added, removed=removed,
+        collectives=_collective_changes(baseline, candidate, b_ranks, c_ranks, b_side, c_side),
+        exact_names=exact_names)
+
+
+def rank_pairs(baseline: TraceSet, candidate: TraceSet) -> list[tuple[int, int]]:
+    """(baseline rank, candidate rank) pairs to compare: the common ranks; with none in common
+    (single-rank traces of different jobs), the ranks paired in sorted order."""
+    if not len(baseline) or not len(candidate):
+        empty = baseline if not len(baseline) else candidate
+        raise TraceError(empty.source, "no rank to compare: the trace set is empty")
+    common = sorted(set(baseline.rank_ids) & set(candidate.rank_ids))
+    if common:
+        return [(r, r) for r in common]
+    return list(zip(baseline.rank_ids, candidate.rank_ids))
+
+
+def _contribution_table(b: pd.DataFrame, c: pd.DataFrame) -> pd.DataFrame:
+    """Per (kind, key): baseline, candidate, delta (µs/step), overlapped delta and presence."""
+    both = b.add_prefix("b_").join(c.add_prefix("c_"), how="outer")
+    present_b = both["b_time_us"].notna().to_numpy()
+    present_c = both["c_time_us"].notna().to_numpy()
+    both = both.fillna(0.0).reset_index()
+    out = pd.DataFrame({
+        "kind": both["kind"].astype(object), "key": both["key"].astype(object),
+        "baseline": both["b_time_us"].to_numpy(np.float64), "candidate": both["c_time_us"].to_numpy(np.float64),
+        "overlapped": np.where(both["kind"] == "communication",
+                               both["c_overlapped_us"].to_numpy(np.float64) - both["b_overlapped_us"].to_numpy(
+                                   np.float64), np.nan),
+        "change": np.select([~present_b, ~present_c], ["added", "removed"], "changed").astype(object),
+    })
+    out["delta"] = out["candidate"] - out["baseline"]
+    order = np.lexsort((out["key"].to_numpy(dtype=str), out["kind"].to_numpy(dtype=str), -np.abs(out["delta"])))
+    return out.iloc[order].reset_index(drop=True)
+
+
+def _contribution(row, total: float) -> Contribution:
+    return Contribution(kind=row.kind, key=row.key, change=row.change, baseline_us=float(row.baseline),
+                        candidate_us=float(row.candidate), delta_us=float(row.delta),
+                        share_pct=pct(float(row.delta), total),
+                        overlapped_delta_us=float(row.overlapped))
+
+
+# --- ops and kernels of one run only --------------------------------------------------------------
+def _per_sample(traces: TraceSet, ranks: list[int], side: _Side, exact: bool) -> pd.DataFrame:
+    """Per (kind, key): calls and raw duration per sample, from ``op_steps`` over the samples."""
+    sub = TraceSet(ranks={r: traces[r] for r in ranks}, source=traces.source)
+    steps = op_steps(sub, exact)
+    keys = side.samples[["rank", "step"]]
+    if steps.empty or keys.empty:
+        return pd.DataFrame(columns=["count", "dur_us"], index=pd.MultiIndex.from_arrays([[], []],
+                                                                                        names=["kind", "key"]))
+    steps = steps.merge(keys, on=["rank", "step"])
+    return steps.groupby(["kind", "key"])[["count", "dur_us"]].sum() / len(side.samples)
+
+
+def _one_sided(baseline: TraceSet, candidate: TraceSet, b_ranks: list[int], c_ranks: list[int], b_side: _Side,
+               c_side: _Side, exact: bool) -> tuple[tuple[KeyOnOneSide, ...], tuple[KeyOnOneSide, ...]]:
+    b = _per_sample(baseline, b_ranks, b_side, exact)
+    c = _per_sample(candidate, c_ranks, c_side, exact)
+
+    def only(a: pd.DataFrame, other: pd.DataFrame) -> tuple[KeyOnOneSide, ...]:
+        sel = a[~a.index.isin(other.index)].sort_values("dur_us", ascending=False, kind="stable")
+        return tuple(KeyOnOneSide(kind=k, key=key, count_per_step=float(r["count"]),
+                                  dur_per_step_us=float(r["dur_us"])) for (k, key), r in sel.iterrows())
+
+    return only(c, b), only(b, c)
+
+
+# --- collectives ----------------------------------------------------------------------------------
+_COLLECTIVE_FIELDS = ("count", "msg_bytes", "algorithms", "dur_us", "exposed_us")
+
+
+def _collectives(traces: TraceSet, ranks: list[int], side: _Side) -> pd.DataFrame:
+    """Per collective kind: calls, duration and exposed time per sample, mean message bytes per
+    call and the algorithms used, over the calls launched in the samples."""
+    frames = []
+    for r in ranks:  # a loop over ranks
+        calls = rank_collectives(traces[r])
+        steps = side.samples.loc[side.samples["rank"] == r, "step"].to_numpy(np.int64)
+        whole = len(steps) == 1 and steps[0] == WHOLE_TRACE_STEP
+        frames.append(calls if whole else calls[calls["step"].isin(steps)])
+    calls = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    if calls.empty:
+        return pd.DataFrame(columns=list(_COLLECTIVE_FIELDS))
+    n = max(len(side.samples), 1)
+    algorithm = (calls["algorithm"] + "_" + calls["protocol"]).str.strip("_")
+    g = calls.assign(algorithm=algorithm).groupby("kind")
+    return pd.DataFrame({
+        "count": g.size() / n,
+        "msg_bytes": g["msg_bytes"].mean(),
+        "algorithms": g["algorithm"].agg(lambda v: tuple(sorted({x for x in v if x}))),  # per kind
+        "dur_us": g["dur_us"].sum() / n,
+        "exposed_us": g["exposed_us"].sum() / n,
+    })
+
+
+def _what_changed(b: pd.Series | None, c: pd.Series | None) -> list[str]:
+    if b is None or c is None:
+        return ["added" if b is None else "removed"]
+    changes = []
+    if not math.isclose(b["count"], c["count"], rel_tol=1e-9):
+        changes.append("count")
+    if math.isfinite(b["msg_bytes"]) and math.isfinite(c["msg_bytes"]) and not math.isclose(
+            b["msg_bytes"], c["msg_bytes"], rel_tol=1e-9):
+        changes.append("message size")
+    if b["algorithms"] != c["algorithms"]:
+        changes.append("algorithm")
+    return changes
+
+
+def _collective_changes(baseline: TraceSet, candidate: TraceSet, b_ranks: list[int], c_ranks: list[int],
+                        b_side: _Side, c_side: _Side) -> tuple[CollectiveChange, ...]:
+    b, c = _collectives(baseline, b_ranks, b_side), _collectives(candidate, c_ranks, c_side)
+    empty = pd.Series({"count": 0.0, "msg_bytes": math.nan, "algorithms": (), "dur_us": 0.0, "exposed_us": 0.0})
+    out = []
+    for kind in sorted(set(b.index) | set(c.index)):  # a loop over collective kinds
+        rb = b.loc[kind] if kind in b.index else None
+        rc = c.loc[kind] if kind in c.index else None
+        changes = _what_changed(rb, rc)
+        if not changes:
+            continue
+        rb, rc = empty if rb is None else rb, empty if rc is None else rc
+        out.append(CollectiveChange(
+            collective=kind, changes=tuple(changes),
+            baseline_count_per_step=float(rb["count"]), candidate_count_per_step=float(rc["count"]),
+            baseline_msg_bytes=float(rb["msg_bytes"]), candidate_msg_bytes=float(rc["msg_bytes"]),
+            baseline_algorithms=tuple(rb["algorithms"]), candidate_algorithms=tuple(rc["algorithms"]),
+            baseline_dur_per_step_us=float(rb["dur_us"]), candidate_dur_per_step_us=float(rc["dur_us"]),
+            baseline_exposed_per_step_us=float(rb["exposed_us"]),
+            candidate_exposed_per_step_us=float(rc["exposed_us"])))
+    return tuple(out)
+
+
+# --- rendering ------------------------------------------------------------------------------------
+def _signed_ms(us: float) -> str:
+    """"+8.1 ms", "−1.2 ms"; µs below 0.1 ms."""
+    if not math.isfinite(us):
+        return "n/a"
+    text = f"{us_to_ms(us):+.1f} ms" if abs(us) >= 100.0 else f"{us:+.0f} µs"
+    return text.replace("-", "\u2212")
+
+
+def _bytes(value: float) -> str:
+    return format_bytes(value) if math.isfinite(value) else "unknown"
+
+
+def _share(value: float) -> str:
+    return "n/a" if not math.isfinite(value) else f"{value:.0f} %".replace("-", "\u2212")
+
+
+def _lines(x: Explanation, top: int) -> list[str]:
+    if not math.isfinite(x.delta_ms):
+        return [f"no step-time change to explain: {x.baseline_samples} baseline and {x.candidate_samples} "
+                "candidate (rank, step) samples with a duration"]
+    total_us = sum(c.delta_us for c in x.contributions)  # the listed parts add up to the delta
+    parts = [f"{_signed_ms(c.delta_us)} {c.label} ({_share(c.share_pct)})" for c in x.contributions]
+    pct_text = "n/a" if not math.isfinite(x.delta_pct) else f"{x.delta_pct:+.1f} %".replace("-", "\u2212")
+    out = [f"candidate {_signed_ms(total_us)}/step ({pct_text}): " + ", ".join(parts)]
+    if all(b == c for b, c in x.rank_pairs):
+        ranks = "ranks " + ", ".join(str(b) for b, _ in x.rank_pairs)
+    else:
+        ranks = "no rank in common, compared " + ", ".join(f"baseline rank {b} with candidate rank {c}"
+                                                          for b, c in x.rank_pairs)
+    out.append(f"step time {x.baseline_step_ms:.1f} → {x.candidate_step_ms:.1f} ms/step (means over "
+               f"{x.baseline_samples} baseline and {x.candidate_samples} candidate (rank, step) samples; {ranks})")
+    if x.by_kind:
+        out.append("by kind: " + ", ".join(f"{_KIND_LABELS[c.kind]} {_signed_ms(c.delta_us)} ({_share(c.share_pct)})"
+                                           for c in x.by_kind))
+    for title, keys in (("new in the candidate", x.added), ("gone from the candidate", x.removed)):
+        if keys:
+            shown = ", ".join(f"{k.key} ({'GPU' if k.kind == 'gpu' else 'op'}, {_signed_ms(k.dur_per_step_us)[1:]}"
+                              f"/step)" for k in keys[:top])
+            more = f" and {len(keys) - top} more" if len(keys) > top else ""
+            out.append(f"{title}: {shown}{more}")
+    for c in x.collectives:
+        details = []
+        if {"count", "added", "removed"} & set(c.changes):
+            details.append(f"calls/step {c.baseline_count_per_step:g} → {c.candidate_count_per_step:g}")
+        if "message size" in c.changes:
+            details.append(f"bytes/call {_bytes(c.baseline_msg_bytes)} → {_bytes(c.candidate_msg_bytes)}")
+        if "algorithm" in c.changes:
+            details.append(f"algorithm {'/'.join(c.baseline_algorithms) or '-'} → "
+                           f"{'/'.join(c.candidate_algorithms) or '-'}")
+        details.append(f"exposed {_signed_ms(c.candidate_exposed_per_step_us - c.baseline_exposed_per_step_us)}/step")
+        out.append(f"collective {c.collective}: " + "; ".join(details))
+    if x.baseline_only_ranks:
+        out.append(f"ranks only in the baseline (not compared): {', '.join(map(str, x.baseline_only_ranks))}")
+    if x.candidate_only_ranks:
+        out.append(f"ranks only in the candidate (not compared): {', '.join(map(str, x.candidate_only_ranks))}")
+    return out
+
+
+__all__ = ["explain", "Explanation", "Contribution", "KeyOnOneSide", "CollectiveChange", "step_parts", "rank_pairs",
+           "NO_OP", "KINDS"]
