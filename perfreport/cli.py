@@ -131,7 +131,7 @@ def verdict_lines(document: dict, max_rows: int = TABLE_ROWS) -> list[str]:
         lines += ["", "notes:"] + [f"  - {n['message']}" for n in document["notes"]]
     explanation = document.get("explanation")
     if explanation:
-        lines += ["", "why the step time changed (attribution: means over every step but the last):"]
+        lines += ["", "why the step time changed (attribution: means over the steps the gate judged):"]
         lines += [f"  {line}" for line in explanation["lines"]]
     elif document.get("explanation_note"):
         lines += ["", document["explanation_note"]]

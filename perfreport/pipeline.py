@@ -177,10 +177,12 @@ def compare(baseline: str | Path, candidate: str | Path, *, config: Config | Non
     c_traces, c_load_s = load_candidate(candidate, store=store, workers=workers)
     b_analysis, c_analysis = analyze_loaded(b_traces, b_load_s), analyze_loaded(c_traces, c_load_s)
     t0 = time.perf_counter()
-    verdict = evaluate(gate_side("baseline", b_traces, config), gate_side("candidate", c_traces, config), config)
+    b_side, c_side = gate_side("baseline", b_traces, config), gate_side("candidate", c_traces, config)
+    verdict = evaluate(b_side, c_side, config)
     explanation, note = None, None
-    try:
-        explanation = explain(b_traces, c_traces, exact_names=config.exact_kernel_names)
+    try:  # attribute over the very steps the gate judged (warm-up and skipped steps left out)
+        explanation = explain(b_traces, c_traces, exact_names=config.exact_kernel_names,
+                              baseline_steps=judged_steps(b_side), candidate_steps=judged_steps(c_side))
     except TraceError as exc:
         note = f"no attribution: {exc.problem}"
     except Exception as exc:  # the attribution explains; it must never take the verdict down with it
@@ -188,6 +190,12 @@ def compare(baseline: str | Path, candidate: str | Path, *, config: Config | Non
         note = f"no attribution: internal error ({type(exc).__name__}: {exc})"
     return Comparison(baseline=b_analysis, candidate=c_analysis, verdict=verdict, explanation=explanation,
                       config=config, baseline_ref=stored, explanation_note=note, gate_s=time.perf_counter() - t0)
+
+
+def judged_steps(side) -> list[int] | None:
+    """Profiler steps the gate kept for one side; None for a trace without steps."""
+    steps = sorted(int(s) for s in side.steps["step"].unique() if s >= 0) if side.has_steps else []
+    return steps or None
 
 
 def report_document(comparison: Comparison) -> dict:

@@ -231,9 +231,11 @@ class _Side:
     parts: pd.DataFrame  # PART_COLUMNS
 
 
-def _side(traces: TraceSet, ranks: list[int], exact: bool) -> _Side:
+def _side(traces: TraceSet, ranks: list[int], exact: bool, steps: Sequence[int] | None = None) -> _Side:
     windows = {r: step_windows(traces[r]) for r in ranks}
     windows = {r: w[np.isfinite(w["start_us"]) & np.isfinite(w["end_us"])] for r, w in windows.items()}
+    if steps is not None:  # the caller's choice of samples (the gate's, after warm-up removal)
+        windows = {r: w[w["step"].isin(list(steps))] for r, w in windows.items()}
     common = reduce(np.intersect1d, [w["step"].to_numpy() for w in windows.values()]) if windows else np.empty(0)
     samples, parts = [], []
     for r in ranks:  # a loop over ranks
@@ -387,15 +389,19 @@ def _json_ready(value):
 
 # --- explain --------------------------------------------------------------------------------------
 def explain(baseline: TraceSet, candidate: TraceSet, *, exact_names: bool = False, top: int = DEFAULT_TOP,
+            baseline_steps: Sequence[int] | None = None, candidate_steps: Sequence[int] | None = None,
             ) -> Explanation:
     """Explain the change in mean step time from ``baseline`` to ``candidate`` (module doc).
 
     ``exact_names`` keys kernels by raw name instead of the normalised one; ``top`` is how many
-    contributions are listed before the "other" remainder.
+    contributions are listed before the "other" remainder. ``baseline_steps``/``candidate_steps``
+    restrict each side to those profiler steps (the gate passes the samples it judged, so the
+    attribution and the verdict describe the same steps); None = every step but the last.
     """
     pairs = rank_pairs(baseline, candidate)
     b_ranks, c_ranks = [b for b, _ in pairs], [c for _, c in pairs]
-    b_side, c_side = _side(baseline, b_ranks, exact_names), _side(candidate, c_ranks, exact_names)
+    b_side = _side(baseline, b_ranks, exact_names, baseline_steps)
+    c_side = _side(candidate, c_ranks, exact_names, candidate_steps)
     b_step = float(b_side.samples["step_time_us"].mean()) if len(b_side.samples) else math.nan
     c_step = float(c_side.samples["step_time_us"].mean()) if len(c_side.samples) else math.nan
     total = c_step - b_step
