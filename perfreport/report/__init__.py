@@ -1,1 +1,86 @@
-"""Rendering: report models -> text formats through the Jinja2 templates in ``templates/``."""
+"""Reports: a JSON-ready document -> :class:`Report` -> HTML, PDF, Markdown, JSON, JUnit files.
+
+``build_report(document)`` takes the summary document of one run
+(:func:`perfreport.pipeline.summary_document`) or a comparison document
+(:mod:`perfreport.report.json_report`); ``write_reports(report, out_dir, formats)`` writes one
+file per format, atomically. The report is built from the document only, so every number in
+any format is a number of ``report.json``.
+
+    FORMATS            every format, in the order files are written
+    available_formats  the ones that work here (pdf needs WeasyPrint)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from .._io import atomic_write, json_text
+from ..errors import ConfigError
+from .build import build_report
+from .model import Report
+
+FORMATS = ("html", "pdf", "md", "json", "junit")
+FILENAMES = {"html": "report.html", "pdf": "report.pdf", "md": "report.md", "json": "report.json",
+             "junit": "report.junit.xml"}
+
+
+def available_formats() -> tuple[str, ...]:
+    """The formats that can be written here: all but pdf when WeasyPrint does not import."""
+    from .pdf import available
+
+    return tuple(f for f in FORMATS if f != "pdf" or available())
+
+
+def parse_formats(text: str | Iterable[str] | None) -> tuple[str, ...]:
+    """``"html,pdf,md"`` (or a list) -> validated formats in :data:`FORMATS` order; None or
+    ``"all"`` -> :func:`available_formats`. Raises ConfigError naming the allowed values."""
+    if text is None:
+        return available_formats()
+    items = [t.strip().lower() for t in (text.split(",") if isinstance(text, str) else text) if t.strip()]
+    if items == ["all"]:
+        return available_formats()
+    unknown = [t for t in items if t not in FORMATS]
+    if unknown or not items:
+        raise ConfigError(f"unknown report format {', '.join(unknown) or '(none)'}: choose from "
+                          f"{', '.join(FORMATS)} (comma-separated) or all")
+    return tuple(f for f in FORMATS if f in items)
+
+
+def render(report: Report, fmt: str) -> str | bytes:
+    """One format of the report: text for html/md/json/junit, bytes for pdf."""
+    if fmt == "html":
+        from .html import render_html
+
+        return render_html(report)
+    if fmt == "pdf":
+        from .pdf import render_pdf
+
+        return render_pdf(report)
+    if fmt == "md":
+        from .markdown import render_markdown
+
+        return render_markdown(report)
+    if fmt == "json":
+        return json_text(report.document)
+    if fmt == "junit":
+        from .junit import render_junit
+
+        return render_junit(report)
+    raise ConfigError(f"unknown report format {fmt!r}: choose from {', '.join(FORMATS)}")
+
+
+def write_reports(report: Report, out_dir: str | Path, formats: Iterable[str] | str | None = None) -> list[Path]:
+    """Write ``out_dir/report.<ext>`` for each format (default: every available one), each
+    atomically; returns the paths written, in :data:`FORMATS` order."""
+    out = Path(out_dir)
+    written = []
+    for fmt in parse_formats(formats):
+        path = out / FILENAMES[fmt]
+        atomic_write(path, render(report, fmt))
+        written.append(path)
+    return written
+
+
+__all__ = ["FORMATS", "FILENAMES", "Report", "available_formats", "build_report", "parse_formats", "render",
+           "write_reports"]

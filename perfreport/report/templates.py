@@ -1,17 +1,39 @@
-"""Finding and rendering the Jinja2 templates shipped as the ``perfreport.templates`` package.
+"""Finding and rendering the Jinja2 templates shipped as the ``perfreport.templates`` package,
+and the one place that turns report values into text (units, statuses, escaping).
 
 The top-level ``templates/`` folder is mapped into the wheel as ``perfreport/templates``; in a
 source checkout without installation the folder next to the package is used.
+
+Formatting only: a value is shown in its unit (durations through :func:`perfreport.units.format_us`,
+so 1234.5 µs reads "1.23 ms"); nothing here derives a new quantity.
 """
 
 from __future__ import annotations
 
+import math
+import re
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import jinja2
+from markupsafe import Markup, escape
 
 from ..units import format_bytes, format_pct, format_us
+
+STATUS_STYLES = {
+    "fail": ("FAIL", "❌", "#cf222e", "#ffebe9"),
+    "warn": ("WARN", "⚠️", "#9a6700", "#fff8c5"),
+    "inconclusive": ("INCONCLUSIVE", "❔", "#57606a", "#f6f8fa"),
+    "pass": ("PASS", "✅", "#1a7f37", "#dafbe1"),
+    "info": ("ANALYSIS", "ℹ️", "#0969da", "#ddf4ff"),
+}
+"""Per status: label, icon, text colour, background. The only definition of status looks."""
+
+NAME_CHARS = 160
+"""Names (kernels, operators, paths) longer than this are shortened in tables; the JSON has them whole."""
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff\ufffe\uffff]")
+"""Characters XML 1.0 forbids (C0 controls but tab/newline/CR, lone surrogates, U+FFFE/FFFF) and DEL."""
 
 
 def templates_dir() -> Path:
@@ -33,17 +55,129 @@ def environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(us=format_us, pct=format_pct, bytes=format_bytes, md=escape_markdown)
+    _add_filters(env)
+    env.filters.update(md=escape_markdown)
     return env
 
 
-def escape_markdown(text: object) -> str:
-    """Text safe inside a Markdown table cell: no pipes, backticks, mentions or HTML."""
-    s = str(text)
-    for ch in ("\\", "|", "`", "*", "_", "<", ">", "[", "]"):
-        s = s.replace(ch, "\\" + ch)
-    return s.replace("@", "@\u200b").replace("\n", " ")
+def html_environment() -> jinja2.Environment:
+    """Templates for HTML: every ``{{ value }}`` is HTML-escaped unless marked safe."""
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates_dir())),
+        undefined=jinja2.StrictUndefined,
+        autoescape=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    _add_filters(env)
+    return env
+
+
+def _add_filters(env: jinja2.Environment) -> None:
+    env.filters.update(us=format_us, pct=format_pct, bytes=format_bytes, value=format_value, shorten=shorten,
+                       status_label=status_label, status_icon=status_icon, clean=clean_text)
+    env.globals.update(STATUS_STYLES=STATUS_STYLES, format_cell=format_cell)
 
 
 def render(name: str, **context) -> str:
     return environment().get_template(name).render(**context)
+
+
+def render_html(name: str, **context) -> str:
+    return html_environment().get_template(name).render(**context)
+
+
+# --- values ----------------------------------------------------------------------------------------
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and not math.isfinite(value))
+
+
+def _signed(text: str, value: float, signed: bool) -> str:
+    return "+" + text if signed and value > 0 else text
+
+
+def format_value(value: Any, unit: str, signed: bool = False) -> str:
+    """A document value as text in its unit ("-" when missing). Units: see ``report.model.UNITS``."""
+    if _missing(value):
+        return "–"
+    if unit in ("text", "name", "status"):
+        return clean_text(value)
+    if unit == "bool" or isinstance(value, bool):
+        return "yes" if value else "no"
+    if not isinstance(value, (int, float)):
+        return clean_text(value)
+    if unit == "us":
+        return _signed(format_us(value), value, signed)
+    if unit == "ms":
+        return _signed(format_us(value * 1000.0) if abs(value) < 1 else f"{value:,.2f} ms", value, signed)
+    if unit == "pct":
+        return _signed(format_pct(value), value, signed)
+    if unit == "pp":
+        return _signed(f"{value:.1f} pp", value, signed)
+    if unit == "bytes":
+        return _signed(format_bytes(value), value, signed)
+    if unit == "gbps":
+        return _signed(f"{value:,.1f} GB/s" if abs(value) >= 1 else f"{value:.3g} GB/s", value, signed)
+    if unit == "p_value":
+        return f"{value:.2g}" if value >= 0.001 else "<0.001"
+    if isinstance(value, int):
+        return _signed(f"{value:,}", value, signed)
+    if value == int(value) and abs(value) < 1e15:
+        return _signed(f"{int(value):,}", value, signed)
+    return _signed(f"{value:,.2f}" if abs(value) >= 100 else f"{value:.3g}", value, signed)
+
+
+def format_cell(cell: Any, column) -> str:
+    """A table cell: a ``report.model.Value`` or ``Interval`` carries its unit, else the
+    column's unit applies."""
+    if hasattr(cell, "unit") and hasattr(cell, "value"):
+        return format_value(cell.value, cell.unit, cell.signed)
+    if hasattr(cell, "lo") and hasattr(cell, "hi"):
+        if _missing(cell.lo) and _missing(cell.hi):
+            return "–"
+        return f"[{format_value(cell.lo, cell.unit)}, {format_value(cell.hi, cell.unit)}]"
+    return format_value(cell, column.unit, column.signed)
+
+
+def clean_text(value: Any) -> str:
+    """``str(value)`` on one line, without the characters XML forbids (see :func:`valid_xml_text`)."""
+    return valid_xml_text(value).replace("\r", " ").replace("\n", " ").replace("\t", " ")
+
+
+def valid_xml_text(value: Any) -> str:
+    """``str(value)`` without control characters (invalid in XML 1.0, invisible in HTML), lone
+    surrogates and non-characters; newlines and tabs kept."""
+    return _CONTROL.sub("", str(value))
+
+
+def shorten(text: Any, limit: int = NAME_CHARS) -> str:
+    """At most ``limit`` characters: the start and the end of a long name, joined by " … "."""
+    s = clean_text(text)
+    if len(s) <= limit:
+        return s
+    head = (limit - 3) * 2 // 3
+    return s[:head] + " … " + s[len(s) - (limit - 3 - head):]
+
+
+def status_label(status: str) -> str:
+    return STATUS_STYLES.get(status, (status.upper(), "", "", ""))[0]
+
+
+def status_icon(status: str) -> str:
+    return STATUS_STYLES.get(status, ("", "", "", ""))[1]
+
+
+# --- escaping --------------------------------------------------------------------------------------
+_MD_BACKSLASH = str.maketrans({c: "\\" + c for c in "\\|`*_[]~$"})
+
+
+def escape_markdown(text: object) -> str:
+    """Text safe anywhere in GitHub Markdown, table cells included: one line, no table-breaking
+    pipe, no code span, emphasis, link, math or HTML, no @mention or #issue reference."""
+    s = clean_text(text).translate(_MD_BACKSLASH)
+    s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return s.replace("@", "@\u200b").replace("#", "#\u200b")
+
+
+def escape_html(text: object) -> Markup:
+    return escape(clean_text(text))

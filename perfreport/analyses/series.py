@@ -1,0 +1,152 @@
+"""Time series for the report's plots, downsampled so a report stays small and fast.
+
+The report is rendered from a JSON document, never from the traces, so every plotted point
+must be in that document. Raw change-point series are long (a launch queue changes twice per
+kernel, hundreds of thousands of times in a big trace); a plot 1,000 px wide cannot show more
+than a few hundred points anyway. :func:`downsample` keeps, per bucket of equal time width, the
+lowest and the highest point, so every peak and every trough survives (an average would flatten
+a 1 µs spike to the 1,024-op queue limit into nothing).
+
+:func:`time_series` builds the ``series`` key of the summary document: one entry per kind of
+plot, each a dict with ``x_unit``, ``y_unit``, ``drawstyle`` (``"steps-post"``: the value holds
+until the next point; ``"line"``: points joined), ``lines_total`` and ``lines`` (at most
+``max_lines``, the ones with the highest peaks), each line ``{"rank", "label", "x", "y",
+"points_total"}``. Times are ms since the first event of the whole trace set (ranks on the
+common clock of :meth:`TraceSet.aligned_ts`). Kinds:
+
+* ``queue_length`` - outstanding GPU ops per (rank, stream) (y: ops), from
+  :func:`perfreport.analyses.queue.queue_length_series`;
+* ``memory_bw`` - summed bandwidth of the copies in flight per (rank, direction) (y: GB/s),
+  from :func:`perfreport.analyses.memory_bw.memory_bw_series`;
+* ``step_time`` - wall time of each profiler step per rank (x: step number, y: ms), from
+  :func:`perfreport.analyses.steps.profiler_steps`;
+* ``memory`` - allocated and reserved bytes per (rank, device) (y: bytes), from
+  :func:`perfreport.analyses.memory.memory_timeline`, which keeps its own peaks.
+
+Edge cases: a trace without launches, copies or steps gives an entry with no lines; an empty
+TraceSet gives entries with no lines; a series of at most ``max_points`` points is kept whole.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..model import TraceSet
+from ..units import us_to_ms
+from .memory import memory_timeline
+from .memory_bw import memory_bw_series
+from .queue import queue_length_series
+from .steps import profiler_steps
+
+MAX_POINTS = 500
+"""Points per line: more than a 1,280 px wide plot can show, small enough for a PR artifact."""
+MAX_LINES = 32
+"""Lines per plot: beyond this a legend is unreadable; the ones with the highest peaks are kept."""
+TIME_DECIMALS = 4
+"""Times are ms rounded to 0.1 µs (trace timestamps are µs, sometimes ns)."""
+VALUE_DECIMALS = 4
+
+
+def downsample(x: np.ndarray, y: np.ndarray, max_points: int = MAX_POINTS) -> np.ndarray:
+    """Indices (ascending) of the points of (x, y) to keep so that at most ``max_points`` remain
+    and every local extreme of width at least one bucket survives.
+
+    ``x`` must be ascending. The x range is cut into ``(max_points - 2) // 2`` buckets of equal
+    width; each keeps its lowest and highest point (first occurrence; NaN is neither), and the
+    first and last points are always kept. Series of at most ``max_points`` points, and
+    ``max_points`` below 4, keep every point.
+
+    >>> downsample(np.arange(10.0), np.array([0, 1, 0, 0, 9, 0, 0, 0, -3, 0.]), 6).tolist()
+    [0, 4, 5, 8, 9]
+    """
+    n = len(x)
+    if n <= max_points or max_points < 4:
+        return np.arange(n)
+    buckets = (max_points - 2) // 2
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    width = x[-1] - x[0]
+    if not width > 0:
+        bucket = (np.arange(n) * buckets // n).astype(np.int64)
+    else:
+        bucket = np.minimum(((x - x[0]) / width * buckets).astype(np.int64), buckets - 1)
+    hi = np.where(np.isnan(y), -np.inf, y)
+    lo = np.where(np.isnan(y), np.inf, y)
+    first = np.r_[True, bucket[1:] != bucket[:-1]]
+    by_max = np.lexsort((np.arange(n), -hi, bucket))  # per bucket: highest first, then earliest
+    by_min = np.lexsort((np.arange(n), lo, bucket))
+    starts = np.flatnonzero(first)
+    keep = np.concatenate([by_max[starts], by_min[starts], [0, n - 1]])
+    return np.unique(keep)
+
+
+def _line(rank: int, label: str, x: np.ndarray, y: np.ndarray, max_points: int) -> dict:
+    keep = downsample(x, y, max_points)
+    return {
+        "rank": int(rank),
+        "label": label,
+        "x": np.round(x[keep], TIME_DECIMALS).tolist(),
+        "y": [None if not np.isfinite(v) else v for v in np.round(np.asarray(y[keep], dtype=np.float64),
+                                                                     VALUE_DECIMALS).tolist()],
+        "points_total": int(len(x)),
+    }
+
+
+def _entry(lines: list[dict], x_unit: str, y_unit: str, drawstyle: str, max_lines: int) -> dict:
+    peaks = [max((v for v in line["y"] if v is not None), default=float("-inf")) for line in lines]
+    order = sorted(range(len(lines)), key=lambda i: -peaks[i])[:max_lines]
+    return {"x_unit": x_unit, "y_unit": y_unit, "drawstyle": drawstyle, "lines_total": len(lines),
+            "lines": [lines[i] for i in sorted(order)]}
+
+
+def _common_clock(traces: TraceSet) -> tuple[dict[int, float], float]:
+    """(per rank: µs to add to its ``ts`` for the common clock, the common-clock µs of the trace
+    set's first event). A trace set without complete events starts at 0."""
+    shift = {t.rank: float(t.meta.ts_origin_us - traces.origin_us) for t in traces}
+    starts = [t.span_us()[0] + shift[t.rank] for t in traces]
+    starts = [s for s in starts if np.isfinite(s)]
+    return shift, (min(starts) if starts else 0.0)
+
+
+def _grouped_lines(table: pd.DataFrame, key: str, label: str, value: str, offsets: dict[int, float],
+                   max_points: int) -> list[dict]:
+    """One line per (rank, ``key``) of a change-point table; ``ts_us`` + the rank's offset is
+    µs since the first event."""
+    lines = []
+    for (rank, k), g in table.groupby(["rank", key], sort=True):  # a loop over (rank, stream) lines
+        ts = g["ts_us"].to_numpy(dtype=np.float64) + offsets.get(int(rank), 0.0)
+        lines.append(_line(int(rank), label.format(k), us_to_ms(ts), g[value].to_numpy(dtype=np.float64),
+                           max_points))
+    return lines
+
+
+def time_series(traces: TraceSet, max_points: int = MAX_POINTS, max_lines: int = MAX_LINES) -> dict:
+    """The ``series`` document (see the module docstring): queue length, copy bandwidth and
+    step time, each downsampled to ``max_points`` points per line."""
+    shift, zero = _common_clock(traces)
+    offsets = {rank: v - zero for rank, v in shift.items()}
+    queue = queue_length_series(traces)
+    bw = memory_bw_series(traces)
+    steps = profiler_steps(traces)
+    step_lines = []
+    for rank, g in steps.groupby("rank", sort=True):  # a loop over ranks
+        g = g.sort_values("step")
+        step_lines.append(_line(int(rank), f"rank {int(rank)}", g["step"].to_numpy(dtype=np.float64),
+                                us_to_ms(g["wall_us"].to_numpy(dtype=np.float64)), max_points))
+    memory = memory_timeline(traces, max_points=max_points)
+    memory_lines = []
+    for (rank, device), g in memory.groupby(["rank", "device"], sort=True):  # a loop over (rank, device)
+        ts = us_to_ms(g["ts_us"].to_numpy(dtype=np.float64) - zero)  # already on the common clock
+        for column, what in (("allocated_bytes", "allocated"), ("reserved_bytes", "reserved")):
+            values = g[column].to_numpy(dtype=np.float64)
+            if np.isfinite(values).any():
+                memory_lines.append(_line(int(rank), f"{device} {what}", ts, values, max_points))
+    return {
+        "queue_length": _entry(_grouped_lines(queue, "stream", "stream {}", "queue_length", offsets, max_points),
+                               "ms", "ops", "steps-post", max_lines),
+        "memory_bw": _entry(_grouped_lines(bw, "direction", "{}", "bw_gbps", offsets, max_points),
+                            "ms", "GB/s", "steps-post", max_lines),
+        "step_time": _entry(step_lines, "step", "ms", "line", max_lines),
+        "memory": _entry(memory_lines, "ms", "bytes", "steps-post", max_lines),
+    }

@@ -1,0 +1,185 @@
+"""Report figures -> inline SVG text (matplotlib, vector, no fonts or scripts embedded).
+
+Figures are drawn with matplotlib's object API (``matplotlib.figure.Figure``, rendered by its
+SVG backend), so no pyplot state or GUI backend is touched and nothing global changes; the rc
+settings apply only inside :func:`render_svg`. Text stays text (``svg.fonttype: none``): sharp
+at any zoom, searchable, and small. Math-text parsing is off, so a ``$`` in a label is a dollar.
+
+The SVG is made to live inline in an HTML page next to other SVGs: the XML prolog, DOCTYPE and
+metadata are dropped, every ``id`` gets a per-figure prefix (matplotlib's clip-path and marker
+ids repeat across figures), and the fixed width/height give way to the viewBox so CSS sizes it.
+
+Axis labels carry units. Durations in µs are shown in µs, ms or s by the size of the largest
+value, bytes in B/kB/MB/GB: a choice of tick labels, not a new number.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import re
+from collections.abc import Sequence
+
+import matplotlib
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, MaxNLocator
+
+from .model import BarFigure, LineFigure
+from .templates import clean_text, shorten
+
+WIDTH_IN = 10.0
+DPI = 96
+PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7", "#9c755f",
+           "#bab0ac")
+SEGMENT_COLOURS = {"compute": "#4e79a7", "non-compute": "#f28e2b", "idle": "#bab0ac", "host_wait": "#e15759",
+                   "kernel_wait": "#f28e2b", "other": "#bab0ac", "overlapped with compute": "#59a14f",
+                   "exposed": "#e15759"}
+"""Fixed colours for fixed categories, so a colour means the same thing in every figure."""
+LABEL_CHARS = 48
+SIDES = ("baseline", "candidate")
+RC = {
+    "svg.fonttype": "none",
+    "svg.hashsalt": "perfreport",
+    "text.parse_math": False,
+    "font.family": "sans-serif",
+    "font.sans-serif": ["DejaVu Sans", "Liberation Sans", "Arial"],
+    "font.size": 9.0,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": True,
+    "grid.color": "#e5e5e5",
+    "grid.linewidth": 0.6,
+    "axes.axisbelow": True,
+    "legend.frameon": False,
+}
+
+_SCALES = {
+    "us": ((1e6, "s"), (1e3, "ms"), (1.0, "µs")),
+    "bytes": ((1e9, "GB"), (1e6, "MB"), (1e3, "kB"), (1.0, "B")),
+}
+_UNIT_NAMES = {"ms": "ms", "pct": "%", "pp": "pp", "gbps": "GB/s", "count": "count", "ops": "ops", "GB/s": "GB/s"}
+
+
+def axis_scale(unit: str, values: Sequence[float | None]) -> tuple[float, str]:
+    """(divisor, unit text) for tick labels of ``values`` in ``unit``; ``(1, "")`` for unitless
+    axes (a step number)."""
+    if unit in _SCALES:
+        finite = [abs(v) for v in values if v is not None and math.isfinite(v)]
+        top = max(finite, default=0.0)
+        for divisor, name in _SCALES[unit]:
+            if top >= divisor:
+                return divisor, name
+        return _SCALES[unit][-1]
+    if unit in ("step", "", "number"):
+        return 1.0, ""
+    return 1.0, _UNIT_NAMES.get(unit, unit)
+
+
+def _axis_label(label: str, unit_text: str) -> str:
+    return f"{label} ({unit_text})" if unit_text else label
+
+
+def _formatter(divisor: float) -> FuncFormatter:
+    return FuncFormatter(lambda v, _pos: f"{v / divisor:,.6g}")
+
+
+def _label(text: str) -> str:
+    return shorten(clean_text(text), LABEL_CHARS)
+
+
+def render_svg(figure: BarFigure | LineFigure) -> str:
+    """The figure as an SVG element (text), ready to inline in HTML."""
+    with matplotlib.rc_context(RC):
+        fig = _draw_bars(figure) if isinstance(figure, BarFigure) else _draw_lines(figure)
+        buf = io.StringIO()
+        fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": "perfreport"})
+    return inline_svg(buf.getvalue(), f"fig-{re.sub(r'[^A-Za-z0-9_-]', '', figure.id)}", figure.title)
+
+
+def _draw_bars(f: BarFigure) -> Figure:
+    n = len(f.bars)
+    fig = Figure(figsize=(WIDTH_IN, 1.1 + 0.28 * max(n, 1)), dpi=DPI, layout="constrained")
+    ax = fig.add_subplot()
+    values = [v for b in f.bars for v in b.values]
+    divisor, unit_text = axis_scale(f.unit, values if not f.stacked else [
+        sum(v for v in b.values if v is not None and math.isfinite(v)) for b in f.bars])
+    ys = list(range(n))[::-1]  # first bar on top
+    left = [0.0] * n
+    height = 0.7 if f.stacked else 0.7 / max(len(f.segments), 1)
+    for k, segment in enumerate(f.segments):
+        widths = [b.values[k] if b.values[k] is not None and math.isfinite(b.values[k]) else 0.0 for b in f.bars]
+        colour = SEGMENT_COLOURS.get(segment, PALETTE[k % len(PALETTE)])
+        if f.stacked:
+            ax.barh(ys, widths, left=left, height=height, color=colour, label=_label(segment.replace("_", " ")))
+            left = [a + w for a, w in zip(left, widths)]  # drawing position, not a reported number
+        else:
+            ax.barh([y + 0.35 - height * (k + 0.5) for y in ys], widths, height=height, color=colour,
+                    label=_label(segment.replace("_", " ")))
+    ax.set_yticks(ys, [_label(b.label) for b in f.bars])
+    ax.grid(axis="y", visible=False)
+    ax.xaxis.set_major_formatter(_formatter(divisor))
+    ax.set_xlabel(_axis_label(f.value_label.split(" (")[0], unit_text))
+    if f.unit == "pct" and f.stacked:
+        ax.set_xlim(0, 100)
+    ax.legend(loc="lower left", bbox_to_anchor=(0, 1.0), ncol=min(len(f.segments), 4), fontsize=8)
+    return fig
+
+
+def _draw_lines(f: LineFigure) -> Figure:
+    panels = f.panels
+    fig = Figure(figsize=(WIDTH_IN, 0.9 + 2.3 * len(panels)), dpi=DPI, layout="constrained")
+    axes = fig.subplots(len(panels), 1, sharex=True, sharey=True, squeeze=False)[:, 0]
+    xs = [v for p in panels for line in p.lines for v in line.x]
+    ys = [v for p in panels for line in p.lines for v in line.y]
+    x_div, x_unit = axis_scale(f.x_unit, xs)
+    y_div, y_unit = axis_scale(f.y_unit, ys)
+    colours: dict[str, str] = {}
+    for ax, panel in zip(axes, panels):
+        for line in panel.lines:
+            key, _, side = line.label.rpartition(" · ")
+            if side not in SIDES:
+                key, side = line.label, ""
+            colour = colours.setdefault(key, PALETTE[len(colours) % len(PALETTE)])  # same line, same colour
+            y = [float("nan") if v is None else v for v in line.y]
+            dashed = side == "baseline"
+            ax.plot(line.x, y, drawstyle="steps-post" if f.drawstyle == "steps-post" else "default",
+                    linewidth=1.0, color=colour, linestyle="--" if dashed else "-",
+                    marker="o" if len(line.x) <= 40 else None, markersize=3, label=_label(line.label))
+            if line.marked:
+                ax.plot([line.x[i] for i in line.marked], [y[i] for i in line.marked], linestyle="none",
+                        marker="x", markersize=8, markeredgewidth=2, color="#cf222e")
+        if panel.title:
+            ax.set_title(_label(panel.title), loc="left", fontsize=9, fontweight="bold")
+        ax.set_ylabel(_axis_label(f.y_label, y_unit))
+        ax.yaxis.set_major_formatter(_formatter(y_div))
+        if len(panel.lines) <= 16:
+            ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+    # after every panel is drawn: the y axis is shared, and fixing a limit stops autoscaling
+    axes[0].set_ylim(bottom=min(0.0, min((v for v in ys if v is not None and math.isfinite(v)), default=0.0)))
+    axes[-1].set_xlabel(_axis_label(f.x_label, x_unit))
+    axes[-1].xaxis.set_major_formatter(_formatter(x_div))
+    if f.x_unit == "step":
+        axes[-1].xaxis.set_major_locator(MaxNLocator(integer=True))
+    return fig
+
+
+_PROLOG = re.compile(r"<\?xml[^>]*\?>\s*|<!DOCTYPE[^>]*>\s*|<metadata>.*?</metadata>\s*", re.DOTALL)
+_ROOT = re.compile(r"<svg\b([^>]*)>")
+
+
+def inline_svg(svg: str, prefix: str, title: str) -> str:
+    """An SVG document as an element to inline: prolog and metadata dropped, ids prefixed,
+    sized by CSS through its viewBox, titled for screen readers."""
+    svg = _PROLOG.sub("", svg)
+    svg = re.sub(r'\bid="([^"]+)"', lambda m: f'id="{prefix}-{m.group(1)}"', svg)
+    svg = re.sub(r"url\(#([^)]+)\)", lambda m: f"url(#{prefix}-{m.group(1)})", svg)
+    svg = re.sub(r'href="#([^"]+)"', lambda m: f'href="#{prefix}-{m.group(1)}"', svg)
+
+    def root(m: re.Match) -> str:
+        attrs = re.sub(r'\s(width|height)="[^"]*"', "", m.group(1))
+        return f'<svg{attrs} class="plot" role="img" preserveAspectRatio="xMinYMin meet">'
+
+    svg = _ROOT.sub(root, svg, count=1)
+    escaped = clean_text(title).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return svg.replace('role="img" preserveAspectRatio="xMinYMin meet">',
+                       f'role="img" preserveAspectRatio="xMinYMin meet"><title>{escaped}</title>', 1).strip()

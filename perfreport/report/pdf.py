@@ -1,0 +1,54 @@
+"""Report -> PDF through WeasyPrint: the HTML page laid out for A4 paper.
+
+The same template as the HTML, rendered ``paged``: long tables unfolded, table headers repeated
+on every page, rows never split across pages, figures kept whole and vector (inline SVG), and a
+running header with the title, the verdict and the date (CSS ``string-set`` from the page's own
+heading, so no text is pasted into CSS). WeasyPrint is an optional import: without it
+:func:`available` is False and the ``pdf`` format is left out of the defaults.
+
+WeasyPrint is given a URL fetcher that refuses everything: the page references nothing
+external, and a hostile name cannot make it read a local file or the network.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from ..errors import PerfreportError
+from .html import render_html
+from .model import Report
+
+log = logging.getLogger(__name__)
+
+
+def available() -> bool:
+    """Whether WeasyPrint imports (it needs Pango; a minimal container may lack it)."""
+    try:
+        import weasyprint  # noqa: F401
+    except Exception:  # ImportError, or OSError when the Pango library is missing
+        return False
+    return True
+
+
+def _refuse(url: str, *args, **kwargs):
+    raise ValueError(f"perfreport reports fetch nothing (refused {url[:80]!r})")
+
+
+def render_pdf(report: Report) -> bytes:
+    """The report as PDF bytes. Raises PerfreportError when WeasyPrint is not installed."""
+    try:
+        import weasyprint
+    except Exception as exc:
+        raise PerfreportError(f"PDF output needs WeasyPrint (pip install weasyprint): {exc}") from None
+    html = render_html(report, paged=True)
+    quiet = logging.getLogger("weasyprint")
+    quiet.addFilter(_below_error)  # it warns about every screen-only CSS property it skips
+    try:
+        return weasyprint.HTML(string=html, url_fetcher=_refuse).write_pdf()
+    finally:
+        quiet.removeFilter(_below_error)
+
+
+def _below_error(record: logging.LogRecord) -> bool:
+    """Log filter: drop WeasyPrint's warnings about CSS it ignores; keep errors."""
+    return record.levelno >= logging.ERROR

@@ -1,0 +1,273 @@
+"""perfreport.report.build and perfreport.analyses.series: the report shows the document's own
+numbers (checked cell by cell against the document), picks the right rows, and the plotted
+series match values worked out by hand on a tiny trace; downsampling keeps every extreme."""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from perfreport._io import json_text
+from perfreport.analyses.series import downsample, time_series
+from perfreport.load import load
+from perfreport.pipeline import analyze, compare, report_document, summary_document
+from perfreport.report import build_report
+from perfreport.report.build import MAX_ROWS, TOP_ROWS
+from perfreport.report.model import BarFigure, Interval, LineFigure, Value
+
+from .conftest import TRACES
+from .test_launch import tiny_events, write_trace
+
+# --- shared documents (built once per test session) -------------------------------------------
+
+
+@functools.lru_cache(maxsize=None)
+def tiny_document_text(root: str) -> str:
+    analysis = analyze(write_trace(Path(root), tiny_events()), workers=1)
+    return json_text(summary_document(analysis))
+
+
+def tiny_document(tmp_path_factory) -> dict:
+    return json.loads(tiny_document_text(str(tmp_path_factory.getbasetemp() / "tiny_report_trace")))
+
+
+@functools.lru_cache(maxsize=None)
+def real_document() -> dict:
+    """Two ranks of a real 128-rank job: multi-rank tables, streams, copies."""
+    return json.loads(json_text(summary_document(analyze(TRACES / "hta_sampled_2of128rank", workers=1))))
+
+
+@functools.lru_cache(maxsize=None)
+def comparison_document() -> dict:
+    pair = TRACES / "pair_hta_trace_compare_tiny"
+    return json.loads(json_text(report_document(compare(pair / "base", pair / "test", workers=1))))
+
+
+# --- downsampling ----------------------------------------------------------------------------------
+def brute_force_buckets(x: np.ndarray, buckets: int) -> list[list[int]]:
+    """Indices of each equal-width bucket of x, by plain Python."""
+    lo, hi = float(x[0]), float(x[-1])
+    out: list[list[int]] = [[] for _ in range(buckets)]
+    for i, v in enumerate(x.tolist()):
+        b = min(int((v - lo) / (hi - lo) * buckets), buckets - 1)
+        out[b].append(i)
+    return out
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_downsample_keeps_every_bucket_extreme(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n = 20_000
+    x = np.sort(rng.uniform(0, 1000, n))
+    y = np.cumsum(rng.normal(size=n))
+    y[rng.integers(0, n, 5)] += 500.0  # narrow spikes an average would flatten
+    y[rng.integers(0, n, 3)] = np.nan
+    keep = downsample(x, y, 500)
+    assert len(keep) <= 500 and keep[0] == 0 and keep[-1] == n - 1
+    assert np.all(np.diff(keep) > 0)
+    kept = set(keep.tolist())
+    for idx in brute_force_buckets(x, (500 - 2) // 2):
+        vals = [(y[i], i) for i in idx if not math.isnan(y[i])]
+        if vals:
+            assert max(vals)[1] in kept or any(y[i] == max(vals)[0] for i in kept & set(idx))
+            assert min(vals)[1] in kept or any(y[i] == min(vals)[0] for i in kept & set(idx))
+    assert np.nanmax(y[keep]) == np.nanmax(y) and np.nanmin(y[keep]) == np.nanmin(y)
+
+
+def test_downsample_short_series_and_one_instant() -> None:
+    assert downsample(np.arange(10.0), np.arange(10.0), 500).tolist() == list(range(10))
+    x = np.zeros(2000)  # every point at the same time: buckets by position, extremes kept
+    y = np.sin(np.arange(2000.0))
+    keep = downsample(x, y, 100)
+    assert len(keep) <= 100 and y[keep].max() == y.max() and y[keep].min() == y.min()
+
+
+# --- series on a tiny trace, by hand ------------------------------------------------------------
+def test_time_series_tiny_trace_by_hand(tmp_path) -> None:
+    series = time_series(load(write_trace(tmp_path / "t", tiny_events()), workers=1))
+    q = series["queue_length"]
+    assert (q["x_unit"], q["y_unit"], q["drawstyle"], q["lines_total"]) == ("ms", "ops", "steps-post", 1)
+    # launches at 12, 40 (graph: two kernels), 52; GPU starts at 30, 60, 66, 70 (µs); trace starts at 0
+    assert q["lines"][0]["label"] == "stream 7"
+    assert q["lines"][0]["x"] == [0.012, 0.030, 0.040, 0.052, 0.060, 0.066, 0.070]
+    assert q["lines"][0]["y"] == [1, 0, 2, 3, 2, 1, 0]
+    bw = series["memory_bw"]["lines"]
+    assert [(line["label"], line["x"], line["y"]) for line in bw] == [("Memcpy HtoD", [0.070, 0.072], [1.0, 0.0])]
+    steps = series["step_time"]
+    assert (steps["x_unit"], steps["y_unit"]) == ("step", "ms")
+    assert [(line["x"], line["y"]) for line in steps["lines"]] == [([1.0], [0.1])]  # ProfilerStep#1: 100 µs
+    assert series["memory"]["lines"] == []  # no [memory] events
+
+
+def test_series_lines_are_capped_by_peak(tmp_path) -> None:
+    events = tiny_events()
+    series = time_series(load(write_trace(tmp_path / "t", events), workers=1), max_lines=0)
+    assert series["queue_length"]["lines_total"] == 1 and series["queue_length"]["lines"] == []
+
+
+# --- every number of the report is a number of the document ---------------------------------------
+SOURCE = {"op_profile_cpu": "op_profile", "op_profile_gpu": "op_profile"}
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, float) and isinstance(b, (int, float)) and not isinstance(b, bool):
+        return math.isclose(a, b, rel_tol=0, abs_tol=0) or a == b
+    return a == b
+
+
+def assert_tables_come_from(report, sides: dict[str, dict]) -> int:
+    """Every analysis table cell equals the value of the document row it was picked from."""
+    checked = 0
+    for section in report.sections:
+        if section.id in ("checks", "passed", "movers"):
+            continue
+        for t in section.tables:
+            name = SOURCE.get(t.id, t.id)
+            keys = [c.key for c in t.columns]
+            for row in t.rows:
+                cells = dict(zip(keys, row))
+                side = cells.pop("run", "")
+                doc_rows = sides[side][name]
+                assert any(all(_same(v, r.get(k)) for k, v in cells.items()) for r in doc_rows), (t.id, cells)
+                checked += 1
+    return checked
+
+
+def assert_figures_come_from(report, sides: dict[str, dict]) -> None:
+    for section in report.sections:
+        for f in section.figures:
+            if isinstance(f, BarFigure):
+                doc_values = {json.dumps(v) for s in sides.values() for rows in s.values() if isinstance(rows, list)
+                              for r in rows if isinstance(r, dict) for v in r.values()}
+                for bar in f.bars:
+                    assert all(v is None or json.dumps(v) in doc_values for v in bar.values), (f.id, bar)
+            else:
+                doc_lines = [(line["x"], line["y"]) for s in sides.values()
+                             for entry in (s.get("series") or {}).values() for line in entry["lines"]]
+                for panel in f.panels:
+                    for line in panel.lines:
+                        if f.id != "launch_delay":
+                            assert (list(line.x), list(line.y)) in doc_lines, (f.id, line.label)
+
+
+def test_single_run_report_numbers_are_document_numbers() -> None:
+    doc = real_document()
+    report = build_report(doc)
+    assert report.kind == "analyze" and report.verdict is None
+    assert assert_tables_come_from(report, {"": doc}) > 50
+    assert_figures_come_from(report, {"": doc})
+    ids = [s.id for s in report.sections]
+    assert ids[:3] == ["overview", "temporal", "steps"] and ids[-1] == "metadata"
+    assert "stragglers" in ids  # two ranks
+
+
+def test_comparison_report_numbers_are_document_numbers() -> None:
+    doc = comparison_document()
+    report = build_report(doc)
+    assert report.kind == "compare"
+    sides = {"baseline": doc["baseline"]["analyses"], "candidate": doc["candidate"]["analyses"]}
+    assert assert_tables_come_from(report, sides) > 20
+    assert_figures_come_from(report, sides)
+    # checks: same values as the document, counted fail/warn first, nothing dropped
+    by_id = {c["id"]: c for c in doc["checks"]}
+    assert sorted(c.name for c in report.verdict.checks) == sorted(by_id)
+    order = {"fail": 0, "warn": 1, "inconclusive": 2, "pass": 3}
+    ranks = [(not c.counted, order[c.status]) for c in report.verdict.checks]
+    assert ranks == sorted(ranks)
+    for c in report.verdict.checks:
+        d = by_id[c.name]
+        assert (c.status, c.baseline, c.candidate, c.delta, c.p_value) == (
+            d["status"], d["baseline_value"], d["candidate_value"], d["delta"], d["evidence"]["p_value"])
+        assert c.threshold == d["threshold"]["text"] and c.message == d["message"]
+    assert report.verdict.status == doc["status"]
+    assert report.verdict.explanation == doc["explanation"]["lines"][0]
+    assert not report.verdict.headline.upper().startswith(doc["status"].upper() + ":")
+
+
+def test_checks_tables_carry_units_per_cell() -> None:
+    doc = comparison_document()
+    report = build_report(doc)
+    tables = [t for s in report.sections if s.id in ("checks", "passed") for t in s.tables]
+    assert sum(len(t.rows) for t in tables) == len(doc["checks"])
+    for t in tables:
+        keys = [c.key for c in t.columns]
+        for row in t.rows:
+            cells = dict(zip(keys, row))
+            check = next(c for c in doc["checks"] if c["title"] == cells["check"])
+            assert cells["baseline"] == Value(check["baseline_value"], check["unit"])
+            delta_unit = "pp" if check["unit"] == "pct" else check["unit"]
+            assert cells["delta"] == Value(check["delta"], delta_unit, True)
+            interval = check["evidence"]["interval"]
+            assert cells["interval"] == (Interval(*interval, "pp" if check["unit"] == "pct" else "number")
+                                         if interval else None)
+
+
+def test_movers_are_the_explanation_rows_in_order() -> None:
+    doc = comparison_document()
+    movers = next(s for s in build_report(doc).sections if s.id == "movers")
+    contributions = next(t for t in movers.tables if t.id == "contributions")
+    expected = [(c["label"], c["delta_us"], c["share_pct"]) for c in doc["explanation"]["contributions"]]
+    got = [(r[0], r[4], r[5]) for r in contributions.rows]
+    assert got == expected
+
+
+# --- picking, truncating, edge cases --------------------------------------------------------------
+def test_top_kernels_are_the_largest_per_rank() -> None:
+    doc = real_document()
+    table = next(t for s in build_report(doc).sections for t in s.tables if t.id == "kernel_metrics")
+    expected = sorted(doc["kernel_metrics"], key=lambda r: -r["sum_us"])[:TOP_ROWS]
+    keys = [c.key for c in table.columns]
+    got = [dict(zip(keys, row)) for row in table.rows]
+    assert [(r["rank"], r["name"], r["sum_us"]) for r in got] == [(r["rank"], r["name"], r["sum_us"]) for r in expected]
+    assert table.rows_total == len(doc["kernel_metrics"]) and not table.collapsed
+    assert f"the JSON has all {len(doc['kernel_metrics'])}" in table.note
+
+
+def test_long_tables_are_cut_and_folded_and_say_so() -> None:
+    doc = dict(real_document())
+    doc["profiler_steps"] = [{"rank": 0, "step": i, "wall_us": 1000.0 + i, "gpu_busy_us": 10.0, "gpu_events": 3}
+                             for i in range(500)]
+    table = next(t for s in build_report(doc).sections for t in s.tables if t.id == "profiler_steps")
+    assert len(table.rows) == MAX_ROWS and table.rows_total == 500 and table.truncated and table.collapsed
+    assert [r[1] for r in table.rows] == list(range(MAX_ROWS))  # by step, in order
+    assert f"First {MAX_ROWS} of 500 rows" in table.note
+
+
+def test_tiny_trace_temporal_bars_by_hand(tmp_path_factory) -> None:
+    doc = tiny_document(tmp_path_factory)
+    fig = next(f for s in build_report(doc).sections for f in s.figures if f.id == "temporal_bars")
+    # GPU work: gemm 30-40, graph kernels 60-65 and 66-70, memcpy 70-72: span 42, compute 19, copy 2
+    (bar,) = fig.bars
+    assert fig.segments == ("compute", "non-compute", "idle") and fig.unit == "pct"
+    assert bar.values == pytest.approx((100 * 19 / 42, 100 * 2 / 42, 100 * 21 / 42))
+    steps = next(f for s in build_report(doc).sections for f in s.figures if f.id == "step_time")
+    assert isinstance(steps, LineFigure) and steps.panels[0].lines[0].y == (0.1,)
+
+
+def test_nan_becomes_missing_and_empty_documents_still_build() -> None:
+    doc = {"summary": [{"rank": 0, "gpu_busy_us": float("nan"), "note": "no GPU activity"}], "source": "x"}
+    report = build_report(doc)
+    table = report.sections[0].tables[0]
+    assert table.rows[0][table.columns.index(next(c for c in table.columns if c.key == "gpu_busy_us"))] is None
+    assert report.notes == ("rank 0: no GPU activity",)
+    empty = build_report({})
+    assert empty.sections == () and empty.kind == "analyze"
+    odd = build_report({"kind": "perfreport.compare", "checks": [], "status": "pass"})
+    assert odd.kind == "compare" and odd.verdict.checks == () and odd.status == "pass"
+
+
+def test_report_schema_validates_both_documents() -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads((Path(__file__).parents[1] / "docs" / "report-schema.json").read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    for doc in (real_document(), comparison_document()):
+        errors = list(validator.iter_errors(doc))
+        assert not errors, errors[0].message
+    broken = dict(comparison_document(), status="maybe")
+    assert list(validator.iter_errors(broken))

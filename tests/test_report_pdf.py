@@ -1,0 +1,78 @@
+"""perfreport.report.pdf: the same report on A4 pages, vector plots (no raster images), a
+running header with the verdict and the date on every page, and nothing fetched."""
+
+from __future__ import annotations
+
+import functools
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from perfreport.report import available_formats, build_report, write_reports
+from perfreport.report.pdf import available, render_pdf
+
+from .test_report_build import comparison_document, tiny_document
+from .test_report_html import with_findings
+
+pytestmark = pytest.mark.skipif(not available(), reason="WeasyPrint (with Pango) is not installed")
+
+
+@functools.lru_cache(maxsize=None)
+def comparison_pdf() -> bytes:
+    return render_pdf(build_report(with_findings(comparison_document())))
+
+
+def pdf_pages_text(pdf: bytes, tmp_path) -> list[str]:
+    if not shutil.which("pdftotext"):
+        pytest.skip("pdftotext (poppler-utils) is not installed")
+    path = tmp_path / "r.pdf"
+    path.write_bytes(pdf)
+    text = subprocess.run(["pdftotext", "-layout", str(path), "-"], capture_output=True, text=True, check=True).stdout
+    return [p for p in text.split("\f") if p.strip()]
+
+
+def test_pdf_is_paged_vector_and_headed(tmp_path) -> None:
+    pdf = comparison_pdf()
+    assert pdf.startswith(b"%PDF-") and pdf.rstrip().endswith(b"%%EOF")
+    assert b"/Subtype /Image" not in pdf  # plots are vector paths, not pictures
+    pages = pdf_pages_text(pdf, tmp_path)
+    assert len(pages) >= 3
+    doc = comparison_document()
+    date = doc["created_utc"]
+    for n, page in enumerate(pages, 1):
+        head = page.strip().splitlines()[0]
+        assert "FAIL" in head and date in head, head  # verdict and date on every page
+        assert re.search(rf"page {n} of {len(pages)}", page)
+    text = "\n".join(pages)
+    for title in ("Checks that failed, warned or were inconclusive", "What changed", "Temporal breakdown",
+                  "Trace metadata", "Reproduce this report"):
+        assert title in text
+
+
+def test_single_run_pdf_header_says_analysis(tmp_path_factory, tmp_path) -> None:
+    doc = tiny_document(tmp_path_factory)
+    pdf = render_pdf(build_report(doc))
+    pages = pdf_pages_text(pdf, tmp_path)
+    assert all("ANALYSIS" in p.strip().splitlines()[0] for p in pages)
+    assert b"/Subtype /Image" not in pdf
+
+
+def test_pdf_fetches_nothing(tmp_path) -> None:
+    from perfreport.report.model import Paragraph, Report, Section
+
+    # a name that looks like markup for a remote image stays text: escaped, never fetched
+    hostile = '<img src="http://127.0.0.1:9/x.png"><link rel=stylesheet href="file:///etc/passwd">'
+    report = Report(kind="analyze", title="t", subtitle=hostile, created_utc="", verdict=None,
+                    sections=(Section("s", "S", (Paragraph(hostile),)),), command=hostile)
+    pdf = render_pdf(report)
+    assert b"/Subtype /Image" not in pdf
+    text = "\n".join(pdf_pages_text(pdf, tmp_path))
+    assert "127.0.0.1:9/x.png" in text.replace("\n", "")
+
+
+def test_pdf_is_a_default_format_when_weasyprint_imports(tmp_path) -> None:
+    assert "pdf" in available_formats()
+    (path,) = write_reports(build_report({"source": "x"}), tmp_path, ["pdf"])
+    assert path.name == "report.pdf" and path.read_bytes().startswith(b"%PDF-")
