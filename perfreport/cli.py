@@ -10,6 +10,7 @@ usage (one line on stderr naming the file and problem).
 from __future__ import annotations
 
 import argparse
+import shlex
 import logging
 import sys
 from collections.abc import Sequence
@@ -20,6 +21,7 @@ from ._io import atomic_write, json_text
 from .errors import PerfreportError
 from .units import format_bytes, format_pct, format_us
 
+FORMAT_HELP = "report formats, comma-separated: html,pdf,md,json,junit or all (default: all installed)"
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 TABLE_ROWS = 40
 """Findings listed in the terminal; the rest are in report.json."""
@@ -40,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("trace_path", metavar="TRACE_PATH",
                    help="a folder of rank files, one .json/.json.gz file, or a stored baseline's folder")
     p.add_argument("--out", required=True, metavar="DIR", help="output folder (created if missing)")
+    p.add_argument("--format", default=None, metavar="LIST", help=FORMAT_HELP)
     p.add_argument("--workers", type=int, default=None, metavar="N", help="processes for loading ranks (default: auto)")
     p.set_defaults(run=cmd_analyze)
 
@@ -49,7 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a stored baseline name (in --store), a stored baseline folder, or a trace folder/file")
     p.add_argument("candidate", metavar="CANDIDATE",
                    help="a trace folder or file (or a stored baseline, to compare two)")
-    p.add_argument("--out", required=True, metavar="DIR", help="output folder for report.json (created if missing)")
+    p.add_argument("--out", required=True, metavar="DIR", help="output folder for the reports (created if missing)")
+    p.add_argument("--format", default=None, metavar="LIST", help=FORMAT_HELP)
     p.add_argument("--config", metavar="FILE", default=None,
                    help="perfreport.toml or pyproject.toml (default: found from the current folder upwards)")
     _store_argument(p)
@@ -90,19 +94,26 @@ def _store_argument(p: argparse.ArgumentParser) -> None:
 def cmd_compare(args: argparse.Namespace) -> int:
     from .config import load_config
     from .pipeline import compare, report_document
-    from .report.json_report import render
+    from .report import build_report, parse_formats, write_reports
 
+    formats = parse_formats(args.format)  # before the slow part: a typo fails fast
     config = load_config(args.config)
     comparison = compare(args.baseline, args.candidate, config=config, store=args.store, workers=args.workers)
     document = report_document(comparison)
+    document["command"] = reproduce_command(args)
     out = Path(args.out)
-    try:
-        atomic_write(out / "report.json", render(document))
+    try:  # report.json is always written: it is what machines and later renders read
+        paths = write_reports(build_report(document), out, ("json", *formats))
     except OSError as exc:
-        raise PerfreportError(f"{out / 'report.json'}: cannot write the report ({exc.strerror or exc})") from None
+        raise PerfreportError(f"{out}: cannot write the report ({exc.strerror or exc})") from None
     print("\n".join(verdict_lines(document)))
-    print(f"\nwrote {out / 'report.json'}")
+    print(f"\nwrote {', '.join(str(p) for p in paths)}")
     return EXIT_FAIL if document["status"] == "fail" else EXIT_OK
+
+
+def reproduce_command(args: argparse.Namespace) -> str:
+    """The command line that reproduces this report (shown in the report's metadata)."""
+    return shlex.join(["perfreport", *args.argv])
 
 
 def verdict_lines(document: dict, max_rows: int = TABLE_ROWS) -> list[str]:
@@ -224,6 +235,9 @@ def cmd_baseline_rm(args: argparse.Namespace) -> int:
 
 def cmd_analyze(args: argparse.Namespace) -> int:
     from .pipeline import analyze, summary_document
+    from .report import build_report, parse_formats, write_reports
+
+    formats = parse_formats(args.format)
 
     if (Path(args.trace_path) / "manifest.json").is_file():  # a stored baseline: its verified traces
         from .pipeline import analyze_loaded, load_candidate
@@ -234,10 +248,16 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         analysis = analyze(args.trace_path, workers=args.workers)
     out = Path(args.out)
     document = summary_document(analysis)
-    atomic_write(out / "summary.json", json_text(document))
-    atomic_write(out / "summary.md", render_summary_markdown(document))
+    document["command"] = reproduce_command(args)
+    try:
+        atomic_write(out / "summary.json", json_text(document))
+        atomic_write(out / "summary.md", render_summary_markdown(document))
+        paths = write_reports(build_report(document), out, formats)
+    except OSError as exc:
+        raise PerfreportError(f"{out}: cannot write the report ({exc.strerror or exc})") from None
     print(render_summary_table(analysis.tables["summary"]))
-    print(f"\nloaded {len(analysis.traces)} rank(s) in {analysis.load_s:.2f} s; wrote {out / 'summary.json'}, {out / 'summary.md'}")
+    written = ", ".join(str(p) for p in [out / "summary.json", out / "summary.md", *paths])
+    print(f"\nloaded {len(analysis.traces)} rank(s) in {analysis.load_s:.2f} s; wrote {written}")
     return EXIT_OK
 
 
@@ -274,6 +294,7 @@ def render_summary_table(df) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(
         level=[logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)],
         format="perfreport: %(levelname)s: %(message)s",
