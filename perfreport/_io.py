@@ -6,6 +6,7 @@ import gzip
 import json
 import math
 import hashlib
+import mmap
 import os
 import struct
 import tempfile
@@ -28,13 +29,28 @@ def is_gzip(path: Path) -> bool:
         return f.read(2) == GZIP_MAGIC
 
 
-def read_trace_bytes(path: Path) -> bytes:
+def read_trace_bytes(path: Path, *, allow_mmap: bool = False) -> bytes | mmap.mmap:
     """The uncompressed bytes of a ``.json`` or ``.json.gz`` file (detected by content).
+
+    With ``allow_mmap``, a plain (not gzipped) file comes back as a read-only ``mmap.mmap`` of
+    it instead of a copy in memory (both are buffers: msgspec and the scanner read either); the
+    caller closes it (``close()`` fails while a view into it, e.g. a ``msgspec.Raw``, is alive).
+    Files that cannot be mapped (pipes, /proc) are read as usual.
 
     Raises TraceError naming the file for unreadable, empty or truncated/corrupt gzip input.
     """
     try:
-        data = path.read_bytes()
+        with open(path, "rb") as f:
+            if allow_mmap:
+                try:
+                    mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+                except (OSError, ValueError):  # empty (ValueError), or not a regular file
+                    mapped = None
+                if mapped is not None:
+                    if mapped[:2] != GZIP_MAGIC:
+                        return mapped
+                    mapped.close()
+            data = f.read()
     except FileNotFoundError:
         raise TraceError(path, "file not found") from None
     except IsADirectoryError:

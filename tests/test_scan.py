@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gzip
 import math
+import mmap
 import os
 import random
 import time
@@ -632,3 +633,377 @@ def test_random_documents_match_reference(seed):
     rng = random.Random(seed)
     doc = "[" + ",".join(_ws(rng) + _random_event(rng) for _ in range(300)) + _ws(rng) + "]"
     both(doc)
+
+
+# --------------------------------------------------------------------------------------------
+# scan_document: a whole trace file in one pass, against the two-pass path it replaces
+# (msgspec splits the top level, the scanner reads the traceEvents text)
+
+from perfreport.errors import TraceError  # noqa: E402
+from perfreport.load import kineto, scanner  # noqa: E402
+from perfreport.load.discover import RankFile  # noqa: E402
+
+_top_level = msgspec.json.Decoder(dict[str, msgspec.Raw])
+
+
+def scan_doc(doc) -> tuple[ScanResult, list]:
+    n, top, rows, values, strings, members = _scan.scan_document(doc, TOP_FIELDS, ARG_FIELDS)
+    return scanner._columns(n, top, rows, values, strings), members
+
+
+def read_document(path: Path) -> bytes:
+    opener = _gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rb") as f:
+        return f.read()
+
+
+def metadata_of(doc: bytes, members) -> dict:
+    """The members' values decoded as the loader does (last duplicate wins)."""
+    return {key: msgspec.json.decode(doc[start:end]) for key, (start, end) in dict(members).items()}
+
+
+def two_pass(doc: bytes) -> tuple[ScanResult, dict]:
+    """What the loader did before scan_document: split with msgspec, scan the traceEvents text."""
+    top = _top_level.decode(doc)
+    events = top.pop("traceEvents")
+    return scan_c(events), {key: msgspec.json.decode(raw) for key, raw in top.items()}
+
+
+def assert_document_matches_two_pass(doc: bytes) -> ScanResult:
+    got, members = scan_doc(doc)
+    want, want_meta = two_pass(doc)
+    assert_same(got, want)
+    assert got.strings == want.strings  # same codes too: the same scanner over the same events
+    meta = metadata_of(doc, members)
+    assert meta == want_meta and list(meta) == list(want_meta)
+    return got
+
+
+@pytest.mark.skipif(not TRACES, reason=f"no traces under {TRACES_DIR}")
+@pytest.mark.parametrize("path", TRACES, ids=lambda p: str(p.relative_to(TRACES_DIR)))
+def test_document_real_trace_matches_two_pass_and_reference(path):
+    doc = read_document(path)
+    got = assert_document_matches_two_pass(doc)
+    if path.stat().st_size < 3_000_000:  # the big ones are checked against scan_py above
+        assert_same(got, scan_py(_top_level.decode(doc)["traceEvents"]))
+    # the member spans are exactly the raw values msgspec finds
+    _, members = scan_doc(doc)
+    top = _top_level.decode(doc)
+    assert [k for k, _ in members] == [k for k in top if k != "traceEvents"]
+    for key, (start, end) in members:
+        assert doc[start:end] == bytes(top[key])
+
+
+def test_document_members_and_layouts():
+    doc = (
+        b' \n{ "schemaVersion" : 1 ,"deviceProperties":[{"id": 0, "name": "A100"}],\n'
+        b'"trace\\u0045vents": [ {"ph": "X", "name": "k", "ts": 1.5, "args": {"stream": 7}} , {} ],'
+        b' "distributedInfo": {"rank": 3}, "caf\xc3\xa9": "\\u00e9", "n\\u0061me": null, "big": 1e400 } \r\n'
+    )
+    res, members = scan_doc(doc)
+    assert res.n_events == 2 and text_of(res, res.top["name"]) == ["k", None]
+    assert res.top["ts"].tolist() == [1500, INT_MISSING] and res.args["stream"].values.tolist() == [7]
+    assert [k for k, _ in members] == ["schemaVersion", "deviceProperties", "distributedInfo", "café", "name", "big"]
+    spans = dict(members)
+    assert doc[slice(*spans["schemaVersion"])] == b"1"
+    assert doc[slice(*spans["deviceProperties"])] == b'[{"id": 0, "name": "A100"}]'
+    assert doc[slice(*spans["big"])] == b"1e400"  # validated as JSON, not converted
+    for doc in (b'{"traceEvents": []}', b'{"traceEvents":[ ]}', b'\t{\n"traceEvents"\n:\n[\n]\n}\n'):
+        res, members = scan_doc(doc)
+        assert res.n_events == 0 and members == [] and all(c.shape == (0,) for c in res.top.values())
+
+
+def test_document_duplicate_keys_last_wins():
+    doc = (
+        b'{"a": 1, "traceEvents": [{"name": "first"}, {"name": "x"}], "a": {"b": 2},'
+        b' "traceEvents": {"not": "a list"}, "traceEvents": [{"name": "last", "args": {"stream": 1}}], "z": 0}'
+    )
+    res = assert_document_matches_two_pass(doc)
+    assert res.n_events == 1 and res.strings == ["last"]  # nothing of the earlier arrays is left
+    assert res.args["stream"].rows.tolist() == [0]
+    _, members = scan_doc(doc)
+    assert [k for k, _ in members] == ["a", "a", "z"]
+    assert metadata_of(doc, members) == {"a": {"b": 2}, "z": 0}
+    with pytest.raises(ValueError, match='"traceEvents" is an object, expected a list'):
+        scan_doc(b'{"traceEvents": [{"name": "a"}], "traceEvents": {}}')
+
+
+DOCUMENT_ERRORS = [
+    (b"[1, 2]", "the top level is not a JSON object"),
+    (b' "x"', "the top level is not a JSON object"),
+    (b"null", "the top level is not a JSON object"),
+    (b"{}", 'no "traceEvents" key at the top level'),
+    (b'{"schemaVersion": 1, "traceevents": []}', 'no "traceEvents" key at the top level'),
+    (b'{"traceEvents": {"a": []}}', '"traceEvents" is an object, expected a list'),
+    (b'{"traceEvents": "[]"}', '"traceEvents" is a string, expected a list'),
+    (b'{"traceEvents": null}', '"traceEvents" is null, expected a list'),
+    (b'{"traceEvents": 12}', '"traceEvents" is not a list, expected a list'),
+    (b'{"traceEvents": true}', '"traceEvents" is not a list, expected a list'),
+    (b"", "invalid JSON at byte 0: unexpected end of input"),
+    (b"  \n", "invalid JSON at byte 3: unexpected end of input"),
+    (b"{not json", "invalid JSON at byte 1: expected a string key"),
+    (b'{"traceEvents": []', "invalid JSON at byte 18: expected ',' or '}'"),
+    (b'{"traceEvents": []} x', "invalid JSON at byte 20: data after the top-level object"),
+    (b'{"traceEvents": [], "a": 1 "b": 2}', "invalid JSON at byte 27: expected ',' or '}'"),
+    (b'{"traceEvents": [{"ph": "X",, }]}', "invalid JSON at byte 28: expected a string key"),
+    (b'{"a": [1, 2,], "traceEvents": []}', "invalid JSON at byte 12: invalid value"),
+    (b'{"traceEvents": [], "a": "\\ud800"}', "invalid JSON at byte 26: invalid utf-16 surrogate pair"),
+    (b'{"traceEvents": [{"x": "\\udc00"}]}', "invalid JSON at byte 24: lone utf-16 low surrogate"),
+    (b'{"traceEvents": [], "a": ' + b"[" * 1100, "invalid JSON at byte 1048: nesting too deep"),
+]
+
+
+@pytest.mark.parametrize("doc,message", DOCUMENT_ERRORS, ids=lambda x: repr(x)[:40])
+def test_document_errors(doc, message):
+    with pytest.raises(ValueError) as info:
+        scan_doc(doc)
+    assert str(info.value) == message
+
+
+def test_document_key_not_utf8():
+    # a top-level key must decode (msgspec decodes the keys too); string values are only skipped
+    with pytest.raises(UnicodeDecodeError):
+        scan_doc(b'{"a\xff": 1, "traceEvents": []}')
+    res, members = scan_doc(b'{"a": "\xff", "traceEvents": [{"cat": "\xfe"}]}')
+    assert members == [("a", (6, 9))] and res.strings == ["\udcfe"]
+
+
+def test_document_truncated_prefixes_raise():
+    events = _sample_doc()
+    doc = b'{\n  "schemaVersion": 1,\n  "deviceProperties": [{"id": 0, "name": "\\u00e9"}],\n  "traceEvents": ' + events
+    doc += b',\n  "traceName": "x",\n  "baseTimeNanoseconds": 1700000000000000000\n}\n'
+    assert_document_matches_two_pass(doc)
+    rng = random.Random(4321)
+    end = len(doc.rstrip())
+    cuts = sorted(set(rng.randrange(end) for _ in range(2000)) | set(range(min(end, 300))) | set(range(end - 100, end)))
+    for cut in cuts:
+        with pytest.raises(ValueError, match=r"^invalid JSON at byte (\d+): |^the top level is not") as info:
+            scan_doc(doc[:cut])
+        offset = str(info.value).split("byte ")[-1].split(":")[0]
+        assert not offset.isdigit() or int(offset) <= cut
+
+
+def _validity_two_pass(doc: bytes) -> bool | None:
+    """Would the two-pass path load ``doc``? None where msgspec's answer is not comparable."""
+    try:
+        top = _top_level.decode(doc)
+    except RecursionError:
+        return None
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return False
+    if bytes(top.get("traceEvents", b"x"))[:1] != b"[":
+        return False
+    try:
+        scan_c(top["traceEvents"])
+    except ValueError:
+        return False
+    return True
+
+
+def test_document_mutations_agree_with_two_pass():
+    """Mutated documents: scan_document accepts exactly what the two-pass path accepts (including
+    lone surrogates, now refused in every string as msgspec does), with the same result."""
+    doc = bytearray(b'{"schemaVersion": 1, "deviceProperties": [{"id": 0, "x": "a\\u00e9\\ud83d\\ude00"}],'
+                    b' "traceEvents": ' + _sample_doc() + b', "traceName": "x\\"y", "z": [1.5e3, true, null]}')
+    ascii_positions = [i for i, b in enumerate(doc) if b < 0x80]
+    rng = random.Random(2024)
+    alphabet = b'{}[]",:\\ \n0123456789.eE+-tfnulrasxudcDC'
+    accepted = rejected = 0
+    for _ in range(1500):
+        mutated = bytearray(doc)
+        for _ in range(rng.randint(1, 3)):
+            mutated[rng.choice(ascii_positions)] = rng.choice(alphabet)
+        mutated = bytes(mutated)
+        valid = _validity_two_pass(mutated)
+        try:
+            got, members = scan_doc(mutated)
+            ok = True
+        except ValueError:
+            ok = False
+        if valid is not None:
+            assert ok == valid, mutated
+        if ok and valid:
+            want, _ = two_pass_raw(mutated)
+            assert_same(got, want)
+        accepted += ok
+        rejected += not ok
+    assert accepted and rejected
+
+
+def two_pass_raw(doc: bytes) -> tuple[ScanResult, dict]:
+    top = _top_level.decode(doc)
+    return scan_c(top.pop("traceEvents")), top
+
+
+def test_document_random_garbage_never_crashes():
+    rng = random.Random(11)
+    for i in range(3000):
+        n = rng.randrange(64)
+        if i % 2:
+            garbage = bytes(rng.randrange(256) for _ in range(n))
+        else:
+            garbage = bytes(rng.choice(b'[]{}",:\\0123456789-.eEtrufalsn \x00\xff') for _ in range(n))
+        for doc in (b"{" + garbage, b'{"traceEvents": [' + garbage, b'{"traceEvents": [], ' + garbage):
+            try:
+                scan_doc(doc)
+            except ValueError:
+                pass
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_document_random_documents_match_reference(seed):
+    rng = random.Random(seed)
+    events = "[" + ",".join(_ws(rng) + _random_event(rng) for _ in range(200)) + _ws(rng) + "]"
+    meta = [f'"m{i}"{_ws(rng)}:{_ws(rng)}{_random_value(rng)}' for i in range(rng.randint(0, 4))]
+    members = meta[: len(meta) // 2] + [f'"traceEvents":{_ws(rng)}{events}'] + meta[len(meta) // 2 :]
+    doc = ("{" + _ws(rng) + ("," + _ws(rng)).join(members) + _ws(rng) + "}").encode()
+    got = assert_document_matches_two_pass(doc)
+    assert_same(got, scan_py(events.encode()))
+
+
+# --------------------------------------------------------------------------------------------
+# the columns own their memory (handed over, not copied) and nothing refers to the input
+
+
+def test_columns_own_their_memory():
+    doc = bytearray(b'{"traceEvents": [{"ph": "X", "ts": 2, "dur": 1.5, "args": {"stream": 7}}, {"ph": "i"}]}')
+    res, _ = scan_doc(doc)
+    n, top, rows, values, strings = _scan.scan(bytearray(doc[16:-1]), TOP_FIELDS, ARG_FIELDS)
+    doc[:] = b" " * len(doc)  # the input is gone: the columns are unaffected, and still readable
+    assert res.top["ts"].tolist() == [2000, INT_MISSING] and res.top["dur"].tolist()[0] == 1.5
+    assert res.args["stream"].rows.tolist() == [0] and res.args["stream"].values.tolist() == [7]
+    col = top[TOP_FIELDS.index(("ts", "n"))]
+    assert type(col) is _scan.Column and len(col) == 16 and bytes(col) == np.array([2000, INT_MISSING]).tobytes()
+    view = memoryview(col)
+    assert view.readonly and view.nbytes == 16
+    with pytest.raises(TypeError, match="read-only"):  # read-only, like the bytes it replaces
+        view[0] = 0
+    with pytest.raises(ValueError, match="WRITEABLE"):
+        np.frombuffer(col, np.int64).setflags(write=True)
+    arr = np.frombuffer(col, np.int64)
+    assert not arr.flags.writeable and arr.base is not None
+    del col, top, view
+    assert arr.tolist() == [2000, INT_MISSING]  # the array keeps its Column (and memory) alive
+    empty = rows[ARG_FIELDS.index(("bytes", "i"))]
+    assert len(empty) == 0 and np.frombuffer(empty, np.int64).shape == (0,)
+
+
+# --------------------------------------------------------------------------------------------
+# the loader: one pass when it can, the same errors and results as the two-pass path, and a
+# memory-mapped .json that is closed when the load is done
+
+
+def _maps_of(path: Path) -> list[str]:
+    with open("/proc/self/maps") as f:
+        return [line for line in f if str(path) in line]
+
+
+def _load_file(path: Path):
+    return kineto.load_rank_file(RankFile(path=path, rank_hint=None, hint_source="none"))
+
+
+def _two_pass_only(monkeypatch) -> None:
+    monkeypatch.setattr(kineto, "scan_document", lambda data: None)
+
+
+@pytest.mark.skipif(not TRACES, reason=f"no traces under {TRACES_DIR}")
+@pytest.mark.parametrize("path", [p for p in TRACES if p.stat().st_size < 3_000_000][:6], ids=lambda p: p.name[:40])
+def test_loader_one_pass_equals_two_pass(path, tmp_path, monkeypatch):
+    plain = tmp_path / "rank.json"
+    plain.write_bytes(read_document(path))
+    for source in (path, plain):
+        with monkeypatch.context() as m:  # a valid file never needs the msgspec split
+            m.setattr(kineto, "_split_top_level", lambda *a: pytest.fail("two-pass path taken"))
+            got = _load_file(source)
+        assert not _maps_of(source), "the map is closed after the load"
+        with monkeypatch.context() as m:
+            _two_pass_only(m)
+            want = _load_file(source)
+        assert got.meta == want.meta
+        assert list(got.strings) == list(want.strings)
+        for name in ("ph", "cat", "name", "pid", "tid", "ts", "dur", "stream", "correlation", "external_id",
+                     "flow_id", "device", "linked", "iteration"):
+            assert np.array_equal(getattr(got, name), getattr(want, name), equal_nan=True), name
+        for name in ("ph", "ts", "linked"):  # no array is a view into the file's memory
+            base = getattr(got, name)
+            while getattr(base, "base", None) is not None:
+                base = base.base
+            assert not isinstance(base, mmap.mmap)
+
+
+ERROR_FILES = [
+    b"[1, 2, 3]",
+    b"{}",
+    b'{"schemaVersion": 1}',
+    b'{"traceEvents": {"a": 1}}',
+    b'{"traceEvents": "x"}',
+    b'{"traceEvents": null}',
+    b'{"traceEvents": 5}',
+    b'{"traceEvents": [{"ph": "X",, }]}',
+    b"{not json",
+    b'{"traceEvents": []} trailing',
+    b'{"traceEvents": [], "a": 1e400}',  # valid JSON, but msgspec cannot decode the value
+    b'{"traceEvents": [{"name": "\\ud800"}]}',
+    b'{"traceEvents": [], "a": "\\udc00"}',
+    b'{"a\xff": 1, "traceEvents": []}',
+    b'{"traceEvents": [' + b"[" * 1100 + b"]" * 1100 + b"]}",
+    b"   ",
+    bytes(range(256)),
+]
+
+
+@pytest.mark.parametrize("content", ERROR_FILES, ids=lambda c: repr(c)[:40])
+def test_loader_errors_same_as_two_pass(content, tmp_path, monkeypatch):
+    path = tmp_path / "bad.json"
+    path.write_bytes(content)
+    with pytest.raises(TraceError) as info:
+        _load_file(path)
+    assert not _maps_of(path), "the map is closed even while the error is alive"
+    with monkeypatch.context() as m:
+        _two_pass_only(m)
+        with pytest.raises(TraceError) as want:
+            _load_file(path)
+    assert str(info.value) == str(want.value)
+    assert str(path) in str(info.value)
+
+
+def test_loader_error_messages():
+    """The wording the CLI shows (tests/test_errors.py checks a few through the CLI)."""
+    def message(content: bytes) -> str:
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as d:
+            p = Path(d) / "t.json"
+            p.write_bytes(content)
+            with pytest.raises(TraceError) as info:
+                _load_file(p)
+            return str(info.value).split(": ", 1)[1]
+
+    assert message(b"[1]") == "not a Kineto trace: the top level is not a JSON object"
+    assert message(b'{"a": 1}') == 'not a Kineto trace: no "traceEvents" key at the top level'
+    assert message(b'{"traceEvents": {}}') == 'not a Kineto trace: "traceEvents" is an object, expected a list'
+    assert message(b'{"traceEvents": "x"}') == 'not a Kineto trace: "traceEvents" is a string, expected a list'
+    assert message(b'{"traceEvents": null}') == 'not a Kineto trace: "traceEvents" is null, expected a list'
+    assert message(b'{"traceEvents": 1}') == 'not a Kineto trace: "traceEvents" is not a list, expected a list'
+    assert message(b"{not json") == "invalid JSON (JSON is malformed: object keys must be strings (byte 1))"
+    assert message(b'{"traceEvents": []} x') == "invalid JSON (JSON is malformed: trailing characters (byte 21))"
+    assert message(b'{"traceEvents": [], "a": 1e400}') == "invalid JSON in 'a' (Number out of range)"
+    assert message(b'{"a\xff": 1, "traceEvents": []}').startswith("invalid JSON ('utf-8' codec can't decode")
+
+
+def test_loader_without_extension(tmp_path, monkeypatch):
+    """No C extension: msgspec splits, scan_py scans (the same model)."""
+    doc = b'{"schemaVersion": 1, "traceEvents": ' + _sample_doc() + b', "traceName": "t"}'
+    path = tmp_path / "t.json"
+    path.write_bytes(doc)
+    got = _load_file(path)
+    monkeypatch.setattr(scanner, "_scan", None)
+    assert scanner.scan_document(doc) is None
+    want = _load_file(path)
+    assert not _maps_of(path)
+    assert got.meta == want.meta and got.n_events == want.n_events
+    for name in ("ph", "name", "ts", "dur", "correlation", "linked"):
+        a, b = getattr(got, name), getattr(want, name)
+        if name in ("ph", "name"):
+            a, b = got.strings[a], want.strings[b]
+        assert np.array_equal(a, b, equal_nan=a.dtype.kind == "f"), name

@@ -7,8 +7,19 @@
  *     scan(buf, top_fields, arg_fields) -> (n_events, top, arg_rows, arg_values, strings)
  *
  * where ``buf`` holds the JSON text of the array itself and the field specs are sequences of
- * ``(key, kind)`` pairs. Columns come back as plain ``bytes`` (native-endian float64 / int64 /
- * int32) so that this module needs only the Python C API; Python wraps them with np.frombuffer.
+ * ``(key, kind)`` pairs, or
+ *
+ *     scan_document(buf, top_fields, arg_fields)
+ *         -> (n_events, top, arg_rows, arg_values, strings, members)
+ *
+ * where ``buf`` holds a whole trace file (the top-level object): its ``traceEvents`` array is
+ * scanned in place, in the same single pass that validates the rest of the document, and every
+ * other member comes back in ``members`` as ``(key, (start, end))``, the byte span of its value
+ * (duplicate keys are all listed; the last "traceEvents" is the one scanned). Python decodes
+ * only those small values. Columns come back as ``Column`` objects: read-only buffers
+ * (native-endian float64 / int64 / int32) that own the block the scanner wrote them into, so
+ * nothing is copied at the end; Python wraps them with np.frombuffer. This module needs only
+ * the Python C API.
  *
  * How it works. The parser walks the text once and validates it fully (any malformed or
  * truncated input raises ValueError with a byte offset; nothing is read past the buffer).
@@ -33,7 +44,13 @@
  *  - kind 'n': a hexadecimal string whose ns overflow int64 is INT64_MIN (scan_py's np.array
  *    raises OverflowError), and so is an exponent so large that Python's Decimal raises
  *    decimal.Overflow (beyond 1e999999).
- * Lone UTF-16 surrogate escapes in a converted string raise ValueError, as msgspec does.
+ * Lone UTF-16 surrogate escapes raise ValueError in any string, converted or skipped, as msgspec
+ * does (so a document is valid for both or neither).
+ *
+ * scan_document raises ValueError for everything that makes the document unusable: malformed
+ * JSON (with a byte offset into the document), a top level that is not an object, no
+ * "traceEvents" key, a "traceEvents" that is not an array, a top-level key that is not valid
+ * UTF-8 (UnicodeDecodeError). Python turns these into its own messages.
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -408,6 +425,7 @@ typedef struct {
 
 typedef struct {
     const char *base, *end; /* the JSON text */
+    const char *what;       /* error message prefix: "invalid JSON in traceEvents" or "invalid JSON" */
 
     FieldMap top, arg;
     Buf *top_cols;  /* one dense column per top field */
@@ -429,8 +447,7 @@ typedef struct {
 static const char *syntax_error(Scan *S, const char *at, const char *msg)
 {
     if (!PyErr_Occurred())
-        PyErr_Format(PyExc_ValueError, "invalid JSON in traceEvents at byte %zd: %s",
-                     (Py_ssize_t)(at - S->base), msg);
+        PyErr_Format(PyExc_ValueError, "%s at byte %zd: %s", S->what, (Py_ssize_t)(at - S->base), msg);
     return NULL;
 }
 
@@ -477,6 +494,20 @@ static void scan_free(Scan *S)
     buf_free(&S->key_buf);
 }
 
+/* Forget every event scanned so far (columns and string table), keeping the memory: a later
+ * duplicate "traceEvents" key replaces the earlier array. */
+static void scan_reset(Scan *S)
+{
+    for (Py_ssize_t k = 0; k < S->top.n; k++)
+        S->top_cols[k].len = 0;
+    for (Py_ssize_t k = 0; k < S->arg.n; k++)
+        S->arg_rows[k].len = S->arg_vals[k].len = 0;
+    S->strings.n = 0;
+    S->strings.text.len = 0;
+    memset(S->strings.slots, 0xFF, S->strings.nslots * sizeof *S->strings.slots);
+    S->n_events = 0;
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* Lexing: whitespace, strings, numbers, literals                                               */
 /* ------------------------------------------------------------------------------------------ */
@@ -492,6 +523,19 @@ static inline int hex_value(char c)
     if (c >= 'A' && c <= 'F')
         return c - 'A' + 10;
     return -1;
+}
+
+/* Four hex digits at p, all before end? */
+static inline int is_hex4(const char *p, const char *end)
+{
+    return end - p >= 4 && hex_value(p[0]) >= 0 && hex_value(p[1]) >= 0 && hex_value(p[2]) >= 0 &&
+           hex_value(p[3]) >= 0;
+}
+
+/* The value of four hex digits checked by is_hex4. */
+static inline unsigned read_hex4(const char *p)
+{
+    return (unsigned)(hex_value(p[0]) << 12 | hex_value(p[1]) << 8 | hex_value(p[2]) << 4 | hex_value(p[3]));
 }
 
 static inline const char *skip_ws(const char *p, const char *end)
@@ -560,12 +604,24 @@ static const char *scan_string(Scan *S, const char *p, int *has_esc)
         case '"': case '\\': case '/': case 'b': case 'f': case 'n': case 'r': case 't':
             p += 2;
             break;
-        case 'u':
-            if (end - p < 6 || hex_value(p[2]) < 0 || hex_value(p[3]) < 0 || hex_value(p[4]) < 0 ||
-                hex_value(p[5]) < 0)
+        case 'u': {
+            if (!is_hex4(p + 2, end))
                 return syntax_error(S, p, "invalid \\u escape");
+            /* UTF-16 surrogates must pair up (high then low) in every string, converted or
+             * not, as msgspec checks them: a document is valid for both or for neither */
+            unsigned cp = read_hex4(p + 2);
+            if (cp >= 0xDC00 && cp <= 0xDFFF)
+                return syntax_error(S, p, "lone utf-16 low surrogate");
+            if (cp >= 0xD800 && cp <= 0xDBFF) {
+                unsigned lo;
+                if (end - p < 12 || p[6] != '\\' || p[7] != 'u' || !is_hex4(p + 8, end) ||
+                    (lo = read_hex4(p + 8)) < 0xDC00 || lo > 0xDFFF)
+                    return syntax_error(S, p, "invalid utf-16 surrogate pair");
+                p += 6;
+            }
             p += 6;
             break;
+        }
         default:
             return syntax_error(S, p, "invalid escape");
         }
@@ -726,11 +782,6 @@ static const char *skip_value(Scan *S, const char *p, int depth, Span *span)
 /* ------------------------------------------------------------------------------------------ */
 /* Decoding strings and minifying values                                                        */
 /* ------------------------------------------------------------------------------------------ */
-
-static inline unsigned read_hex4(const char *p)
-{
-    return (unsigned)(hex_value(p[0]) << 12 | hex_value(p[1]) << 8 | hex_value(p[2]) << 4 | hex_value(p[3]));
-}
 
 static inline char *put_utf8(char *o, uint32_t cp)
 {
@@ -1644,6 +1695,29 @@ static const char *parse_event(Scan *S, const char *p)
     return p;
 }
 
+/* The array of events at p ('['; itself at nesting depth 1, wherever it is in the buffer, so
+ * that scan and scan_document nest the same). Returns the position after its ']'. */
+static const char *parse_events(Scan *S, const char *p)
+{
+    const char *end = S->end;
+    p = skip_ws(p + 1, end);
+    if (p < end && *p == ']')
+        return p + 1;
+    for (;;) {
+        /* non-object elements are events with every field missing */
+        p = p < end && *p == '{' ? parse_event(S, p) : skip_value(S, p, 1, NULL);
+        if (!p || finish_event(S) < 0)
+            return NULL;
+        p = skip_ws(p, end);
+        if (p < end && *p == ',')
+            p = skip_ws(p + 1, end);
+        else if (p < end && *p == ']')
+            return p + 1;
+        else
+            return syntax_error(S, p, "expected ',' or ']'");
+    }
+}
+
 /* The whole buffer: whitespace, the array of events, whitespace. */
 static int parse_document(Scan *S)
 {
@@ -1652,30 +1726,89 @@ static int parse_document(Scan *S)
         syntax_error(S, p, "expected '[' (the traceEvents array)");
         return -1;
     }
-    p = skip_ws(p + 1, end);
-    if (p < end && *p == ']') {
-        p++;
-    } else {
-        for (;;) {
-            /* non-object elements are events with every field missing */
-            p = p < end && *p == '{' ? parse_event(S, p) : skip_value(S, p, 1, NULL);
-            if (!p || finish_event(S) < 0)
-                return -1;
-            p = skip_ws(p, end);
-            if (p < end && *p == ',') {
-                p = skip_ws(p + 1, end);
-            } else if (p < end && *p == ']') {
-                p++;
-                break;
-            } else {
-                syntax_error(S, p, "expected ',' or ']'");
-                return -1;
-            }
-        }
-    }
+    if (!(p = parse_events(S, p)))
+        return -1;
     p = skip_ws(p, end);
     if (p != end) {
         syntax_error(S, p, "data after the array");
+        return -1;
+    }
+    return 0;
+}
+
+/* One top-level member other than "traceEvents": its key (decoded, strict UTF-8) and its value,
+ * at p, appended to ``members`` as (key, (start, end)). Returns the end of the value. */
+static const char *add_member(Scan *S, const char *key, size_t len, const char *p, PyObject *members)
+{
+    PyObject *k = PyUnicode_DecodeUTF8(key, (Py_ssize_t)len, NULL), *item;
+    const char *q;
+    if (!k)
+        return NULL;
+    if (!(q = skip_value(S, p, 1, NULL))) {
+        Py_DECREF(k);
+        return NULL;
+    }
+    item = Py_BuildValue("(N(nn))", k, (Py_ssize_t)(p - S->base), (Py_ssize_t)(q - S->base));
+    if (!item || PyList_Append(members, item) < 0)
+        q = NULL;
+    Py_XDECREF(item);
+    return q;
+}
+
+/* The whole buffer as a trace file: whitespace, the top-level object, whitespace. Its (last)
+ * "traceEvents" array goes into the columns, every other member into ``members``. */
+static int parse_trace_document(Scan *S, PyObject *members)
+{
+    const char *p = skip_ws(S->base, S->end), *end = S->end, *key;
+    size_t len;
+    int done = 0, scanned = 0; /* scanned: an earlier "traceEvents" array is in the columns */
+    char events_first = 0;     /* first byte of the last "traceEvents" value; 0: no such key */
+    if (p >= end) {
+        syntax_error(S, p, "unexpected end of input");
+        return -1;
+    }
+    if (*p != '{') {
+        PyErr_SetString(PyExc_ValueError, "the top level is not a JSON object");
+        return -1;
+    }
+    p = skip_ws(p + 1, end);
+    if (p < end && *p == '}') {
+        p++;
+        done = 1;
+    }
+    while (!done) {
+        if (!(p = read_key(S, p, &key, &len)))
+            return -1;
+        if (len == 11 && memcmp(key, "traceEvents", 11) == 0) {
+            char first = p < end ? *p : 0;
+            if (first == '[') {
+                if (scanned)
+                    scan_reset(S); /* the last duplicate wins, as in a dict */
+                p = parse_events(S, p);
+                scanned = 1;
+            } else {
+                p = skip_value(S, p, 1, NULL);
+            }
+            events_first = first;
+        } else {
+            p = add_member(S, key, len, p, members);
+        }
+        if (!p || !(p = after_member(S, p, &done)))
+            return -1;
+    }
+    p = skip_ws(p, end);
+    if (p != end) {
+        syntax_error(S, p, "data after the top-level object");
+        return -1;
+    }
+    if (!events_first) {
+        PyErr_SetString(PyExc_ValueError, "no \"traceEvents\" key at the top level");
+        return -1;
+    }
+    if (events_first != '[') {
+        const char *kind = events_first == '{' ? "an object" : events_first == '"' ? "a string"
+                         : events_first == 'n' ? "null" : "not a list";
+        PyErr_Format(PyExc_ValueError, "\"traceEvents\" is %s, expected a list", kind);
         return -1;
     }
     return 0;
@@ -1685,33 +1818,97 @@ static int parse_document(Scan *S)
 /* Result and module                                                                            */
 /* ------------------------------------------------------------------------------------------ */
 
-/* A list of bytes objects, one per buffer. */
-static PyObject *bufs_to_list(const Buf *bufs, Py_ssize_t n)
+/* Column: a read-only buffer that owns the PyMem block a column was written into. Handing the
+ * scanner's blocks over this way (instead of copying each into a new bytes object) keeps the
+ * peak memory of a scan at the JSON text plus one copy of the columns. */
+typedef struct {
+    PyObject_HEAD
+    char *data; /* owned (PyMem), NULL when empty */
+    Py_ssize_t len;
+} Column;
+
+static char column_empty[1];
+
+static void column_dealloc(PyObject *self)
+{
+    PyMem_Free(((Column *)self)->data);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static int column_getbuffer(PyObject *self, Py_buffer *view, int flags)
+{
+    Column *c = (Column *)self;
+    return PyBuffer_FillInfo(view, self, c->data ? c->data : column_empty, c->len, 1, flags);
+}
+
+static Py_ssize_t column_length(PyObject *self) { return ((Column *)self)->len; }
+
+static PyBufferProcs column_as_buffer = {.bf_getbuffer = column_getbuffer};
+static PySequenceMethods column_as_sequence = {.sq_length = column_length};
+
+static PyTypeObject ColumnType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "perfreport.load._scan.Column",
+    .tp_basicsize = sizeof(Column),
+    .tp_dealloc = column_dealloc,
+    .tp_as_sequence = &column_as_sequence,
+    .tp_as_buffer = &column_as_buffer,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A scanner output column: a read-only buffer of native-endian numbers (use np.frombuffer).",
+};
+
+/* A Column taking over ``b``'s block (trimmed to its length); ``b`` is left empty. */
+static PyObject *column_from_buf(Buf *b)
+{
+    Column *c = PyObject_New(Column, &ColumnType);
+    if (!c)
+        return NULL;
+    char *data = b->data;
+    if (data && b->len == 0) {
+        PyMem_Free(data);
+        data = NULL;
+    } else if (data && b->len < b->cap) {
+        char *trimmed = PyMem_Realloc(data, b->len); /* shrinking: in place, no copy */
+        if (trimmed)
+            data = trimmed;
+    }
+    c->data = data;
+    c->len = (Py_ssize_t)b->len;
+    b->data = NULL;
+    b->len = b->cap = 0;
+    return (PyObject *)c;
+}
+
+/* A list of Columns, one per buffer (the buffers are emptied). */
+static PyObject *bufs_to_list(Buf *bufs, Py_ssize_t n)
 {
     PyObject *list = PyList_New(n);
     if (!list)
         return NULL;
     for (Py_ssize_t k = 0; k < n; k++) {
-        PyObject *b = PyBytes_FromStringAndSize(bufs[k].data ? bufs[k].data : "", (Py_ssize_t)bufs[k].len);
-        if (!b) {
+        PyObject *c = column_from_buf(&bufs[k]);
+        if (!c) {
             Py_DECREF(list);
             return NULL;
         }
-        PyList_SET_ITEM(list, k, b);
+        PyList_SET_ITEM(list, k, c);
     }
     return list;
 }
 
-static PyObject *build_result(const Scan *S)
+/* The result tuple; ``members`` (may be NULL) is appended as its last item. */
+static PyObject *build_result(Scan *S, PyObject *members)
 {
+    PyObject *strings = interner_to_list(&S->strings); /* first, while the text is all there */
+    interner_free(&S->strings);
     PyObject *n = PyLong_FromLongLong(S->n_events);
     PyObject *top = bufs_to_list(S->top_cols, S->top.n);
     PyObject *rows = bufs_to_list(S->arg_rows, S->arg.n);
     PyObject *vals = bufs_to_list(S->arg_vals, S->arg.n);
-    PyObject *strings = interner_to_list(&S->strings);
     PyObject *result = NULL;
     if (n && top && rows && vals && strings)
-        result = PyTuple_Pack(5, n, top, rows, vals, strings);
+        result = members ? PyTuple_Pack(6, n, top, rows, vals, strings, members)
+                         : PyTuple_Pack(5, n, top, rows, vals, strings);
     Py_XDECREF(n);
     Py_XDECREF(top);
     Py_XDECREF(rows);
@@ -1733,8 +1930,32 @@ static PyObject *scan(PyObject *self, PyObject *args)
     memset(&S, 0, sizeof S);
     S.base = view.buf;
     S.end = S.base + view.len;
+    S.what = "invalid JSON in traceEvents";
     if (scan_init(&S, top_spec, arg_spec) == 0 && parse_document(&S) == 0)
-        result = build_result(&S);
+        result = build_result(&S, NULL);
+    scan_free(&S);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static PyObject *scan_document(PyObject *self, PyObject *args)
+{
+    PyObject *obj, *top_spec, *arg_spec, *members, *result = NULL;
+    Py_buffer view;
+    Scan S;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOO:scan_document", &obj, &top_spec, &arg_spec))
+        return NULL;
+    if (PyObject_GetBuffer(obj, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    memset(&S, 0, sizeof S);
+    S.base = view.buf;
+    S.end = S.base + view.len;
+    S.what = "invalid JSON";
+    if ((members = PyList_New(0)) && scan_init(&S, top_spec, arg_spec) == 0 &&
+        parse_trace_document(&S, members) == 0)
+        result = build_result(&S, members);
+    Py_XDECREF(members);
     scan_free(&S);
     PyBuffer_Release(&view);
     return result;
@@ -1748,6 +1969,15 @@ static PyMethodDef scan_methods[] = {
      "int32 string codes for 's');\n"
      "arg_rows[k], arg_values[k]: int64 event positions having args key arg_fields[k], and the\n"
      "values; strings: the string table. Raises ValueError for malformed JSON."},
+    {"scan_document", scan_document, METH_VARARGS,
+     "scan_document(buf, top_fields, arg_fields)\n"
+     "    -> (n_events, top, arg_rows, arg_values, strings, members)\n\n"
+     "Scan a whole trace file (a JSON object) in one pass: its \"traceEvents\" array into columns,\n"
+     "as scan() does, and every other top-level member into members, a list of\n"
+     "(key, (start, end)): the byte span of the member's value in buf (duplicate keys all\n"
+     "listed, in order; the last \"traceEvents\" is the one scanned). Raises ValueError for\n"
+     "malformed JSON (with the byte offset in buf), a top level that is not an object, no\n"
+     "\"traceEvents\" key or a \"traceEvents\" that is not an array."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1761,8 +1991,11 @@ static struct PyModuleDef scan_module = {
 
 PyMODINIT_FUNC PyInit__scan(void)
 {
+    if (PyType_Ready(&ColumnType) < 0)
+        return NULL;
     PyObject *m = PyModule_Create(&scan_module);
-    if (m && PyModule_AddStringConstant(m, "KINDS", KINDS) < 0)
+    if (m && (PyModule_AddStringConstant(m, "KINDS", KINDS) < 0 ||
+              PyModule_AddObjectRef(m, "Column", (PyObject *)&ColumnType) < 0))
         Py_CLEAR(m);
     return m;
 }

@@ -1,13 +1,17 @@
 """One Kineto trace file -> one :class:`RankTrace`.
 
-The file is decompressed once, its top level split with msgspec into raw values (metadata keys
-are decoded, ``traceEvents`` is handed to the scanner as raw JSON text), and the scanner's
-columns are turned into the model's: pid/tid resolved, args made dense where every analysis
+The file is decompressed once (a plain ``.json`` is memory-mapped, not copied) and read in one
+pass by the C scanner, which scans ``traceEvents`` in place and gives the byte spans of the other
+top-level members (metadata, decoded with msgspec). Without the extension, or when that pass
+rejects the file, the top level is split with msgspec into raw values and ``traceEvents`` handed
+to the scanner as raw JSON text (so errors are worded the same either way). The scanner's
+columns are then turned into the model's: pid/tid resolved, args made dense where every analysis
 needs them, CPU<->GPU links and profiler-step numbers computed with whole-array numpy.
 """
 
 from __future__ import annotations
 
+import mmap
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +23,7 @@ from ..errors import TraceError
 from ..model import GPU_SIDE_CATEGORIES, RUNTIME_CATEGORIES, STEP_NAME, TEXT_ID_BASE, RankTrace, TraceMeta
 from .discover import RankFile
 from .fields import INT_MISSING, ScanResult
-from .scanner import scan
+from .scanner import scan, scan_document
 
 _top_decoder = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _FLOW_CATEGORIES = ("ac2g", "async", "async_cpu_to_gpu")
@@ -29,18 +33,65 @@ _FLOW_CATEGORIES = ("ac2g", "async", "async_cpu_to_gpu")
 def load_rank_file(rank_file: RankFile) -> RankTrace:
     """Load one rank file. Raises TraceError naming the file for anything unusable."""
     path = rank_file.path
-    data = read_trace_bytes(path)
+    data = read_trace_bytes(path, allow_mmap=True)
     json_bytes = len(data)
-    top = _split_top_level(path, data)
-    raw_events = top.pop("traceEvents")
-    metadata = {key: _decode_value(path, key, raw) for key, raw in top.items()}
     try:
-        result = scan(raw_events)
-    except ValueError as exc:
-        raise TraceError(path, f"invalid JSON in traceEvents ({exc})") from None
-    del raw_events, top, data  # the raw text is no longer needed: free it before building
+        result, metadata = _scan_trace(path, data)
+    except BaseException:
+        _release(data, strict=False)
+        raise
+    _release(data)  # the raw text is no longer needed: free it before building
+    del data
     meta = _make_meta(rank_file, metadata, json_bytes, ts_origin_us=ts_origin_us(result))
     return build_rank_trace(result, meta)
+
+
+def _release(data: bytes | mmap.mmap, strict: bool = True) -> None:
+    """Unmap a memory-mapped trace. Nothing loaded refers to its memory (the scanners copy what
+    they keep), so closing cannot fail, except (``strict=False``) while an error is propagating
+    whose traceback still holds a view: the map then goes with the error."""
+    if isinstance(data, mmap.mmap):
+        try:
+            data.close()
+        except BufferError:
+            if strict:
+                raise
+
+
+def _scan_trace(path: Path, data) -> tuple[ScanResult, dict[str, Any]]:
+    """The columns of the trace's events and its decoded top-level metadata."""
+    one_pass = _scan_one_pass(data)
+    if one_pass is not None:
+        return one_pass
+    # No C extension, or it rejected the file: split with msgspec, then scan traceEvents. For a
+    # bad file this raises the same TraceError as before there was a one-pass scanner.
+    top = _split_top_level(path, data)
+    raw_events = top.pop("traceEvents")
+    metadata, error = _decode_values(top)
+    if error is None:
+        try:
+            result = scan(raw_events)
+        except ValueError as exc:
+            error = f"invalid JSON in traceEvents ({exc})"
+    del top, raw_events  # views into ``data``: none may outlive this call (see _release)
+    if error is not None:
+        raise TraceError(path, error)
+    return result, metadata
+
+
+def _scan_one_pass(data) -> tuple[ScanResult, dict[str, Any]] | None:
+    """One pass of the C scanner over the whole text, then msgspec on the metadata values only;
+    None when the extension is absent or anything is wrong (then the two-pass path decides)."""
+    try:
+        done = scan_document(data)
+        if done is None:
+            return None
+        result, members = done
+        spans = dict(members)  # duplicate keys: the last wins, in the first one's place (as msgspec)
+        # slicing copies (bytes or mmap alike): the decoded values hold no view into ``data``
+        return result, {key: msgspec.json.decode(data[start:end]) for key, (start, end) in spans.items()}
+    except ValueError:  # includes msgspec.DecodeError and UnicodeDecodeError
+        return None
 
 
 def ts_origin_us(result: ScanResult) -> int:
@@ -56,19 +107,26 @@ def ts_origin_us(result: ScanResult) -> int:
     return int(pool.min() // 1000) if len(pool) else 0
 
 
-def _split_top_level(path: Path, data: bytes) -> dict[str, msgspec.Raw]:
+def _split_top_level(path: Path, data) -> dict[str, msgspec.Raw]:
     try:
         top = _top_decoder.decode(data)
     except msgspec.ValidationError:
         raise TraceError(path, "not a Kineto trace: the top level is not a JSON object") from None
-    except msgspec.DecodeError as exc:
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:  # UnicodeDecodeError: a key not UTF-8
         raise TraceError(path, f"invalid JSON ({_short(exc)})") from None
+    except RecursionError:
+        raise TraceError(path, "invalid JSON (nested too deep)") from None
+    error = None
     if "traceEvents" not in top:
-        raise TraceError(path, 'not a Kineto trace: no "traceEvents" key at the top level')
-    first = bytes(memoryview(top["traceEvents"])[:1])
-    if first != b"[":
-        kind = {b"{": "an object", b'"': "a string", b"n": "null"}.get(first, "not a list")
-        raise TraceError(path, f'not a Kineto trace: "traceEvents" is {kind}, expected a list')
+        error = 'not a Kineto trace: no "traceEvents" key at the top level'
+    else:
+        first = bytes(memoryview(top["traceEvents"])[:1])
+        if first != b"[":
+            kind = {b"{": "an object", b'"': "a string", b"n": "null"}.get(first, "not a list")
+            error = f'not a Kineto trace: "traceEvents" is {kind}, expected a list'
+    if error is not None:
+        del top  # its Raw values are views into ``data``: not kept alive by the traceback
+        raise TraceError(path, error)
     return top
 
 
@@ -76,11 +134,15 @@ def _short(exc: Exception) -> str:
     return str(exc) or type(exc).__name__
 
 
-def _decode_value(path: Path, key: str, raw: msgspec.Raw) -> Any:
-    try:
-        return msgspec.json.decode(raw)
-    except msgspec.DecodeError as exc:  # pragma: no cover - the top level was validated
-        raise TraceError(path, f"invalid JSON in {key!r} ({_short(exc)})") from None
+def _decode_values(top: dict[str, msgspec.Raw]) -> tuple[dict[str, Any], str | None]:
+    """The decoded metadata values, and the error message of the first that does not decode."""
+    metadata: dict[str, Any] = {}
+    for key, raw in top.items():
+        try:
+            metadata[key] = msgspec.json.decode(raw)
+        except msgspec.DecodeError as exc:  # e.g. "Number out of range": the split only skims values
+            return metadata, f"invalid JSON in {key!r} ({_short(exc)})"
+    return metadata, None
 
 
 def _make_meta(rank_file: RankFile, metadata: dict[str, Any], json_bytes: int, ts_origin_us: int) -> TraceMeta:

@@ -19,7 +19,26 @@ _DTYPES = {"f": np.float64, "i": np.int64, "s": np.int32, "n": np.int64}
 
 def scan_c(events_json) -> ScanResult:
     """Run the C scanner and wrap its byte buffers as (read-only) numpy columns."""
-    n, top, rows, values, strings = _scan.scan(events_json, TOP_FIELDS, ARG_FIELDS)
+    return _columns(*_scan.scan(events_json, TOP_FIELDS, ARG_FIELDS))
+
+
+def scan_document(document) -> tuple[ScanResult, list[tuple[str, tuple[int, int]]]] | None:
+    """One pass of the C scanner over a whole trace file (the JSON text of its top-level object).
+
+    Returns the columns of its ``traceEvents`` and, for every other top-level member in file
+    order (duplicate keys included), ``(key, (start, end))``: where its value's JSON text is in
+    ``document``. None when the C extension (or a build of it with ``scan_document``) is absent.
+    Raises ValueError for malformed JSON, a top level that is not an object, or a missing or
+    non-array ``traceEvents``. Nothing returned refers to ``document``'s memory.
+    """
+    if _scan is None or not hasattr(_scan, "scan_document"):
+        return None
+    n, top, rows, values, strings, members = _scan.scan_document(document, TOP_FIELDS, ARG_FIELDS)
+    return _columns(n, top, rows, values, strings), members
+
+
+def _columns(n, top, rows, values, strings) -> ScanResult:
+    """The C scanner's column buffers as (read-only) numpy arrays (no copy: they own them)."""
     return ScanResult(
         n_events=n,
         top={key: np.frombuffer(buf, _DTYPES[kind]) for (key, kind), buf in zip(TOP_FIELDS, top)},
