@@ -201,14 +201,7 @@ class RankTrace:
         The columns never change, so anything derived from them can be shared by every
         analysis that needs it (the call stack, a category mask) instead of recomputed.
         """
-        try:
-            return self._memo[key]
-        except KeyError:
-            value = compute()
-            if isinstance(value, np.ndarray):
-                value.flags.writeable = False
-            self._memo[key] = value
-            return value
+        return _memoised(self._memo, key, compute)
 
     # --- masks: the one definition of each event set -----------------------------------------
     def is_cat(self, categories: Iterable[str]) -> np.ndarray:
@@ -300,11 +293,31 @@ class RankTrace:
         return self.ts + self.meta.ts_origin_us
 
     def span_us(self) -> tuple[float, float]:
-        """(first start, last end) over complete events, in trace µs; (nan, nan) if none."""
-        x = self.complete & np.isfinite(self.dur)
-        if not x.any():
-            return (float("nan"), float("nan"))
-        return (float(self.ts[x].min()), float((self.ts[x] + self.dur[x]).max()))
+        """(first start, last end) over complete events, in trace µs; (nan, nan) if none.
+
+        Memoised: the summary, the queue analyses and the step metrics all ask for it.
+        """
+        def compute() -> tuple[float, float]:
+            x = self.complete & np.isfinite(self.dur)
+            if not x.any():
+                return (float("nan"), float("nan"))
+            ts = self.ts[x]
+            return (float(ts.min()), float((ts + self.dur[x]).max()))
+
+        return self.memo("span_us", compute)
+
+
+def _memoised(store: dict, key: Hashable, compute: Callable[[], Any]) -> Any:
+    """``store[key]``, computed by ``compute()`` the first time (a returned array is made
+    read-only: it is shared)."""
+    try:
+        return store[key]
+    except KeyError:
+        value = compute()
+        if isinstance(value, np.ndarray):
+            value.flags.writeable = False
+        store[key] = value
+        return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -313,6 +326,14 @@ class TraceSet:
 
     ranks: Mapping[int, RankTrace]
     source: str
+    _memo: dict = field(default_factory=dict, repr=False, compare=False)
+    """Derived data over all ranks, computed once per trace set: see :meth:`memo`."""
+
+    def memo(self, key: Hashable, compute: Callable[[], Any]) -> Any:
+        """``compute()`` once per trace set and key, then the same (read-only) result: for
+        cross-rank data several analyses share (the step table, per-step straggler offsets).
+        Per-rank data belongs on :meth:`RankTrace.memo`."""
+        return _memoised(self._memo, key, compute)
 
     def __iter__(self) -> Iterator[RankTrace]:
         return iter(self.ranks[r] for r in sorted(self.ranks))

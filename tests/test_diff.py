@@ -288,3 +288,25 @@ def test_diff_of_real_pair_is_consistent() -> None:
     assert "attn_fwd" in ar["added_kernels"] and (
         "pytorch_flash::flash_fwd_kernel<pytorch_flash::Flash_fwd_kernel_traits>" in ar["removed_kernels"])
     assert ar["added_ops"] == ar["removed_ops"] == []
+
+
+def test_graph_replayed_kernels_count_in_their_launch_step() -> None:
+    """On a real CUDA-graph trace, the kernels each cudaGraphLaunch replays are counted in the
+    step of the launch, with the same names as eager launches (brute force over the raw JSON)."""
+    folder = TRACES / "hta_a100_rank0of16_cudagraph_triton"
+    (path,) = folder.glob("*.json.gz")
+    want = brute_force_profile(path)
+    samples = 5  # ProfilerStep#550..554, all kept by op_profile
+    prof = op_profile(load_cached(str(folder)), exact=True)
+    assert (prof["samples"] == samples).all()
+    got = {(k, n): (c * samples, d * samples) for k, n, c, d in zip(prof["kind"], prof["key"], prof["count_per_step"],
+                                                                    prof["dur_per_step_us"])}
+    assert set(got) == set(want)
+    for key, (count, dur) in want.items():
+        assert got[key][0] == pytest.approx(count) and got[key][1] == pytest.approx(dur, abs=1e-6), key
+    events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    graph_corr = {e["args"]["correlation"] for e in events if e.get("name") == "cudaGraphLaunch"}
+    replayed = {e["name"] for e in events if e.get("cat") == "kernel" and e["args"].get("correlation") in graph_corr}
+    assert len(replayed) >= 10 and all(("gpu", n) in got for n in replayed)
+    normalised = op_profile(load_cached(str(folder)))
+    assert {normalize_kernel_name(n) for n in replayed} <= set(normalised.loc[normalised["kind"] == "gpu", "key"])

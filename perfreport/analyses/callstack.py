@@ -31,7 +31,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..model import GPU_SIDE_CATEGORIES, RankTrace, TraceSet
+from ..model import CPU_OP_CATEGORIES, GPU_SIDE_CATEGORIES, RankTrace, TraceSet
+from .grouping import string_keys
 
 NO_PARENT = -1
 
@@ -43,42 +44,79 @@ def sweep_order(group: np.ndarray, start: np.ndarray, dur: np.ndarray,
     ``group`` separates threads (points of different groups never interleave), ``start``/
     ``dur`` are the spans (dur ≥ 0), ``row`` breaks ties (file order). Positions index the
     input arrays. See the module docstring for the order at equal times.
+
+    Points are sorted by (group, time) first; only the points that share their instant with
+    another point need the tie rules, so only those are ordered again within their instant
+    (:func:`_instant_order_keys`, :func:`_order_within_instants`).
     """
     n = len(start)
     if n == 0:
         return np.empty(0, np.int64), np.empty(0, bool)
-    pos = np.arange(n, dtype=np.int64)
-    ev = np.concatenate([pos, pos])
-    is_open = np.concatenate([np.ones(n, bool), np.zeros(n, bool)])
-    zero = np.concatenate([dur == 0, dur == 0])
     time = np.concatenate([start, start + dur])
     grp = np.concatenate([group, group])
-    d = np.concatenate([dur, dur])
-    r = np.concatenate([row, row]).astype(np.float64)
-    # which kinds of points share each (group, time): positive opens / positive closes
-    t_order = np.lexsort((time, grp))
-    ts_sorted, g_sorted = time[t_order], grp[t_order]
-    new = np.ones(len(ev), bool)
-    new[1:] = (ts_sorted[1:] != ts_sorted[:-1]) | (g_sorted[1:] != g_sorted[:-1])
-    bucket = np.empty(len(ev), np.int64)
-    bucket[t_order] = np.cumsum(new) - 1
-    n_buckets = int(bucket.max()) + 1
+    order = np.lexsort((time, grp))  # points: 0..n-1 open event p, n..2n-1 close event p - n
+    t_sorted, g_sorted = time[order], grp[order]
+    new = np.ones(2 * n, bool)
+    new[1:] = (t_sorted[1:] != t_sorted[:-1]) | (g_sorted[1:] != g_sorted[:-1])
+    instant = np.cumsum(new) - 1  # dense (group, time) id of order[i], ascending
+    shared = ~(new & np.r_[new[1:], True])  # order[i] shares its instant with another point
+    if shared.any():
+        points, inst = order[shared], instant[shared]
+        cls, sub1, sub2 = _instant_order_keys(points, inst, n, dur, row)
+        order[shared] = points[_order_within_instants(inst, cls, sub1, sub2)]
+    return order % n, order < n
+
+
+def _order_within_instants(inst: np.ndarray, cls: np.ndarray, sub1: np.ndarray, sub2: np.ndarray) -> np.ndarray:
+    """The stable permutation that sorts points by (inst, cls, sub1, sub2), ``inst`` ascending.
+
+    Most shared instants hold two points (one event ends as the next starts, or a
+    zero-duration event opens and closes): those are ordered by one vectorised comparison;
+    only larger instants are sorted.
+    """
+    perm = np.arange(len(inst))
+    if np.isnan(sub1).any() or np.isnan(sub2).any():  # NaN order is the sort's: leave it to the sort
+        return np.lexsort((sub2, sub1, inst * 5 + (cls + 1)))
+    size = np.bincount(inst)[inst]
+    a = np.flatnonzero((size == 2) & np.r_[True, inst[1:] != inst[:-1]])  # first point of each pair
+    b = a + 1
+    swap = (cls[b] < cls[a]) | ((cls[b] == cls[a]) & ((sub1[b] < sub1[a])
+                                                      | ((sub1[b] == sub1[a]) & (sub2[b] < sub2[a]))))
+    perm[a[swap]], perm[b[swap]] = b[swap], a[swap]
+    big = np.flatnonzero(size > 2)
+    perm[big] = big[np.lexsort((sub2[big], sub1[big], inst[big] * 5 + (cls[big] + 1)))]  # cls: -1..3
+    return perm
+
+
+def _instant_order_keys(points: np.ndarray, instant: np.ndarray, n: int, dur: np.ndarray,
+                        row: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Sort keys (class, sub1, sub2) of sweep points at the same instant (module docstring).
+
+    ``points`` are point ids (< n: open of event p, else close of event p - n), ``instant``
+    their dense (group, time) id. Class within an instant: positive closes, positive opens,
+    zero-duration points (a zero-duration event written before an event opening at an instant
+    where another closes goes first). Within a class, opens longer first then file order;
+    closes shorter first then reverse file order; zero points: opens (file order) before
+    closes (reverse file order).
+    """
+    is_open = points < n
+    ev = points % n
+    d = dur[ev]
+    zero = d == 0
+    r = row[ev].astype(np.float64)
+    n_inst = int(instant.max()) + 1
     pos_open = is_open & ~zero
-    has_open = np.bincount(bucket, weights=pos_open, minlength=n_buckets) > 0
-    has_close = np.bincount(bucket, weights=(~is_open & ~zero), minlength=n_buckets) > 0
-    both = (has_open & has_close)[bucket]
-    first_open_row = np.full(n_buckets, np.inf)
-    np.minimum.at(first_open_row, bucket[pos_open], r[pos_open])
-    zero_before = r < first_open_row[bucket]  # a zero-length event written before the opening one
-    # class rank within an instant: positive closes, positive opens, zero-duration points
+    has_open = np.bincount(instant, weights=pos_open, minlength=n_inst) > 0
+    has_close = np.bincount(instant, weights=(~is_open & ~zero), minlength=n_inst) > 0
+    both = (has_open & has_close)[instant]
+    first_open_row = np.full(n_inst, np.inf)
+    np.minimum.at(first_open_row, instant[pos_open], r[pos_open])
+    zero_before = r < first_open_row[instant]  # a zero-length event written before the opening one
     cls = np.where(zero, np.where(both, np.where(zero_before, -1, 3), 1),
                    np.where(is_open, np.where(both, 2, 0), np.where(both, 0, 2)))
-    # within a class: opens longer first then file order; closes shorter first then reverse
-    # file order; zero points: all opens (file order) before all closes (reverse file order)
     sub1 = np.where(zero, np.where(is_open, 0.0, 1.0), np.where(is_open, -d, d))
     sub2 = np.where(is_open, r, -r)
-    order = np.lexsort((sub2, sub1, cls, time, grp))
-    return ev[order], is_open[order]
+    return cls, sub1, sub2
 
 
 def parents_from_sweep(ev: np.ndarray, is_open: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -91,22 +129,30 @@ def parents_from_sweep(ev: np.ndarray, is_open: np.ndarray, n: int) -> tuple[np.
     depth = np.full(n, -1, dtype=np.int64)
     if len(ev) == 0:
         return parent, depth
-    step = np.where(is_open, 1, -1)
+    step = is_open.astype(np.int64) * 2 - 1
     level = np.cumsum(step) - step  # height before each point
     opens = np.flatnonzero(is_open)
     lvl = level[opens]
+    depth[ev[opens]] = lvl
+    # opens sorted by (level, position): positions already ascend, so a stable sort on the level
+    by_level = stable_order(lvl)
+    opens, lvl = opens[by_level], lvl[by_level]
     span = len(ev) + 1
     keys = lvl * span + opens
-    order = np.argsort(keys, kind="stable")
-    keys_sorted = keys[order]
-    q = np.searchsorted(keys_sorted, (lvl - 1) * span + opens) - 1
+    q = np.searchsorted(keys, keys - span) - 1  # the last open one level up, before each open
     found = (lvl > 0) & (q >= 0)
     q = np.clip(q, 0, None)
-    found &= lvl[order][q] == lvl - 1
-    par_point = opens[order][q]
-    parent[ev[opens[found]]] = ev[par_point[found]]
-    depth[ev[opens]] = lvl
+    found &= lvl[q] == lvl - 1
+    parent[ev[opens[found]]] = ev[opens[q[found]]]
     return parent, depth
+
+
+def stable_order(values: np.ndarray) -> np.ndarray:
+    """``np.argsort(values, kind="stable")`` for integers, as a radix sort when they fit in
+    16 bits (depths and levels do): linear time instead of a merge sort."""
+    if len(values) and -(1 << 15) <= values.min() and values.max() < (1 << 15):
+        return np.argsort(values.astype(np.int16), kind="stable")
+    return np.argsort(values, kind="stable")
 
 
 def tree_depth(parent: np.ndarray) -> np.ndarray:
@@ -132,7 +178,7 @@ def levels(depth: np.ndarray) -> list[np.ndarray]:
     nodes = np.flatnonzero(depth >= 0)
     if len(nodes) == 0:
         return []
-    order = nodes[np.argsort(-depth[nodes], kind="stable")]
+    order = nodes[stable_order(-depth[nodes])]
     d = depth[order]
     cuts = np.flatnonzero(d[1:] != d[:-1]) + 1
     return np.split(order, cuts)
@@ -140,12 +186,36 @@ def levels(depth: np.ndarray) -> list[np.ndarray]:
 
 def subtree_reduce(parent: np.ndarray, depth: np.ndarray, values: np.ndarray, ufunc) -> np.ndarray:
     """``ufunc`` (np.add / np.minimum / np.maximum) of ``values`` over each node's subtree."""
+    return reduce_levels(parent, levels(depth), values, ufunc)
+
+
+def reduce_levels(parent: np.ndarray, by_level: list[np.ndarray], values: np.ndarray, ufunc) -> np.ndarray:
+    """:func:`subtree_reduce` given the :func:`levels` (deepest first), so that several
+    reductions over one tree group its nodes by depth only once."""
     acc = values.copy()
-    for lv in levels(depth):
+    for lv in by_level:
         p = parent[lv]
         ok = p >= 0
         ufunc.at(acc, p[ok], acc[lv[ok]])
     return acc
+
+
+def topmost_match(parent: np.ndarray, by_level: list[np.ndarray], matches: np.ndarray) -> np.ndarray:
+    """Per node: the outermost node on its path to the root, itself included, where
+    ``matches`` holds; -1 if none. ``by_level`` is :func:`levels` (deepest first).
+
+    One top-down pass over the depth levels (children inherit their parent's answer), so the
+    cost is one visit per node whatever the depth. A matching node whose answer is itself is
+    an *outermost* match (no matching ancestor).
+    """
+    top = np.where(matches, np.arange(len(parent)), -1)
+    for lv in reversed(by_level):  # shallowest first: a parent's answer is final before its children
+        p = parent[lv]
+        ok = p >= 0
+        child, inherited = lv[ok], top[p[ok]]
+        has = inherited >= 0
+        top[child[has]] = inherited[has]
+    return top
 
 
 def ancestor_at_depth(parent: np.ndarray, depth: np.ndarray, target: int) -> np.ndarray:
@@ -169,7 +239,21 @@ def thread_ids(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
     """Dense id of each (pid, tid) pair, numbered in sorted (pid, tid) order."""
     if len(pid) == 0:
         return np.empty(0, np.int64)
-    return np.unique(np.stack([pid, tid], axis=1), axis=0, return_inverse=True)[1].ravel().astype(np.int64)
+    # hash-based codes (few distinct ids) instead of a row-wise np.unique over (pid, tid) pairs
+    pid_code = pd.factorize(pid, sort=True)[0].astype(np.int64)
+    tid_code = pd.factorize(tid, sort=True)[0].astype(np.int64)
+    pair = pid_code * (int(tid_code.max()) + 1) + tid_code  # ascends with (pid, tid)
+    return dense_ranks(pair)
+
+
+def dense_ranks(values: np.ndarray) -> np.ndarray:
+    """Rank of each non-negative integer among the distinct values (0 = smallest), as
+    ``np.unique(values, return_inverse=True)[1]``; a presence table when the values are small."""
+    if len(values) and int(values.max()) < 4 * len(values) + 1024:
+        present = np.zeros(int(values.max()) + 1, dtype=np.int64)
+        present[values] = 1
+        return (np.cumsum(present) - 1)[values]
+    return np.unique(values, return_inverse=True)[1].ravel().astype(np.int64)
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +303,47 @@ def _build_call_stack(trace: RankTrace) -> CallStack:
     return CallStack(parent=parent, depth=depth, is_node=is_node)
 
 
+def stack_levels(trace: RankTrace) -> list[np.ndarray]:
+    """:func:`levels` of the rank's :func:`call_stack`, memoised: shared by every pass over it."""
+    return trace.memo("call_stack_levels", lambda: levels(call_stack(trace).depth))
+
+
+def outermost_ops(trace: RankTrace) -> np.ndarray:
+    """Per event: its outermost enclosing CPU operator (``cpu_op``, itself included), -1 if
+    none (see :func:`topmost_match`). Memoised: op_kernels and kernel_sequences share it."""
+    def compute() -> np.ndarray:
+        stack = call_stack(trace)
+        return topmost_match(stack.parent, stack_levels(trace), cpu_ops(trace, stack))
+
+    return trace.memo("outermost_cpu_ops", compute)
+
+
+def cpu_ops(trace: RankTrace, stack: CallStack) -> np.ndarray:
+    """CPU operators (``cpu_op`` events) that are nodes of the call stack."""
+    return trace.complete & trace.is_cat(CPU_OP_CATEGORIES) & stack.is_node
+
+
+def subtree_gpu_work(trace: RankTrace) -> tuple[np.ndarray, np.ndarray]:
+    """(num_kernels, kernel_dur_sum_us) per event over the rank's :func:`call_stack`: the two
+    columns of :func:`kernel_totals` that op_kernels and kernel_sequences use, memoised and
+    computed alone (no first/last reductions, no frame)."""
+    def compute() -> tuple[np.ndarray, np.ndarray]:
+        stack = call_stack(trace)
+        gpu, dur = _gpu_nodes(trace, stack)
+        count = reduce_levels(stack.parent, stack_levels(trace), gpu.astype(np.int64), np.add)
+        total = reduce_levels(stack.parent, stack_levels(trace), dur, np.add)
+        count.flags.writeable = total.flags.writeable = False
+        return count, total
+
+    return trace.memo("subtree_gpu_work", compute)
+
+
+def _gpu_nodes(trace: RankTrace, stack: CallStack) -> tuple[np.ndarray, np.ndarray]:
+    """(GPU work in the tree, its duration: 0 elsewhere and for a missing duration)."""
+    gpu = stack.is_node & trace.gpu_activity()
+    return gpu, np.where(gpu, np.nan_to_num(trace.dur), 0.0)
+
+
 def kernel_totals(trace: RankTrace, stack: CallStack) -> pd.DataFrame:
     """Per event: GPU work in its subtree (a GPU event counts itself).
 
@@ -227,12 +352,12 @@ def kernel_totals(trace: RankTrace, stack: CallStack) -> pd.DataFrame:
     without GPU work) and ``kernel_span_us`` (last end - first start, 0 without GPU work).
     """
     n = trace.n_events
-    gpu = stack.is_node & trace.gpu_activity()
-    dur = np.where(gpu, np.nan_to_num(trace.dur), 0.0)
-    count = subtree_reduce(stack.parent, stack.depth, gpu.astype(np.int64), np.add)
-    total = subtree_reduce(stack.parent, stack.depth, dur, np.add)
-    first = subtree_reduce(stack.parent, stack.depth, np.where(gpu, trace.ts, np.inf), np.minimum)
-    last = subtree_reduce(stack.parent, stack.depth, np.where(gpu, trace.ts + dur, -np.inf), np.maximum)
+    gpu, dur = _gpu_nodes(trace, stack)
+    by_level = levels(stack.depth)
+    count = reduce_levels(stack.parent, by_level, gpu.astype(np.int64), np.add)
+    total = reduce_levels(stack.parent, by_level, dur, np.add)
+    first = reduce_levels(stack.parent, by_level, np.where(gpu, trace.ts, np.inf), np.minimum)
+    last = reduce_levels(stack.parent, by_level, np.where(gpu, trace.ts + dur, -np.inf), np.maximum)
     has = count > 0
     return pd.DataFrame({
         "num_kernels": count,
@@ -253,23 +378,15 @@ def op_kernels(traces: TraceSet) -> pd.DataFrame:
     """
     frames = []
     for t in traces:
-        stack = call_stack(t)
-        tot = kernel_totals(t, stack)
-        ops = t.complete & t.is_cat(("cpu_op", "Operator")) & stack.is_node
-        # an op is outermost if no ancestor is an op: walk up level by level
-        outer = ops.copy()
-        anc = stack.parent.copy()
-        while (anc >= 0).any():
-            live = anc >= 0
-            outer[live & ops] &= ~ops[anc[live & ops]]
-            anc[live] = stack.parent[anc[live]]
-        rows = np.flatnonzero(outer)
+        num_kernels, kernel_dur = subtree_gpu_work(t)
+        rows = np.flatnonzero(outermost_ops(t) == np.arange(t.n_events))
         if len(rows) == 0:
             continue
-        f = pd.DataFrame({"rank": t.rank, "name": t.decode(t.name[rows]), "calls": 1, "cpu_dur_us": t.dur[rows],
-                          "num_kernels": tot["num_kernels"].to_numpy()[rows],
-                          "kernel_dur_sum_us": tot["kernel_dur_sum_us"].to_numpy()[rows]})
-        frames.append(f.groupby(["rank", "name"], as_index=False, sort=True).sum())
+        key, labels = string_keys(t.name[rows], t.strings)  # groups as the names do, without hashing them
+        sums = pd.DataFrame({"key": key, "calls": 1, "cpu_dur_us": t.dur[rows], "num_kernels": num_kernels[rows],
+                             "kernel_dur_sum_us": kernel_dur[rows]}).groupby("key", sort=True).sum()
+        frames.append(pd.DataFrame({"rank": t.rank, "name": labels[sums.index.to_numpy()],
+                                    **{c: sums[c].to_numpy() for c in sums.columns}}))
     cols = ["rank", "name", "calls", "cpu_dur_us", "num_kernels", "kernel_dur_sum_us"]
     if not frames:
         return pd.DataFrame(columns=cols)

@@ -380,7 +380,15 @@ def _matched_calls(traces: TraceSet) -> pd.DataFrame:
     """collectives() of the calls seen on at least two ranks, with ``call_index`` (the i-th call
     of its (kind, process_group) in its step on its rank), ``overlapping`` (whether every rank's
     kernel of the call overlaps every other's: max start <= min end) and ``lateness_us`` (start
-    minus the earliest start of the same call on any rank)."""
+    minus the earliest start of the same call on any rank).
+
+    Computed once per trace set (the skew and the straggler evidence share it); each call gets
+    its own (shallow, copy-on-write) frame.
+    """
+    return traces.memo("matched_calls", lambda: _match_calls(traces)).copy(deep=False)
+
+
+def _match_calls(traces: TraceSet) -> pd.DataFrame:
     c = collectives(traces)
     c = c.sort_values(["rank", "kind", "process_group", "step", "ts_us"], kind="stable").reset_index(drop=True)
     c["call_index"] = c.groupby(["rank", "kind", "process_group", "step"]).cumcount().astype(np.int64)
@@ -402,7 +410,14 @@ def collective_skew(traces: TraceSet) -> pd.DataFrame:
     the pairing is wrong (a rank's trace lacks or adds a call, as sampled traces do, or the two
     ranks talk in different groups) or the clocks disagree; such rows are listed but their
     skew is not evidence. Empty with one rank.
+
+    Computed once per trace set (the straggler evidence uses it too); each call gets its own
+    (shallow, copy-on-write) frame.
     """
+    return traces.memo("collective_skew", lambda: _collective_skew(traces)).copy(deep=False)
+
+
+def _collective_skew(traces: TraceSet) -> pd.DataFrame:
     c = _matched_calls(traces)
     if not len(c):
         return _empty(SKEW_COLUMNS)

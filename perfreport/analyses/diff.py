@@ -26,6 +26,7 @@ the columns; the share of the total delta is NaN when the kind's total delta is 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from functools import reduce
 
 import numpy as np
@@ -185,10 +186,38 @@ def _common_steps(traces: TraceSet) -> np.ndarray:
 _GROUP_COLUMNS = ["rank", "step", "kind", "key", "name", "count", "dur_us"]
 
 
-def _rank_groups(trace: RankTrace, steps: np.ndarray, exact: bool) -> pd.DataFrame:
-    """One rank's counted events summed per (step, kind, raw name): count and dur_us."""
+@dataclass(frozen=True)
+class _Pairs:
+    """One rank's counted events of one kind, summed per (step, raw name).
+
+    Pair i has step ``step[i]``, raw name ``names[label[i]]`` and key ``keys[label[i]]``
+    (``names``/``keys``: the distinct names and their keys), ``count[i]`` events and
+    ``dur_us[i]`` µs. Strings stay in the small label arrays until a frame needs them.
+    """
+
+    rank: int
+    kind: str
+    step: np.ndarray
+    label: np.ndarray
+    names: np.ndarray
+    keys: np.ndarray
+    count: np.ndarray
+    dur_us: np.ndarray
+
+
+def _rank_pairs(trace: RankTrace, steps: np.ndarray, exact: bool) -> list[_Pairs]:
+    """:class:`_Pairs` of one rank, cpu_op then gpu (kinds without events left out).
+
+    Memoised per trace, steps and ``exact``: op_profile and op_steps (the gate's per-step
+    samples) start from the same sums.
+    """
+    key = ("op_pairs", tuple(np.asarray(steps).tolist()), bool(exact))
+    return trace.memo(key, lambda: _count_pairs(trace, steps, exact))
+
+
+def _count_pairs(trace: RankTrace, steps: np.ndarray, exact: bool) -> list[_Pairs]:
     usable = np.isfinite(trace.dur) & np.isfinite(trace.ts)
-    in_scope = np.isin(trace.iteration, steps) if len(steps) else np.ones(trace.n_events, dtype=bool)
+    in_scope = _in_steps(trace.iteration, steps) if len(steps) else np.ones(trace.n_events, dtype=bool)
     parts = []
     cpu_ops = trace.complete & trace.is_cat(CPU_OP_CATEGORIES) & ~trace.steps()  # old traces file steps as ops
     for kind, mask in (("cpu_op", cpu_ops), ("gpu", trace.gpu_activity())):
@@ -198,19 +227,70 @@ def _rank_groups(trace: RankTrace, steps: np.ndarray, exact: bool) -> pd.DataFra
         step = trace.iteration[rows] if len(steps) else np.full(len(rows), -1, dtype=np.int64)
         width = len(trace.strings) + 1
         first = int(step.min())
-        pair_ids, inverse = np.unique((step - first) * width + trace.name[rows], return_inverse=True)
-        inverse = inverse.ravel()
-        pairs = np.stack([pair_ids // width + first, pair_ids % width], axis=1)
-        codes, code_of_pair = np.unique(pairs[:, 1], return_inverse=True)
+        pair_ids, counts, durations = _key_sums((step - first) * width + trace.name[rows], trace.dur[rows])
+        codes, code_of_pair = np.unique(pair_ids % width, return_inverse=True)
         names = trace.decode(codes)
-        keys = names if exact or kind == "cpu_op" else np.array([normalize_kernel_name(n) for n in names], object)
-        raw, keys = names[code_of_pair.ravel()], keys[code_of_pair.ravel()]
-        parts.append(pd.DataFrame({
-            "rank": trace.rank, "step": pairs[:, 0], "kind": kind, "key": keys, "name": raw,
-            "count": np.bincount(inverse, minlength=len(pairs)),
-            "dur_us": np.bincount(inverse, weights=trace.dur[rows], minlength=len(pairs)),
-        }))
+        keys = names if exact or kind == "cpu_op" else _normalized(trace, codes)
+        parts.append(_Pairs(rank=trace.rank, kind=kind, step=pair_ids // width + first, label=code_of_pair.ravel(),
+                            names=names, keys=keys, count=counts, dur_us=durations))
+    return parts
+
+
+def _normalized(trace: RankTrace, codes: np.ndarray) -> np.ndarray:
+    """:func:`normalize_kernel_name` of the strings of ``codes`` (object array).
+
+    A string is normalised once per trace (a character-level parse of a long C++ name): the
+    per-trace table fills on demand and is shared by op_profile, op_steps and ops_diff.
+    """
+    table = trace.memo("normalized_kernel_names", dict)
+    for code in codes.tolist():  # a loop over distinct kernel names
+        if code not in table:
+            table[code] = normalize_kernel_name(trace.strings[code] if code >= 0 else "")
+    return np.array([table[c] for c in codes.tolist()], dtype=object)
+
+
+def _in_steps(iteration: np.ndarray, steps: np.ndarray) -> np.ndarray:
+    """``np.isin(iteration, steps)`` for sorted distinct step numbers: two comparisons when
+    they are consecutive (the usual case), else a lookup table over their range."""
+    lo, hi = int(steps[0]), int(steps[-1])
+    inside = (iteration >= lo) & (iteration <= hi)
+    if hi - lo + 1 == len(steps):
+        return inside
+    table = np.zeros(hi - lo + 1, dtype=bool)
+    table[steps - lo] = True
+    return inside & table[np.where(inside, iteration - lo, 0)]
+
+
+def _rank_groups(trace: RankTrace, steps: np.ndarray, exact: bool) -> pd.DataFrame:
+    """One rank's counted events summed per (step, kind, raw name): count and dur_us."""
+    parts = [pd.DataFrame({"rank": p.rank, "step": p.step, "kind": p.kind, "key": p.keys[p.label],
+                           "name": p.names[p.label], "count": p.count, "dur_us": p.dur_us})
+             for p in _rank_pairs(trace, steps, exact)]
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=_GROUP_COLUMNS)
+
+
+def _label_codes(labels: list[np.ndarray], local: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(code per item, distinct strings sorted): item j of part i is ``labels[i][local[i][j]]``;
+    equal strings of different parts (ranks) share a code."""
+    table, inverse = np.unique(np.concatenate(labels), return_inverse=True)
+    offsets = np.cumsum([0] + [len(x) for x in labels[:-1]])
+    return np.concatenate([inverse.ravel()[o + codes] for o, codes in zip(offsets, local)]), table
+
+
+def _key_sums(key: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(distinct keys ascending, rows per key, sum of ``weights`` per key).
+
+    Small non-negative keys (steps × names) are counted straight into a table with
+    ``np.bincount`` instead of sorted by ``np.unique``; both sum each key's weights in row
+    order, so the sums are the same to the last bit.
+    """
+    if len(key) and key.min() >= 0 and key.max() < 8 * len(key) + 4096:
+        counts = np.bincount(key)
+        present = np.flatnonzero(counts)
+        return present, counts[present], np.bincount(key, weights=weights)[present]
+    ids, inverse = np.unique(key, return_inverse=True)
+    inverse = inverse.ravel()
+    return ids, np.bincount(inverse, minlength=len(ids)), np.bincount(inverse, weights=weights, minlength=len(ids))
 
 
 def _events(traces: TraceSet, exact: bool) -> tuple[pd.DataFrame, int]:
@@ -238,13 +318,27 @@ def op_steps(traces: TraceSet, exact: bool = False) -> pd.DataFrame:
 def op_profile(traces: TraceSet, exact: bool = False) -> pd.DataFrame:
     """Per (kind, key): ``count_per_step``, ``dur_per_step_us`` (means per rank and step, see
     the module docstring), ``dur_per_call_us``, the number of ``samples`` averaged and of raw
-    ``names`` merged into the key. Sorted by kind, then by time per step, largest first."""
-    events, samples = _events(traces, exact)
-    if events.empty:
+    ``names`` merged into the key. Sorted by kind, then by time per step, largest first.
+
+    Grouped on integer (kind, key) codes over the (rank, step, name) sums in the order of
+    :func:`op_steps`' rows, so the sums are the ones a grouping by the strings gives.
+    """
+    steps = _common_steps(traces)
+    pairs = [p for t in traces for p in _rank_pairs(t, steps, exact)]
+    if not pairs:
         return _empty(PROFILE_COLUMNS)
-    g = events.groupby(["kind", "key"], sort=False)
-    out = g[["count", "dur_us"]].sum().reset_index()
-    out["names"] = g["name"].nunique().to_numpy()
+    samples = len(traces) * (len(steps) if len(steps) else 1)
+    key, keys = _label_codes([p.keys for p in pairs], [p.label for p in pairs])
+    name, names = _label_codes([p.names for p in pairs], [p.label for p in pairs])
+    kind = np.concatenate([np.full(len(p.label), KINDS.index(p.kind)) for p in pairs])
+    group = kind * len(keys) + key
+    sums = pd.DataFrame({"group": group, "count": np.concatenate([p.count for p in pairs]),
+                         "dur_us": np.concatenate([p.dur_us for p in pairs])}).groupby("group", sort=False).sum()
+    ids = sums.index.to_numpy()
+    distinct_names = np.unique(group * len(names) + name) // len(names)  # one per (group, raw name)
+    out = pd.DataFrame({"kind": np.array(KINDS, dtype=object)[ids // len(keys)], "key": keys[ids % len(keys)],
+                        "count": sums["count"].to_numpy(), "dur_us": sums["dur_us"].to_numpy()})
+    out["names"] = np.bincount(distinct_names, minlength=len(KINDS) * len(keys))[ids]
     out["samples"] = samples
     out["count_per_step"] = out["count"] / samples
     out["dur_per_step_us"] = out["dur_us"] / samples

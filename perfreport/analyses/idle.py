@@ -37,14 +37,32 @@ def stream_gaps(trace: RankTrace, consecutive_kernel_delay_us: float = DEFAULT_C
                 ) -> pd.DataFrame:
     """One row per piece of GPU work: stream, step, gap_us before it (NaN for the first on its
     stream) and idle_category (None unless the gap is positive)."""
+    gaps = coded_gaps(trace, consecutive_kernel_delay_us)
+    category = np.array([*CATEGORIES, None], dtype=object)[gaps["category"].to_numpy()]  # -1: None
+    return pd.DataFrame({"rank": trace.rank, "stream": gaps["stream"].to_numpy(), "step": gaps["step"].to_numpy(),
+                         "gap_us": gaps["gap_us"].to_numpy(), "idle_category": category})
+
+
+def coded_gaps(trace: RankTrace, consecutive_kernel_delay_us: float = DEFAULT_CONSECUTIVE_KERNEL_DELAY_US,
+               ) -> pd.DataFrame:
+    """:func:`stream_gaps` with the category as its index in CATEGORIES (-1: not idle).
+
+    Memoised per trace and delay (the three idle analyses share it): read it, never modify
+    it. Integer categories keep the groupings on integers.
+    """
+    return trace.memo(("stream_gaps", float(consecutive_kernel_delay_us)),
+                      lambda: _coded_gaps(trace, consecutive_kernel_delay_us))
+
+
+def _coded_gaps(trace: RankTrace, consecutive_kernel_delay_us: float) -> pd.DataFrame:
     rows = np.flatnonzero(trace.gpu_activity() & np.isfinite(trace.dur) & np.isfinite(trace.ts))
     stream, ts = trace.stream[rows], trace.ts[rows]
     end = ts + trace.dur[rows]
     order = np.lexsort((end, ts, stream))
     rows, stream, ts, end = rows[order], stream[order], ts[order], end[order]
-    reach = pd.Series(end).groupby(stream).cummax().to_numpy()
     first = np.ones(len(rows), dtype=bool)
     first[1:] = stream[1:] != stream[:-1]
+    reach = running_max_per_run(end, np.flatnonzero(first))
     prev_reach = np.concatenate([[np.nan], reach[:-1]])
     prev_reach[first] = np.nan
     gap = ts - prev_reach
@@ -53,38 +71,67 @@ def stream_gaps(trace: RankTrace, consecutive_kernel_delay_us: float = DEFAULT_C
     with np.errstate(invalid="ignore"):
         idle = gap > 0
         host = launch_ts > prev_reach
-        category = np.where(host, CATEGORIES[0], np.where(gap < consecutive_kernel_delay_us, CATEGORIES[1],
-                                                          CATEGORIES[2])).astype(object)
-    category[~idle] = None
+        category = np.where(host, 0, np.where(gap < consecutive_kernel_delay_us, 1, 2))
+    category[~idle] = -1
     return pd.DataFrame({"rank": trace.rank, "stream": stream, "step": trace.iteration[rows], "gap_us": gap,
-                         "idle_category": category})
+                         "category": category})
 
 
-def _all_categories(gaps: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    """Every (keys..., category) combination for the key values present in ``gaps``."""
-    present = gaps[keys].drop_duplicates()
-    cats = pd.DataFrame({"idle_category": list(CATEGORIES)})
-    return present.merge(cats, how="cross")
+def running_max_per_run(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Running maximum of ``values`` restarted at each of ``starts`` (ascending run starts,
+    the first 0): one ``np.maximum.accumulate`` per run, a loop over streams, not events."""
+    out = np.empty_like(values)
+    for lo, hi in zip(starts, np.append(starts[1:], len(values))):
+        out[lo:hi] = np.maximum.accumulate(values[lo:hi])
+    return out
+
+
+def _grid(gaps: pd.DataFrame, keys: list[str]) -> tuple[pd.DataFrame, np.ndarray]:
+    """(grid, cell): every (keys..., category) combination for the key values present in
+    ``gaps`` (key values in order of first appearance, categories in CATEGORIES order), and
+    for each row of ``gaps`` the position of its combination in the grid.
+
+    Integer codes (``pd.factorize``, first-appearance order) replace a drop_duplicates and a
+    cross join, and the cell position replaces a merge.
+    """
+    present = np.zeros(len(gaps), dtype=np.int64)
+    for k in keys:  # a loop over the key columns
+        present = pd.factorize(present * (len(gaps) + 1) + pd.factorize(gaps[k].to_numpy())[0])[0]
+    first = np.unique(present, return_index=True)[1]
+    n_cat = len(CATEGORIES)
+    grid = pd.DataFrame({k: np.repeat(gaps[k].to_numpy()[first], n_cat) for k in keys})
+    grid["category"] = np.tile(np.arange(n_cat), len(first))
+    return grid, present * n_cat + gaps["category"].to_numpy()
+
+
+def _with_labels(out: pd.DataFrame) -> pd.DataFrame:
+    """``out`` with the idle_category names of its integer categories."""
+    return out.assign(idle_category=np.array(CATEGORIES, dtype=object)[out["category"].to_numpy()])
 
 
 def _breakdown(gaps: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    grid = _all_categories(gaps, keys)
-    idle = gaps[gaps["idle_category"].notna()]
-    agg = idle.groupby(keys + ["idle_category"])["gap_us"].agg(idle_us="sum", gaps="count").reset_index()
-    out = grid.merge(agg, on=keys + ["idle_category"], how="left")
-    out["idle_us"] = out["idle_us"].fillna(0.0)
-    out["gaps"] = out["gaps"].fillna(0).astype(np.int64)
-    total = out.groupby(keys)["idle_us"].transform("sum").to_numpy()
+    grid, cell = _grid(gaps, keys)
+    idle = gaps["category"].to_numpy() >= 0
+    sums = gaps["gap_us"][idle].groupby(cell[idle]).sum()  # pandas' sum, row order: as the merge had it
+    idle_us = np.zeros(len(grid))
+    idle_us[sums.index.to_numpy()] = sums.to_numpy()
+    out = grid.assign(idle_us=idle_us, gaps=np.bincount(cell[idle], minlength=len(grid)).astype(np.int64))
+    total = out["idle_us"].groupby(np.arange(len(grid)) // len(CATEGORIES)).transform("sum").to_numpy()
     with np.errstate(invalid="ignore", divide="ignore"):
         out["idle_share_pct"] = np.where(total > 0, 100.0 * out["idle_us"].to_numpy() / total, np.nan)
-    return out
+    return _with_labels(out)
+
+
+def _all_gaps(traces: TraceSet, consecutive_kernel_delay_us: float) -> pd.DataFrame:
+    """:func:`coded_gaps` of every rank, concatenated."""
+    parts = [coded_gaps(t, consecutive_kernel_delay_us) for t in traces]
+    return pd.concat(parts, ignore_index=True) if parts else _coded_gaps_empty()
 
 
 def idle_breakdown(traces: TraceSet,
                    consecutive_kernel_delay_us: float = DEFAULT_CONSECUTIVE_KERNEL_DELAY_US) -> pd.DataFrame:
     """Per rank, stream and idle category (all three always listed): idle µs, gaps, share %."""
-    parts = [stream_gaps(t, consecutive_kernel_delay_us) for t in traces]
-    gaps = pd.concat(parts, ignore_index=True) if parts else stream_gaps_empty()
+    gaps = _all_gaps(traces, consecutive_kernel_delay_us)
     if len(gaps) == 0:
         return pd.DataFrame(columns=list(BREAKDOWN_COLUMNS))
     return _breakdown(gaps, ["rank", "stream"])[list(BREAKDOWN_COLUMNS)]
@@ -94,8 +141,7 @@ def idle_breakdown_per_step(traces: TraceSet,
                             consecutive_kernel_delay_us: float = DEFAULT_CONSECUTIVE_KERNEL_DELAY_US,
                             ) -> pd.DataFrame:
     """:func:`idle_breakdown` per (rank, step, stream) that ran GPU work in the step."""
-    parts = [stream_gaps(t, consecutive_kernel_delay_us) for t in traces]
-    gaps = pd.concat(parts, ignore_index=True) if parts else stream_gaps_empty()
+    gaps = _all_gaps(traces, consecutive_kernel_delay_us)
     columns = ["rank", "step", *BREAKDOWN_COLUMNS[1:]]
     if len(gaps) == 0:
         return pd.DataFrame(columns=columns)
@@ -105,20 +151,24 @@ def idle_breakdown_per_step(traces: TraceSet,
 def idle_interval_stats(traces: TraceSet,
                         consecutive_kernel_delay_us: float = DEFAULT_CONSECUTIVE_KERNEL_DELAY_US) -> pd.DataFrame:
     """Per rank, stream and idle category: count, mean, std, min, quartiles, max of the gaps (µs)."""
-    parts = [stream_gaps(t, consecutive_kernel_delay_us) for t in traces]
-    gaps = pd.concat(parts, ignore_index=True) if parts else stream_gaps_empty()
+    gaps = _all_gaps(traces, consecutive_kernel_delay_us)
     if len(gaps) == 0:
         return pd.DataFrame(columns=list(STATS_COLUMNS))
-    keys = ["rank", "stream", "idle_category"]
-    grid = _all_categories(gaps, ["rank", "stream"])
-    idle = gaps[gaps["idle_category"].notna()]
-    grouped = idle.groupby(keys)["gap_us"]
+    grid, cell = _grid(gaps, ["rank", "stream"])
+    idle = gaps["category"].to_numpy() >= 0
+    grouped = gaps["gap_us"][idle].groupby(cell[idle])
     stats = grouped.agg(count="count", mean_us="mean", std_us="std", min_us="min", max_us="max")
     for q, name in ((0.25, "p25_us"), (0.5, "p50_us"), (0.75, "p75_us")):
         stats[name] = grouped.quantile(q)
-    out = grid.merge(stats.reset_index(), on=keys, how="left")
+    out = grid.join(stats.reindex(np.arange(len(grid))).reset_index(drop=True))
     out["count"] = out["count"].fillna(0).astype(np.int64)
-    return out[list(STATS_COLUMNS)]
+    return _with_labels(out)[list(STATS_COLUMNS)]
+
+
+def _coded_gaps_empty() -> pd.DataFrame:
+    return pd.DataFrame({"rank": pd.Series(dtype=np.int64), "stream": pd.Series(dtype=np.int64),
+                         "step": pd.Series(dtype=np.int64), "gap_us": pd.Series(dtype=np.float64),
+                         "category": pd.Series(dtype=np.int64)})
 
 
 def stream_gaps_empty() -> pd.DataFrame:

@@ -24,11 +24,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..model import COMMUNICATION, COMPUTATION, MEMORY, RankTrace, TraceSet
+from ..model import COMMUNICATION, COMPUTATION, KERNEL_CLASS_NAMES, MEMORY, RankTrace, TraceSet
+from .grouping import string_keys
 from .intervals import union
 
 CLASSES = (COMPUTATION, COMMUNICATION, MEMORY)
 """Kernel classes that make up GPU busy time, in overlap-label order."""
+_CLASS_POSITION = np.array([CLASSES.index(c) if c in CLASSES else -1 for c in KERNEL_CLASS_NAMES])
+"""Position in CLASSES of each model kernel class (indexed by ``RankTrace.gpu_class()``)."""
 OTHERS = "others"
 DEFAULT_NUM_KERNELS = 10
 DEFAULT_DURATION_RATIO = 0.8
@@ -40,10 +43,61 @@ DISTRIBUTION_COLUMNS = ("kernel_class", "name", "ranks", "sum_us_mean", "sum_us_
 
 
 def gpu_work(trace: RankTrace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(rows, starts, ends, classes) of the rank's GPU work with a duration, in row order."""
-    rows = np.flatnonzero(trace.gpu_activity() & np.isfinite(trace.dur) & np.isfinite(trace.ts))
-    starts = trace.ts[rows]
-    return rows, starts, starts + trace.dur[rows], trace.kernel_classes(rows)
+    """(rows, starts, ends, classes) of the rank's GPU work with a duration, in row order.
+
+    Memoised on the trace (most GPU analyses start from it); the arrays are read-only.
+    """
+    def compute() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        rows = np.flatnonzero(trace.gpu_activity() & np.isfinite(trace.dur) & np.isfinite(trace.ts))
+        starts = trace.ts[rows]
+        return _read_only(rows, starts, starts + trace.dur[rows], trace.kernel_classes(rows))
+
+    return trace.memo("gpu_work", compute)
+
+
+def gpu_work_steps(trace: RankTrace) -> list[tuple[int, np.ndarray]]:
+    """:func:`steps_of` the :func:`gpu_work` (positions into it), memoised: the per-step
+    analyses all split the same work the same way."""
+    def compute() -> list[tuple[int, np.ndarray]]:
+        steps = steps_of(trace.iteration[gpu_work(trace)[0]])
+        _read_only(*(pos for _, pos in steps))
+        return steps
+
+    return trace.memo("gpu_work_steps", compute)
+
+
+def gpu_work_classes(trace: RankTrace) -> np.ndarray:
+    """Per :func:`gpu_work` row: the position of its class in CLASSES (-1 for OTHER).
+
+    Memoised: the breakdowns select classes with integer compares instead of comparing
+    class-name strings element by element.
+    """
+    return trace.memo("gpu_work_classes", lambda: _CLASS_POSITION[trace.gpu_class()[gpu_work(trace)[0]]])
+
+
+def gpu_work_names(trace: RankTrace) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`string_keys` of the :func:`gpu_work` kernel names (per row: the rank of its name
+    among them; the names sorted), memoised: kernel_metrics and kernel_rank_distribution group
+    by them."""
+    def compute() -> tuple[np.ndarray, np.ndarray]:
+        key, labels = string_keys(trace.name[gpu_work(trace)[0]], trace.strings)
+        return _read_only(key, labels)
+
+    return trace.memo("gpu_work_names", compute)
+
+
+def class_positions(classes: np.ndarray) -> np.ndarray:
+    """Position in CLASSES of each class name (-1 for others); integers pass through."""
+    if classes.dtype.kind in "iu":
+        return classes
+    return np.select([classes == cls for cls in CLASSES], np.arange(len(CLASSES)), -1)
+
+
+def _read_only(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The arrays, made read-only: memoised results are shared by every analysis."""
+    for a in arrays:
+        a.flags.writeable = False
+    return arrays
 
 
 def steps_of(iteration: np.ndarray) -> list[tuple[int, np.ndarray]]:
@@ -62,11 +116,14 @@ def overlap_class_times(starts: np.ndarray, ends: np.ndarray, classes: np.ndarra
     Each class's intervals are merged, turned into +bit/-bit edges (COMPUTATION 1,
     COMMUNICATION 2, MEMORY 4) and swept in time order; at equal times ends come first, so
     touching intervals create no zero-length overlap. Labels join the classes present with
-    " overlapping " (HTA's labels). Only classes with positive time appear.
+    " overlapping " (HTA's labels). Only classes with positive time appear. ``classes`` are
+    class names or their positions in CLASSES (:func:`class_positions`).
     """
+    positions = class_positions(classes)
     times, deltas = [], []
-    for bit, cls in enumerate(CLASSES):
-        s, e = union(starts[classes == cls], ends[classes == cls])
+    for bit in range(len(CLASSES)):
+        sel = positions == bit
+        s, e = union(starts[sel], ends[sel])
         times += [s, e]
         deltas += [np.full(len(s), 1 << bit), np.full(len(e), -(1 << bit))]
     t, d = np.concatenate(times), np.concatenate(deltas).astype(np.int64)
@@ -95,8 +152,8 @@ def kernel_type_breakdown(traces: TraceSet) -> pd.DataFrame:
     """Per rank and overlap class: union time (µs) and its % of the rank's GPU busy time."""
     rows = []
     for trace in traces:
-        _, starts, ends, classes = gpu_work(trace)
-        rows += _type_rows(trace.rank, starts, ends, classes, {})
+        _, starts, ends, _ = gpu_work(trace)
+        rows += _type_rows(trace.rank, starts, ends, gpu_work_classes(trace), {})
     return pd.DataFrame(rows, columns=list(TYPE_COLUMNS))
 
 
@@ -104,8 +161,9 @@ def kernel_type_breakdown_per_step(traces: TraceSet) -> pd.DataFrame:
     """:func:`kernel_type_breakdown` per (rank, step); GPU work belongs to its launch's step."""
     rows = []
     for trace in traces:
-        work, starts, ends, classes = gpu_work(trace)
-        for step, pos in steps_of(trace.iteration[work]):
+        _, starts, ends, _ = gpu_work(trace)
+        classes = gpu_work_classes(trace)
+        for step, pos in gpu_work_steps(trace):
             rows += _type_rows(trace.rank, starts[pos], ends[pos], classes[pos], {"step": step})
     return pd.DataFrame(rows, columns=["rank", "step", *TYPE_COLUMNS[1:]])
 
@@ -114,6 +172,10 @@ def name_statistics(names: np.ndarray, durations: np.ndarray) -> pd.DataFrame:
     """Per name: count, sum, max, min, mean and sample std (0 for one invocation), µs."""
     grouped = pd.Series(durations, dtype=np.float64).groupby(pd.Series(names, dtype=object))
     stats = grouped.agg(["count", "sum", "max", "min", "mean", "std"]).rename_axis("name").reset_index()
+    return _statistics_columns(stats)
+
+
+def _statistics_columns(stats: pd.DataFrame) -> pd.DataFrame:
     stats["std"] = stats["std"].fillna(0.0)
     stats["name"] = stats["name"].astype(object)
     return stats.rename(columns={"sum": "sum_us", "max": "max_us", "min": "min_us", "mean": "mean_us",
@@ -129,23 +191,40 @@ def top_names(totals: pd.Series, num_kernels: int, duration_ratio: float) -> set
     return set(ranked.index[keep])
 
 
-def _metric_rows(rank: int, names: np.ndarray, durations: np.ndarray, classes: np.ndarray,
+def _metric_rows(rank: int, names: tuple[np.ndarray, np.ndarray], durations: np.ndarray, classes: np.ndarray,
                  num_kernels: int, duration_ratio: float) -> list[pd.DataFrame]:
-    parts = []
-    for cls in CLASSES:
-        sel = classes == cls
-        if not sel.any():
-            continue
-        n, d = names[sel], durations[sel]
-        totals = pd.Series(d).groupby(pd.Series(n, dtype=object)).sum()
-        if len(totals) > num_kernels:
-            kept = top_names(totals, num_kernels, duration_ratio)
-            n = np.where(pd.Series(n, dtype=object).isin(kept).to_numpy(), n, OTHERS).astype(object)
-        stats = name_statistics(n, d)
-        stats.insert(0, "kernel_class", cls)
-        stats.insert(0, "rank", rank)
-        parts.append(stats)
-    return parts
+    """Statistics per class and name (``names``: :func:`string_keys` of the rows' names), the
+    small names folded.
+
+    All classes are aggregated by one groupby on an integer (class, name) key that sorts as
+    the (class position, name string) pairs do; each group holds the same rows in the same
+    order as a groupby of one class's names, so the statistics are the same numbers.
+    """
+    cls = class_positions(classes)
+    keep = cls >= 0
+    key, labels = names
+    cls, key, durations = cls[keep], key[keep], durations[keep]
+    if not len(cls):
+        return []
+    totals = pd.Series(durations).groupby(cls * len(labels) + key).sum()  # per (class, name)
+    group = totals.index.to_numpy()
+    folded = key.copy()
+    for c in np.unique(cls):  # a loop over the classes: fold each one's small names into "others"
+        of_class = totals[(group // len(labels)) == c]
+        if len(of_class) > num_kernels:
+            of_class.index = of_class.index.to_numpy() % len(labels)
+            kept = np.array(sorted(top_names(of_class, num_kernels, duration_ratio)), dtype=np.int64)
+            small = (cls == c) & ~np.isin(key, kept)
+            folded[small] = len(labels)
+    key, labels = string_keys(folded, np.append(labels, OTHERS))
+    stats = pd.Series(durations, dtype=np.float64).groupby(cls * len(labels) + key).agg(
+        ["count", "sum", "max", "min", "mean", "std"])
+    pair = stats.index.to_numpy()
+    stats = stats.reset_index(drop=True)
+    stats.insert(0, "name", labels[pair % len(labels)])
+    stats.insert(0, "kernel_class", np.array(CLASSES, dtype=object)[pair // len(labels)])
+    stats.insert(0, "rank", rank)
+    return [_statistics_columns(stats)]
 
 
 def kernel_metrics(traces: TraceSet, num_kernels: int = DEFAULT_NUM_KERNELS,
@@ -153,8 +232,8 @@ def kernel_metrics(traces: TraceSet, num_kernels: int = DEFAULT_NUM_KERNELS,
     """Per rank, kernel class and kernel name (top-N, rest as "others"): duration statistics."""
     parts = []
     for trace in traces:
-        rows, _, _, classes = gpu_work(trace)
-        parts += _metric_rows(trace.rank, trace.decode(trace.name[rows]), trace.dur[rows], classes,
+        rows = gpu_work(trace)[0]
+        parts += _metric_rows(trace.rank, gpu_work_names(trace), trace.dur[rows], gpu_work_classes(trace),
                               num_kernels, duration_ratio)
     if not parts:
         return pd.DataFrame(columns=list(METRIC_COLUMNS))
@@ -165,6 +244,41 @@ def kernel_metrics(traces: TraceSet, num_kernels: int = DEFAULT_NUM_KERNELS,
     return df[list(METRIC_COLUMNS)].reset_index(drop=True)
 
 
+def _class_name_totals(trace: RankTrace) -> pd.DataFrame:
+    """Per (kernel_class, name) of the :func:`gpu_work`, sorted: sum and count of the
+    durations, and the rank.
+
+    Grouped on integer keys that sort as the (class, name) strings do (:func:`string_keys`).
+    """
+    rows = gpu_work(trace)[0]
+    cls_key, cls_labels = string_keys(trace.gpu_class()[rows], KERNEL_CLASS_NAMES)
+    name_key, name_labels = gpu_work_names(trace)
+    key = cls_key.astype(np.int64) * len(name_labels) + name_key
+    agg = pd.Series(trace.dur[rows]).groupby(key).agg(["sum", "count"])
+    pair = agg.index.to_numpy()
+    agg = agg.reset_index(drop=True)
+    agg.insert(0, "name", name_labels[pair % len(name_labels)])
+    agg.insert(0, "kernel_class", cls_labels[pair // len(name_labels)])
+    agg["rank"] = trace.rank
+    return agg
+
+
+def _by_rank(parts: list[pd.DataFrame], ranks: list[int]) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
+    """([kernel_class, name], sums, counts): the per-rank totals of :func:`_class_name_totals`
+    as (kernel, rank) matrices, kernels sorted by (class, name), ranks in ``ranks`` order, 0
+    where a rank never runs the kernel (a pivot table, built with numpy)."""
+    long = {c: np.concatenate([p[c].to_numpy() for p in parts]) for c in ("kernel_class", "name", "rank")}
+    cls_labels, cls_key = np.unique(long["kernel_class"].astype(object), return_inverse=True)
+    name_labels, name_key = np.unique(long["name"].astype(object), return_inverse=True)
+    pair, row = np.unique(cls_key.ravel() * len(name_labels) + name_key.ravel(), return_inverse=True)
+    col = np.searchsorted(ranks, long["rank"])
+    sums = np.zeros((len(pair), len(ranks)))
+    counts = np.zeros((len(pair), len(ranks)), dtype=np.int64)
+    sums[row.ravel(), col] = np.concatenate([p["sum"].to_numpy() for p in parts])
+    counts[row.ravel(), col] = np.concatenate([p["count"].to_numpy() for p in parts])
+    return [cls_labels[pair // len(name_labels)], name_labels[pair % len(name_labels)]], sums, counts
+
+
 def kernel_rank_distribution(traces: TraceSet) -> pd.DataFrame:
     """Per kernel class and name (every kernel, no folding): spread of its total over ranks.
 
@@ -172,31 +286,24 @@ def kernel_rank_distribution(traces: TraceSet) -> pd.DataFrame:
     """
     parts = []
     for trace in traces:
-        rows, _, _, classes = gpu_work(trace)
-        if len(rows) == 0:
+        if len(gpu_work(trace)[0]) == 0:
             continue
-        df = pd.DataFrame({"kernel_class": classes, "name": trace.decode(trace.name[rows]), "dur": trace.dur[rows]})
-        agg = df.groupby(["kernel_class", "name"])["dur"].agg(["sum", "count"]).reset_index()
-        agg["rank"] = trace.rank
-        parts.append(agg)
+        parts.append(_class_name_totals(trace))
     if not parts:
         return pd.DataFrame(columns=list(DISTRIBUTION_COLUMNS))
     all_ranks = sorted(r for r in traces.rank_ids)
-    long = pd.concat(parts, ignore_index=True)
-    sums = long.pivot_table(index=["kernel_class", "name"], columns="rank", values="sum", fill_value=0.0)
-    sums = sums.reindex(columns=all_ranks, fill_value=0.0)
-    counts = long.pivot_table(index=["kernel_class", "name"], columns="rank", values="count", fill_value=0)
-    counts = counts.reindex(columns=all_ranks, fill_value=0)
-    values = sums.to_numpy(np.float64)
+    labels, values, counts = _by_rank(parts, all_ranks)
     out = pd.DataFrame({
-        "ranks": (counts.to_numpy() > 0).sum(axis=1),
+        "kernel_class": labels[0],
+        "name": labels[1],
+        "ranks": (counts > 0).sum(axis=1),
         "sum_us_mean": values.mean(axis=1),
         "sum_us_min": values.min(axis=1),
         "sum_us_max": values.max(axis=1),
         "sum_us_std": values.std(axis=1, ddof=1) if values.shape[1] > 1 else np.zeros(len(values)),
         "min_rank": np.asarray(all_ranks)[values.argmin(axis=1)],
         "max_rank": np.asarray(all_ranks)[values.argmax(axis=1)],
-        "count_mean": counts.to_numpy(np.float64).mean(axis=1),
-    }, index=sums.index).reset_index()
+        "count_mean": counts.astype(np.float64).mean(axis=1),
+    })
     out = out.sort_values(["kernel_class", "sum_us_mean"], ascending=[True, False], kind="stable")
     return out[list(DISTRIBUTION_COLUMNS)].reset_index(drop=True)

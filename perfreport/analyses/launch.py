@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from ..model import RankTrace, TraceSet
+from .grouping import group_frame, run_ids, string_keys
 
 RUNTIME_CUTOFF_US = 50.0
 """HTA's default: a launch call longer than this is a runtime outlier."""
@@ -44,48 +45,88 @@ LAUNCH_COLUMNS = (
 def last_at_or_before(values: np.ndarray, pos: np.ndarray, threshold: np.ndarray) -> np.ndarray:
     """For each query q, the largest j <= pos[q] with values[j] >= threshold[q]; -1 if none.
 
-    Binary lifting over a sparse table of running maxima: O((n + queries) log n), no loop over
+    A search in a max segment tree, all queries at once: O(n + queries · log n), no loop over
     queries. Used to find the latest-starting interval that still covers a point: with
     intervals sorted by start and ``pos`` the last one starting at or before the point,
-    ``values`` = ends and ``threshold`` = the point's end.
+    ``values`` = ends and ``threshold`` = the point's end. "values[j] >= threshold" reads as
+    "not values[j] < threshold", so a NaN value or threshold counts as a match.
 
     >>> last_at_or_before(np.array([5., 1., 9., 2.]), np.array([3, 3, 1]), np.array([3., 9.5, 0.]))
     array([ 2, -1,  1])
     """
-    pos = np.asarray(pos, dtype=np.int64).copy()
+    pos = np.asarray(pos, dtype=np.int64)
     threshold = np.asarray(threshold, dtype=np.float64)
-    n = len(values)
-    if n == 0 or len(pos) == 0:
-        return np.full(len(pos), -1, dtype=np.int64)
-    levels = [np.asarray(values, dtype=np.float64)]  # levels[k][i] = max(values[i-2^k+1 .. i])
-    width = 1
-    while width < n:
-        prev = levels[-1]
-        nxt = prev.copy()
-        nxt[width:] = np.maximum(prev[width:], prev[:-width])
-        levels.append(nxt)
-        width *= 2
-    for k in range(len(levels) - 1, -1, -1):
-        live = pos >= 0
-        block_max = np.where(live, levels[k][np.clip(pos, 0, None)], np.inf)
-        pos[live & (block_max < threshold)] -= 1 << k
-    return np.where(pos >= 0, pos, -1)
+    out = np.full(len(pos), -1, dtype=np.int64)
+    if len(values) == 0 or len(pos) == 0:
+        return out
+    tree, size = _max_tree(np.asarray(values, dtype=np.float64))
+    q = np.flatnonzero(pos >= 0)
+    node, thr = size + pos[q], threshold[q]
+    found = ~(tree[node] < thr)
+    # climb: the nearest subtree left of the current range whose maximum matches
+    climbing = np.flatnonzero(~found & (node > 1))
+    while len(climbing):
+        nd = node[climbing]
+        right_child = (nd & 1) == 1
+        hit = right_child & ~(tree[nd - right_child] < thr[climbing])
+        node[climbing] = np.where(hit, nd - 1, nd >> 1)
+        found[climbing] = hit
+        climbing = climbing[~hit & ((nd >> 1) > 1)]
+    # descend in that subtree to its last matching leaf
+    falling = np.flatnonzero(found & (node < size))
+    while len(falling):
+        right = 2 * node[falling] + 1
+        node[falling] = np.where(~(tree[right] < thr[falling]), right, right - 1)
+        falling = falling[node[falling] < size]
+    out[q[found]] = node[found] - size
+    return out
+
+
+def _max_tree(values: np.ndarray) -> tuple[np.ndarray, int]:
+    """(tree, size): a max segment tree over ``values``; leaves at ``size + i``, node k covers
+    its children 2k and 2k + 1; padding leaves are -inf (never searched: they lie right of
+    every query)."""
+    size = 1 << max(0, (len(values) - 1).bit_length())
+    tree = np.full(2 * size, -np.inf)
+    tree[size:size + len(values)] = values
+    width = size
+    while width > 1:
+        tree[width // 2:width] = np.maximum(tree[width:2 * width:2], tree[width + 1:2 * width:2])
+        width //= 2
+    return tree, size
 
 
 def launch_gpu_ops(trace: RankTrace) -> tuple[np.ndarray, np.ndarray]:
-    """(launch rows, GPU op rows linked to one of them): the GPU work each launch enqueued."""
+    """(launch rows, GPU op rows linked to one of them): the GPU work each launch enqueued.
+
+    Memoised on the trace (launch, queue and aten-op analyses share it); read-only arrays.
+    """
+    return trace.memo("launch_gpu_ops", lambda: _launch_gpu_ops(trace))
+
+
+def _launch_gpu_ops(trace: RankTrace) -> tuple[np.ndarray, np.ndarray]:
     launch_rows = np.flatnonzero(trace.launches())
     gpu = trace.gpu_activity() & (trace.linked >= 0) & np.isfinite(trace.dur)
     gpu_rows = np.flatnonzero(gpu)
     is_launch = np.zeros(trace.n_events, dtype=bool)
     is_launch[launch_rows] = True
     gpu_rows = gpu_rows[is_launch[trace.linked[gpu_rows]]]
+    launch_rows.flags.writeable = gpu_rows.flags.writeable = False
     return launch_rows, gpu_rows
 
 
 def rank_launches(trace: RankTrace, runtime_cutoff_us: float = RUNTIME_CUTOFF_US,
                   launch_delay_cutoff_us: float = LAUNCH_DELAY_CUTOFF_US) -> pd.DataFrame:
-    """One row per launch call of one rank (see the module docstring for the columns)."""
+    """One row per launch call of one rank (see the module docstring for the columns).
+
+    Memoised per trace and cutoffs (the summaries per name and per step share it); each call
+    gets its own (shallow, copy-on-write) frame.
+    """
+    key = ("launches", float(runtime_cutoff_us), float(launch_delay_cutoff_us))
+    return trace.memo(key, lambda: _rank_launches(trace, runtime_cutoff_us, launch_delay_cutoff_us)).copy(deep=False)
+
+
+def _rank_launches(trace: RankTrace, runtime_cutoff_us: float, launch_delay_cutoff_us: float) -> pd.DataFrame:
     launch_rows, gpu_rows = launch_gpu_ops(trace)
     n = len(launch_rows)
     slot = np.full(trace.n_events, -1, dtype=np.int64)
@@ -136,10 +177,15 @@ def rank_launches(trace: RankTrace, runtime_cutoff_us: float = RUNTIME_CUTOFF_US
 
 def launches(traces: TraceSet, runtime_cutoff_us: float = RUNTIME_CUTOFF_US,
              launch_delay_cutoff_us: float = LAUNCH_DELAY_CUTOFF_US) -> pd.DataFrame:
-    """One row per launch call, all ranks (see the module docstring)."""
-    frames = [rank_launches(t, runtime_cutoff_us, launch_delay_cutoff_us) for t in traces]
-    frames = [f for f in frames if len(f)]
-    return pd.concat(frames, ignore_index=True) if frames else rank_launches_empty()
+    """One row per launch call, all ranks (see the module docstring). Computed once per trace
+    set and cutoffs (the summaries per name and per step share it); each call gets its own
+    (shallow, copy-on-write) frame."""
+    def compute() -> pd.DataFrame:
+        frames = [rank_launches(t, runtime_cutoff_us, launch_delay_cutoff_us) for t in traces]
+        frames = [f for f in frames if len(f)]
+        return pd.concat(frames, ignore_index=True) if frames else rank_launches_empty()
+
+    return traces.memo(("launches", float(runtime_cutoff_us), float(launch_delay_cutoff_us)), compute).copy(deep=False)
 
 
 def rank_launches_empty() -> pd.DataFrame:
@@ -158,9 +204,13 @@ def _summarise(table: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     if not len(table):
         return pd.DataFrame(columns=keys + list(SUMMARY_COLUMNS))
     g = table.groupby(keys, sort=True)
-    out = pd.DataFrame({
-        "launches": g.size(),
-        "gpu_ops": g["gpu_ops"].sum(),
+    # integer counts in one call; float statistics one column at a time (pandas' compensated
+    # sums over a multi-column block can differ in the last bit)
+    counts = g[["gpu_ops", "short_kernel", "runtime_outlier", "launch_delay_outlier"]].sum()
+    size = g.size()
+    return group_frame(size.index, {
+        "launches": size,
+        "gpu_ops": counts["gpu_ops"],
         "cpu_dur_mean_us": g["cpu_dur_us"].mean(),
         "cpu_dur_p50_us": g["cpu_dur_us"].median(),
         "cpu_dur_p95_us": g["cpu_dur_us"].quantile(0.95),
@@ -169,11 +219,10 @@ def _summarise(table: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
         "launch_delay_p50_us": g["launch_delay_us"].median(),
         "launch_delay_p95_us": g["launch_delay_us"].quantile(0.95),
         "launch_delay_max_us": g["launch_delay_us"].max(),
-        "short_kernels": g["short_kernel"].sum().astype(np.int64),
-        "runtime_outliers": g["runtime_outlier"].sum().astype(np.int64),
-        "launch_delay_outliers": g["launch_delay_outlier"].sum().astype(np.int64),
+        "short_kernels": counts["short_kernel"].astype(np.int64),
+        "runtime_outliers": counts["runtime_outlier"].astype(np.int64),
+        "launch_delay_outliers": counts["launch_delay_outlier"].astype(np.int64),
     })
-    return out.reset_index()
 
 
 def launch_summary(traces: TraceSet) -> pd.DataFrame:
@@ -224,12 +273,26 @@ def rank_aten_op_launches(trace: RankTrace) -> pd.DataFrame:
     is the names of the GPU ops of its launches in launch order, joined by " -> ";
     ``aten_op_delay_us`` = first launch start - op start; ``runtime_delay_us`` = first GPU op
     start - first launch start (for its first launch).
+
+    Memoised on the trace (the per-op and per-step delay tables share it); each call gets its
+    own (shallow, copy-on-write) frame.
     """
+    return _aten_instances(trace)[0].copy(deep=False)
+
+
+def _aten_instances(trace: RankTrace) -> tuple[pd.DataFrame, np.ndarray]:
+    """(:func:`rank_aten_op_launches` table, per row an integer key that groups and sorts as
+    the (aten_op, kernel_sequence) strings do), memoised on the trace."""
+    return trace.memo("aten_op_launches", lambda: _build_aten_instances(trace))
+
+
+def _build_aten_instances(trace: RankTrace) -> tuple[pd.DataFrame, np.ndarray]:
+    empty = (pd.DataFrame(columns=list(ATEN_INSTANCE_COLUMNS)), np.empty(0, dtype=np.int64))
     launch_rows, gpu_rows = launch_gpu_ops(trace)
     aten_codes = trace.codes_where(lambda s: s.startswith(ATEN_PREFIX))
     aten = np.flatnonzero(trace.complete & np.isin(trace.name, aten_codes) & np.isfinite(trace.dur))
     if not len(aten) or not len(launch_rows) or not len(gpu_rows):
-        return pd.DataFrame(columns=list(ATEN_INSTANCE_COLUMNS))
+        return empty
     a_tid, a_ts, a_end = trace.tid[aten], trace.ts[aten], trace.ts[aten] + trace.dur[aten]
     order = np.lexsort((-a_end, a_ts, a_tid))  # by thread, start; on equal starts outer first
     aten, a_tid, a_ts, a_end = aten[order], a_tid[order], a_ts[order], a_end[order]
@@ -243,18 +306,21 @@ def rank_aten_op_launches(trace: RankTrace) -> pd.DataFrame:
     ok = found >= 0
     ok[ok] = a_tid[found[ok]] == l_tid[ok]
     if not ok.any():
-        return pd.DataFrame(columns=list(ATEN_INSTANCE_COLUMNS))
+        return empty
     op = aten[found[ok]]
     gpu_rows, g_launch = gpu_rows[ok], g_launch[ok]
     # group = aten op instance; rows are already in launch order within an op (stable sort)
     grp_order = np.argsort(op, kind="stable")
     op, gpu_rows, g_launch = op[grp_order], gpu_rows[grp_order], g_launch[grp_order]
     starts = np.flatnonzero(np.r_[True, op[1:] != op[:-1]])
-    sequences = join_runs(trace.name[gpu_rows], trace.strings, starts)
+    sequences, seq_key = _kernel_sequences(trace.name[gpu_rows], trace.strings, starts)
     first_launch = g_launch[starts]
     heads = op[starts]
     n_launches = np.add.reduceat(np.r_[True, g_launch[1:] != g_launch[:-1]].astype(np.int64), starts)
-    return pd.DataFrame({
+    op_key = string_keys(trace.name[heads], trace.strings)[0]
+    key = op_key * (int(seq_key.max()) + 1) + seq_key
+    key.flags.writeable = False
+    table = pd.DataFrame({
         "rank": np.full(len(heads), trace.rank, dtype=np.int64),
         "iteration": trace.iteration[heads],
         "tid": trace.tid[heads],
@@ -265,21 +331,48 @@ def rank_aten_op_launches(trace: RankTrace) -> pd.DataFrame:
         "aten_op_delay_us": trace.ts[first_launch] - trace.ts[heads],
         "runtime_delay_us": trace.ts[gpu_rows[starts]] - trace.ts[first_launch],
     }, columns=list(ATEN_INSTANCE_COLUMNS))
+    return table, key
+
+
+def _kernel_sequences(codes: np.ndarray, table: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(text, key) of each run ``codes[starts[i]:starts[i+1]]``: its names joined by " -> "
+    (:func:`join_runs`) and an integer that groups and sorts as that text does.
+
+    Equal runs are found on the codes (:func:`run_ids`), so each distinct sequence is joined
+    and compared as text once instead of once per aten op instance.
+    """
+    ids, first = run_ids(codes, starts)
+    lengths = np.diff(np.append(starts, len(codes)))[first]
+    rep_starts = np.cumsum(lengths) - lengths
+    gather = np.repeat(starts[first] - rep_starts, lengths) + np.arange(int(lengths.sum()))
+    texts = join_runs(codes[gather], table, rep_starts)
+    _, text_key = np.unique(texts, return_inverse=True)  # distinct runs may still join to one text
+    return texts[ids], text_key.ravel()[ids]
 
 
 def _last_key_at_or_before(key_sorted: np.ndarray, ts_sorted: np.ndarray, key: np.ndarray,
                            ts: np.ndarray) -> np.ndarray:
     """Position of the last pair <= (key[q], ts[q]) among (key, ts) pairs sorted
-    lexicographically; -1 if none. A query whose key is absent lands next to other keys'
-    pairs, which the caller rejects by comparing keys."""
-    if not len(key_sorted):
-        return np.full(len(key), -1, dtype=np.int64)
-    keys = np.unique(key_sorted)
-    all_ts = np.unique(np.concatenate([ts_sorted, ts]))
-    width = np.int64(len(all_ts) + 1)
-    combined = np.searchsorted(keys, key_sorted).astype(np.int64) * width + np.searchsorted(all_ts, ts_sorted)
-    query = np.searchsorted(keys, key).astype(np.int64) * width + np.searchsorted(all_ts, ts)
-    return np.searchsorted(combined, query, side="right") - 1
+    lexicographically; -1 if none. A query whose key is absent gets -1 too (the caller
+    rejects an answer from another key's pairs by comparing keys).
+
+    One ``searchsorted`` per distinct key (thread) on its slice of ``ts_sorted``: a loop over
+    keys, not over queries.
+    """
+    out = np.full(len(key), -1, dtype=np.int64)
+    if not len(key_sorted) or not len(key):
+        return out
+    lo = np.flatnonzero(np.r_[True, key_sorted[1:] != key_sorted[:-1]])
+    hi = np.append(lo[1:], len(key_sorted))
+    block = np.clip(np.searchsorted(key_sorted[lo], key), 0, len(lo) - 1)
+    present = key_sorted[lo][block] == key
+    queries = np.flatnonzero(present)
+    queries = queries[np.argsort(block[queries], kind="stable")]
+    q_bounds = np.searchsorted(block[queries], np.arange(len(lo) + 1))
+    for b in np.flatnonzero(np.diff(q_bounds)):  # a loop over the keys that have queries
+        q = queries[q_bounds[b]:q_bounds[b + 1]]
+        out[q] = lo[b] + np.searchsorted(ts_sorted[lo[b]:hi[b]], ts[q], side="right") - 1
+    return out
 
 
 def aten_op_launches(traces: TraceSet) -> pd.DataFrame:
@@ -291,20 +384,31 @@ def aten_op_launches(traces: TraceSet) -> pd.DataFrame:
 def aten_op_launch_delays(traces: TraceSet) -> pd.DataFrame:
     """Per (rank, aten op, kernel sequence): occurrences and the mean/median delay from the op
     start to its first launch and from that launch to its first GPU op (µs)."""
-    table = aten_op_launches(traces)
     cols = ["rank", "aten_op", "kernel_sequence", "occurrences", "aten_op_delay_mean_us", "aten_op_delay_p50_us",
             "runtime_delay_mean_us", "runtime_delay_p50_us"]
-    if not len(table):
+    parts = [_rank_delays(*_aten_instances(t)) for t in traces]
+    parts = [p for p in parts if len(p)]
+    if not parts:
         return pd.DataFrame(columns=cols)
-    g = table.groupby(["rank", "aten_op", "kernel_sequence"], sort=True)
-    out = pd.DataFrame({
-        "occurrences": g.size(),
-        "aten_op_delay_mean_us": g["aten_op_delay_us"].mean(),
-        "aten_op_delay_p50_us": g["aten_op_delay_us"].median(),
-        "runtime_delay_mean_us": g["runtime_delay_us"].mean(),
-        "runtime_delay_p50_us": g["runtime_delay_us"].median(),
-    }).reset_index()
+    out = pd.concat(parts, ignore_index=True)
     return out.sort_values(["rank", "occurrences"], ascending=[True, False], kind="stable", ignore_index=True)[cols]
+
+
+def _rank_delays(table: pd.DataFrame, key: np.ndarray) -> pd.DataFrame:
+    """One rank's rows of :func:`aten_op_launch_delays`, sorted by (aten op, kernel sequence):
+    grouped on the integer ``key`` of :func:`_aten_instances`, which orders as the strings do."""
+    if not len(table):
+        return table
+    g = table[["aten_op_delay_us", "runtime_delay_us"]].assign(key=key).groupby("key", sort=True)
+    first = np.unique(key, return_index=True)[1]
+    labels = table[["rank", "aten_op", "kernel_sequence"]].iloc[first].reset_index(drop=True)
+    return labels.assign(
+        occurrences=g.size().to_numpy(),
+        aten_op_delay_mean_us=g["aten_op_delay_us"].mean().to_numpy(),
+        aten_op_delay_p50_us=g["aten_op_delay_us"].median().to_numpy(),
+        runtime_delay_mean_us=g["runtime_delay_us"].mean().to_numpy(),
+        runtime_delay_p50_us=g["runtime_delay_us"].median().to_numpy(),
+    )
 
 
 def aten_op_launch_delays_by_step(traces: TraceSet) -> pd.DataFrame:
@@ -315,8 +419,9 @@ def aten_op_launch_delays_by_step(traces: TraceSet) -> pd.DataFrame:
     if not len(table):
         return pd.DataFrame(columns=cols)
     g = table.groupby(["rank", "iteration"], sort=True)
-    return pd.DataFrame({
-        "aten_ops": g.size(),
+    size = g.size()
+    return group_frame(size.index, {
+        "aten_ops": size,
         "aten_op_delay_mean_us": g["aten_op_delay_us"].mean(),
         "runtime_delay_mean_us": g["runtime_delay_us"].mean(),
-    }).reset_index()[cols]
+    })[cols]

@@ -25,6 +25,7 @@ import pandas as pd
 
 from ..model import RankTrace, TraceSet
 from ..units import BYTES_PER_GB, US_PER_S
+from .grouping import group_frame
 
 _DIRECTION = re.compile(r"^Memcpy ([A-Za-z]to[A-Za-z])\b")
 MEMSET = "Memset"
@@ -43,7 +44,15 @@ def direction_of(name: str, is_memset: bool) -> str:
 
 
 def rank_transfers(trace: RankTrace) -> pd.DataFrame:
-    """One row per memcpy/memset event of one rank (see the module docstring)."""
+    """One row per memcpy/memset event of one rank (see the module docstring).
+
+    Memoised on the trace (every bandwidth table starts from it); each call gets its own
+    (shallow, copy-on-write) frame.
+    """
+    return trace.memo("transfers", lambda: _rank_transfers(trace)).copy(deep=False)
+
+
+def _rank_transfers(trace: RankTrace) -> pd.DataFrame:
     memset = trace.memsets()
     rows = np.flatnonzero((trace.memcpys() | memset) & np.isfinite(trace.dur))
     names = trace.name[rows]
@@ -72,9 +81,13 @@ def rank_transfers(trace: RankTrace) -> pd.DataFrame:
 
 
 def transfers(traces: TraceSet) -> pd.DataFrame:
-    """:func:`rank_transfers` for all ranks."""
-    frames = [f for f in (rank_transfers(t) for t in traces) if len(f)]
-    return pd.concat(frames, ignore_index=True) if frames else rank_transfers_empty()
+    """:func:`rank_transfers` for all ranks, computed once per trace set (the bandwidth tables
+    and series share it); each call gets its own (shallow, copy-on-write) frame."""
+    def compute() -> pd.DataFrame:
+        frames = [f for f in (rank_transfers(t) for t in traces) if len(f)]
+        return pd.concat(frames, ignore_index=True) if frames else rank_transfers_empty()
+
+    return traces.memo("transfers", compute).copy(deep=False)
 
 
 def rank_transfers_empty() -> pd.DataFrame:
@@ -126,18 +139,19 @@ def _summary(table: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     if not len(table):
         return pd.DataFrame(columns=cols)
     known = np.isfinite(table["bytes"].to_numpy())
-    table = table.assign(busy_known_us=np.where(known, table["dur_us"].to_numpy(), 0.0))
+    table = table[keys + ["bytes", "dur_us", "bw_gbps", "kineto_bw_gbps"]].assign(
+        busy_known_us=np.where(known, table["dur_us"].to_numpy(), 0.0))
     g = table.groupby(keys, sort=True)
     busy_known = g["busy_known_us"].sum()
     nbytes = g["bytes"].sum(min_count=1)  # NaN when no transfer of the group reports bytes
-    out = pd.DataFrame({
+    out = group_frame(nbytes.index, {
         "transfers": g.size(),
         "bytes_total": nbytes,
         "busy_us": g["dur_us"].sum(),
         "bw_gbps": (nbytes / BYTES_PER_GB) / (busy_known.where(busy_known > 0) / US_PER_S),
         "bw_max_gbps": g["bw_gbps"].max(),
         "kineto_bw_mean_gbps": g["kineto_bw_gbps"].mean(),
-    }).reset_index()
+    })
     return out[cols]
 
 

@@ -15,13 +15,14 @@ import pandas as pd
 from ..model import COMMUNICATION, COMPUTATION, TraceSet
 from ..units import pct
 from .intervals import covered, intersection_length
-from .kernels import gpu_work, steps_of
+from .kernels import CLASSES, class_positions, gpu_work, gpu_work_classes, gpu_work_steps
 
 COLUMNS = ("rank", "comm_us", "compute_us", "overlap_us", "exposed_comm_us", "overlap_pct")
 
 
 def _overlap(starts: np.ndarray, ends: np.ndarray, classes: np.ndarray) -> dict:
-    comm, comp = classes == COMMUNICATION, classes == COMPUTATION
+    positions = class_positions(classes)
+    comm, comp = positions == CLASSES.index(COMMUNICATION), positions == CLASSES.index(COMPUTATION)
     comm_us = covered(starts[comm], ends[comm])
     overlap = intersection_length((starts[comm], ends[comm]), (starts[comp], ends[comp]))
     return {"comm_us": comm_us, "compute_us": covered(starts[comp], ends[comp]), "overlap_us": overlap,
@@ -32,8 +33,8 @@ def comm_comp_overlap(traces: TraceSet) -> pd.DataFrame:
     """One row per rank: comm, compute, overlapped and exposed comm time (µs), overlap % of comm."""
     rows = []
     for trace in traces:
-        _, starts, ends, classes = gpu_work(trace)
-        rows.append({"rank": trace.rank, **_overlap(starts, ends, classes)})
+        _, starts, ends, _ = gpu_work(trace)
+        rows.append({"rank": trace.rank, **_overlap(starts, ends, gpu_work_classes(trace))})
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
@@ -41,7 +42,8 @@ def comm_comp_overlap_per_step(traces: TraceSet) -> pd.DataFrame:
     """:func:`comm_comp_overlap` per (rank, step) with GPU work."""
     rows = []
     for trace in traces:
-        work, starts, ends, classes = gpu_work(trace)
-        for step, pos in steps_of(trace.iteration[work]):
+        _, starts, ends, _ = gpu_work(trace)
+        classes = gpu_work_classes(trace)
+        for step, pos in gpu_work_steps(trace):
             rows.append({"rank": trace.rank, "step": step, **_overlap(starts[pos], ends[pos], classes[pos])})
     return pd.DataFrame(rows, columns=["rank", "step", *COLUMNS[1:]])

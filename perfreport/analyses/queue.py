@@ -22,6 +22,7 @@ import pandas as pd
 
 from ..model import RankTrace, TraceSet
 from ..units import pct
+from .grouping import group_frame
 from .launch import launch_gpu_ops
 
 MAX_LAUNCH_QUEUE = 1024
@@ -33,7 +34,15 @@ SERIES_COLUMNS = ("rank", "stream", "iteration", "ts_us", "queue_length", "enque
 def rank_queue_length_series(trace: RankTrace) -> pd.DataFrame:
     """Change points of the queue length of every stream of one rank: one row per distinct
     time per stream (several changes at the same µs collapse into the last value), ordered by
-    stream then time. ``iteration`` is the step of the last event at that time."""
+    stream then time. ``iteration`` is the step of the last event at that time.
+
+    Memoised on the trace (the queue analyses and the report's series share it); each call
+    gets its own (shallow, copy-on-write) frame.
+    """
+    return trace.memo("queue_length_series", lambda: _rank_queue_length_series(trace)).copy(deep=False)
+
+
+def _rank_queue_length_series(trace: RankTrace) -> pd.DataFrame:
     _, gpu_rows = launch_gpu_ops(trace)
     if not len(gpu_rows):
         return pd.DataFrame(columns=list(SERIES_COLUMNS))
@@ -80,23 +89,29 @@ SUMMARY_COLUMNS = ("rank", "stream", "ops", "span_us", "mean_queue_length", "max
                    "full_us")
 
 
-def _summary(series: pd.DataFrame, keys: list[str], max_queue_length: int) -> pd.DataFrame:
+def queue_segments(traces: TraceSet) -> pd.DataFrame:
+    """:func:`_segments` of :func:`queue_length_series`, computed once per trace set (the three
+    queue analyses share it): read it, never modify it."""
+    return traces.memo("queue_segments", lambda: _segments(queue_length_series(traces)))
+
+
+def _summary(seg: pd.DataFrame, keys: list[str], max_queue_length: int) -> pd.DataFrame:
     cols = keys + list(SUMMARY_COLUMNS[2:])
-    if not len(series):
+    if not len(seg):
         return pd.DataFrame(columns=cols)
-    seg = _segments(series)
-    seg["empty_us"] = np.where(seg["queue_length"].to_numpy() <= 0, seg["length_us"].to_numpy(), 0.0)
-    seg["full_us"] = np.where(seg["queue_length"].to_numpy() >= max_queue_length, seg["length_us"].to_numpy(), 0.0)
+    queue, length = seg["queue_length"].to_numpy(), seg["length_us"].to_numpy()
+    seg = seg[keys + ["enqueued", "length_us", "weighted", "queue_length"]].assign(
+        empty_us=np.where(queue <= 0, length, 0.0), full_us=np.where(queue >= max_queue_length, length, 0.0))
     g = seg.groupby(keys, sort=True)
     span = g["length_us"].sum()
-    out = pd.DataFrame({
+    out = group_frame(span.index, {
         "ops": g["enqueued"].sum().astype(np.int64),
         "span_us": span,
         "mean_queue_length": (g["weighted"].sum() / span.where(span > 0)),
         "max_queue_length": g["queue_length"].max().astype(np.int64),
         "empty_pct": [pct(e, s) for e, s in zip(g["empty_us"].sum(), span)],
         "full_us": g["full_us"].sum(),
-    }).reset_index()
+    })
     return out[cols]
 
 
@@ -104,12 +119,12 @@ def queue_length_summary(traces: TraceSet, max_queue_length: int = MAX_LAUNCH_QU
     """Per (rank, stream): time-weighted mean and max queue length over the stream's span
     (first to last change, µs), % of that span with nothing queued, and µs at or above
     ``max_queue_length`` (blocked launches). ``ops`` counts queue increments (≈ GPU ops)."""
-    return _summary(queue_length_series(traces), ["rank", "stream"], max_queue_length)
+    return _summary(queue_segments(traces), ["rank", "stream"], max_queue_length)
 
 
 def queue_length_by_step(traces: TraceSet, max_queue_length: int = MAX_LAUNCH_QUEUE) -> pd.DataFrame:
     """:func:`queue_length_summary` per (rank, profiler step, stream)."""
-    return _summary(queue_length_series(traces), ["rank", "iteration", "stream"], max_queue_length)
+    return _summary(queue_segments(traces), ["rank", "iteration", "stream"], max_queue_length)
 
 
 BLOCKED_COLUMNS = ("rank", "stream", "blocked_us", "blocked_pct", "max_queue_length")
@@ -119,13 +134,14 @@ def time_blocked_on_full_queue(traces: TraceSet, max_queue_length: int = MAX_LAU
     """Per (rank, stream): µs the stream's queue held at least ``max_queue_length`` ops (the
     CPU blocks on further launches then), and that time as % of the rank's trace span (first
     event start to last event end). Every stream with launches gets a row (0 when never full)."""
-    series = queue_length_series(traces)
-    if not len(series):
+    seg = queue_segments(traces)
+    if not len(seg):
         return pd.DataFrame(columns=list(BLOCKED_COLUMNS))
-    seg = _segments(series)
-    seg["blocked_us"] = np.where(seg["queue_length"].to_numpy() >= max_queue_length, seg["length_us"].to_numpy(), 0.0)
+    seg = seg[["rank", "stream", "queue_length"]].assign(blocked_us=np.where(
+        seg["queue_length"].to_numpy() >= max_queue_length, seg["length_us"].to_numpy(), 0.0))
     g = seg.groupby(["rank", "stream"], sort=True)
-    out = pd.DataFrame({"blocked_us": g["blocked_us"].sum(), "max_queue_length": g["queue_length"].max()}).reset_index()
+    blocked = g["blocked_us"].sum()
+    out = group_frame(blocked.index, {"blocked_us": blocked, "max_queue_length": g["queue_length"].max()})
     spans = {t.rank: np.subtract(*t.span_us()[::-1]) for t in traces}
     out["blocked_pct"] = [pct(b, spans[r]) for r, b in zip(out["rank"], out["blocked_us"])]
     out["max_queue_length"] = out["max_queue_length"].astype(np.int64)

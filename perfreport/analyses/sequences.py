@@ -19,63 +19,80 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..model import CPU_OP_CATEGORIES, RankTrace, TraceSet
-from .callstack import ancestor_at_depth, call_stack, kernel_totals
+from ..model import RankTrace, TraceSet
+from .callstack import call_stack, cpu_ops, outermost_ops, stack_levels, subtree_gpu_work, topmost_match
+from .grouping import run_ids, string_keys
 
 COLUMNS = ("rank", "operator", "pattern", "kernels", "count", "kernel_dur_sum_us", "cpu_dur_us")
 MIN_KERNELS = 3
 """Shortest sequence counted, as HTA's ``min_pattern_len``."""
 
 
-def _outermost(stack, matches: np.ndarray) -> np.ndarray:
-    """Rows of ``matches`` with no matching ancestor (a walk up, one depth level at a time)."""
-    outer = matches.copy()
-    anc = np.where(matches, stack.parent, -1)
-    while (anc >= 0).any():
-        live = anc >= 0
-        hit = np.zeros_like(live)
-        hit[live] = matches[anc[live]]
-        outer &= ~hit
-        anc = np.where(live & ~hit, stack.parent[np.clip(anc, 0, None)], -1)
-    return np.flatnonzero(outer)
+def _topmost(trace: RankTrace, stack, operator: str | None) -> np.ndarray:
+    """Per event: its outermost matching operator (itself included), -1 if none."""
+    if operator is None:
+        return outermost_ops(trace)  # every cpu_op matches: shared with op_kernels
+    matches = cpu_ops(trace, stack) & np.isin(trace.name, trace.codes_where(lambda s: operator in s))
+    return topmost_match(stack.parent, stack_levels(trace), matches)
 
 
 def rank_sequences(trace: RankTrace, operator: str | None = None, min_kernels: int = MIN_KERNELS) -> pd.DataFrame:
     """Rows of :func:`kernel_sequences` for one rank."""
     stack = call_stack(trace)
-    ops = trace.complete & trace.is_cat(CPU_OP_CATEGORIES) & stack.is_node
-    if operator is not None:
-        ops &= np.isin(trace.name, trace.codes_where(lambda s: operator in s))
-    totals = kernel_totals(trace, stack)
-    roots = _outermost(stack, ops)
-    roots = roots[totals["num_kernels"].to_numpy()[roots] >= min_kernels]
+    top = _topmost(trace, stack, operator)
+    num_kernels, kernel_dur = subtree_gpu_work(trace)
+    roots = np.flatnonzero(top == np.arange(trace.n_events))
+    roots = roots[num_kernels[roots] >= min_kernels]
     if len(roots) == 0:
         return pd.DataFrame(columns=list(COLUMNS))
-    # every GPU event below a root: its ancestor at the root's depth is the root
+    # every GPU event below a root: a root has no matching ancestor, so it is the event's
+    # outermost match (GPU events under a match left out for too few kernels have none)
     gpu = np.flatnonzero(stack.is_node & trace.gpu_activity())
     is_root = np.zeros(trace.n_events, bool)
     is_root[roots] = True
-    owner = np.full(len(gpu), -1, np.int64)
-    for d in np.unique(stack.depth[roots]):  # a loop over distinct root depths
-        anc = ancestor_at_depth(stack.parent, stack.depth, int(d))[gpu]
-        ok = (anc >= 0) & is_root[np.clip(anc, 0, None)]
-        owner[ok] = anc[ok]
+    owner = top[gpu]
     keep = owner >= 0
+    keep[keep] = is_root[owner[keep]]
     gpu, owner = gpu[keep], owner[keep]
     order = np.lexsort((gpu, trace.ts[gpu], owner))
     gpu, owner = gpu[order], owner[order]
     lo = np.searchsorted(owner, roots, side="left")
     hi = np.searchsorted(owner, roots, side="right")
-    kernel_names = trace.decode(trace.name[gpu]).tolist()
-    op_names = trace.decode(trace.name[roots]).tolist()
-    patterns = ["|".join([op, *kernel_names[a:b]]) for op, a, b in zip(op_names, lo, hi)]  # per root op
+    text, pattern_key = _patterns(trace, trace.name[roots], trace.name[gpu], lo)
+    op_key, op_names = string_keys(trace.name[roots], trace.strings)
+    kernels = (hi - lo).astype(np.int64)
+    # one group per (operator, pattern, kernels), in order of first appearance, as a groupby of the strings
+    group = pd.factorize((op_key * (int(pattern_key.max()) + 1) + pattern_key) * (int(kernels.max()) + 1)
+                         + kernels)[0]
+    sums = pd.DataFrame({"group": group, "count": 1, "kernel_dur_sum_us": kernel_dur[roots],
+                         "cpu_dur_us": trace.dur[roots]}).groupby("group", sort=False).sum()
+    first = np.unique(group, return_index=True)[1][sums.index.to_numpy()]
     f = pd.DataFrame({
-        "rank": trace.rank, "operator": op_names, "pattern": patterns, "kernels": (hi - lo).astype(np.int64),
-        "count": 1, "kernel_dur_sum_us": totals["kernel_dur_sum_us"].to_numpy()[roots],
-        "cpu_dur_us": trace.dur[roots],
+        "rank": trace.rank, "operator": op_names[op_key[first]], "pattern": text[first], "kernels": kernels[first],
+        **{c: sums[c].to_numpy() for c in sums.columns},
     })
-    f = f.groupby(["rank", "operator", "pattern", "kernels"], as_index=False, sort=False).sum()
     return f.sort_values(["count", "pattern"], ascending=[False, True], kind="stable").reset_index(drop=True)
+
+
+def _patterns(trace: RankTrace, op_codes: np.ndarray, kernel_codes: np.ndarray,
+              lo: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(text, key) per root op: its pattern "op|kernel|kernel|…" (the kernels of root i are
+    ``kernel_codes[lo[i]:lo[i+1]]``) and an integer equal for equal texts.
+
+    Equal code runs are found first (:func:`run_ids`), so each distinct pattern is joined once,
+    not once per call.
+    """
+    starts = lo + np.arange(len(lo))  # each run: the op code, then its kernels' codes
+    codes = np.empty(len(kernel_codes) + len(lo), dtype=np.int64)
+    is_op = np.zeros(len(codes), dtype=bool)
+    is_op[starts] = True
+    codes[is_op], codes[~is_op] = op_codes, kernel_codes
+    ids, rep = run_ids(codes, starts)
+    ends = np.append(starts[1:], len(codes))
+    names = trace.decode(codes).tolist()
+    texts = np.array(["|".join(names[a:b]) for a, b in zip(starts[rep], ends[rep])], dtype=object)
+    _, key = np.unique(texts, return_inverse=True)  # distinct runs may still join to one text
+    return texts[ids], key.ravel()[ids]
 
 
 def kernel_sequences(traces: TraceSet, operator: str | None = None, min_kernels: int = MIN_KERNELS) -> pd.DataFrame:

@@ -28,7 +28,15 @@ STEP_TIME_COLUMNS = ("rank", "steps", "first_step", "last_step", "wall_us_mean",
 
 
 def step_spans(trace: RankTrace) -> pd.DataFrame:
-    """(step, start_us, end_us) of the rank's CPU-side ProfilerStep spans, by step number."""
+    """(step, start_us, end_us) of the rank's CPU-side ProfilerStep spans, by step number.
+
+    Memoised on the trace (the step table, stragglers and per-step metrics share it); each
+    call gets its own (shallow, copy-on-write) frame.
+    """
+    return trace.memo("step_spans", lambda: _step_spans(trace)).copy(deep=False)
+
+
+def _step_spans(trace: RankTrace) -> pd.DataFrame:
     rows = np.flatnonzero(trace.steps() & ~trace.gpu_side() & np.isfinite(trace.dur))
     if len(rows) == 0:
         return pd.DataFrame({"step": pd.Series(dtype=np.int64), "start_us": pd.Series(dtype=np.float64),
@@ -40,7 +48,12 @@ def step_spans(trace: RankTrace) -> pd.DataFrame:
 
 
 def rank_steps(trace: RankTrace) -> pd.DataFrame:
-    """Rows of :func:`profiler_steps` for one rank."""
+    """Rows of :func:`profiler_steps` for one rank, memoised on the trace (profiler_steps is
+    the base of step_times, the stragglers and the report's step series)."""
+    return trace.memo("profiler_steps", lambda: _rank_steps(trace)).copy(deep=False)
+
+
+def _rank_steps(trace: RankTrace) -> pd.DataFrame:
     spans = step_spans(trace)
     gpu = trace.gpu_activity() & np.isfinite(trace.dur)
     has_gpu = bool(gpu.any())

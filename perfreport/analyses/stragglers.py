@@ -69,7 +69,15 @@ def _comm_kernels(trace: RankTrace) -> pd.DataFrame:
 def straggler_steps(traces: TraceSet) -> pd.DataFrame:
     """One row per (rank, step) with the dominant collective: its start (trace µs), the offset
     from the rank's step start (µs), the late start behind the earliest rank (µs), the
-    kernel's duration (µs) and the step's wall time (µs). Empty without steps or collectives."""
+    kernel's duration (µs) and the step's wall time (µs). Empty without steps or collectives.
+
+    Computed once per trace set (:func:`stragglers` and the collective evidence build on it);
+    each call gets its own (shallow, copy-on-write) frame.
+    """
+    return traces.memo("straggler_steps", lambda: _straggler_steps(traces)).copy(deep=False)
+
+
+def _straggler_steps(traces: TraceSet) -> pd.DataFrame:
     steps = profiler_steps(traces)
     empty = pd.DataFrame({c: pd.Series(dtype=object if c == "kernel" else np.float64) for c in STEP_COLUMNS})
     if steps.empty:
@@ -95,7 +103,15 @@ def straggler_steps(traces: TraceSet) -> pd.DataFrame:
 def stragglers(traces: TraceSet) -> pd.DataFrame:
     """One row per rank with steps: median late start (µs, and % of the median step time),
     in how many steps it was the latest to start, median step wall time (µs), its excess over
-    the median across ranks (%), and the verdict (see the module docstring)."""
+    the median across ranks (%), and the verdict (see the module docstring).
+
+    Computed once per trace set (the collective straggler evidence builds on it); each call
+    gets its own (shallow, copy-on-write) frame.
+    """
+    return traces.memo("stragglers", lambda: _stragglers(traces)).copy(deep=False)
+
+
+def _stragglers(traces: TraceSet) -> pd.DataFrame:
     steps = profiler_steps(traces)
     if steps.empty:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in RANK_COLUMNS})

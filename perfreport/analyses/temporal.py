@@ -22,7 +22,7 @@ import pandas as pd
 from ..model import COMPUTATION, TraceSet
 from ..units import pct
 from .intervals import covered
-from .kernels import gpu_work, steps_of
+from .kernels import CLASSES, class_positions, gpu_work, gpu_work_classes, gpu_work_steps
 
 COLUMNS = ("rank", "gpu_span_us", "busy_us", "idle_us", "compute_us", "non_compute_us", "idle_pct",
            "compute_pct", "non_compute_pct")
@@ -35,7 +35,7 @@ def _breakdown(starts: np.ndarray, ends: np.ndarray, classes: np.ndarray) -> dic
                 "idle_pct": nan, "compute_pct": nan, "non_compute_pct": nan}
     span = float(ends.max() - starts.min())
     busy = covered(starts, ends)
-    comp = classes == COMPUTATION
+    comp = class_positions(classes) == CLASSES.index(COMPUTATION)
     compute = covered(starts[comp], ends[comp])
     return {"gpu_span_us": span, "busy_us": busy, "idle_us": span - busy, "compute_us": compute,
             "non_compute_us": busy - compute, "idle_pct": pct(span - busy, span), "compute_pct": pct(compute, span),
@@ -46,8 +46,8 @@ def temporal_breakdown(traces: TraceSet) -> pd.DataFrame:
     """One row per rank: GPU span, busy, idle, compute, non-compute (µs) and % of span."""
     rows = []
     for trace in traces:
-        _, starts, ends, classes = gpu_work(trace)
-        rows.append({"rank": trace.rank, **_breakdown(starts, ends, classes)})
+        _, starts, ends, _ = gpu_work(trace)
+        rows.append({"rank": trace.rank, **_breakdown(starts, ends, gpu_work_classes(trace))})
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
@@ -55,7 +55,8 @@ def temporal_breakdown_per_step(traces: TraceSet) -> pd.DataFrame:
     """One row per (rank, step) with GPU work: :func:`temporal_breakdown` of that step's work."""
     rows = []
     for trace in traces:
-        work, starts, ends, classes = gpu_work(trace)
-        for step, pos in steps_of(trace.iteration[work]):
+        _, starts, ends, _ = gpu_work(trace)
+        classes = gpu_work_classes(trace)
+        for step, pos in gpu_work_steps(trace):
             rows.append({"rank": trace.rank, "step": step, **_breakdown(starts[pos], ends[pos], classes[pos])})
     return pd.DataFrame(rows, columns=["rank", "step", *COLUMNS[1:]])
