@@ -36,3 +36,17 @@ def shared_trace(rel: str) -> Path:
     if not path.exists():
         pytest.skip(f"{path} not available (the shared trace collection is not next to the repo)")
     return path
+
+
+def brute_union_length(starts, ends) -> float:
+    """Length of the union of intervals by a plain-Python sweep: an independent check of
+    perfreport.analyses.intervals for tests."""
+    total, cur_s, cur_e = 0.0, None, None
+    for s, e in sorted(zip(list(starts), list(ends))):
+        if cur_e is None or s > cur_e:
+            if cur_e is not None:
+                total += cur_e - cur_s
+            cur_s, cur_e = s, e
+        else:
+            cur_e = max(cur_e, e)
+    return total + (cur_e - cur_s if cur_e is not None else 0.0)

@@ -12,7 +12,7 @@ import pytest
 from perfreport.analyses.steps import STEP_COLUMNS, STEP_TIME_COLUMNS, profiler_steps, step_times
 from perfreport.load import load
 
-from .conftest import TRACES, load_cached
+from .conftest import TRACES, brute_union_length, load_cached
 
 
 def write_trace(path: Path, events: list[dict], rank: int = 0, world: int = 1) -> Path:
@@ -38,17 +38,6 @@ def kernel(name: str, ts: float, dur: float, corr: int, stream: int = 7) -> dict
             "args": {"correlation": corr, "stream": stream, "device": 0}}
 
 
-def brute_union(starts, ends) -> float:
-    total, cur_s, cur_e = 0.0, None, None
-    for s, e in sorted(zip(starts, ends)):
-        if cur_e is None or s > cur_e:
-            if cur_e is not None:
-                total += cur_e - cur_s
-            cur_s, cur_e = s, e
-        else:
-            cur_e = max(cur_e, e)
-    return total + (cur_e - cur_s if cur_e is not None else 0.0)
-
 
 def test_steps_on_nccl_trace_match_brute_force() -> None:
     traces = load_cached(str(TRACES / "hta_a100_nccl_rank0of2"))
@@ -66,7 +55,7 @@ def test_steps_on_nccl_trace_match_brute_force() -> None:
         assert row["wall_us"] == pytest.approx(span[0][1] - span[0][0])
         gpu = [i for i in np.flatnonzero(t.gpu_activity()) if t.iteration[i] == row["step"]]
         assert row["gpu_events"] == len(gpu) == 1258
-        assert row["gpu_busy_us"] == pytest.approx(brute_union([t.ts[i] for i in gpu],
+        assert row["gpu_busy_us"] == pytest.approx(brute_union_length([t.ts[i] for i in gpu],
                                                                [t.ts[i] + t.dur[i] for i in gpu]))
     assert df["wall_us"].round(3).tolist() == [222442.191, 219726.905, 224936.243]
     assert df["gpu_busy_us"].round(3).tolist() == [49438.921, 49728.926, 58332.167]

@@ -11,20 +11,8 @@ from perfreport.analyses.intervals import covered, intersection_length, union
 from perfreport.analyses.summary import NO_GPU_NOTE, summary
 from perfreport.cli import main
 
-from .conftest import TRACES, load_cached
+from .conftest import TRACES, brute_union_length, load_cached
 
-
-def brute_force_busy(starts, ends) -> float:
-    """Union length by sweeping sorted intervals in plain Python."""
-    total, cur_s, cur_e = 0.0, None, None
-    for s, e in sorted(zip(starts.tolist(), ends.tolist())):
-        if cur_e is None or s > cur_e:
-            if cur_e is not None:
-                total += cur_e - cur_s
-            cur_s, cur_e = s, e
-        else:
-            cur_e = max(cur_e, e)
-    return total + (cur_e - cur_s if cur_e is not None else 0.0)
 
 
 def test_union_and_overlap_small_cases() -> None:
@@ -42,7 +30,7 @@ def test_summary_on_nccl_trace_matches_brute_force() -> None:
     row = summary(traces).iloc[0]
     t = traces[0]
     gpu = t.gpu_activity()
-    busy = brute_force_busy(t.ts[gpu], t.ts[gpu] + t.dur[gpu])
+    busy = brute_union_length(t.ts[gpu], t.ts[gpu] + t.dur[gpu])
     assert row["kernels"] == 2700 and row["memcpy"] == 960 and row["memset"] == 114
     assert row["events"] == 40573
     assert abs(row["gpu_busy_us"] - busy) < 1e-6
