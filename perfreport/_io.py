@@ -5,11 +5,9 @@ from __future__ import annotations
 import gzip
 import json
 import math
-import hashlib
 import mmap
 import os
 import struct
-import tempfile
 import zlib
 from pathlib import Path
 
@@ -96,6 +94,8 @@ def uncompressed_size(path: Path) -> int:
 
 
 def sha256_file(path: Path) -> str:
+    import hashlib  # OpenSSL: a few MB of RSS, only paid by the commands that need checksums
+
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -105,6 +105,8 @@ def sha256_file(path: Path) -> str:
 
 def atomic_write(path: Path, data: bytes | str) -> None:
     """Write ``data`` to ``path`` via a temporary file and ``os.replace``: never half-written."""
+    import tempfile  # imported here: loading traces never writes, and this keeps it lean
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     payload = data.encode("utf-8") if isinstance(data, str) else data

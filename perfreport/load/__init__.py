@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import os
 from collections.abc import Mapping
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from .._io import uncompressed_size
@@ -32,6 +30,9 @@ def load(source: str | Path | Mapping[int, str | Path], *, workers: int | None =
     if n_workers <= 1 or len(files) == 1:
         traces = [load_rank_file(f) for f in files]
     else:
+        import multiprocessing  # only for several ranks: a single rank stays in one lean process
+        from concurrent.futures import ProcessPoolExecutor
+
         ctx = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
         with ProcessPoolExecutor(max_workers=n_workers, mp_context=ctx) as pool:
             traces = list(pool.map(load_rank_file, files, chunksize=1))
