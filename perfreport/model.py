@@ -206,11 +206,18 @@ class RankTrace:
     # --- masks: the one definition of each event set -----------------------------------------
     def is_cat(self, categories: Iterable[str]) -> np.ndarray:
         categories = tuple(categories)
-        return self.memo(("cat", categories), lambda: np.isin(self.cat, self.codes(categories)))
+        return self.memo(("cat", categories), lambda: self._code_mask(self.cat, self.codes(categories)))
 
     def is_name(self, names: Iterable[str]) -> np.ndarray:
         names = tuple(names)
-        return self.memo(("name", names), lambda: np.isin(self.name, self.codes(names)))
+        return self.memo(("name", names), lambda: self._code_mask(self.name, self.codes(names)))
+
+    def _code_mask(self, column: np.ndarray, codes: np.ndarray) -> np.ndarray:
+        """``np.isin(column, codes)`` for a code column, as one lookup in a table over the string
+        codes (its last entry stands for -1, no string)."""
+        table = np.zeros(len(self.strings) + 1, dtype=bool)
+        table[codes] = True
+        return table[column]
 
     @property
     def complete(self) -> np.ndarray:
@@ -243,7 +250,7 @@ class RankTrace:
     def steps(self) -> np.ndarray:
         """ProfilerStep#N spans."""
         return self._complete_and(
-            "steps", lambda: np.isin(self.name, self.codes_where(lambda s: STEP_NAME.match(s) is not None)))
+            "steps", lambda: self._code_mask(self.name, self.codes_where(lambda s: STEP_NAME.match(s) is not None)))
 
     def step_numbers(self) -> np.ndarray:
         """Sorted distinct profiler step numbers in the trace."""

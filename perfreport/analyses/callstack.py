@@ -57,18 +57,25 @@ def sweep_order(group: np.ndarray, start: np.ndarray, dur: np.ndarray,
     order = np.lexsort((time, grp))  # points: 0..n-1 open event p, n..2n-1 close event p - n
     t_sorted, g_sorted = time[order], grp[order]
     new = np.ones(2 * n, bool)
-    new[1:] = (t_sorted[1:] != t_sorted[:-1]) | (g_sorted[1:] != g_sorted[:-1])
-    instant = np.cumsum(new) - 1  # dense (group, time) id of order[i], ascending
-    shared = ~(new & np.r_[new[1:], True])  # order[i] shares its instant with another point
+    np.not_equal(t_sorted[1:], t_sorted[:-1], out=new[1:])
+    new[1:] |= g_sorted[1:] != g_sorted[:-1]  # order[i] starts a new (group, time) instant
+    shared = ~new
+    shared[:-1] |= ~new[1:]  # order[i] shares its instant with another point
     if shared.any():
-        points, inst = order[shared], instant[shared]
-        cls, sub1, sub2 = _instant_order_keys(points, inst, n, dur, row)
-        order[shared] = points[_order_within_instants(inst, cls, sub1, sub2)]
-    return order % n, order < n
+        points = order[shared]
+        first = new[shared]  # first point of each shared instant (instants hold ≥ 2 points)
+        inst = np.cumsum(first) - 1  # dense id of the shared instants, ascending
+        starts = np.flatnonzero(first)
+        cls, sub1, sub2 = _instant_order_keys(points, inst, starts, n, dur, row)
+        order[shared] = points[_order_within_instants(inst, starts, cls, sub1, sub2)]
+    is_open = order < n
+    return np.where(is_open, order, order - n), is_open
 
 
-def _order_within_instants(inst: np.ndarray, cls: np.ndarray, sub1: np.ndarray, sub2: np.ndarray) -> np.ndarray:
-    """The stable permutation that sorts points by (inst, cls, sub1, sub2), ``inst`` ascending.
+def _order_within_instants(inst: np.ndarray, starts: np.ndarray, cls: np.ndarray, sub1: np.ndarray,
+                           sub2: np.ndarray) -> np.ndarray:
+    """The stable permutation that sorts points by (inst, cls, sub1, sub2), ``inst`` ascending
+    (dense ids, the points of one instant together; ``starts``: first point of each).
 
     Most shared instants hold two points (one event ends as the next starts, or a
     zero-duration event opens and closes): those are ordered by one vectorised comparison;
@@ -77,43 +84,57 @@ def _order_within_instants(inst: np.ndarray, cls: np.ndarray, sub1: np.ndarray, 
     perm = np.arange(len(inst))
     if np.isnan(sub1).any() or np.isnan(sub2).any():  # NaN order is the sort's: leave it to the sort
         return np.lexsort((sub2, sub1, inst * 5 + (cls + 1)))
-    size = np.bincount(inst)[inst]
-    a = np.flatnonzero((size == 2) & np.r_[True, inst[1:] != inst[:-1]])  # first point of each pair
+    size = np.diff(starts, append=len(inst))
+    a = starts[size == 2]  # first point of each pair
     b = a + 1
-    swap = (cls[b] < cls[a]) | ((cls[b] == cls[a]) & ((sub1[b] < sub1[a])
-                                                      | ((sub1[b] == sub1[a]) & (sub2[b] < sub2[a]))))
-    perm[a[swap]], perm[b[swap]] = b[swap], a[swap]
-    big = np.flatnonzero(size > 2)
-    perm[big] = big[np.lexsort((sub2[big], sub1[big], inst[big] * 5 + (cls[big] + 1)))]  # cls: -1..3
+    ca, cb = cls[a], cls[b]
+    sa, sb = sub1[a], sub1[b]
+    swap = (cb < ca) | ((cb == ca) & ((sb < sa) | ((sb == sa) & (sub2[b] < sub2[a]))))
+    a, b = a[swap], b[swap]
+    perm[a], perm[b] = b, a
+    if (size > 2).any():
+        big = np.flatnonzero((size > 2)[inst])
+        perm[big] = big[np.lexsort((sub2[big], sub1[big], inst[big] * 5 + (cls[big] + 1)))]  # cls: -1..3
     return perm
 
 
-def _instant_order_keys(points: np.ndarray, instant: np.ndarray, n: int, dur: np.ndarray,
-                        row: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _instant_order_keys(points: np.ndarray, instant: np.ndarray, starts: np.ndarray, n: int,
+                        dur: np.ndarray, row: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Sort keys (class, sub1, sub2) of sweep points at the same instant (module docstring).
 
     ``points`` are point ids (< n: open of event p, else close of event p - n), ``instant``
-    their dense (group, time) id. Class within an instant: positive closes, positive opens,
+    their dense instant id (ascending, the points of one instant together; ``starts``: first
+    point of each). Class within an instant: positive closes, positive opens,
     zero-duration points (a zero-duration event written before an event opening at an instant
     where another closes goes first). Within a class, opens longer first then file order;
     closes shorter first then reverse file order; zero points: opens (file order) before
     closes (reverse file order).
     """
     is_open = points < n
-    ev = points % n
+    ev = np.where(is_open, points, points - n)
     d = dur[ev]
     zero = d == 0
     r = row[ev].astype(np.float64)
-    n_inst = int(instant.max()) + 1
+    n_inst = len(starts)
     pos_open = is_open & ~zero
-    has_open = np.bincount(instant, weights=pos_open, minlength=n_inst) > 0
-    has_close = np.bincount(instant, weights=(~is_open & ~zero), minlength=n_inst) > 0
-    both = (has_open & has_close)[instant]
-    first_open_row = np.full(n_inst, np.inf)
-    np.minimum.at(first_open_row, instant[pos_open], r[pos_open])
-    zero_before = r < first_open_row[instant]  # a zero-length event written before the opening one
-    cls = np.where(zero, np.where(both, np.where(zero_before, -1, 3), 1),
-                   np.where(is_open, np.where(both, 2, 0), np.where(both, 0, 2)))
+    has_open = np.zeros(n_inst, bool)
+    has_open[instant[pos_open]] = True
+    has_close = np.zeros(n_inst, bool)
+    has_close[instant[~is_open & ~zero]] = True
+    both_inst = has_open & has_close
+    both = both_inst[instant]
+    cls = np.where(is_open, np.where(both, 2, 0), np.where(both, 0, 2))
+    if zero.any():
+        zb = np.flatnonzero(zero & both)  # zero points at an instant where one event closes and another opens
+        cls[zero] = 1
+        if len(zb):
+            po = np.flatnonzero(pos_open & both)  # their instants' positive opens, grouped by instant
+            po_inst = instant[po]
+            seg = np.flatnonzero(np.r_[True, po_inst[1:] != po_inst[:-1]])
+            first_open_row = np.full(n_inst, np.inf)
+            first_open_row[po_inst[seg]] = np.minimum.reduceat(r[po], seg)
+            zero_before = r[zb] < first_open_row[instant[zb]]  # a zero-length event written before the opening one
+            cls[zb] = np.where(zero_before, -1, 3)
     sub1 = np.where(zero, np.where(is_open, 0.0, 1.0), np.where(is_open, -d, d))
     sub2 = np.where(is_open, r, -r)
     return cls, sub1, sub2
@@ -239,6 +260,16 @@ def thread_ids(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
     """Dense id of each (pid, tid) pair, numbered in sorted (pid, tid) order."""
     if len(pid) == 0:
         return np.empty(0, np.int64)
+    # a thread's events come in long runs (Kineto writes them thread by thread): number the
+    # runs' pairs and repeat them, which gives the same ids as numbering every event
+    cuts = np.flatnonzero((pid[1:] != pid[:-1]) | (tid[1:] != tid[:-1])) + 1
+    if 8 * len(cuts) < len(pid):
+        first = np.r_[0, cuts]
+        return np.repeat(_thread_ids(pid[first], tid[first]), np.diff(first, append=len(pid)))
+    return _thread_ids(pid, tid)
+
+
+def _thread_ids(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
     # hash-based codes (few distinct ids) instead of a row-wise np.unique over (pid, tid) pairs
     pid_code = pd.factorize(pid, sort=True)[0].astype(np.int64)
     tid_code = pd.factorize(tid, sort=True)[0].astype(np.int64)
