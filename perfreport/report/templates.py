@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 import re
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -37,13 +36,17 @@ _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff\ufffe\uffff]
 
 
 def templates_dir() -> Path:
-    try:
-        path = Path(str(resources.files("perfreport.templates")))
-        if path.is_dir():
-            return path
-    except ModuleNotFoundError:
-        pass
-    return Path(__file__).resolve().parents[2] / "templates"
+    """``perfreport/templates`` in an installed wheel, else the checkout's top-level ``templates/``.
+
+    (``importlib.resources`` is no help here: ``perfreport.templates`` is a namespace package
+    without ``__init__.py``, which it resolves differently across Python versions and install
+    modes.)
+    """
+    package = Path(__file__).resolve().parents[1]
+    for candidate in (package / "templates", package.parent / "templates"):
+        if candidate.is_dir():
+            return candidate
+    raise FileNotFoundError(f"perfreport's report templates are missing (looked in {package / 'templates'})")
 
 
 def environment() -> jinja2.Environment:

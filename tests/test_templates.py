@@ -1,0 +1,28 @@
+"""The report templates are found both in a source checkout and inside an installed wheel."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+from perfreport.report.templates import templates_dir
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_templates_found_in_the_checkout() -> None:
+    assert (templates_dir() / "report.html.j2").is_file()
+    assert (templates_dir() / "summary.md.j2").is_file()
+
+
+def test_templates_ship_inside_the_wheel(tmp_path: Path) -> None:
+    """Build the wheel as pip would and check every template is at perfreport/templates/."""
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(ROOT)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    wheel = next(tmp_path.glob("perfreport-*.whl"))
+    names = set(zipfile.ZipFile(wheel).namelist())
+    shipped = {f"perfreport/templates/{p.name}" for p in (ROOT / "templates").iterdir() if p.is_file()}
+    assert shipped and shipped <= names
