@@ -1,0 +1,157 @@
+"""The records a verdict is made of: statuses, :class:`Check` with its :class:`Threshold` and
+:class:`Evidence`, :class:`Note`, and how a check is built, named (:func:`check_id`) and its
+values and evidence written out."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from ..config import Waiver
+from ..units import format_us
+from .metrics import Metric
+
+PASS, WARN, FAIL, INCONCLUSIVE = "pass", "warn", "fail", "inconclusive"
+STATUSES = (FAIL, WARN, INCONCLUSIVE, PASS)
+"""Check statuses, most severe first (the order of the verdict's checks)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """What the status rests on. ``test``: "mann-whitney-u" / "bootstrap" (relative and new
+    absolute violations), "median count per step" (structural), "limit" (absolute, no
+    baseline). ``interval`` is the bootstrap interval of the ratio of medians (the difference,
+    in points, for percentage metrics) at ``confidence_pct``, whichever test decides.
+    ``baseline_values``/``candidate_values`` are the samples themselves (per step), so a
+    reader can re-check the statistics."""
+
+    test: str
+    baseline_samples: int
+    candidate_samples: int
+    p_value: float | None = None
+    alpha: float | None = None
+    method: str | None = None
+    interval: tuple[float, float] | None = None
+    interval_of: str | None = None
+    confidence_pct: float | None = None
+    significant: bool | None = None
+    baseline_values: tuple[float, ...] = ()
+    candidate_values: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Threshold:
+    """``kind``: max_increase_pct / max_increase_points / max_decrease_points (relative), max /
+    min (absolute), max_change (structural, counts); ``floor_us``: the change a time must
+    exceed at all (relative time checks)."""
+
+    kind: str
+    value: float
+    floor_us: float | None = None
+
+    def describe(self, unit: str) -> str:
+        if self.kind == "max_increase_pct":
+            text = f"at most +{self.value:g} %"
+        elif self.kind == "max_increase_points":
+            text = f"at most +{self.value:g} points"
+        elif self.kind == "max_decrease_points":
+            text = f"at most −{self.value:g} points"
+        elif self.kind in ("max", "min"):
+            text = f"{'≤' if self.kind == 'max' else '≥'} {format_value(self.value, unit)}"
+        else:
+            text = "unchanged" if self.value == 0 else f"within ±{self.value:.3g} per step"
+        if self.floor_us:
+            text += f", ignoring changes under {format_us(self.floor_us)}/step"
+        return text
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One judged quantity. Values are medians over the samples (µs, %, or counts per step);
+    ``delta`` = candidate - baseline in the metric's unit (points for percentages);
+    ``delta_pct`` the change relative to the baseline (None when it is 0)."""
+
+    id: str
+    family: str
+    name: str
+    metric: str
+    label: str
+    unit: str
+    worse: str
+    subject: str | None
+    rank: int | None
+    aggregation: str
+    level: str
+    status: str
+    baseline_value: float | None
+    candidate_value: float | None
+    delta: float | None
+    delta_pct: float | None
+    threshold: Threshold
+    evidence: Evidence
+    message: str
+    waiver: Waiver | None = None
+
+    @property
+    def counts(self) -> bool:
+        """Whether the check takes part in the overall status (not waived)."""
+        return self.waiver is None
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    """Something a reader must know: ``kind`` is hardware, ranks, versions, steps or waiver."""
+
+    kind: str
+    message: str
+
+
+def make_check(*, family: str, name: str, metric: Metric, subject: str | None, rank: int | None, aggregation: str,
+               level: str, status: str, threshold: Threshold, b: np.ndarray, c: np.ndarray, evidence: Evidence,
+               message: str) -> Check:
+    """A :class:`Check` from the samples ``b``/``c`` of one group: medians, deltas, id, and the
+    samples kept in the evidence; a per-rank message gets a ``rank N:`` prefix."""
+    b_val = float(np.median(b)) if len(b) else None
+    c_val = float(np.median(c)) if len(c) else None
+    delta = c_val - b_val if b_val is not None and c_val is not None else None
+    delta_pct = 100.0 * delta / abs(b_val) if delta is not None and b_val else None
+    evidence = replace(evidence, baseline_values=tuple(float(v) for v in b),
+                       candidate_values=tuple(float(v) for v in c))
+    return Check(id=check_id(family, name, subject, rank), family=family, name=name, metric=metric.column,
+                 label=metric.label, unit=metric.unit, worse=metric.worse, subject=subject, rank=rank,
+                 aggregation=aggregation, level=level, status=status, baseline_value=b_val, candidate_value=c_val,
+                 delta=delta, delta_pct=delta_pct, threshold=threshold, evidence=evidence,
+                 message=message if rank is None else f"rank {rank}: {message}")
+
+
+def check_id(family: str, name: str, subject: str | None = None, rank: int | None = None) -> str:
+    """``family.name[subject]@rankN`` (see :mod:`perfreport.gate.verdict`)."""
+    out = f"{family}.{name}"
+    if subject:
+        out += f"[{subject}]"
+    if rank is not None:
+        out += f"@rank{rank}"
+    return out
+
+
+def format_value(value: float, unit: str) -> str:
+    """A value in its unit for messages ("n/a" when missing or not finite)."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "n/a"
+    if unit == "us":
+        return format_us(value)
+    if unit == "pct":
+        return f"{value:.1f} %"
+    return f"{value:g}"
+
+
+def evidence_text(e: Evidence) -> str:
+    """The statistical evidence in one clause, for messages."""
+    if e.test == "bootstrap" and e.interval:
+        return (f"{e.confidence_pct:g} % bootstrap interval of the {e.interval_of.split(' (')[0]} "
+                f"[{e.interval[0]:.3g}, {e.interval[1]:.3g}], {e.baseline_samples} vs {e.candidate_samples} samples")
+    p = "n/a" if e.p_value is None else f"{e.p_value:.3g}"
+    return f"Mann-Whitney U p = {p}, α = {e.alpha:g}, {e.baseline_samples} vs {e.candidate_samples} samples"
+
