@@ -10,7 +10,7 @@ the browser supports ``::details-content``.
 
 from __future__ import annotations
 
-from .build import BANNER_CHECKS
+from .comparison import BANNER_CHECKS
 from .figures import render_svg
 from .model import BarFigure, LineFigure, Paragraph, Report, Table
 from . import templates

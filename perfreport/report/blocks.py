@@ -1,0 +1,221 @@
+"""Document tables -> report blocks: the building blocks the report sections are made of.
+
+Each helper reads rows of a document table for one or two *sides* (a single run has one side,
+label ""; a comparison has "baseline" and "candidate") and returns one :class:`Table`,
+:class:`BarFigure` or :class:`LineFigure`, or None when no side has rows. They pick rows (top N
+by a column the document has), sort them, truncate long tables and say so, reshape long tables
+into bars, and attach units for the renderers; they compute no number.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .model import Bar, BarFigure, Block, Column, Line, LineFigure, Panel, Section, Table
+
+TOP_ROWS = 15
+"""Rows of a top-N table (kernels, operators, movers) per side."""
+COLLAPSE_ROWS = 10
+"""Tables longer than this are folded by default."""
+MAX_ROWS = 200
+"""No rendered table is longer; the JSON document has every row."""
+MAX_BARS = 48
+"""Bars per figure (rank x stream x side); the first ones by rank are kept."""
+
+NAME_KEYS = frozenset({
+    "name", "key", "kernel", "launch", "aten_op", "kernel_sequence", "operator", "pattern", "file", "source",
+    "gpu_name", "op", "note", "collective", "process_group", "pg_name", "sha256",
+})
+"""Columns holding strings from a trace (or a path): escaped and shortened when shown."""
+ID_KEYS = frozenset({"rank", "stream", "step", "iteration", "min_rank", "max_rank", "first_step", "last_step",
+                     "world_size", "kernel_type", "kernel_class", "direction", "idle_category", "device",
+                     "rank_source", "kind", "count_change"})
+"""Identifiers and fixed categories: shown as written (no thousands separator, no shortening)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Side:
+    label: str
+    doc: Mapping[str, Any]
+
+
+# --- columns and tables --------------------------------------------------------------------------
+def unit_of(key: str) -> str:
+    """The unit of a document column from its name (house rule: units are in the names)."""
+    if key in NAME_KEYS:
+        return "name"
+    if key in ID_KEYS:
+        return "text"
+    if key.startswith("is_") or key in ("short_kernel", "runtime_outlier", "launch_delay_outlier", "totals_recorded"):
+        return "bool"
+    for unit, marks in (("pct", ("_pct",)), ("gbps", ("_gbps",)), ("bytes", ("bytes",)), ("us", ("_us",)),
+                        ("ms", ("_ms",))):
+        if any(key.endswith(m) or f"{m}_" in key or key.startswith(m.lstrip("_")) for m in marks):
+            return unit
+    return "number"
+
+
+def label_of(key: str) -> str:
+    """Column header from a document key: units dropped (cells carry them), % kept."""
+    words = [w for w in key.split("_") if w not in ("us", "ms", "gbps")]
+    return " ".join("%" if w == "pct" else w for w in words) or key
+
+
+ColumnSpec = "str | tuple[str, str] | tuple[str, str, str] | Column"
+
+
+def _column(spec) -> Column:
+    if isinstance(spec, Column):
+        return spec
+    if isinstance(spec, str):
+        return Column(spec, label_of(spec), unit_of(spec))
+    key, label, *unit = spec
+    return Column(key, label, unit[0] if unit else unit_of(key))
+
+
+def records(side: Side, name: str) -> list[dict]:
+    rows = side.doc.get(name)
+    return [r for r in rows if isinstance(r, dict)] if isinstance(rows, list) else []
+
+
+def order_key(value: Any) -> tuple:
+    """Sort key that puts None last and never compares str with numbers."""
+    if value is None:
+        return (2, 0)
+    if isinstance(value, str):
+        return (1, value)
+    return (0, value)
+
+
+def sorted_rows(rows: list[dict], keys: Sequence[str], descending: bool = False) -> list[dict]:
+    """Rows sorted by ``keys`` (stable); rows missing the first key go last either way."""
+    def key(r: dict) -> tuple:
+        return tuple(order_key(r.get(k)) for k in keys)
+    if not descending:
+        return sorted(rows, key=key)
+    present = [r for r in rows if r.get(keys[0]) is not None]
+    return sorted(present, key=key, reverse=True) + [r for r in rows if r.get(keys[0]) is None]
+
+
+def table(tid: str, title: str, sides: Sequence[Side], name: str, columns: Iterable, *,
+          where: Callable[[dict], bool] | None = None, sort: Sequence[str] = ("rank",), descending: bool = False,
+          top: int | None = None, mark: Callable[[dict], bool] | None = None, note: str = "",
+          collapsed: bool | None = None) -> Table | None:
+    """Rows of document table ``name`` of every side as a :class:`Table` (None when no side has
+    rows). Rows are filtered by ``where``, sorted by ``sort`` (then by side), cut to ``top`` rows
+    per side when given, and to :data:`MAX_ROWS` overall; a ``run`` column is added for two sides."""
+    cols = [_column(c) for c in columns]
+    picked, total = [], 0
+    for index, side in enumerate(sides):
+        rows = [r for r in records(side, name) if where is None or where(r)]
+        total += len(rows)
+        if top is not None:
+            rows = sorted_rows(rows, sort, descending)[:top]
+        picked += [(index, side.label, r) for r in rows]
+    if not picked:
+        return None
+    if top is None:
+        picked.sort(key=lambda p: (*(order_key(p[2].get(k)) for k in sort), p[0]))
+    picked = picked[:MAX_ROWS]
+    if len(sides) > 1:
+        cols.insert(0, Column("run", "run", "text"))
+    rows = tuple(tuple(([label] if len(sides) > 1 else []) + [r.get(c.key) for c in cols[len(sides) > 1:]])
+                 for _, label, r in picked)
+    marked = tuple(i for i, (_, _, r) in enumerate(picked) if mark is not None and mark(r))
+    if top is not None and total > len(rows):
+        by = next((c.label for c in cols if c.key == sort[0]), label_of(sort[0]))
+        note = (note + " " if note else "") + f"Top {top} per run by {by}; the JSON has all {total}."
+    elif total > len(rows):
+        note = (note + " " if note else "") + f"First {len(rows)} of {total} rows; the JSON has all."
+    if collapsed is None:  # top-N tables are the point of their section: open
+        collapsed = top is None and len(rows) > COLLAPSE_ROWS
+    return Table(tid, title, tuple(cols), rows, total, marked, collapsed, note)
+
+
+def side_label(rank: Any, side: str, *more: Any) -> str:
+    parts = [f"rank {rank}", *(str(m) for m in more)]
+    return " · ".join(parts + ([side] if side else []))
+
+
+def stacked_bars(fid: str, title: str, sides: Sequence[Side], name: str, segments: Sequence[tuple[str, str]],
+                 value_label: str, unit: str, *, group: Sequence[str] = ("rank",),
+                 where: Callable[[dict], bool] | None = None) -> BarFigure | None:
+    """One bar per row (per ``group`` key and side) with ``segments`` = (document column,
+    legend label), in rank order with baseline before candidate."""
+    bars = []
+    for index, side in enumerate(sides):
+        for r in records(side, name):
+            if where is None or where(r):
+                key = tuple(order_key(r.get(k)) for k in group)
+                bars.append((key, index, Bar(_bar_label(r, group, side.label), tuple(r.get(c) for c, _ in segments))))
+    if not bars:
+        return None
+    bars.sort(key=lambda b: (b[0], b[1]))
+    return BarFigure(fid, title, value_label, unit, tuple(s for _, s in segments),
+                     tuple(b for _, _, b in bars[:MAX_BARS]),
+                     note=f"First {MAX_BARS} of {len(bars)} bars." if len(bars) > MAX_BARS else "")
+
+
+def _bar_label(r: dict, group: Sequence[str], side: str) -> str:
+    more = [f"{k} {r.get(k)}" for k in group if k != "rank"]
+    return side_label(r.get("rank"), side, *more)
+
+
+def pivot_bars(fid: str, title: str, sides: Sequence[Side], name: str, group: Sequence[str], category: str,
+               value: str, value_label: str, unit: str, categories: Sequence[str] | None = None) -> BarFigure | None:
+    """Bars from a long table (one row per group and category): one bar per group and side,
+    one segment per category (document order when ``categories`` is None)."""
+    cats: list[str] = list(categories or [])
+    bars: dict[tuple, dict] = {}
+    for index, side in enumerate(sides):
+        for r in records(side, name):
+            c = str(r.get(category))
+            if categories is None and c not in cats:
+                cats.append(c)
+            key = (tuple(order_key(r.get(k)) for k in group), index)
+            bars.setdefault(key, {"label": _bar_label(r, group, side.label)})[c] = r.get(value)
+    if not bars:
+        return None
+    ordered = [bars[k] for k in sorted(bars)]
+    return BarFigure(fid, title, value_label, unit, tuple(cats),
+                     tuple(Bar(b["label"], tuple(b.get(c) for c in cats)) for b in ordered[:MAX_BARS]),
+                     note=f"First {MAX_BARS} of {len(ordered)} bars." if len(ordered) > MAX_BARS else "")
+
+
+def series_figure(fid: str, title: str, sides: Sequence[Side], kind: str, x_label: str, y_label: str,
+                  *, one_panel: bool = False) -> LineFigure | None:
+    """A figure from the document's downsampled ``series[kind]``: one panel per side (or one
+    panel with every side's lines when ``one_panel``)."""
+    panels, x_unit, y_unit, style, notes = [], "", "", "line", []
+    for side in sides:
+        entry = (side.doc.get("series") or {}).get(kind)
+        if not isinstance(entry, dict) or not entry.get("lines"):
+            continue
+        x_unit, y_unit, style = entry.get("x_unit", ""), entry.get("y_unit", ""), entry.get("drawstyle", "line")
+        lines = tuple(Line(side_label(line["rank"], side.label if one_panel else "", line["label"])
+                           if kind != "step_time" else side_label(line["rank"], side.label if one_panel else ""),
+                           tuple(line["x"]), tuple(line["y"])) for line in entry["lines"])
+        if entry.get("lines_total", len(lines)) > len(lines):
+            notes.append(f"{side.label or 'trace'}: {len(lines)} of {entry['lines_total']} lines (highest peaks)")
+        panels.append(Panel(side.label, lines))
+    if not panels:
+        return None
+    if one_panel:
+        panels = [Panel("", tuple(line for p in panels for line in p.lines))]
+    note = "; ".join(notes)
+    return LineFigure(fid, title, x_label, y_label, x_unit, y_unit, tuple(panels), style, note)
+
+
+# --- sections --------------------------------------------------------------------------------------
+def _blocks(*blocks: Block | None) -> tuple[Block, ...]:
+    return tuple(b for b in blocks if b is not None)
+
+
+def make_section(sid: str, title: str, importance: int, summary: str, *blocks: Block | None) -> Section | None:
+    """A :class:`Section` of the given blocks (None ones dropped); None when no table or figure is left."""
+    kept = _blocks(*blocks)
+    if not any(isinstance(b, (Table, LineFigure, BarFigure)) for b in kept):
+        return None
+    return Section(sid, title, kept, importance, summary)
