@@ -66,6 +66,24 @@ def gpu_work_steps(trace: RankTrace) -> list[tuple[int, np.ndarray]]:
     return trace.memo("gpu_work_steps", compute)
 
 
+
+def gpu_work_rows(traces: TraceSet, measure, *, per_step: bool) -> list[dict]:
+    """``measure(starts, ends, classes) -> dict`` of each rank's GPU work, or of each step's.
+
+    The loop temporal and overlap breakdowns share: one row per rank (``rank`` + the measure)
+    or, with ``per_step``, one per (rank, step) with GPU work.
+    """
+    rows = []
+    for trace in traces:
+        _, starts, ends, _ = gpu_work(trace)
+        classes = gpu_work_classes(trace)
+        if not per_step:
+            rows.append({"rank": trace.rank, **measure(starts, ends, classes)})
+            continue
+        for step, pos in gpu_work_steps(trace):
+            rows.append({"rank": trace.rank, "step": step, **measure(starts[pos], ends[pos], classes[pos])})
+    return rows
+
 def gpu_work_classes(trace: RankTrace) -> np.ndarray:
     """Per :func:`gpu_work` row: the position of its class in CLASSES (-1 for OTHER).
 

@@ -15,7 +15,7 @@ import pandas as pd
 from ..model import COMMUNICATION, COMPUTATION, TraceSet
 from ..units import pct
 from .intervals import covered, intersection_length
-from .kernels import CLASSES, class_positions, gpu_work, gpu_work_classes, gpu_work_steps
+from .kernels import CLASSES, class_positions, gpu_work_rows
 
 COLUMNS = ("rank", "comm_us", "compute_us", "overlap_us", "exposed_comm_us", "overlap_pct")
 
@@ -31,19 +31,9 @@ def _overlap(starts: np.ndarray, ends: np.ndarray, classes: np.ndarray) -> dict:
 
 def comm_comp_overlap(traces: TraceSet) -> pd.DataFrame:
     """One row per rank: comm, compute, overlapped and exposed comm time (µs), overlap % of comm."""
-    rows = []
-    for trace in traces:
-        _, starts, ends, _ = gpu_work(trace)
-        rows.append({"rank": trace.rank, **_overlap(starts, ends, gpu_work_classes(trace))})
-    return pd.DataFrame(rows, columns=list(COLUMNS))
+    return pd.DataFrame(gpu_work_rows(traces, _overlap, per_step=False), columns=list(COLUMNS))
 
 
 def comm_comp_overlap_per_step(traces: TraceSet) -> pd.DataFrame:
     """:func:`comm_comp_overlap` per (rank, step) with GPU work."""
-    rows = []
-    for trace in traces:
-        _, starts, ends, _ = gpu_work(trace)
-        classes = gpu_work_classes(trace)
-        for step, pos in gpu_work_steps(trace):
-            rows.append({"rank": trace.rank, "step": step, **_overlap(starts[pos], ends[pos], classes[pos])})
-    return pd.DataFrame(rows, columns=["rank", "step", *COLUMNS[1:]])
+    return pd.DataFrame(gpu_work_rows(traces, _overlap, per_step=True), columns=["rank", "step", *COLUMNS[1:]])

@@ -22,7 +22,7 @@ import pandas as pd
 from ..model import COMPUTATION, TraceSet
 from ..units import pct
 from .intervals import covered
-from .kernels import CLASSES, class_positions, gpu_work, gpu_work_classes, gpu_work_steps
+from .kernels import CLASSES, class_positions, gpu_work_rows
 
 COLUMNS = ("rank", "gpu_span_us", "busy_us", "idle_us", "compute_us", "non_compute_us", "idle_pct",
            "compute_pct", "non_compute_pct")
@@ -44,19 +44,9 @@ def _breakdown(starts: np.ndarray, ends: np.ndarray, classes: np.ndarray) -> dic
 
 def temporal_breakdown(traces: TraceSet) -> pd.DataFrame:
     """One row per rank: GPU span, busy, idle, compute, non-compute (µs) and % of span."""
-    rows = []
-    for trace in traces:
-        _, starts, ends, _ = gpu_work(trace)
-        rows.append({"rank": trace.rank, **_breakdown(starts, ends, gpu_work_classes(trace))})
-    return pd.DataFrame(rows, columns=list(COLUMNS))
+    return pd.DataFrame(gpu_work_rows(traces, _breakdown, per_step=False), columns=list(COLUMNS))
 
 
 def temporal_breakdown_per_step(traces: TraceSet) -> pd.DataFrame:
     """One row per (rank, step) with GPU work: :func:`temporal_breakdown` of that step's work."""
-    rows = []
-    for trace in traces:
-        _, starts, ends, _ = gpu_work(trace)
-        classes = gpu_work_classes(trace)
-        for step, pos in gpu_work_steps(trace):
-            rows.append({"rank": trace.rank, "step": step, **_breakdown(starts[pos], ends[pos], classes[pos])})
-    return pd.DataFrame(rows, columns=["rank", "step", *COLUMNS[1:]])
+    return pd.DataFrame(gpu_work_rows(traces, _breakdown, per_step=True), columns=["rank", "step", *COLUMNS[1:]])

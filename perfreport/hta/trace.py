@@ -20,7 +20,23 @@ from ..model import TraceSet
 from ._frame import SymbolTable, build_frames
 
 
-class HtaTrace:
+class FrameAccess:
+    """HTA's ``Trace`` accessors over ``self.traces`` {rank: frame}, shared by the analysed trace
+    (:class:`HtaTrace`) and the unfiltered one of a ``LabeledTrace``."""
+
+    traces: dict[int, pd.DataFrame]
+
+    def get_ranks(self) -> list[int]:
+        return sorted(self.traces)
+
+    def get_trace(self, rank: int) -> pd.DataFrame:
+        return self.traces[rank]
+
+    def get_all_traces(self) -> dict[int, pd.DataFrame]:
+        return self.traces
+
+
+class HtaTrace(FrameAccess):
     """The loaded trace set in HTA's shape: ``traces`` {rank: DataFrame}, ``symbol_table``,
     ``min_ts``, ``meta_data`` {rank: dict}, ``trace_files`` {rank: path}."""
 
@@ -40,15 +56,6 @@ class HtaTrace:
         self.symbol_table: SymbolTable = symbols
         self.min_ts = min_ts
         self.is_parsed = True
-
-    def get_ranks(self) -> list[int]:
-        return sorted(self.traces)
-
-    def get_trace(self, rank: int) -> pd.DataFrame:
-        return self.traces[rank]
-
-    def get_all_traces(self) -> dict[int, pd.DataFrame]:
-        return self.traces
 
     def get_raw_trace_for_one_rank(self, rank: int = 0) -> dict:
         """The rank's file decoded as JSON (HTA re-reads raw traces for overlays)."""

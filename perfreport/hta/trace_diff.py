@@ -34,7 +34,7 @@ from ..load import load
 from ..model import TraceSet
 from ._frame import FRAME_COLUMNS, SymbolTable, raw_frame
 from ._plots import new_figure, show
-from .trace import HtaTrace, meta_dict
+from .trace import FrameAccess, HtaTrace, meta_dict
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ def shorten_name(name: str) -> str:
     return "".join(stack).split(" ")[-1]
 
 
-class ParsedTrace:
+class ParsedTrace(FrameAccess):
     """HTA's ``Trace`` after ``parse_traces()`` alone: per-rank frames neither aligned nor trimmed.
 
     ``traces`` {rank: DataFrame} (index = raw event position, ``end`` = ts + dur in the file's
@@ -91,15 +91,6 @@ class ParsedTrace:
         self.meta_data = {t.rank: meta_dict(t) for t in traceset}
         self.trace_path = traceset.source
         self.is_parsed = True
-
-    def get_ranks(self) -> list[int]:
-        return sorted(self.traces)
-
-    def get_trace(self, rank: int) -> pd.DataFrame:
-        return self.traces[rank]
-
-    def get_all_traces(self) -> dict[int, pd.DataFrame]:
-        return self.traces
 
 
 def _as_list(value, what: str) -> list[int]:
