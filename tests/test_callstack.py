@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from perfreport.analyses import callstack
 from perfreport.analyses.callstack import (
     ancestor_at_depth, call_stack, cpu_events, kernel_totals, op_kernels, parents_from_sweep, subtree_reduce,
     sweep_order, thread_ids, tree_depth,
@@ -18,15 +19,25 @@ from .conftest import TRACES, load_cached
 from .test_steps import cpu, kernel, launch, write_trace
 
 
-def nest(spans: list[tuple[float, float]]) -> list[int]:
+# the numpy sweep always; the C sweep too where the extension was built (it is in CI: a
+# compiler is there), so that both paths answer every case below
+SWEEPS = [False] + ([True] if callstack._nest is not None else [])
+
+
+@pytest.fixture(params=SWEEPS, ids=lambda c: "c" if c else "numpy")
+def use_c(request) -> bool:
+    return request.param
+
+
+def nest(spans: list[tuple[float, float]], use_c: bool = False) -> list[int]:
     """Parent (position, -1 = top) of each (start, dur) span on one thread, rows in list order."""
     start = np.array([s for s, _ in spans], float)
     dur = np.array([d for _, d in spans], float)
-    ev, is_open = sweep_order(np.zeros(len(spans), np.int64), start, dur, np.arange(len(spans)))
-    return parents_from_sweep(ev, is_open, len(spans))[0].tolist()
+    return callstack.nest(np.zeros(len(spans), np.int64), start, dur, np.arange(len(spans)), use_c=use_c)[0].tolist()
 
 
-def test_tie_rules_by_hand() -> None:
+def test_tie_rules_by_hand(use_c: bool) -> None:
+    nest = lambda spans: globals()["nest"](spans, use_c)  # noqa: E731 - the same cases on each path
     # back-to-back siblings: the one ending at 10 closes before the one starting at 10 opens
     assert nest([(0, 10), (10, 10)]) == [-1, -1]
     # equal spans nest in file order; the longer of two starting together is the outer one
@@ -45,9 +56,38 @@ def test_tie_rules_by_hand() -> None:
     assert nest([(16221, 55), (16230, 1), (16231, 0), (16231, 1)]) == [-1, 0, 1, 0]
 
 
-def test_partial_overlap_pops_the_newest() -> None:
+def test_partial_overlap_pops_the_newest(use_c: bool) -> None:
     # [0,10) and [5,15) do not nest: the close at 10 pops the newest open one (HTA's walk)
-    assert nest([(0, 10), (5, 10), (12, 1)]) == [-1, 0, 0]
+    assert nest([(0, 10), (5, 10), (12, 1)], use_c) == [-1, 0, 0]
+
+
+@pytest.mark.skipif(callstack._nest is None, reason="the C extension was not built")
+@pytest.mark.parametrize("seed", range(20))
+def test_c_sweep_equals_numpy_sweep_on_tie_heavy_spans(seed: int) -> None:
+    # integer times on a small grid: most points share an instant with others (back-to-back
+    # spans, zero-length events, equal spans, partial overlaps, big instants sorted by qsort)
+    rng = np.random.default_rng(seed)
+    n = 3000
+    group = rng.integers(0, 4, n)
+    start = rng.integers(0, 200, n).astype(float)
+    dur = np.where(rng.random(n) < 0.3, 0.0, rng.integers(1, 40, n)).astype(float)
+    row = rng.permutation(n)
+    numpy_parent, numpy_depth = callstack.nest(group, start, dur, row, use_c=False)
+    c_parent, c_depth = callstack.nest(group, start, dur, row, use_c=True)
+    assert (c_parent == numpy_parent).all() and (c_depth == numpy_depth).all()
+    assert (numpy_parent >= 0).sum() > n // 2  # the spans really nest
+
+
+@pytest.mark.skipif(callstack._nest is None, reason="the C extension was not built")
+def test_c_sweep_equals_numpy_sweep_on_real_threads() -> None:
+    t = load_cached(str(TRACES / "hta_a100_nccl_rank0of2"))[0]
+    rows = np.flatnonzero(cpu_events(t))
+    gid = thread_ids(t.pid[rows], t.tid[rows])
+    args = gid, t.ts[rows], np.maximum(t.dur[rows], 0.0), rows
+    numpy_parent, numpy_depth = callstack.nest(*args, use_c=False)
+    c_parent, c_depth = callstack.nest(*args, use_c=True)
+    assert (c_parent == numpy_parent).all() and (c_depth == numpy_depth).all()
+    assert numpy_depth.max() >= 5
 
 
 def python_stack_walk(ev: np.ndarray, is_open: np.ndarray, n: int) -> list[int]:

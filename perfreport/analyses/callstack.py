@@ -34,7 +34,38 @@ import pandas as pd
 from ..model import CPU_OP_CATEGORIES, GPU_SIDE_CATEGORIES, RankTrace, TraceSet
 from .grouping import string_keys
 
+try:
+    from . import _nest  # type: ignore[attr-defined]
+except ImportError:  # the extension is optional (no compiler at install): numpy does the sweep
+    _nest = None
+
 NO_PARENT = -1
+
+
+def nest(group: np.ndarray, start: np.ndarray, dur: np.ndarray, row: np.ndarray,
+         *, use_c: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(parent position or -1, depth) of n spans nested per ``group`` (see the module doc).
+
+    ``dur`` ≥ 0; ``row`` breaks ties (file order). The points are
+    sorted by (group, time) here; the tie rules and the stack sweep then run in the C
+    extension ``_nest`` when it was built (one linear pass), else in numpy
+    (:func:`sweep_order`, :func:`parents_from_sweep`), which is the reference: both give the
+    same answer. ``use_c`` forces one path (tests).
+    """
+    if use_c is None:  # NaN spans: numpy's sort order for NaN is the reference's to define
+        use_c = _nest is not None and bool(np.isfinite(start).all() and np.isfinite(dur).all())
+    if not use_c:
+        ev, is_open = sweep_order(group, start, dur, row)
+        return parents_from_sweep(ev, is_open, len(start))
+    n = len(start)
+    time = np.concatenate([start, start + dur])
+    grp = np.concatenate([group, group]).astype(np.int64, copy=False)
+    order = np.lexsort((time, grp))
+    parent = np.empty(n, np.int64)
+    depth = np.empty(n, np.int64)
+    _nest.nest(order, time, grp, np.ascontiguousarray(dur, np.float64),
+               np.ascontiguousarray(row, np.int64), parent, depth)
+    return parent, depth
 
 
 def sweep_order(group: np.ndarray, start: np.ndarray, dur: np.ndarray,
@@ -318,8 +349,7 @@ def _build_call_stack(trace: RankTrace) -> CallStack:
     n = trace.n_events
     rows = np.flatnonzero(cpu_events(trace))
     gid = thread_ids(trace.pid[rows], trace.tid[rows])
-    ev, is_open = sweep_order(gid, trace.ts[rows], np.maximum(trace.dur[rows], 0.0), rows)
-    par, dep = parents_from_sweep(ev, is_open, len(rows))
+    par, dep = nest(gid, trace.ts[rows], np.maximum(trace.dur[rows], 0.0), rows)
     parent = np.full(n, NO_PARENT, dtype=np.int64)
     depth = np.full(n, -1, dtype=np.int64)
     is_node = np.zeros(n, bool)

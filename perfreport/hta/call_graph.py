@@ -43,7 +43,7 @@ import numpy as np
 import pandas as pd
 
 from ..analyses.callstack import (
-    ancestor_at_depth, levels, parents_from_sweep, subtree_reduce, sweep_order, tree_depth,
+    ancestor_at_depth, levels, nest, subtree_reduce, tree_depth,
 )
 from ._frame import SymbolTable
 
@@ -145,8 +145,7 @@ def build_call_graph(frame: pd.DataFrame, symbols: SymbolTable) -> HtaCallGraph:
     # nest the stream == -1 rows of each CPU thread
     nested = ~gpu_thread[gid] & (stream == -1)
     rows = np.flatnonzero(nested)
-    ev, is_open = sweep_order(gid[rows], ts[rows], np.maximum(dur[rows], 0.0), idx[rows])
-    par, dep = parents_from_sweep(ev, is_open, len(rows))
+    par, dep = nest(gid[rows], ts[rows], np.maximum(dur[rows], 0.0), idx[rows])
     parent = np.full(n, -1, np.int64)
     parent[rows] = np.where(par >= 0, rows[np.clip(par, 0, None)], -1)
     is_node = nested.copy()
