@@ -106,7 +106,7 @@ _BOOLS = {"overlapping", "hta_is_straggler", "is_straggler"}
 def _empty(columns: tuple[str, ...]) -> pd.DataFrame:
     def dtype(c: str) -> type:
         return object if c in _TEXT else np.int64 if c in _INTS else bool if c in _BOOLS else np.float64
-    return pd.DataFrame({c: pd.Series(dtype=dtype(c)) for c in columns})
+    return pd.DataFrame({c: np.empty(0, dtype(c)) for c in columns})  # arrays: no index alignment
 
 
 # --- names -------------------------------------------------------------------------------------

@@ -60,7 +60,7 @@ _DTYPES = {"rank": np.int64, "device": object, "op": object, "row": np.int64, "p
 
 
 def _empty(columns: tuple[str, ...]) -> pd.DataFrame:
-    return pd.DataFrame({c: pd.Series(dtype=_DTYPES.get(c, np.float64 if c.endswith("_us") else np.int64))
+    return pd.DataFrame({c: np.empty(0, _DTYPES.get(c, np.float64 if c.endswith("_us") else np.int64))
                          for c in columns})
 
 
