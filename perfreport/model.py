@@ -81,7 +81,8 @@ STEP_NAME = re.compile(r"^ProfilerStep\s*#\s*(\d+)")
 # --- kernel classes -----------------------------------------------------------------------
 COMPUTATION, COMMUNICATION, MEMORY, OTHER = "COMPUTATION", "COMMUNICATION", "MEMORY", "OTHER"
 KERNEL_CLASS_NAMES = np.array([COMPUTATION, COMMUNICATION, MEMORY, OTHER], dtype=object)
-_CLASS_INDEX = {name: i for i, name in enumerate(KERNEL_CLASS_NAMES)}
+CLASS_INDEX = {name: i for i, name in enumerate(KERNEL_CLASS_NAMES)}
+"""Kernel class name -> its index in KERNEL_CLASS_NAMES (the values of ``RankTrace.gpu_class``)."""
 _COMM_NAME = re.compile(r"^(nccl|rccl|hccl)|ncclKernel|ncclDevKernel|^c10d::|^gloo", re.IGNORECASE)
 _MEM_NAME = re.compile(r"^(Memcpy|Memset|dma)")
 
@@ -268,13 +269,13 @@ class RankTrace:
         one pass over the events plus a loop over distinct kernel names.
         """
         def compute() -> np.ndarray:
-            out = np.full(self.n_events, _CLASS_INDEX[OTHER], dtype=np.int8)
+            out = np.full(self.n_events, CLASS_INDEX[OTHER], dtype=np.int8)
             rows = np.flatnonzero(self.gpu_side())
             if len(rows):
                 key = self.name[rows].astype(np.int64) * (len(self.strings) + 1) + self.cat[rows]
                 uniq, inverse = np.unique(key, return_inverse=True)
                 names, cats = np.divmod(uniq, len(self.strings) + 1)
-                classes = np.array([_CLASS_INDEX[kernel_class(self.strings[n], self.strings[c] if c >= 0 else "")]
+                classes = np.array([CLASS_INDEX[kernel_class(self.strings[n], self.strings[c] if c >= 0 else "")]
                                     for n, c in zip(names, cats)], dtype=np.int8)
                 out[rows] = classes[inverse.ravel()]
             return out
@@ -282,13 +283,25 @@ class RankTrace:
         return self.memo("gpu_class", compute)
 
     # --- args ------------------------------------------------------------------------------
-    def arg(self, key: str, default: Any) -> np.ndarray:
-        """Dense column of args ``key`` (one value per event), ``default`` where absent."""
+    def arg(self, key: str, default: Any, rows: np.ndarray | None = None) -> np.ndarray:
+        """Values of args ``key``, ``default`` where absent: one per event, or with ``rows`` (an
+        integer array of any shape) one per entry of ``rows``, looked up in the sparse column
+        without building the dense one."""
         col = self.args.get(key)
-        if col is None or len(col.rows) == 0:
-            return np.full(self.n_events, default, dtype=np.asarray(default).dtype)
-        out = np.full(self.n_events, default, dtype=np.result_type(col.values.dtype, np.asarray(default).dtype))
-        out[col.rows] = col.values
+        if col is not None and len(col.rows) == 0:
+            col = None
+        dtype = np.asarray(default).dtype if col is None else np.result_type(col.values.dtype, np.asarray(default).dtype)
+        if rows is not None:
+            rows = np.asarray(rows, dtype=np.int64)
+            out = np.full(rows.shape, default, dtype=dtype)
+            if col is not None:
+                pos = np.minimum(np.searchsorted(col.rows, rows), len(col.rows) - 1)  # rows ascend
+                hit = col.rows[pos] == rows
+                out[hit] = col.values[pos[hit]]
+            return out
+        out = np.full(self.n_events, default, dtype=dtype)
+        if col is not None:
+            out[col.rows] = col.values
         return out
 
     def arg_text(self, key: str) -> np.ndarray:

@@ -14,7 +14,7 @@ import pytest
 from perfreport.load import load
 from perfreport.model import TEXT_ID_BASE
 
-from .conftest import SHARED_TRACES, load_cached, trace_jobs
+from .conftest import SHARED_TRACES, TRACES, load_cached, trace_jobs
 
 
 def all_trace_files() -> list[Path]:
@@ -153,3 +153,19 @@ def test_python_and_c_scanners_give_identical_models() -> None:
     for key in ("cat", "name", "pid", "tid"):
         assert [c.strings[i] if i >= 0 else None for i in c.top[key]] == [py.strings[i] if i >= 0 else None for i in py.top[key]]
     np.testing.assert_array_equal(c.top["ts"], py.top["ts"])
+
+
+def test_arg_at_rows_equals_the_dense_column() -> None:
+    t = load_cached(str(TRACES / "hta_a100_nccl_rank0of2"))[0]
+    rows = np.array([[0, 5, t.n_events - 1], [17, 17, 2]], dtype=np.int64)  # any shape, repeats
+    for key, default in (("bytes", -1), ("memory bandwidth (GB/s)", np.nan), ("Collective name", -1),
+                         ("no such key", -1)):
+        dense = t.arg(key, default)
+        hits = np.flatnonzero(dense != default) if key != "memory bandwidth (GB/s)" else \
+            np.flatnonzero(~np.isnan(dense))
+        if key != "no such key":
+            assert len(hits) > 10  # the key is really there
+        for sample in (rows, hits, np.r_[hits, hits - 1, np.arange(50)]):
+            got = t.arg(key, default, sample)
+            assert got.dtype == dense.dtype and got.shape == sample.shape
+            np.testing.assert_array_equal(got, dense[sample])

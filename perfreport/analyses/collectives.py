@@ -239,9 +239,10 @@ def _ancestors(trace: RankTrace, k_rows: np.ndarray) -> tuple[np.ndarray, np.nda
     for j in range(1, ANCESTOR_LEVELS + 1):  # a loop over levels
         prev = chain[:, j - 1]
         chain[:, j] = np.where(prev >= 0, stack.parent[np.clip(prev, 0, None)], -1)
-    is_op = np.isin(trace.name, trace.codes_where(lambda s: COLLECTIVE_OP.search(s) is not None)) \
-        & ~trace.gpu_side()
-    op_cell = (chain >= 0) & is_op[np.clip(chain, 0, None)]
+    safe = np.clip(chain, 0, None)  # only the chains' cells are looked at: no mask over all events
+    is_op = np.isin(trace.name[safe], trace.codes_where(lambda s: COLLECTIVE_OP.search(s) is not None)) \
+        & ~trace.gpu_side()[safe]
+    op_cell = (chain >= 0) & is_op
     op_cell[:, 0] = False
     return chain, op_cell
 
@@ -250,13 +251,13 @@ def _tensor_fallback(trace: RankTrace, chain: np.ndarray, op_cell: np.ndarray) -
     """Per kernel: the largest tensor (bytes) in the Input Dims / Input type of the collective
     ops above it (:func:`tensor_bytes`, once per distinct pair of texts); NaN if none."""
     safe = np.clip(chain, 0, None)
-    dims, types = trace.arg("Input Dims", -1).astype(np.int64), trace.arg("Input type", -1).astype(np.int64)
-    has = op_cell & (dims[safe] >= 0) & (types[safe] >= 0)
+    dims, types = trace.arg("Input Dims", -1, safe).astype(np.int64), trace.arg("Input type", -1, safe).astype(np.int64)
+    has = op_cell & (dims >= 0) & (types >= 0)
     best = np.full(len(chain), np.nan)
     if not has.any():
         return best
     base = len(trace.strings) + 1
-    uniq, inverse = np.unique((dims * base + types)[safe][has], return_inverse=True)
+    uniq, inverse = np.unique((dims * base + types)[has], return_inverse=True)
     sizes = np.array([tensor_bytes(trace.strings[p // base], trace.strings[p % base]) for p in uniq])
     cells = np.full(chain.shape, np.nan)
     cells[has] = sizes[inverse.ravel()]
@@ -273,7 +274,7 @@ def _kernel_attributes(trace: RankTrace, k_rows: np.ndarray) -> pd.DataFrame:
     src[:, 0] = True  # newer traces put the collective's args on the kernel itself
 
     def arg(key: str) -> np.ndarray:
-        vals = trace.arg(key, -1)[safe]
+        vals = trace.arg(key, -1, safe)
         return _nearest(vals, src & (vals >= 0), -1)
 
     owner = _nearest(chain, op_cell, -1)

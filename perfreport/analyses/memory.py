@@ -88,14 +88,14 @@ def _memory_events(trace: RankTrace) -> pd.DataFrame:
     rows = memory_rows(trace)
     if len(rows) == 0:
         return _empty(EVENT_COLUMNS)
-    dev_type = trace.arg("Device Type", -1)[rows].astype(np.int64)
-    dev_id = trace.arg("Device Id", -1)[rows].astype(np.int64)
+    dev_type = trace.arg("Device Type", -1, rows).astype(np.int64)
+    dev_id = trace.arg("Device Id", -1, rows).astype(np.int64)
     pairs, inverse = np.unique(np.stack([dev_type, dev_id], axis=1), axis=0, return_inverse=True)
     labels = np.array([device_label(t, i) for t, i in pairs], dtype=object)  # a loop over devices
     device = labels[inverse.ravel()]
-    nbytes = trace.arg("Bytes", 0)[rows].astype(np.int64)
-    total_alloc = trace.arg("Total Allocated", -1)[rows].astype(np.int64)
-    total_res = trace.arg("Total Reserved", -1)[rows].astype(np.int64)
+    nbytes = trace.arg("Bytes", 0, rows).astype(np.int64)
+    total_alloc = trace.arg("Total Allocated", -1, rows).astype(np.int64)
+    total_res = trace.arg("Total Reserved", -1, rows).astype(np.int64)
     f = pd.DataFrame({"rank": np.full(len(rows), trace.rank, np.int64), "device": device, "row": rows,
                       "pid": trace.pid[rows], "tid": trace.tid[rows], "ts_us": trace.ts[rows],
                       "step": trace.iteration[rows], "bytes": nbytes})

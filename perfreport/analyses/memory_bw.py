@@ -61,11 +61,11 @@ def _rank_transfers(trace: RankTrace) -> pd.DataFrame:
     labels = np.array([direction_of(trace.strings[n], bool(s)) for n, s in uniq], dtype=object)
     direction = labels[inverse.ravel()] if len(rows) else np.empty(0, dtype=object)
     dur = trace.dur[rows]
-    nbytes = trace.arg("bytes", -1)[rows].astype(np.float64)
+    nbytes = trace.arg("bytes", -1, rows).astype(np.float64)
     nbytes[nbytes < 0] = np.nan
     with np.errstate(divide="ignore", invalid="ignore"):
         bw = np.where(dur > 0, nbytes / BYTES_PER_GB / (dur / US_PER_S), np.nan)
-    kineto = trace.arg("memory bandwidth (GB/s)", np.nan)[rows].astype(np.float64)
+    kineto = trace.arg("memory bandwidth (GB/s)", np.nan, rows).astype(np.float64)
     return pd.DataFrame({
         "rank": np.full(len(rows), trace.rank, dtype=np.int64),
         "iteration": trace.iteration[rows],

@@ -36,7 +36,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..model import COMMUNICATION, COMPUTATION, KERNEL_CATEGORIES, MEMORY, SYNC_CATEGORIES, RankTrace, TraceSet
+from ..model import (
+    CLASS_INDEX, COMMUNICATION, COMPUTATION, MEMORY, SYNC_CATEGORIES, RankTrace, TraceSet,
+)
 from ..units import us_to_ms
 from .launch import LAUNCH_DELAY_CUTOFF_US, RUNTIME_CUTOFF_US, rank_launches
 from .memory_bw import direction_of
@@ -92,16 +94,22 @@ def sample_of(trace: RankTrace, rows: np.ndarray, steps: np.ndarray) -> np.ndarr
     return np.where((steps[pos] == it) & (it != WHOLE_TRACE_STEP), pos, -1)
 
 
-def covered_by_group(group: np.ndarray, starts: np.ndarray, ends: np.ndarray, n_groups: int) -> np.ndarray:
+def covered_by_group(group: np.ndarray, starts: np.ndarray, ends: np.ndarray, n_groups: int, *,
+                     presorted: bool = False) -> np.ndarray:
     """Time covered by the union of each group's intervals (µs), for groups 0..n_groups-1.
 
     One sort and a per-group running maximum of the ends (``intervals.union`` done for every
-    group at once); touching intervals merge. Groups without intervals cover 0.
+    group at once); touching intervals merge. Groups without intervals cover 0. With
+    ``presorted`` the intervals already come sorted by (group, start): no sort (a selection of
+    sorted intervals stays sorted, so several unions over subsets share one sort).
     """
     if len(starts) == 0:
         return np.zeros(n_groups)
-    order = np.lexsort((starts, group))
-    g, s, e = group[order], starts[order], ends[order]
+    if presorted:
+        g, s, e = group, starts, ends
+    else:
+        order = np.lexsort((starts, group))
+        g, s, e = group[order], starts[order], ends[order]
     reach = pd.Series(e).groupby(g).cummax().to_numpy()
     new = np.ones(len(s), dtype=bool)
     new[1:] = (g[1:] != g[:-1]) | (s[1:] > reach[:-1])
@@ -116,21 +124,26 @@ def _gpu_times(trace: RankTrace, steps: np.ndarray) -> dict[str, np.ndarray]:
     rows = np.flatnonzero(trace.gpu_activity() & np.isfinite(trace.dur) & np.isfinite(trace.ts))
     slot = sample_of(trace, rows, steps)
     rows, slot = rows[slot >= 0], slot[slot >= 0]
+    order = np.lexsort((trace.ts[rows], slot))  # one sort for the five unions below
+    rows, slot = rows[order], slot[order]
     starts = trace.ts[rows]
     ends = starts + np.maximum(trace.dur[rows], 0.0)
-    classes = trace.kernel_classes(rows)
+    classes = trace.gpu_class()[rows]  # indices into KERNEL_CLASS_NAMES: int compares, not str
     has = np.bincount(slot, minlength=n) > 0
+    heads = np.flatnonzero(np.r_[True, slot[1:] != slot[:-1]]) if len(slot) else np.empty(0, np.int64)
     first = np.full(n, np.inf)
-    np.minimum.at(first, slot, starts)
+    first[slot[heads]] = starts[heads]  # sorted by start within a sample
     last = np.full(n, -np.inf)
-    np.maximum.at(last, slot, ends)
-    out = {"gpu_window_us": last - first, "gpu_busy_us": covered_by_group(slot, starts, ends, n)}
-    for column, cls in (("compute_us", COMPUTATION), ("comm_us", COMMUNICATION), ("memory_us", MEMORY)):
+    if len(heads):
+        last[slot[heads]] = np.maximum.reduceat(ends, heads)
+    out = {"gpu_window_us": last - first, "gpu_busy_us": covered_by_group(slot, starts, ends, n, presorted=True)}
+    compute, comm = CLASS_INDEX[COMPUTATION], CLASS_INDEX[COMMUNICATION]
+    for column, cls in (("compute_us", compute), ("comm_us", comm), ("memory_us", CLASS_INDEX[MEMORY])):
         sel = classes == cls
-        out[column] = covered_by_group(slot[sel], starts[sel], ends[sel], n)
+        out[column] = covered_by_group(slot[sel], starts[sel], ends[sel], n, presorted=True)
     # comm ∩ compute = comm + compute - (comm ∪ compute)
-    both = (classes == COMPUTATION) | (classes == COMMUNICATION)
-    either = covered_by_group(slot[both], starts[both], ends[both], n)
+    both = (classes == compute) | (classes == comm)
+    either = covered_by_group(slot[both], starts[both], ends[both], n, presorted=True)
     overlap = np.maximum(out["comm_us"] + out["compute_us"] - either, 0.0)
     out["exposed_comm_us"] = out["comm_us"] - overlap
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -150,33 +163,28 @@ def _counts(trace: RankTrace, steps: np.ndarray) -> dict[str, np.ndarray]:
     """Event counts per sample (see the module docstring)."""
     n = len(steps)
 
-    def count(mask: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
-        rows = np.flatnonzero(mask)
+    def count(rows: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
         slot = sample_of(trace, rows, steps)
         ok = slot >= 0
-        w = None if weights is None else weights[rows][ok]
-        return np.bincount(slot[ok], weights=w, minlength=n)
+        return np.bincount(slot[ok], weights=None if weights is None else weights[ok], minlength=n)
 
-    memcpy = trace.memcpys()
+    memcpy = np.flatnonzero(trace.memcpys())
     names = trace.name[memcpy]
     codes = np.unique(names)
     dtoh_codes = codes[[direction_of(trace.strings[c], False) == DTOH for c in codes]] if len(codes) else codes
-    dtoh = np.zeros(trace.n_events, dtype=bool)
-    dtoh[np.flatnonzero(memcpy)[np.isin(names, dtoh_codes)]] = True
-    nbytes = np.maximum(trace.arg("bytes", -1), 0).astype(np.float64)
-    sync_records = trace.complete & trace.is_cat(SYNC_CATEGORIES)
+    nbytes = np.maximum(trace.arg("bytes", -1, memcpy), 0).astype(np.float64)
+    sync_records = np.flatnonzero(trace.complete & trace.is_cat(SYNC_CATEGORIES))
     sync_calls = trace.complete & trace.is_name(SYNC_CALLS) & ~trace.gpu_side()
     # a call whose GPU-side record is in the trace is counted through the record
-    recorded = np.zeros(trace.n_events, dtype=bool)
     linked = trace.linked[sync_records]
-    recorded[linked[linked >= 0]] = True
+    sync_calls[linked[linked >= 0]] = False
     return {
-        "kernels": count(trace.complete & trace.is_cat(KERNEL_CATEGORIES)),
-        "launches": count(trace.launches()),
+        "kernels": count(np.flatnonzero(trace.kernels())),
+        "launches": count(np.flatnonzero(trace.launches())),
         "memcpy_count": count(memcpy),
         "memcpy_bytes": count(memcpy, nbytes),
-        "memcpy_dtoh_count": count(dtoh),
-        "syncs": count(sync_records) + count(sync_calls & ~recorded),
+        "memcpy_dtoh_count": count(memcpy[np.isin(names, dtoh_codes)]),
+        "syncs": count(sync_records) + count(np.flatnonzero(sync_calls)),
     }
 
 

@@ -99,10 +99,10 @@ def raw_frame(trace: RankTrace, symbols: SymbolTable) -> tuple[pd.DataFrame, boo
     stream[np.isin(trace.cat[rows], trace.codes(_RUNTIME_CATS))] = -1
 
     def arg(key: str, default):
-        return trace.arg(key, default)[rows]
+        return trace.arg(key, default, rows)
 
     def text_arg(key: str) -> np.ndarray:
-        codes = trace.arg(key, -1)[rows].astype(np.int64)
+        codes = trace.arg(key, -1, rows).astype(np.int64)
         uniq, inv = np.unique(codes, return_inverse=True)
         texts = np.array(["-1" if c < 0 else _python_repr(trace.strings[c]) for c in uniq], dtype=object)
         return texts[inv.ravel()]
