@@ -1,51 +1,55 @@
 /*
- * _nest.c - the call-stack sweep of callstack.py in one linear pass.
+ * _nest.c - the call-stack sweep of callstack.py in one pass, without sorting the points.
  *
  * ``callstack.nest`` recovers the nesting of CPU events from their spans: the 2n sweep points
  * (the open and the close of every event) are put in order, then a stack of open events is
- * swept over them. The pure-numpy path (``sweep_order`` + ``parents_from_sweep``) does both
- * with whole-array operations; it is the reference, and this module must give the very same
- * parents and depths. Python still sorts the points by (thread, time) with ``np.lexsort``;
- * this module then does, in one pass over that order,
+ * swept over them. The pure-numpy path (``sweep_order`` + ``parents_from_sweep``) sorts all
+ * points with ``np.lexsort`` and works with whole-array operations; it is the reference, and
+ * this module must give the very same parents and depths. Here, per group (thread):
  *
- *  - the tie rules within each instant (points of one thread at one time), with the keys of
- *    ``_instant_order_keys`` (class, sub1, sub2) and a stable sort, exactly as
- *    ``_order_within_instants`` orders them; and
- *  - the sweep itself: an open records the current stack height as the event's depth and the
- *    top of the stack as its parent, then pushes the event; a close pops the newest open event
+ *  - the events are sorted by start (a thread's events come in file order: a few long runs
+ *    in start order, merged in a few passes, see sort_by_start);
+ *  - the closes come out of a min-heap of the open events keyed by end, so the points are
+ *    produced in time order without sorting them;
+ *  - the points of one instant (opens at t, closes at t, and the close of each zero-duration
+ *    event opened at t) are ordered by the keys of ``_instant_order_keys`` (class, sub1,
+ *    sub2, then the point id: the order the numpy path's stable sorts leave them in);
+ *  - the sweep: an open records the current stack height as the event's depth and the top
+ *    of the stack as its parent, then pushes the event; a close pops the newest open event
  *    (whichever it is, as the numpy path's level arithmetic does).
  *
  * Python calls
  *
- *     nest(order, time, group, dur, row, parent, depth) -> None
+ *     nest(group, start, dur, row, n_groups, parent, depth) -> None
  *
- * with ``order`` (int64, 2n): point ids sorted stably by (group, time), point p < n the open
- * of event p and point n + p its close; ``time`` and ``group`` (float64 / int64, 2n) per point
- * id; ``dur`` (float64, n, finite and >= 0) and ``row`` (int64, n, the file-order tie-break)
- * per event; ``parent`` and ``depth`` (int64, n) are written. NaN times or durations are the
- * caller's to exclude (the numpy path orders them by numpy's NaN rules). Only the Python C API
- * is used (buffers in, buffers out); the GIL is released during the pass.
+ * with per event ``group`` (int64, in [0, n_groups)), ``start`` and ``dur`` (float64, finite,
+ * dur >= 0), ``row`` (int64, the file-order tie-break); ``parent`` and ``depth`` (int64) are
+ * written. NaN times or durations are the caller's to exclude (the numpy path orders them by
+ * numpy's NaN rules). Only the Python C API is used (buffers in, buffers out); the GIL is
+ * released during the pass.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* One point of an instant that holds several, with its sort keys. */
 typedef struct {
     int cls;          /* -1..3, see instant_keys */
     double sub1;      /* duration key */
     int64_t sub2;     /* file-order key */
-    int64_t pos;      /* position in the (group, time) order: keeps the sort stable */
-    int64_t point;
+    int64_t point;    /* open: the event, close: n + the event; the last key */
 } Key;
 
+/* The last key is the point id: np.lexsort is stable, so the numpy path meets the points of
+ * one instant in ascending point id, and its tie sort is stable too. */
 static int key_less(const Key *a, const Key *b)
 {
     if (a->cls != b->cls) return a->cls < b->cls;
     if (a->sub1 != b->sub1) return a->sub1 < b->sub1;
     if (a->sub2 != b->sub2) return a->sub2 < b->sub2;
-    return a->pos < b->pos;
+    return a->point < b->point;
 }
 
 static int key_cmp(const void *x, const void *y)
@@ -55,20 +59,20 @@ static int key_cmp(const void *x, const void *y)
 }
 
 /*
- * Sort keys of the m points of one instant, as _instant_order_keys computes them: positive
- * closes, then positive opens, when the instant holds both (back-to-back siblings: the ending
- * event closes first); otherwise opens before closes. Zero-duration points sit between
- * (class 1), except at an instant holding both, where one written before the first opening
- * event goes first (-1) and any other last (3). Opens: longer first, then file order. Closes:
- * shorter first, then reverse file order. Zero points: open before close.
+ * Sort the m points of one instant (their ids in keys[k].point) by the keys of
+ * _instant_order_keys: positive closes, then positive opens, when the instant holds both
+ * (back-to-back siblings: the ending event closes first); otherwise opens before closes.
+ * Zero-duration points sit between (class 1), except at an instant holding both, where one
+ * written before the first opening event goes first (-1) and any other last (3). Opens:
+ * longer first, then file order. Closes: shorter first, then reverse file order. Zero
+ * points: open before close.
  */
-static void instant_keys(Key *keys, const int64_t *order, int64_t first, int64_t m, int64_t n,
-                         const double *dur, const int64_t *row)
+static __attribute__((noinline)) void sort_instant(Key *keys, int64_t m, int64_t n, const double *dur, const int64_t *row)
 {
     int has_open = 0, has_close = 0;
     int64_t first_open_row = INT64_MAX;
     for (int64_t k = 0; k < m; k++) {
-        int64_t p = order[first + k];
+        int64_t p = keys[k].point;
         int is_open = p < n;
         int64_t ev = is_open ? p : p - n;
         if (dur[ev] == 0.0)
@@ -82,13 +86,10 @@ static void instant_keys(Key *keys, const int64_t *order, int64_t first, int64_t
     }
     int both = has_open && has_close;
     for (int64_t k = 0; k < m; k++) {
-        int64_t p = order[first + k];
-        int is_open = p < n;
-        int64_t ev = is_open ? p : p - n;
-        double d = dur[ev];
         Key *key = &keys[k];
-        key->pos = k;
-        key->point = p;
+        int is_open = key->point < n;
+        int64_t ev = is_open ? key->point : key->point - n;
+        double d = dur[ev];
         key->sub2 = is_open ? row[ev] : -row[ev];
         if (d == 0.0) {
             key->cls = both ? (row[ev] < first_open_row ? -1 : 3) : 1;
@@ -113,59 +114,182 @@ static void instant_keys(Key *keys, const int64_t *order, int64_t first, int64_t
     }
 }
 
+/*
+ * Sort the events a[0..m) by start (ties in any order: the instants are sorted later), `tmp`
+ * a scratch of m. A natural merge sort: a thread's events come in file order, which Kineto
+ * writes as a few long runs in start order (operators, then runtime calls, ...), so a few
+ * passes that each merge pairs of consecutive runs. The result ends in a or in tmp: the
+ * returned pointer says which.
+ */
+static __attribute__((noinline)) int64_t *sort_by_start(int64_t *a, int64_t *tmp, int64_t m, const double *start)
+{
+    for (;;) {
+        int64_t runs = 0, i = 0;
+        while (i < m) {  /* merge each pair of consecutive ascending runs of a into tmp */
+            int64_t mid = i + 1;
+            while (mid < m && start[a[mid]] >= start[a[mid - 1]]) mid++;
+            if (mid == m && i == 0)
+                return a;  /* one run: sorted */
+            int64_t hi = mid < m ? mid + 1 : m;
+            while (hi < m && start[a[hi]] >= start[a[hi - 1]]) hi++;
+            int64_t l = i, r = mid, o = i;
+            while (l < mid && r < hi)
+                tmp[o++] = start[a[r]] < start[a[l]] ? a[r++] : a[l++];
+            while (l < mid) tmp[o++] = a[l++];
+            while (r < hi) tmp[o++] = a[r++];
+            runs++;
+            i = hi;
+        }
+        int64_t *swap = a;
+        a = tmp;
+        tmp = swap;
+        if (runs <= 1)
+            return a;
+    }
+}
+
+/* Min-heap of open events by end time (start + dur, computed as numpy computes it). */
+typedef struct {
+    double end;
+    int64_t ev;
+} Open;
+
+typedef struct {
+    Open *item;
+    int64_t size;
+} Heap;
+
+static void heap_push(Heap *h, double end, int64_t ev)
+{
+    int64_t k = h->size++;
+    while (k > 0 && h->item[(k - 1) / 2].end > end) {
+        h->item[k] = h->item[(k - 1) / 2];
+        k = (k - 1) / 2;
+    }
+    h->item[k] = (Open){end, ev};
+}
+
+static void heap_pop(Heap *h)
+{
+    Open last = h->item[--h->size];
+    int64_t k = 0;
+    for (;;) {
+        int64_t c = 2 * k + 1;
+        if (c >= h->size)
+            break;
+        if (c + 1 < h->size && h->item[c + 1].end < h->item[c].end)
+            c++;
+        if (!(h->item[c].end < last.end))
+            break;
+        h->item[k] = h->item[c];
+        k = c;
+    }
+    h->item[k] = last;
+}
+
 typedef struct {
     int64_t n, height, *stack, *parent, *depth;
 } Sweep;
 
-/* One point of the sweep. Returns -1 when a close finds the stack empty (unbalanced input). */
-static int sweep_point(Sweep *s, int64_t p)
+/* One point of the sweep: an open records depth and parent and pushes, a close pops. */
+static void sweep_point(Sweep *s, int64_t p)
 {
     if (p < s->n) {
         s->depth[p] = s->height;
         s->parent[p] = s->height ? s->stack[s->height - 1] : -1;
         s->stack[s->height++] = p;
-        return 0;
+    } else {
+        s->height--;  /* never below 0: an event's close never precedes its open */
     }
-    if (s->height == 0)
-        return -1;
-    s->height--;
+}
+
+/* The sweep over one thread's events, `ev` sorted by start: each instant (the opens at time t
+ * and the closes of the open events ending at t) is ordered by the tie rules, then swept.
+ * Returns 0, or -1 when out of memory. */
+static __attribute__((noinline)) int sweep_group(Sweep *s, Heap *heap, Key **keys, int64_t *cap, const int64_t *ev, int64_t m,
+                       const double *start, const double *dur, const int64_t *row)
+{
+    int64_t n = s->n, i = 0;
+    heap->size = 0;
+    while (i < m || heap->size) {
+        double t = i < m ? start[ev[i]] : 0.0;
+        if (heap->size && (i >= m || heap->item[0].end < t))
+            t = heap->item[0].end;
+        int64_t k = 0;
+        for (;;) {  /* collect the instant's points */
+            int64_t p;
+            if (i < m && start[ev[i]] == t) {
+                p = ev[i++];
+                if (dur[p] != 0.0)
+                    heap_push(heap, start[p] + dur[p], p);
+            } else if (heap->size && heap->item[0].end == t) {
+                p = n + heap->item[0].ev;
+                heap_pop(heap);
+            } else {
+                break;
+            }
+            if (k + 2 > *cap) {
+                int64_t grown_cap = 2 * (k + 2);
+                Key *grown = realloc(*keys, (size_t)grown_cap * sizeof(Key));
+                if (!grown)
+                    return -1;
+                *keys = grown;
+                *cap = grown_cap;
+            }
+            (*keys)[k++].point = p;
+            if (p < n && dur[p] == 0.0)
+                (*keys)[k++].point = n + p;  /* a zero-duration event closes at its opening instant */
+        }
+        if (k == 1) {
+            sweep_point(s, (*keys)[0].point);
+            continue;
+        }
+        sort_instant(*keys, k, n, dur, row);
+        for (int64_t j = 0; j < k; j++)
+            sweep_point(s, (*keys)[j].point);
+    }
     return 0;
 }
 
-/* The whole pass; 0, or -1 on an unbalanced order, -2 when out of memory. */
-static int nest_pass(int64_t n, const int64_t *order, const double *time, const int64_t *group,
+/* The whole pass: events bucketed by group (counting sort), each bucket sorted by start and
+ * swept. 0, or -1 when out of memory. */
+static int nest_pass(int64_t n, int64_t n_groups, const int64_t *group, const double *start,
                      const double *dur, const int64_t *row, int64_t *parent, int64_t *depth)
 {
-    Sweep s = {n, 0, malloc((size_t)(n ? n : 1) * sizeof(int64_t)), parent, depth};
+    size_t words = (size_t)(n ? n : 1);
+    int64_t *offset = calloc((size_t)n_groups + 1, sizeof(int64_t));
+    int64_t *fill = malloc(((size_t)n_groups + 1) * sizeof(int64_t));
+    int64_t *bucket = malloc(words * sizeof(int64_t)), *tmp = malloc(words * sizeof(int64_t));
+    Sweep s = {n, 0, malloc(words * sizeof(int64_t)), parent, depth};
+    Heap heap = {malloc(words * sizeof(Open)), 0};
     Key *keys = NULL;
-    int64_t cap = 0, i = 0, total = 2 * n;
-    int rc = 0;
-    if (!s.stack)
-        return -2;
-    while (i < total && rc == 0) {
-        int64_t p = order[i], j = i + 1;
-        while (j < total && time[order[j]] == time[p] && group[order[j]] == group[p])
-            j++;
-        if (j - i == 1) {
-            rc = sweep_point(&s, p);
-        } else {
-            if (j - i > cap) {
-                cap = 2 * (j - i);
-                Key *grown = realloc(keys, (size_t)cap * sizeof(Key));
-                if (!grown) {
-                    rc = -2;
-                    break;
-                }
-                keys = grown;
-            }
-            instant_keys(keys, order, i, j - i, n, dur, row);
-            for (int64_t k = 0; k < j - i && rc == 0; k++)
-                rc = sweep_point(&s, keys[k].point);
-        }
-        i = j;
+    int64_t cap = 0;
+    int rc = -1;
+    if (!offset || !fill || !bucket || !tmp || !s.stack || !heap.item)
+        goto done;
+    for (int64_t e = 0; e < n; e++)
+        offset[group[e] + 1]++;
+    for (int64_t g = 0; g < n_groups; g++)
+        offset[g + 1] += offset[g];
+    memcpy(fill, offset, ((size_t)n_groups + 1) * sizeof(int64_t));
+    for (int64_t e = 0; e < n; e++)
+        bucket[fill[group[e]]++] = e;
+    rc = 0;
+    for (int64_t g = 0; g < n_groups && rc == 0; g++) {
+        int64_t lo = offset[g], m = offset[g + 1] - lo;
+        if (m == 0)
+            continue;
+        int64_t *sorted = sort_by_start(bucket + lo, tmp + lo, m, start);
+        rc = sweep_group(&s, &heap, &keys, &cap, sorted, m, start, dur, row);
     }
+done:
     free(keys);
+    free(heap.item);
     free(s.stack);
+    free(tmp);
+    free(bucket);
+    free(fill);
+    free(offset);
     return rc;
 }
 
@@ -187,38 +311,43 @@ static int get_buffer(PyObject *obj, Py_buffer *view, Py_ssize_t count, Py_ssize
 static PyObject *nest(PyObject *self, PyObject *args)
 {
     (void)self;
-    PyObject *objs[7];
-    static const char *names[7] = {"order", "time", "group", "dur", "row", "parent", "depth"};
-    if (!PyArg_ParseTuple(args, "OOOOOOO", &objs[0], &objs[1], &objs[2], &objs[3], &objs[4],
-                          &objs[5], &objs[6]))
+    PyObject *objs[6];
+    static const char *names[6] = {"group", "start", "dur", "row", "parent", "depth"};
+    Py_ssize_t n_groups;
+    if (!PyArg_ParseTuple(args, "OOOOnOO", &objs[0], &objs[1], &objs[2], &objs[3], &n_groups, &objs[4],
+                          &objs[5]))
         return NULL;
-    Py_buffer dur_view;
-    if (PyObject_GetBuffer(objs[3], &dur_view, PyBUF_C_CONTIGUOUS) < 0)
+    Py_buffer group_view;
+    if (PyObject_GetBuffer(objs[0], &group_view, PyBUF_C_CONTIGUOUS) < 0)
         return NULL;
-    Py_ssize_t n = dur_view.len / (Py_ssize_t)sizeof(double);
-    PyBuffer_Release(&dur_view);
-    Py_buffer views[7];
-    const Py_ssize_t counts[7] = {2 * n, 2 * n, 2 * n, n, n, n, n};
-    const Py_ssize_t sizes[7] = {8, 8, 8, 8, 8, 8, 8};
+    Py_ssize_t n = group_view.len / (Py_ssize_t)sizeof(int64_t);
+    PyBuffer_Release(&group_view);
+    Py_buffer views[6];
     int got = 0;
-    for (; got < 7; got++)
-        if (get_buffer(objs[got], &views[got], counts[got], sizes[got], got >= 5, names[got]) < 0)
+    for (; got < 6; got++)
+        if (get_buffer(objs[got], &views[got], n, 8, got >= 4, names[got]) < 0)
             break;
     int rc = 0;
-    if (got == 7) {
-        Py_BEGIN_ALLOW_THREADS
-        rc = nest_pass(n, views[0].buf, views[1].buf, views[2].buf, views[3].buf, views[4].buf,
-                       views[5].buf, views[6].buf);
-        Py_END_ALLOW_THREADS
+    if (got == 6) {
+        const int64_t *group = views[0].buf;
+        for (Py_ssize_t e = 0; e < n && rc == 0; e++)
+            if (group[e] < 0 || group[e] >= n_groups)
+                rc = -2;
+        if (rc == 0) {
+            Py_BEGIN_ALLOW_THREADS
+            rc = nest_pass(n, n_groups, group, views[1].buf, views[2].buf, views[3].buf, views[4].buf,
+                           views[5].buf);
+            Py_END_ALLOW_THREADS
+        }
     }
     for (int k = 0; k < got; k++)
         PyBuffer_Release(&views[k]);
-    if (got < 7)
+    if (got < 6)
         return NULL;
-    if (rc == -2)
+    if (rc == -1)
         return PyErr_NoMemory();
-    if (rc == -1) {
-        PyErr_SetString(PyExc_ValueError, "nest: a close precedes its open in the point order");
+    if (rc == -2) {
+        PyErr_SetString(PyExc_ValueError, "nest: a group id is outside [0, n_groups)");
         return NULL;
     }
     Py_RETURN_NONE;
@@ -226,8 +355,8 @@ static PyObject *nest(PyObject *self, PyObject *args)
 
 static PyMethodDef nest_methods[] = {
     {"nest", nest, METH_VARARGS,
-     "nest(order, time, group, dur, row, parent, depth) -> None\n\n"
-     "Order the points of each instant by the call-stack tie rules and sweep them: writes each\n"
+     "nest(group, start, dur, row, n_groups, parent, depth) -> None\n\n"
+     "Nest the spans of each group by the call-stack sweep and its tie rules: writes each\n"
      "event's parent position (-1 at the top) and depth (see callstack.nest)."},
     {NULL, NULL, 0, NULL},
 };

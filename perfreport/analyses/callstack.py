@@ -46,11 +46,10 @@ def nest(group: np.ndarray, start: np.ndarray, dur: np.ndarray, row: np.ndarray,
          *, use_c: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(parent position or -1, depth) of n spans nested per ``group`` (see the module doc).
 
-    ``dur`` ≥ 0; ``row`` breaks ties (file order). The points are
-    sorted by (group, time) here; the tie rules and the stack sweep then run in the C
-    extension ``_nest`` when it was built (one linear pass), else in numpy
-    (:func:`sweep_order`, :func:`parents_from_sweep`), which is the reference: both give the
-    same answer. ``use_c`` forces one path (tests).
+    ``dur`` ≥ 0; ``row`` breaks ties (file order). The C extension ``_nest`` does it in one
+    pass per thread when it was built (no sort of the points: see its header); else numpy
+    does (:func:`sweep_order`, :func:`parents_from_sweep`), which is the reference: both give
+    the same answer. ``use_c`` forces one path (tests).
     """
     if use_c is None:  # NaN spans: numpy's sort order for NaN is the reference's to define
         use_c = _nest is not None and bool(np.isfinite(start).all() and np.isfinite(dur).all())
@@ -58,13 +57,14 @@ def nest(group: np.ndarray, start: np.ndarray, dur: np.ndarray, row: np.ndarray,
         ev, is_open = sweep_order(group, start, dur, row)
         return parents_from_sweep(ev, is_open, len(start))
     n = len(start)
-    time = np.concatenate([start, start + dur])
-    grp = np.concatenate([group, group]).astype(np.int64, copy=False)
-    order = np.lexsort((time, grp))
+    group = np.asarray(group, dtype=np.int64)
+    if n and (group.min() < 0 or group.max() >= n):
+        group = dense_ranks(group - group.min())  # the extension buckets by group id: make them dense
     parent = np.empty(n, np.int64)
     depth = np.empty(n, np.int64)
-    _nest.nest(order, time, grp, np.ascontiguousarray(dur, np.float64),
-               np.ascontiguousarray(row, np.int64), parent, depth)
+    _nest.nest(np.ascontiguousarray(group), np.ascontiguousarray(start, np.float64),
+               np.ascontiguousarray(dur, np.float64), np.ascontiguousarray(row, np.int64),
+               int(group.max()) + 1 if n else 0, parent, depth)
     return parent, depth
 
 
@@ -353,7 +353,7 @@ def _build_call_stack(trace: RankTrace) -> CallStack:
     parent = np.full(n, NO_PARENT, dtype=np.int64)
     depth = np.full(n, -1, dtype=np.int64)
     is_node = np.zeros(n, bool)
-    parent[rows] = np.where(par >= 0, rows[np.clip(par, 0, None)], NO_PARENT)
+    parent[rows] = np.append(rows, NO_PARENT)[par]  # par -1 picks the appended NO_PARENT
     depth[rows] = dep
     is_node[rows] = True
     gpu = np.flatnonzero(trace.gpu_activity() & (trace.linked >= 0))
