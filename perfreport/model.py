@@ -232,6 +232,12 @@ class RankTrace:
         """Kernels, memcpy and memset: the work that makes a GPU busy."""
         return self._complete_and("gpu_activity", lambda: self.is_cat(GPU_ACTIVITY_CATEGORIES))
 
+    def gpu_work_rows(self) -> np.ndarray:
+        """Rows of :meth:`gpu_activity` with a finite start and duration, ascending: where every
+        GPU-time analysis starts (memoised, read-only)."""
+        return self.memo("gpu_work_rows", lambda: np.flatnonzero(
+            self.gpu_activity() & np.isfinite(self.dur) & np.isfinite(self.ts)))
+
     def gpu_side(self) -> np.ndarray:
         return self._complete_and("gpu_side", lambda: self.is_cat(GPU_SIDE_CATEGORIES))
 

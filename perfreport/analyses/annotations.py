@@ -68,7 +68,7 @@ def innermost_overlapping(k_ts: np.ndarray, k_end: np.ndarray, k_group: np.ndarr
 
 def annotated_gpu_work(trace: RankTrace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(GPU work rows, annotation rows, index into annotation rows of each work row or -1)."""
-    work = np.flatnonzero(trace.gpu_activity() & np.isfinite(trace.dur) & np.isfinite(trace.ts))
+    work = trace.gpu_work_rows()
     annos = np.flatnonzero(trace.complete & trace.is_cat([GPU_ANNOTATION_CATEGORY]) & np.isfinite(trace.dur))
     if len(annos) == 0:
         return work, annos, np.full(len(work), -1, dtype=np.int64)

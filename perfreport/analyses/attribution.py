@@ -40,6 +40,7 @@ the one-sided op lists only count the ranks whose samples ``op_steps`` shares.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from functools import reduce
 
@@ -55,7 +56,7 @@ from .callstack import call_stack
 from .collectives import rank_collectives
 from .diff import normalize_kernel_name, op_steps
 from .memory_bw import direction_of
-from .step_metrics import WHOLE_TRACE_STEP, sample_of, step_windows
+from .step_metrics import WHOLE_TRACE_STEP, step_windows
 from .steps import STEP_NAME
 
 KINDS = ("kernel", "communication", "memory", "idle")
@@ -90,7 +91,8 @@ def _piecewise(bounds: np.ndarray, rate: np.ndarray, x: np.ndarray) -> np.ndarra
 
 def _gpu_parts(trace: RankTrace, ws: np.ndarray, we: np.ndarray, exact: bool) -> pd.DataFrame:
     """(window, kind, key, time_us, overlapped_us): each GPU event's share of each window."""
-    rows = np.flatnonzero(trace.gpu_activity() & np.isfinite(trace.dur) & np.isfinite(trace.ts) & (trace.dur > 0))
+    rows = trace.gpu_work_rows()
+    rows = rows[trace.dur[rows] > 0]
     if not len(rows) or not len(ws):
         return pd.DataFrame(columns=["window", "kind", "key", "time_us", "overlapped_us"])
     s, e = trace.ts[rows], trace.ts[rows] + trace.dur[rows]
@@ -174,7 +176,7 @@ def _host_ops(trace: RankTrace, steps: np.ndarray) -> tuple[np.ndarray, np.ndarr
 
 def _idle_parts(trace: RankTrace, steps: np.ndarray, ws: np.ndarray, we: np.ndarray) -> pd.DataFrame:
     """(window, kind, key, time_us): GPU idle time of each window, by the host op running."""
-    gpu = trace.gpu_activity() & np.isfinite(trace.dur) & np.isfinite(trace.ts)
+    gpu = trace.gpu_work_rows()
     s = trace.ts[gpu]
     e = s + np.maximum(trace.dur[gpu], 0.0)
     bounds = np.unique(np.concatenate([s, e]))

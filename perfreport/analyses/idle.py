@@ -55,7 +55,7 @@ def coded_gaps(trace: RankTrace, consecutive_kernel_delay_us: float = DEFAULT_CO
 
 
 def _coded_gaps(trace: RankTrace, consecutive_kernel_delay_us: float) -> pd.DataFrame:
-    rows = np.flatnonzero(trace.gpu_activity() & np.isfinite(trace.dur) & np.isfinite(trace.ts))
+    rows = trace.gpu_work_rows()
     stream, ts = trace.stream[rows], trace.ts[rows]
     end = ts + trace.dur[rows]
     order = np.lexsort((end, ts, stream))

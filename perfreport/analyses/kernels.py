@@ -48,7 +48,7 @@ def gpu_work(trace: RankTrace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.n
     Memoised on the trace (most GPU analyses start from it); the arrays are read-only.
     """
     def compute() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        rows = np.flatnonzero(trace.gpu_activity() & np.isfinite(trace.dur) & np.isfinite(trace.ts))
+        rows = trace.gpu_work_rows()
         starts = trace.ts[rows]
         return _read_only(rows, starts, starts + trace.dur[rows], trace.kernel_classes(rows))
 

@@ -106,11 +106,9 @@ def launch_gpu_ops(trace: RankTrace) -> tuple[np.ndarray, np.ndarray]:
 
 def _launch_gpu_ops(trace: RankTrace) -> tuple[np.ndarray, np.ndarray]:
     launch_rows = np.flatnonzero(trace.launches())
-    gpu = trace.gpu_activity() & (trace.linked >= 0) & np.isfinite(trace.dur)
-    gpu_rows = np.flatnonzero(gpu)
-    is_launch = np.zeros(trace.n_events, dtype=bool)
-    is_launch[launch_rows] = True
-    gpu_rows = gpu_rows[is_launch[trace.linked[gpu_rows]]]
+    gpu_rows = trace.gpu_work_rows()
+    gpu_rows = gpu_rows[trace.linked[gpu_rows] >= 0]
+    gpu_rows = gpu_rows[trace.launches()[trace.linked[gpu_rows]]]
     launch_rows.flags.writeable = gpu_rows.flags.writeable = False
     return launch_rows, gpu_rows
 

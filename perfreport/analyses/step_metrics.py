@@ -121,7 +121,7 @@ def covered_by_group(group: np.ndarray, starts: np.ndarray, ends: np.ndarray, n_
 def _gpu_times(trace: RankTrace, steps: np.ndarray) -> dict[str, np.ndarray]:
     """Window, busy and class unions (µs) of each sample's GPU activity; NaN without any."""
     n = len(steps)
-    rows = np.flatnonzero(trace.gpu_activity() & np.isfinite(trace.dur) & np.isfinite(trace.ts))
+    rows = trace.gpu_work_rows()
     slot = sample_of(trace, rows, steps)
     rows, slot = rows[slot >= 0], slot[slot >= 0]
     order = np.lexsort((trace.ts[rows], slot))  # one sort for the five unions below

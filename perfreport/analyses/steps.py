@@ -55,8 +55,8 @@ def rank_steps(trace: RankTrace) -> pd.DataFrame:
 
 def _rank_steps(trace: RankTrace) -> pd.DataFrame:
     spans = step_spans(trace)
-    gpu = trace.gpu_activity() & np.isfinite(trace.dur)
-    has_gpu = bool(gpu.any())
+    gpu = trace.gpu_work_rows()
+    has_gpu = bool(len(gpu))
     starts = trace.ts[gpu]
     ends = starts + trace.dur[gpu]
     its = trace.iteration[gpu]

@@ -7,7 +7,6 @@ activity (a CPU-only or metadata-only trace, CUPTI counter mode) gets NaN times 
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
 from ..model import KERNEL_CATEGORIES, MEMCPY_CATEGORIES, MEMSET_CATEGORIES, RankTrace, TraceSet
@@ -24,10 +23,10 @@ COLUMNS = (
 
 def rank_summary(trace: RankTrace) -> dict:
     """One row of :func:`summary` (see the module docstring for the definitions)."""
-    gpu = trace.gpu_activity() & np.isfinite(trace.dur)
+    gpu = trace.gpu_work_rows()
     starts = trace.ts[gpu]
     ends = starts + trace.dur[gpu]
-    has_gpu = bool(gpu.any())
+    has_gpu = bool(len(gpu))
     busy = covered(starts, ends) if has_gpu else float("nan")
     gpu_span = float(ends.max() - starts.min()) if has_gpu else float("nan")
     first, last = trace.span_us()
