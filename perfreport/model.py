@@ -105,6 +105,26 @@ def kernel_class(name: str, category: str) -> str:
     return OTHER
 
 
+# --- codes ------------------------------------------------------------------------------------
+def distinct_codes(codes: np.ndarray, n_codes: int) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(codes, return_inverse=True)`` for integer codes in [-1, n_codes) (string
+    codes, -1 for none): a presence table over the code range instead of a sort, linear in
+    ``len(codes) + n_codes``. Falls back to ``np.unique`` when the range dwarfs the codes.
+
+    >>> distinct_codes(np.array([3, -1, 3, 0]), 5)
+    (array([-1,  0,  3]), array([2, 0, 2, 1]))
+    """
+    codes = np.asarray(codes)
+    if len(codes) == 0 or n_codes > 4 * len(codes) + 4096:
+        uniq, inverse = np.unique(codes, return_inverse=True)
+        return uniq, inverse.ravel()
+    shifted = codes.astype(np.int64) + 1  # -1 -> slot 0
+    present = np.zeros(n_codes + 1, dtype=bool)
+    present[shifted] = True
+    uniq = np.flatnonzero(present)
+    return (uniq - 1).astype(codes.dtype), (np.cumsum(present) - 1)[shifted]
+
+
 @dataclass(frozen=True, slots=True)
 class TraceMeta:
     """Per-rank metadata from the top-level keys of the trace file."""
@@ -278,12 +298,15 @@ class RankTrace:
             out = np.full(self.n_events, CLASS_INDEX[OTHER], dtype=np.int8)
             rows = np.flatnonzero(self.gpu_side())
             if len(rows):
-                key = self.name[rows].astype(np.int64) * (len(self.strings) + 1) + self.cat[rows]
-                uniq, inverse = np.unique(key, return_inverse=True)
-                names, cats = np.divmod(uniq, len(self.strings) + 1)
-                classes = np.array([CLASS_INDEX[kernel_class(self.strings[n], self.strings[c] if c >= 0 else "")]
-                                    for n, c in zip(names, cats)], dtype=np.int8)
-                out[rows] = classes[inverse.ravel()]
+                cat_ids, cat_of_row = distinct_codes(self.cat[rows], len(self.strings))  # a few categories
+                name_codes = self.name[rows].astype(np.int64) + 1  # -1 (no name) -> 0
+                key = name_codes * len(cat_ids) + cat_of_row
+                uniq, inverse = distinct_codes(key, (len(self.strings) + 1) * len(cat_ids))
+                names, cats = np.divmod(uniq, len(cat_ids))
+                classes = np.array([CLASS_INDEX[kernel_class(self.strings[n - 1] if n > 0 else "",
+                                                             self.strings[cat_ids[c]] if cat_ids[c] >= 0 else "")]
+                                    for n, c in zip(names.tolist(), cats.tolist())], dtype=np.int8)
+                out[rows] = classes[inverse]
             return out
 
         return self.memo("gpu_class", compute)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from perfreport.load import load
-from perfreport.model import TEXT_ID_BASE
+from perfreport.model import TEXT_ID_BASE, distinct_codes
 
 from .conftest import SHARED_TRACES, TRACES, load_cached, trace_jobs
 
@@ -169,3 +169,15 @@ def test_arg_at_rows_equals_the_dense_column() -> None:
             got = t.arg(key, default, sample)
             assert got.dtype == dense.dtype and got.shape == sample.shape
             np.testing.assert_array_equal(got, dense[sample])
+
+
+@pytest.mark.parametrize("n, n_codes", [(1000, 50), (10, 100_000), (0, 5), (5000, 3)])
+def test_distinct_codes_equals_np_unique(n: int, n_codes: int) -> None:
+    codes = np.random.default_rng(n).integers(-1, n_codes, n).astype(np.int32)
+    uniq, inverse = distinct_codes(codes, n_codes)
+    expected_uniq, expected_inverse = np.unique(codes, return_inverse=True)
+    assert uniq.dtype == expected_uniq.dtype
+    np.testing.assert_array_equal(uniq, expected_uniq)
+    np.testing.assert_array_equal(inverse, expected_inverse.ravel())
+    if n:
+        assert -1 in uniq.tolist() or n < 50  # the "no string" code is among them

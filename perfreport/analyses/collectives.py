@@ -53,7 +53,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from ..model import COMMUNICATION, COMPUTATION, RankTrace, TraceSet
+from ..model import COMMUNICATION, COMPUTATION, RankTrace, TraceSet, distinct_codes
 from ..units import BYTES_PER_GB, US_PER_S, format_pct, format_us, pct
 from .callstack import call_stack
 from .intervals import union
@@ -174,9 +174,9 @@ def tensor_bytes(dims_text: str, types_text: str) -> float:
 
 def _map_codes(trace: RankTrace, codes: np.ndarray, fn, missing):
     """``fn(string)`` for each code (a loop over the distinct codes only); ``missing`` for -1."""
-    uniq, inverse = np.unique(codes, return_inverse=True)
-    values = np.array([fn(trace.strings[c]) if c >= 0 else missing for c in uniq], dtype=object)
-    return values[inverse.ravel()]
+    uniq, inverse = distinct_codes(codes, len(trace.strings))
+    values = np.array([fn(trace.strings[c]) if c >= 0 else missing for c in uniq.tolist()], dtype=object)
+    return values[inverse]
 
 
 # --- one rank ----------------------------------------------------------------------------------

@@ -12,6 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..model import distinct_codes
+
 
 def string_keys(codes: np.ndarray, table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(key, labels): per code, the rank of its string ``table[code]`` among the distinct
@@ -23,9 +25,9 @@ def string_keys(codes: np.ndarray, table: np.ndarray) -> tuple[np.ndarray, np.nd
     >>> string_keys(np.array([2, 0, 2]), np.array(["b", "x", "a"], dtype=object))
     (array([0, 1, 0]), array(['a', 'b'], dtype=object))
     """
-    uniq, inverse = np.unique(codes, return_inverse=True)
+    uniq, inverse = distinct_codes(codes, len(table))
     labels, rank = np.unique(np.asarray(table, dtype=object)[uniq], return_inverse=True)
-    return rank.ravel()[inverse.ravel()], labels
+    return rank.ravel()[inverse], labels
 
 
 def run_ids(codes: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..model import RankTrace, TraceSet
+from ..model import RankTrace, TraceSet, distinct_codes
 from .grouping import group_frame, run_ids, string_keys
 
 RUNTIME_CUTOFF_US = 50.0
@@ -254,12 +254,12 @@ def join_runs(codes: np.ndarray, table, starts: np.ndarray, sep: str = " -> ") -
     """
     if not len(codes):
         return np.empty(0, dtype=object)
-    uniq, inverse = np.unique(codes, return_inverse=True)
+    uniq, inverse = distinct_codes(codes, len(table))
     plain = np.array([table[c] for c in uniq.tolist()] + [""], dtype=object)[:-1]
     with_sep = np.array([sep + table[c] for c in uniq.tolist()] + [""], dtype=object)[:-1]
     first = np.zeros(len(codes), dtype=bool)
     first[starts] = True
-    pieces = np.where(first, plain[inverse.ravel()], with_sep[inverse.ravel()])
+    pieces = np.where(first, plain[inverse], with_sep[inverse])
     return np.add.reduceat(pieces, starts)
 
 

@@ -23,7 +23,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from ..model import RankTrace, TraceSet
+from ..model import RankTrace, TraceSet, distinct_codes
 from ..units import BYTES_PER_GB, US_PER_S
 from .grouping import group_frame
 
@@ -56,10 +56,11 @@ def _rank_transfers(trace: RankTrace) -> pd.DataFrame:
     memset = trace.memsets()
     rows = np.flatnonzero((trace.memcpys() | memset) & np.isfinite(trace.dur))
     names = trace.name[rows]
-    uniq, inverse = np.unique(np.stack([names, memset[rows].astype(np.int32)], axis=1), axis=0, return_inverse=True) \
-        if len(rows) else (np.empty((0, 2), np.int32), np.empty(0, np.int64))
-    labels = np.array([direction_of(trace.strings[n], bool(s)) for n, s in uniq], dtype=object)
-    direction = labels[inverse.ravel()] if len(rows) else np.empty(0, dtype=object)
+    # one label per distinct (name, is memset) pair: key = (name code + 1) * 2 + is memset
+    pair, inverse = distinct_codes((names.astype(np.int64) + 1) * 2 + memset[rows], 2 * (len(trace.strings) + 1))
+    labels = np.array([direction_of(trace.strings[p // 2 - 1] if p >= 2 else "", bool(p % 2))
+                       for p in pair.tolist()], dtype=object)
+    direction = labels[inverse] if len(rows) else np.empty(0, dtype=object)
     dur = trace.dur[rows]
     nbytes = trace.arg("bytes", -1, rows).astype(np.float64)
     nbytes[nbytes < 0] = np.nan

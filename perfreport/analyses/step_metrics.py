@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from ..model import (
-    CLASS_INDEX, COMMUNICATION, COMPUTATION, MEMORY, SYNC_CATEGORIES, RankTrace, TraceSet,
+    CLASS_INDEX, COMMUNICATION, COMPUTATION, MEMORY, SYNC_CATEGORIES, RankTrace, TraceSet, distinct_codes,
 )
 from ..units import us_to_ms
 from .launch import LAUNCH_DELAY_CUTOFF_US, RUNTIME_CUTOFF_US, rank_launches
@@ -170,7 +170,7 @@ def _counts(trace: RankTrace, steps: np.ndarray) -> dict[str, np.ndarray]:
 
     memcpy = np.flatnonzero(trace.memcpys())
     names = trace.name[memcpy]
-    codes = np.unique(names)
+    codes = distinct_codes(names, len(trace.strings))[0]
     dtoh_codes = codes[[direction_of(trace.strings[c], False) == DTOH for c in codes]] if len(codes) else codes
     nbytes = np.maximum(trace.arg("bytes", -1, memcpy), 0).astype(np.float64)
     sync_records = np.flatnonzero(trace.complete & trace.is_cat(SYNC_CATEGORIES))
