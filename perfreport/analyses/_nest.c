@@ -8,7 +8,7 @@
  * this module must give the very same parents and depths. Here, per group (thread):
  *
  *  - the events are sorted by start (a thread's events come in file order: a few long runs
- *    in start order, merged in a few passes, see sort_by_start);
+ *    in start order, merged in a few passes, see sort_spans);
  *  - the closes come out of a min-heap of the open events keyed by end, so the points are
  *    produced in time order without sorting them;
  *  - the points of one instant (opens at t, closes at t, and the close of each zero-duration
@@ -25,8 +25,13 @@
  * with per event ``group`` (int64, in [0, n_groups)), ``start`` and ``dur`` (float64, finite,
  * dur >= 0), ``row`` (int64, the file-order tie-break); ``parent`` and ``depth`` (int64) are
  * written. NaN times or durations are the caller's to exclude (the numpy path orders them by
- * numpy's NaN rules). Only the Python C API is used (buffers in, buffers out); the GIL is
- * released during the pass.
+ * numpy's NaN rules), and
+ *
+ *     span_order(group, start, key2, n_groups, out) -> None
+ *
+ * writes into ``out`` (int64) the permutation ``np.lexsort((key2, start, group))`` gives, by
+ * the same counting sort and natural merge sort (``ordering.span_order``). Only the Python C
+ * API is used (buffers in, buffers out); the GIL is released during each pass.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -36,7 +41,7 @@
 
 /* One point of an instant that holds several, with its sort keys. */
 typedef struct {
-    int cls;          /* -1..3, see instant_keys */
+    int cls;          /* -1..3, see sort_instant */
     double sub1;      /* duration key */
     int64_t sub2;     /* file-order key */
     int64_t point;    /* open: the event, close: n + the event; the last key */
@@ -67,7 +72,7 @@ static int key_cmp(const void *x, const void *y)
  * longer first, then file order. Closes: shorter first, then reverse file order. Zero
  * points: open before close.
  */
-static __attribute__((noinline)) void sort_instant(Key *keys, int64_t m, int64_t n, const double *dur, const int64_t *row)
+static void sort_instant(Key *keys, int64_t m, int64_t n, const double *dur, const int64_t *row)
 {
     int has_open = 0, has_close = 0;
     int64_t first_open_row = INT64_MAX;
@@ -114,27 +119,35 @@ static __attribute__((noinline)) void sort_instant(Key *keys, int64_t m, int64_t
     }
 }
 
+/* Is event x before event y: by start, then by key2 when given. */
+static inline int span_less(int64_t x, int64_t y, const double *start, const double *key2)
+{
+    if (start[x] != start[y])
+        return start[x] < start[y];
+    return key2 && key2[x] < key2[y];
+}
+
 /*
- * Sort the events a[0..m) by start (ties in any order: the instants are sorted later), `tmp`
- * a scratch of m. A natural merge sort: a thread's events come in file order, which Kineto
+ * Sort the events a[0..m) by (start, key2) stably (key2 may be NULL: by start only), `tmp` a
+ * scratch of m. A natural merge sort: a thread's events come in file order, which Kineto
  * writes as a few long runs in start order (operators, then runtime calls, ...), so a few
  * passes that each merge pairs of consecutive runs. The result ends in a or in tmp: the
  * returned pointer says which.
  */
-static __attribute__((noinline)) int64_t *sort_by_start(int64_t *a, int64_t *tmp, int64_t m, const double *start)
+static int64_t *sort_spans(int64_t *a, int64_t *tmp, int64_t m, const double *start, const double *key2)
 {
     for (;;) {
         int64_t runs = 0, i = 0;
         while (i < m) {  /* merge each pair of consecutive ascending runs of a into tmp */
             int64_t mid = i + 1;
-            while (mid < m && start[a[mid]] >= start[a[mid - 1]]) mid++;
+            while (mid < m && !span_less(a[mid], a[mid - 1], start, key2)) mid++;
             if (mid == m && i == 0)
                 return a;  /* one run: sorted */
             int64_t hi = mid < m ? mid + 1 : m;
-            while (hi < m && start[a[hi]] >= start[a[hi - 1]]) hi++;
+            while (hi < m && !span_less(a[hi], a[hi - 1], start, key2)) hi++;
             int64_t l = i, r = mid, o = i;
-            while (l < mid && r < hi)
-                tmp[o++] = start[a[r]] < start[a[l]] ? a[r++] : a[l++];
+            while (l < mid && r < hi)  /* ties from the left run first: stable */
+                tmp[o++] = span_less(a[r], a[l], start, key2) ? a[r++] : a[l++];
             while (l < mid) tmp[o++] = a[l++];
             while (r < hi) tmp[o++] = a[r++];
             runs++;
@@ -146,6 +159,20 @@ static __attribute__((noinline)) int64_t *sort_by_start(int64_t *a, int64_t *tmp
         if (runs <= 1)
             return a;
     }
+}
+
+/* Event ids 0..n-1 bucketed by group into `bucket` (a stable counting sort); offset[g] ..
+ * offset[g + 1] is group g's part. */
+static void bucket_by_group(int64_t n, int64_t n_groups, const int64_t *group, int64_t *offset,
+                            int64_t *fill, int64_t *bucket)
+{
+    for (int64_t e = 0; e < n; e++)
+        offset[group[e] + 1]++;
+    for (int64_t g = 0; g < n_groups; g++)
+        offset[g + 1] += offset[g];
+    memcpy(fill, offset, ((size_t)n_groups + 1) * sizeof(int64_t));
+    for (int64_t e = 0; e < n; e++)
+        bucket[fill[group[e]]++] = e;
 }
 
 /* Min-heap of open events by end time (start + dur, computed as numpy computes it). */
@@ -206,7 +233,7 @@ static void sweep_point(Sweep *s, int64_t p)
 /* The sweep over one thread's events, `ev` sorted by start: each instant (the opens at time t
  * and the closes of the open events ending at t) is ordered by the tie rules, then swept.
  * Returns 0, or -1 when out of memory. */
-static __attribute__((noinline)) int sweep_group(Sweep *s, Heap *heap, Key **keys, int64_t *cap, const int64_t *ev, int64_t m,
+static int sweep_group(Sweep *s, Heap *heap, Key **keys, int64_t *cap, const int64_t *ev, int64_t m,
                        const double *start, const double *dur, const int64_t *row)
 {
     int64_t n = s->n, i = 0;
@@ -267,19 +294,13 @@ static int nest_pass(int64_t n, int64_t n_groups, const int64_t *group, const do
     int rc = -1;
     if (!offset || !fill || !bucket || !tmp || !s.stack || !heap.item)
         goto done;
-    for (int64_t e = 0; e < n; e++)
-        offset[group[e] + 1]++;
-    for (int64_t g = 0; g < n_groups; g++)
-        offset[g + 1] += offset[g];
-    memcpy(fill, offset, ((size_t)n_groups + 1) * sizeof(int64_t));
-    for (int64_t e = 0; e < n; e++)
-        bucket[fill[group[e]]++] = e;
+    bucket_by_group(n, n_groups, group, offset, fill, bucket);
     rc = 0;
     for (int64_t g = 0; g < n_groups && rc == 0; g++) {
         int64_t lo = offset[g], m = offset[g + 1] - lo;
         if (m == 0)
             continue;
-        int64_t *sorted = sort_by_start(bucket + lo, tmp + lo, m, start);
+        int64_t *sorted = sort_spans(bucket + lo, tmp + lo, m, start, NULL);
         rc = sweep_group(&s, &heap, &keys, &cap, sorted, m, start, dur, row);
     }
 done:
@@ -288,6 +309,31 @@ done:
     free(s.stack);
     free(tmp);
     free(bucket);
+    free(fill);
+    free(offset);
+    return rc;
+}
+
+/* The permutation np.lexsort((key2, start, group)) into `out`: bucketed by group, each bucket
+ * sorted stably by (start, key2). 0, or -1 when out of memory. */
+static int span_order_pass(int64_t n, int64_t n_groups, const int64_t *group, const double *start,
+                           const double *key2, int64_t *out)
+{
+    int64_t *offset = calloc((size_t)n_groups + 1, sizeof(int64_t));
+    int64_t *fill = malloc(((size_t)n_groups + 1) * sizeof(int64_t));
+    int64_t *tmp = malloc((size_t)(n ? n : 1) * sizeof(int64_t));
+    int rc = -1;
+    if (offset && fill && tmp) {
+        bucket_by_group(n, n_groups, group, offset, fill, out);
+        for (int64_t g = 0; g < n_groups; g++) {
+            int64_t lo = offset[g], m = offset[g + 1] - lo;
+            int64_t *sorted = sort_spans(out + lo, tmp + lo, m, start, key2);
+            if (sorted != out + lo)
+                memcpy(out + lo, sorted, (size_t)m * sizeof(int64_t));
+        }
+        rc = 0;
+    }
+    free(tmp);
     free(fill);
     free(offset);
     return rc;
@@ -353,11 +399,58 @@ static PyObject *nest(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+static PyObject *span_order(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *objs[4];
+    static const char *names[4] = {"group", "start", "key2", "out"};
+    Py_ssize_t n_groups;
+    if (!PyArg_ParseTuple(args, "OOOnO", &objs[0], &objs[1], &objs[2], &n_groups, &objs[3]))
+        return NULL;
+    Py_buffer group_view;
+    if (PyObject_GetBuffer(objs[0], &group_view, PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
+    Py_ssize_t n = group_view.len / (Py_ssize_t)sizeof(int64_t);
+    PyBuffer_Release(&group_view);
+    Py_buffer views[4];
+    int got = 0;
+    for (; got < 4; got++)
+        if (get_buffer(objs[got], &views[got], n, 8, got == 3, names[got]) < 0)
+            break;
+    int rc = 0;
+    if (got == 4) {
+        const int64_t *group = views[0].buf;
+        for (Py_ssize_t e = 0; e < n && rc == 0; e++)
+            if (group[e] < 0 || group[e] >= n_groups)
+                rc = -2;
+        if (rc == 0) {
+            Py_BEGIN_ALLOW_THREADS
+            rc = span_order_pass(n, n_groups, group, views[1].buf, views[2].buf, views[3].buf);
+            Py_END_ALLOW_THREADS
+        }
+    }
+    for (int k = 0; k < got; k++)
+        PyBuffer_Release(&views[k]);
+    if (got < 4)
+        return NULL;
+    if (rc == -1)
+        return PyErr_NoMemory();
+    if (rc == -2) {
+        PyErr_SetString(PyExc_ValueError, "span_order: a group id is outside [0, n_groups)");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef nest_methods[] = {
     {"nest", nest, METH_VARARGS,
      "nest(group, start, dur, row, n_groups, parent, depth) -> None\n\n"
      "Nest the spans of each group by the call-stack sweep and its tie rules: writes each\n"
      "event's parent position (-1 at the top) and depth (see callstack.nest)."},
+    {"span_order", span_order, METH_VARARGS,
+     "span_order(group, start, key2, n_groups, out) -> None\n\n"
+     "Write into out the permutation np.lexsort((key2, start, group)) gives (see\n"
+     "callstack.span_order): fast on events in file order."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -29,6 +29,7 @@ import pandas as pd
 
 from ..model import RankTrace, TraceSet, distinct_codes
 from .grouping import group_frame, run_ids, string_keys
+from .ordering import span_order
 
 RUNTIME_CUTOFF_US = 50.0
 """HTA's default: a launch call longer than this is a runtime outlier."""
@@ -292,7 +293,7 @@ def _build_aten_instances(trace: RankTrace) -> tuple[pd.DataFrame, np.ndarray]:
     if not len(aten) or not len(launch_rows) or not len(gpu_rows):
         return empty
     a_tid, a_ts, a_end = trace.tid[aten], trace.ts[aten], trace.ts[aten] + trace.dur[aten]
-    order = np.lexsort((-a_end, a_ts, a_tid))  # by thread, start; on equal starts outer first
+    order = span_order(a_tid, a_ts, -a_end)  # by thread, start; on equal starts outer first
     aten, a_tid, a_ts, a_end = aten[order], a_tid[order], a_ts[order], a_end[order]
     # GPU ops in launch order, each with the aten op that covers its launch
     g_launch = trace.linked[gpu_rows]

@@ -1,0 +1,43 @@
+"""span_order: the C permutation equals np.lexsort's on tie-heavy and nearly sorted input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from perfreport.analyses import ordering
+from perfreport.analyses.ordering import dense_ids, span_order
+
+
+@pytest.mark.skipif(ordering._nest is None, reason="the C extension was not built")
+@pytest.mark.parametrize("seed", range(12))
+def test_span_order_equals_lexsort(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n = 5000
+    group = rng.choice([-7, 3, 10**12, 42], n)  # any integers: text tids are negative
+    start = rng.integers(0, 50, n).astype(float)  # many equal starts: the key2 and position ties
+    key2 = -rng.integers(0, 5, n).astype(float)
+    if seed % 2:  # file-order-like: long ascending runs per group, a few out of place
+        order = np.lexsort((start, group))
+        group, start, key2 = group[order], start[order], key2[order]
+        swap = rng.integers(0, n, 20)
+        start[swap] = rng.integers(0, 50, 20)
+    expected = np.lexsort((key2, start, group))
+    got = span_order(group, start, key2, use_c=True)
+    np.testing.assert_array_equal(got, expected)
+    np.testing.assert_array_equal(span_order(group, start, key2, use_c=False), expected)
+
+
+def test_span_order_empty_and_nan() -> None:
+    empty = np.empty(0)
+    assert span_order(empty.astype(np.int64), empty, empty).tolist() == []
+    start = np.array([2.0, np.nan, 1.0])
+    np.testing.assert_array_equal(span_order(np.zeros(3, np.int64), start, np.zeros(3)),
+                                  np.lexsort((np.zeros(3), start, np.zeros(3))))
+
+
+def test_dense_ids_number_values_in_ascending_order() -> None:
+    values = np.repeat(np.array([5, -3, 5, 10**15, -3]), [400, 300, 200, 100, 1])  # long runs
+    np.testing.assert_array_equal(dense_ids(values), np.unique(values, return_inverse=True)[1].ravel())
+    mixed = np.random.default_rng(0).integers(-5, 5, 1000)  # short runs: hashed directly
+    np.testing.assert_array_equal(dense_ids(mixed), np.unique(mixed, return_inverse=True)[1].ravel())
