@@ -25,6 +25,7 @@ the columns; the share of the total delta is NaN when the kind's total delta is 
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from functools import reduce
@@ -143,6 +144,7 @@ def _reduce_templates(name: str) -> str:
     return "".join(out)
 
 
+@functools.lru_cache(maxsize=65536)  # kernel names repeat across ranks and runs: parse each once
 def normalize_kernel_name(name: str) -> str:
     """The build-independent part of a GPU kernel name.
 
