@@ -98,8 +98,8 @@ def covered_by_group(group: np.ndarray, starts: np.ndarray, ends: np.ndarray, n_
                      presorted: bool = False) -> np.ndarray:
     """Time covered by the union of each group's intervals (µs), for groups 0..n_groups-1.
 
-    One sort and a per-group running maximum of the ends (``intervals.union`` done for every
-    group at once); touching intervals merge. Groups without intervals cover 0. With
+    One sort and a running maximum of the ends within each group (``intervals.union`` done for
+    every group at once); touching intervals merge. Groups without intervals cover 0. With
     ``presorted`` the intervals already come sorted by (group, start): no sort (a selection of
     sorted intervals stays sorted, so several unions over subsets share one sort).
     """
@@ -110,7 +110,10 @@ def covered_by_group(group: np.ndarray, starts: np.ndarray, ends: np.ndarray, n_
     else:
         order = np.lexsort((starts, group))
         g, s, e = group[order], starts[order], ends[order]
-    reach = pd.Series(e).groupby(g).cummax().to_numpy()
+    bounds = np.flatnonzero(np.r_[True, g[1:] != g[:-1], True])
+    reach = np.empty(len(e))
+    for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):  # a loop over groups (steps), not events
+        np.maximum.accumulate(e[lo:hi], out=reach[lo:hi])
     new = np.ones(len(s), dtype=bool)
     new[1:] = (g[1:] != g[:-1]) | (s[1:] > reach[:-1])
     heads = np.flatnonzero(new)
@@ -225,7 +228,9 @@ def rank_step_metrics(trace: RankTrace, offset_us: float = 0.0, *,
         **_counts(trace, steps),
         **_launch_stats(trace, steps, runtime_cutoff_us, launch_delay_cutoff_us),
     }
-    return pd.DataFrame(data, columns=list(COLUMNS)).astype({c: np.int64 for c in COUNT_COLUMNS})
+    for c in COUNT_COLUMNS:  # on the arrays: cheaper than DataFrame.astype on the frame
+        data[c] = np.asarray(data[c]).astype(np.int64)
+    return pd.DataFrame(data, columns=list(COLUMNS))
 
 
 def step_metrics(traces: TraceSet, *, launch_delay_cutoff_us: float = LAUNCH_DELAY_CUTOFF_US,
