@@ -52,45 +52,46 @@ _TRITON_COUNTER = re.compile(r"_\d+$")
 _MEMORY = re.compile(r"^(Memcpy|Memset|dma)")
 
 
+_BRACKET = {"<": re.compile(r"[<>]"), "(": re.compile(r"[()]")}  # the brackets of each kind
+_TOP_LEVEL = re.compile(r"[<>(),]")
+
+
 def _matching(text: str, start: int, opener: str, closer: str) -> int:
     """Index of the ``closer`` matching ``text[start] == opener`` (len(text) if unbalanced)."""
     depth = 0
-    for i in range(start, len(text)):  # loop over the characters of one distinct name
-        if text[i] == opener:
+    for m in _BRACKET[opener].finditer(text, start):  # only the bracket characters are visited
+        if m.group() == opener:
             depth += 1
-        elif text[i] == closer:
+        else:
             depth -= 1
             if depth == 0:
-                return i
+                return m.start()
     return len(text)
 
 
 def _without(text: str, opener: str, closer: str) -> str:
     """``text`` without its ``opener...closer`` groups, nested ones included."""
     out, i = [], 0
-    while i < len(text):
-        if text[i] == opener:
-            i = _matching(text, i, opener, closer) + 1
-        else:
-            out.append(text[i])
-            i += 1
+    while (j := text.find(opener, i)) >= 0:
+        out.append(text[i:j])
+        i = _matching(text, j, opener, closer) + 1
+    out.append(text[i:])
     return "".join(out)
 
 
 def _split_top(args: str) -> list[str]:
     """Template arguments split at the commas outside any nested ``<>`` or ``()``."""
-    parts, depth, cur = [], 0, []
-    for c in args:
+    parts, depth, last = [], 0, 0
+    for m in _TOP_LEVEL.finditer(args):
+        c = m.group()
         if c in "<(":
             depth += 1
         elif c in ">)":
             depth -= 1
-        if c == "," and depth == 0:
-            parts.append("".join(cur))
-            cur = []
-        else:
-            cur.append(c)
-    parts.append("".join(cur))
+        elif depth == 0:
+            parts.append(args[last:m.start()])
+            last = m.end()
+    parts.append(args[last:])
     return parts
 
 
@@ -118,29 +119,27 @@ def _drop_parameters(name: str) -> str:
     if not name.endswith(")"):
         return name
     depth = 0
-    for i in range(len(name) - 1, -1, -1):
-        if name[i] == ")":
+    for m in reversed(list(_BRACKET["("].finditer(name))):
+        if m.group() == ")":
             depth += 1
-        elif name[i] == "(":
+        else:
             depth -= 1
             if depth == 0:
-                return name[:i].rstrip() or name
+                return name[:m.start()].rstrip() or name
     return name
 
 
 def _reduce_templates(name: str) -> str:
     """Each top-level ``<...>`` group replaced by ``<identity>`` (or dropped when it has none)."""
     out, i = [], 0
-    while i < len(name):
-        if name[i] == "<":
-            j = _matching(name, i, "<", ">")
-            ident = _identity(name[i + 1:j])
-            if ident:
-                out.append(f"<{ident}>")
-            i = j + 1
-        else:
-            out.append(name[i])
-            i += 1
+    while (j := name.find("<", i)) >= 0:
+        out.append(name[i:j])
+        k = _matching(name, j, "<", ">")
+        ident = _identity(name[j + 1:k])
+        if ident:
+            out.append(f"<{ident}>")
+        i = k + 1
+    out.append(name[i:])
     return "".join(out)
 
 
