@@ -391,6 +391,10 @@ def _matched_calls(traces: TraceSet) -> pd.DataFrame:
 
 def _match_calls(traces: TraceSet) -> pd.DataFrame:
     c = collectives(traces)
+    if c["rank"].nunique() < 2:  # no call can be seen on two ranks: the empty result, typed
+        return c.iloc[:0].reset_index(drop=True).assign(
+            call_index=np.empty(0, np.int64), ranks=np.empty(0, np.int64), overlapping=np.empty(0, bool),
+            lateness_us=np.empty(0, np.float64))
     c = c.sort_values(["rank", "kind", "process_group", "step", "ts_us"], kind="stable").reset_index(drop=True)
     c["call_index"] = c.groupby(["rank", "kind", "process_group", "step"]).cumcount().astype(np.int64)
     g = c.groupby(MATCH_KEY)
