@@ -70,9 +70,133 @@ def _distinct_rows(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return order[new], inverse
 
 
-def group_frame(index: pd.Index, columns: dict) -> pd.DataFrame:
-    """``pd.DataFrame(columns).reset_index()`` for per-group results of one groupby (Series on
-    its result ``index``, arrays or lists in the same order): built from the values, without
-    aligning every Series on the index first."""
-    values = {c: v.array if isinstance(v, pd.Series) else v for c, v in columns.items()}
-    return pd.DataFrame(values, index=index).reset_index()
+class Grouped:
+    """Rows of a frame grouped by key columns, groups in sorted key order, with the
+    aggregations the summaries use, in numpy.
+
+    It gives what ``frame.groupby(keys, sort=True)`` gives (rows with a missing key dropped,
+    missing values skipped; ``median`` and ``quantile`` bit for bit), at a fraction of the cost:
+    pandas spends milliseconds per aggregation even on a few hundred rows, and the summaries
+    run a dozen of them per table. One difference: sums are plain float sums where pandas
+    compensates rounding (Kahan), so a sum or mean can differ in its last bit.
+    """
+
+    def __init__(self, frame: pd.DataFrame, keys: list[str]):
+        self.keys = list(keys)
+        n = len(frame)
+        combined = np.zeros(n, dtype=np.int64)
+        valid = np.ones(n, dtype=bool)
+        for k in self.keys:  # mixed-radix code of the key tuple, in sorted key order
+            codes, uniq = pd.factorize(frame[k].to_numpy(), sort=True)
+            valid &= codes >= 0
+            if len(uniq) and int(combined.max(initial=0)) > (2**62) // (len(uniq) + 1):
+                combined = _dense(combined)  # keep the code within int64
+            combined = combined * max(len(uniq), 1) + codes
+        self.rows = np.flatnonzero(valid)
+        uniq, self.ids = np.unique(combined[self.rows], return_inverse=True)
+        self.ids = self.ids.ravel()
+        self.n = len(uniq)
+        self.first = np.full(self.n, n, dtype=np.int64)
+        np.minimum.at(self.first, self.ids, self.rows)  # a row of each group, for its key values
+        self._frame = frame
+        self._sorted: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+
+    def _values(self, values) -> np.ndarray:
+        v = self._frame[values].to_numpy() if isinstance(values, str) else np.asarray(values)
+        return v[self.rows]
+
+    def size(self) -> np.ndarray:
+        return np.bincount(self.ids, minlength=self.n).astype(np.int64)
+
+    def count(self, values) -> np.ndarray:
+        """Non-missing values per group."""
+        v = self._values(values)
+        return np.bincount(self.ids, weights=~pd.isna(v), minlength=self.n).astype(np.int64)
+
+    def sum(self, values, min_count: int = 0) -> np.ndarray:
+        """Sum per group (missing values skipped); integer and bool columns sum to int64;
+        NaN where fewer than ``min_count`` values are present."""
+        v = self._values(values)
+        if v.dtype.kind in "biu":
+            out = np.zeros(self.n, dtype=np.int64)
+            np.add.at(out, self.ids, v.astype(np.int64))
+            return out
+        v = v.astype(np.float64)
+        missing = np.isnan(v)
+        out = np.bincount(self.ids, weights=np.where(missing, 0.0, v), minlength=self.n)
+        if min_count > 0:
+            present = np.bincount(self.ids, weights=~missing, minlength=self.n)
+            out = np.where(present >= min_count, out, np.nan)
+        return out
+
+    def mean(self, values) -> np.ndarray:
+        v = self._values(values).astype(np.float64)
+        missing = np.isnan(v)
+        total = np.bincount(self.ids, weights=np.where(missing, 0.0, v), minlength=self.n)
+        present = np.bincount(self.ids, weights=~missing, minlength=self.n)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(present > 0, total / present, np.nan)
+
+    def max(self, values) -> np.ndarray:
+        return self._extreme(values, np.fmax, -np.inf)
+
+    def min(self, values) -> np.ndarray:
+        return self._extreme(values, np.fmin, np.inf)
+
+    def _extreme(self, values, ufunc, start: float) -> np.ndarray:
+        v = self._values(values)
+        if v.dtype.kind in "biu":
+            out = np.full(self.n, np.iinfo(np.int64).min if start < 0 else np.iinfo(np.int64).max, dtype=np.int64)
+            ufunc.at(out, self.ids, v.astype(np.int64))
+            return out
+        out = np.full(self.n, start)
+        ufunc.at(out, self.ids, v.astype(np.float64))  # fmax/fmin skip NaN
+        return np.where(self.count(values) > 0, out, np.nan)  # all missing: NaN, as pandas
+
+    def median(self, values) -> np.ndarray:
+        """Median of the non-missing values (mean of the two middle ones for an even count)."""
+        v, start, m = self._sorted_values(values)
+        out = np.full(self.n, np.nan)
+        has = m > 0
+        lo = start + (m - 1) // 2
+        hi = start + m // 2
+        out[has] = np.where((m[has] % 2) == 1, v[lo[has]], (v[lo[has]] + v[hi[has]]) / 2)
+        return out
+
+    def quantile(self, values, q: float) -> np.ndarray:
+        """Linear-interpolation quantile of the non-missing values, as pandas computes it."""
+        v, start, m = self._sorted_values(values)
+        out = np.full(self.n, np.nan)
+        has = m > 0
+        idx = q * (m[has] - 1)
+        lo = np.floor(idx).astype(np.int64)
+        hi = np.minimum(lo + 1, m[has] - 1)
+        frac = idx - lo
+        a, b = v[start[has] + lo], v[start[has] + hi]
+        out[has] = a + (b - a) * frac
+        return out
+
+    def _sorted_values(self, values) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(values sorted by (group, value) with NaN last in each group, first position of each
+        group, non-missing count of each group)."""
+        key = values if isinstance(values, str) else None
+        if key is not None and key in self._sorted:
+            return self._sorted[key]
+        v = self._values(values).astype(np.float64)
+        order = np.lexsort((v, self.ids))  # NaN sorts last within a group
+        sizes = np.bincount(self.ids, minlength=self.n)
+        start = np.cumsum(sizes) - sizes
+        present = np.bincount(self.ids, weights=~np.isnan(v), minlength=self.n).astype(np.int64)
+        result = (v[order], start, present)
+        if key is not None:
+            self._sorted[key] = result
+        return result
+
+    def frame(self, columns: dict) -> pd.DataFrame:
+        """The key columns (one row per group, in order) followed by ``columns``."""
+        keys = {k: self._frame[k].to_numpy()[self.first] for k in self.keys}
+        return pd.DataFrame({**keys, **columns})
+
+
+def _dense(values: np.ndarray) -> np.ndarray:
+    return np.unique(values, return_inverse=True)[1].ravel().astype(np.int64)

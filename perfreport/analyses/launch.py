@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from ..model import RankTrace, TraceSet, distinct_codes
-from .grouping import group_frame, run_ids, string_keys
+from .grouping import Grouped, run_ids, string_keys
 from .ordering import span_order
 
 RUNTIME_CUTOFF_US = 50.0
@@ -202,25 +202,21 @@ SUMMARY_COLUMNS = (
 def _summarise(table: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     if not len(table):
         return pd.DataFrame(columns=keys + list(SUMMARY_COLUMNS))
-    g = table.groupby(keys, sort=True)
-    # integer counts in one call; float statistics one column at a time (pandas' compensated
-    # sums over a multi-column block can differ in the last bit)
-    counts = g[["gpu_ops", "short_kernel", "runtime_outlier", "launch_delay_outlier"]].sum()
-    size = g.size()
-    return group_frame(size.index, {
-        "launches": size,
-        "gpu_ops": counts["gpu_ops"],
-        "cpu_dur_mean_us": g["cpu_dur_us"].mean(),
-        "cpu_dur_p50_us": g["cpu_dur_us"].median(),
-        "cpu_dur_p95_us": g["cpu_dur_us"].quantile(0.95),
-        "gpu_dur_mean_us": g["gpu_dur_us"].mean(),
-        "launch_delay_mean_us": g["launch_delay_us"].mean(),
-        "launch_delay_p50_us": g["launch_delay_us"].median(),
-        "launch_delay_p95_us": g["launch_delay_us"].quantile(0.95),
-        "launch_delay_max_us": g["launch_delay_us"].max(),
-        "short_kernels": counts["short_kernel"].astype(np.int64),
-        "runtime_outliers": counts["runtime_outlier"].astype(np.int64),
-        "launch_delay_outliers": counts["launch_delay_outlier"].astype(np.int64),
+    g = Grouped(table, keys)
+    return g.frame({
+        "launches": g.size(),
+        "gpu_ops": g.sum("gpu_ops"),
+        "cpu_dur_mean_us": g.mean("cpu_dur_us"),
+        "cpu_dur_p50_us": g.median("cpu_dur_us"),
+        "cpu_dur_p95_us": g.quantile("cpu_dur_us", 0.95),
+        "gpu_dur_mean_us": g.mean("gpu_dur_us"),
+        "launch_delay_mean_us": g.mean("launch_delay_us"),
+        "launch_delay_p50_us": g.median("launch_delay_us"),
+        "launch_delay_p95_us": g.quantile("launch_delay_us", 0.95),
+        "launch_delay_max_us": g.max("launch_delay_us"),
+        "short_kernels": g.sum("short_kernel"),
+        "runtime_outliers": g.sum("runtime_outlier"),
+        "launch_delay_outliers": g.sum("launch_delay_outlier"),
     })
 
 
@@ -417,10 +413,9 @@ def aten_op_launch_delays_by_step(traces: TraceSet) -> pd.DataFrame:
     cols = ["rank", "iteration", "aten_ops", "aten_op_delay_mean_us", "runtime_delay_mean_us"]
     if not len(table):
         return pd.DataFrame(columns=cols)
-    g = table.groupby(["rank", "iteration"], sort=True)
-    size = g.size()
-    return group_frame(size.index, {
-        "aten_ops": size,
-        "aten_op_delay_mean_us": g["aten_op_delay_us"].mean(),
-        "runtime_delay_mean_us": g["runtime_delay_us"].mean(),
+    g = Grouped(table, ["rank", "iteration"])
+    return g.frame({
+        "aten_ops": g.size(),
+        "aten_op_delay_mean_us": g.mean("aten_op_delay_us"),
+        "runtime_delay_mean_us": g.mean("runtime_delay_us"),
     })[cols]

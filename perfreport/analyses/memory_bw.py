@@ -25,7 +25,7 @@ import pandas as pd
 
 from ..model import RankTrace, TraceSet, distinct_codes
 from ..units import BYTES_PER_GB, US_PER_S
-from .grouping import group_frame
+from .grouping import Grouped
 
 _DIRECTION = re.compile(r"^Memcpy ([A-Za-z]to[A-Za-z])\b")
 MEMSET = "Memset"
@@ -140,18 +140,18 @@ def _summary(table: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     if not len(table):
         return pd.DataFrame(columns=cols)
     known = np.isfinite(table["bytes"].to_numpy())
-    table = table[keys + ["bytes", "dur_us", "bw_gbps", "kineto_bw_gbps"]].assign(
-        busy_known_us=np.where(known, table["dur_us"].to_numpy(), 0.0))
-    g = table.groupby(keys, sort=True)
-    busy_known = g["busy_known_us"].sum()
-    nbytes = g["bytes"].sum(min_count=1)  # NaN when no transfer of the group reports bytes
-    out = group_frame(nbytes.index, {
+    g = Grouped(table, keys)
+    busy_known = g.sum(np.where(known, table["dur_us"].to_numpy(), 0.0))
+    nbytes = g.sum("bytes", min_count=1)  # NaN when no transfer of the group reports bytes
+    with np.errstate(invalid="ignore", divide="ignore"):
+        bw = (nbytes / BYTES_PER_GB) / (np.where(busy_known > 0, busy_known, np.nan) / US_PER_S)
+    out = g.frame({
         "transfers": g.size(),
         "bytes_total": nbytes,
-        "busy_us": g["dur_us"].sum(),
-        "bw_gbps": (nbytes / BYTES_PER_GB) / (busy_known.where(busy_known > 0) / US_PER_S),
-        "bw_max_gbps": g["bw_gbps"].max(),
-        "kineto_bw_mean_gbps": g["kineto_bw_gbps"].mean(),
+        "busy_us": g.sum("dur_us"),
+        "bw_gbps": bw,
+        "bw_max_gbps": g.max("bw_gbps"),
+        "kineto_bw_mean_gbps": g.mean("kineto_bw_gbps"),
     })
     return out[cols]
 

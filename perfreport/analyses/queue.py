@@ -22,7 +22,7 @@ import pandas as pd
 
 from ..model import RankTrace, TraceSet
 from ..units import pct
-from .grouping import group_frame
+from .grouping import Grouped
 from .launch import launch_gpu_ops
 
 MAX_LAUNCH_QUEUE = 1024
@@ -100,17 +100,17 @@ def _summary(seg: pd.DataFrame, keys: list[str], max_queue_length: int) -> pd.Da
     if not len(seg):
         return pd.DataFrame(columns=cols)
     queue, length = seg["queue_length"].to_numpy(), seg["length_us"].to_numpy()
-    seg = seg[keys + ["enqueued", "length_us", "weighted", "queue_length"]].assign(
-        empty_us=np.where(queue <= 0, length, 0.0), full_us=np.where(queue >= max_queue_length, length, 0.0))
-    g = seg.groupby(keys, sort=True)
-    span = g["length_us"].sum()
-    out = group_frame(span.index, {
-        "ops": g["enqueued"].sum().astype(np.int64),
+    g = Grouped(seg, keys)
+    span = g.sum("length_us")
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = g.sum("weighted") / np.where(span > 0, span, np.nan)
+    out = g.frame({
+        "ops": g.sum("enqueued").astype(np.int64),
         "span_us": span,
-        "mean_queue_length": (g["weighted"].sum() / span.where(span > 0)),
-        "max_queue_length": g["queue_length"].max().astype(np.int64),
-        "empty_pct": [pct(e, s) for e, s in zip(g["empty_us"].sum(), span)],
-        "full_us": g["full_us"].sum(),
+        "mean_queue_length": mean,
+        "max_queue_length": g.max("queue_length").astype(np.int64),
+        "empty_pct": [pct(e, s) for e, s in zip(g.sum(np.where(queue <= 0, length, 0.0)).tolist(), span.tolist())],
+        "full_us": g.sum(np.where(queue >= max_queue_length, length, 0.0)),
     })
     return out[cols]
 
@@ -137,11 +137,9 @@ def time_blocked_on_full_queue(traces: TraceSet, max_queue_length: int = MAX_LAU
     seg = queue_segments(traces)
     if not len(seg):
         return pd.DataFrame(columns=list(BLOCKED_COLUMNS))
-    seg = seg[["rank", "stream", "queue_length"]].assign(blocked_us=np.where(
-        seg["queue_length"].to_numpy() >= max_queue_length, seg["length_us"].to_numpy(), 0.0))
-    g = seg.groupby(["rank", "stream"], sort=True)
-    blocked = g["blocked_us"].sum()
-    out = group_frame(blocked.index, {"blocked_us": blocked, "max_queue_length": g["queue_length"].max()})
+    g = Grouped(seg, ["rank", "stream"])
+    blocked = g.sum(np.where(seg["queue_length"].to_numpy() >= max_queue_length, seg["length_us"].to_numpy(), 0.0))
+    out = g.frame({"blocked_us": blocked, "max_queue_length": g.max("queue_length")})
     spans = {t.rank: np.subtract(*t.span_us()[::-1]) for t in traces}
     out["blocked_pct"] = [pct(b, spans[r]) for r, b in zip(out["rank"], out["blocked_us"])]
     out["max_queue_length"] = out["max_queue_length"].astype(np.int64)

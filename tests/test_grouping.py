@@ -1,0 +1,56 @@
+"""Grouped (numpy group aggregations) against pandas groupby on the same frames."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from perfreport.analyses.grouping import Grouped
+
+
+def frame(seed: int, n: int) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    value = rng.random(n) * 1000
+    value[rng.random(n) < 0.15] = np.nan
+    return pd.DataFrame({
+        "rank": rng.integers(0, 3, n),
+        "step": rng.integers(-1, 5, n),
+        "name": rng.choice(["mm", "conv", "Memcpy HtoD", "ncclKernel"], n).astype(object),
+        "value": value,
+        "count": rng.integers(0, 9, n),
+        "flag": rng.random(n) < 0.3,
+    })
+
+
+@pytest.mark.parametrize("seed, n", [(0, 2000), (1, 40), (2, 1), (3, 0)])
+@pytest.mark.parametrize("keys", [["rank"], ["rank", "name"], ["rank", "step", "name"]])
+def test_grouped_equals_pandas_groupby(seed: int, n: int, keys: list[str]) -> None:
+    f = frame(seed, n)
+    g, p = Grouped(f, keys), f.groupby(keys, sort=True)
+    expected_keys = p.size().reset_index()[keys]
+    got_keys = g.frame({})
+    assert got_keys.shape == expected_keys.shape
+    for k in keys:
+        assert got_keys[k].tolist() == expected_keys[k].tolist()
+    np.testing.assert_array_equal(g.size(), p.size().to_numpy())
+    np.testing.assert_array_equal(g.sum("count"), p["count"].sum().to_numpy())
+    np.testing.assert_array_equal(g.sum("flag"), p["flag"].sum().to_numpy())
+    np.testing.assert_array_equal(g.max("count"), p["count"].max().to_numpy())
+    np.testing.assert_array_equal(g.count("value"), p["value"].count().to_numpy())
+    # order statistics bit for bit; sums and means to the last bits (pandas compensates)
+    np.testing.assert_array_equal(g.median("value"), p["value"].median().to_numpy())
+    np.testing.assert_array_equal(g.quantile("value", 0.95), p["value"].quantile(0.95).to_numpy())
+    np.testing.assert_array_equal(g.max("value"), p["value"].max().to_numpy())
+    np.testing.assert_array_equal(g.min("value"), p["value"].min().to_numpy())
+    np.testing.assert_allclose(g.sum("value"), p["value"].sum().to_numpy(), rtol=1e-12)
+    np.testing.assert_allclose(g.sum("value", min_count=1), p["value"].sum(min_count=1).to_numpy(), rtol=1e-12)
+    np.testing.assert_allclose(g.mean("value"), p["value"].mean().to_numpy(), rtol=1e-12)
+    if n > 100:
+        assert g.n >= 3 and np.isnan(g.sum("value", min_count=1)).sum() == 0  # groups are big enough here
+
+
+def test_rows_with_a_missing_key_are_dropped() -> None:
+    f = pd.DataFrame({"k": ["a", None, "b", "a"], "v": [1.0, 2.0, 3.0, 4.0]})
+    g = Grouped(f, ["k"])
+    assert g.frame({"v": g.sum("v")}).to_dict("list") == {"k": ["a", "b"], "v": [5.0, 3.0]}
