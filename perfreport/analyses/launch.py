@@ -394,15 +394,14 @@ def _rank_delays(table: pd.DataFrame, key: np.ndarray) -> pd.DataFrame:
     grouped on the integer ``key`` of :func:`_aten_instances`, which orders as the strings do."""
     if not len(table):
         return table
-    g = table[["aten_op_delay_us", "runtime_delay_us"]].assign(key=key).groupby("key", sort=True)
-    first = np.unique(key, return_index=True)[1]
-    labels = table[["rank", "aten_op", "kernel_sequence"]].iloc[first].reset_index(drop=True)
+    g = Grouped(table[["aten_op_delay_us", "runtime_delay_us"]].assign(key=key), ["key"])
+    labels = table[["rank", "aten_op", "kernel_sequence"]].iloc[g.first].reset_index(drop=True)
     return labels.assign(
-        occurrences=g.size().to_numpy(),
-        aten_op_delay_mean_us=g["aten_op_delay_us"].mean().to_numpy(),
-        aten_op_delay_p50_us=g["aten_op_delay_us"].median().to_numpy(),
-        runtime_delay_mean_us=g["runtime_delay_us"].mean().to_numpy(),
-        runtime_delay_p50_us=g["runtime_delay_us"].median().to_numpy(),
+        occurrences=g.size(),
+        aten_op_delay_mean_us=g.mean("aten_op_delay_us"),
+        aten_op_delay_p50_us=g.median("aten_op_delay_us"),
+        runtime_delay_mean_us=g.mean("runtime_delay_us"),
+        runtime_delay_p50_us=g.median("runtime_delay_us"),
     )
 
 

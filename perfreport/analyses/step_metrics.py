@@ -40,6 +40,7 @@ from ..model import (
     CLASS_INDEX, COMMUNICATION, COMPUTATION, MEMORY, SYNC_CATEGORIES, RankTrace, TraceSet, distinct_codes,
 )
 from ..units import us_to_ms
+from .grouping import Grouped
 from .launch import LAUNCH_DELAY_CUTOFF_US, RUNTIME_CUTOFF_US, rank_launches
 from .memory_bw import direction_of
 from .steps import step_spans
@@ -198,16 +199,21 @@ def _launch_stats(trace: RankTrace, steps: np.ndarray, runtime_cutoff_us: float,
     table = rank_launches(trace, runtime_cutoff_us, launch_delay_cutoff_us)
     slot = sample_of(trace, table["row"].to_numpy(dtype=np.int64), steps)
     table = table.assign(slot=slot)[slot >= 0]
-    g = table.groupby("slot")
-    index = pd.RangeIndex(n)
-    blocked = table["cpu_dur_us"].where(table["runtime_outlier"], 0.0)
+    g = Grouped(table, ["slot"])
+    at = g.frame({})["slot"].to_numpy()  # the samples that have launches; the others get 0 / NaN
+
+    def spread(values: np.ndarray, fill) -> np.ndarray:
+        out = np.full(n, fill, dtype=np.result_type(values.dtype, np.asarray(fill).dtype))
+        out[at] = values
+        return out
+
+    blocked = np.where(table["runtime_outlier"].to_numpy(), table["cpu_dur_us"].to_numpy(), 0.0)
     return {
-        "launch_delay_p50_us": g["launch_delay_us"].median().reindex(index).to_numpy(dtype=np.float64),
-        "launch_delay_p95_us": g["launch_delay_us"].quantile(0.95).reindex(index).to_numpy(dtype=np.float64),
-        "launch_delay_outliers": g["launch_delay_outlier"].sum().reindex(index, fill_value=0).to_numpy(),
-        "short_kernels": g["short_kernel"].sum().reindex(index, fill_value=0).to_numpy(),
-        "blocked_launch_us": blocked.groupby(table["slot"]).sum().reindex(index, fill_value=0.0).to_numpy(
-            dtype=np.float64),
+        "launch_delay_p50_us": spread(g.median("launch_delay_us"), np.nan),
+        "launch_delay_p95_us": spread(g.quantile("launch_delay_us", 0.95), np.nan),
+        "launch_delay_outliers": spread(g.sum("launch_delay_outlier"), 0),
+        "short_kernels": spread(g.sum("short_kernel"), 0),
+        "blocked_launch_us": spread(g.sum(blocked), 0.0),
     }
 
 

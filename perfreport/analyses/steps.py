@@ -19,6 +19,7 @@ import pandas as pd
 
 from ..model import STEP_NAME, RankTrace, TraceSet
 from ..units import pct
+from .grouping import Grouped
 from .intervals import covered
 
 STEP_COLUMNS = ("rank", "step", "start_us", "end_us", "wall_us", "gpu_events", "gpu_busy_us",
@@ -44,7 +45,8 @@ def _step_spans(trace: RankTrace) -> pd.DataFrame:
     names = trace.decode(trace.name[rows])
     numbers = np.array([int(STEP_NAME.match(s).group(1)) for s in names], dtype=np.int64)
     f = pd.DataFrame({"step": numbers, "start_us": trace.ts[rows], "end_us": trace.ts[rows] + trace.dur[rows]})
-    return f.groupby("step", as_index=False, sort=True).agg(start_us=("start_us", "min"), end_us=("end_us", "max"))
+    g = Grouped(f, ["step"])
+    return g.frame({"start_us": g.min("start_us"), "end_us": g.max("end_us")})
 
 
 def rank_steps(trace: RankTrace) -> pd.DataFrame:
