@@ -57,6 +57,7 @@ from ..model import COMMUNICATION, COMPUTATION, RankTrace, TraceSet, distinct_co
 from ..units import BYTES_PER_GB, US_PER_S, format_pct, format_us, pct
 from .callstack import call_stack
 from .intervals import union
+from .grouping import Grouped
 from .kernels import gpu_work
 from .stragglers import LATE_START_PCT, stragglers
 
@@ -313,10 +314,10 @@ def _rank_collectives(trace: RankTrace) -> pd.DataFrame:
     exposed = _exposed(call, k_s, k_e, comp, len(call_ids))
     k = k.assign(call=call, ts=k_s, end=k_e, step=trace.iteration[k_rows], name=trace.name[k_rows])
     k = k.sort_values(["call", "ts"], kind="stable")
-    g = k.groupby("call", sort=True)
+    g = Grouped(k, ["call"])
     first = k.drop_duplicates("call")  # the call's first kernel (by start): its step, names and args
     ts = first["ts"].to_numpy()
-    dur = g["end"].max().to_numpy() - ts
+    dur = g.max("end") - ts
     msg_bytes = first["msg"].to_numpy(np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         algbw = np.where(dur > 0, msg_bytes / BYTES_PER_GB / (dur / US_PER_S), np.nan)
@@ -329,7 +330,7 @@ def _rank_collectives(trace: RankTrace) -> pd.DataFrame:
         "msg_bytes": msg_bytes, "algbw_gbps": algbw, "busbw_gbps": algbw * factor,
         "algorithm": _map_codes(trace, name, lambda s: kernel_algorithm(s)[0], ""),
         "protocol": _map_codes(trace, name, lambda s: kernel_algorithm(s)[1], ""),
-        "kernel": trace.decode(name), "kernels": g.size().to_numpy(np.int64),
+        "kernel": trace.decode(name), "kernels": g.size(),
     })
     return out.sort_values(["ts_us"], kind="stable").reset_index(drop=True)[list(CALL_COLUMNS)]
 
@@ -354,12 +355,12 @@ def collective_summary(traces: TraceSet) -> pd.DataFrame:
     c = collectives(traces)
     if not len(c):
         return _empty(SUMMARY_COLUMNS)
-    g = c.groupby(["rank", "kind", "process_group"], sort=True)
-    out = pd.DataFrame({
-        "count": g.size(), "total_us": g["dur_us"].sum(), "exposed_us": g["exposed_us"].sum(),
-        "msg_bytes_mean": g["msg_bytes"].mean(), "msg_bytes_total": g["msg_bytes"].sum(min_count=1),
-        "algbw_gbps_mean": g["algbw_gbps"].mean(), "busbw_gbps_mean": g["busbw_gbps"].mean(),
-    }).reset_index()
+    g = Grouped(c, ["rank", "kind", "process_group"])
+    out = g.frame({
+        "count": g.size(), "total_us": g.sum("dur_us"), "exposed_us": g.sum("exposed_us"),
+        "msg_bytes_mean": g.mean("msg_bytes"), "msg_bytes_total": g.sum("msg_bytes", min_count=1),
+        "algbw_gbps_mean": g.mean("algbw_gbps"), "busbw_gbps_mean": g.mean("busbw_gbps"),
+    })
     out["exposed_pct"] = [pct(e, t) for e, t in zip(out["exposed_us"], out["total_us"])]
     return out[list(SUMMARY_COLUMNS)]
 
@@ -371,9 +372,9 @@ def collectives_per_step(traces: TraceSet) -> pd.DataFrame:
     c = collectives(traces)
     if not len(c):
         return _empty(STEP_COLUMNS)
-    g = c.groupby(["rank", "step", "kind", "process_group"], sort=True)
-    out = pd.DataFrame({"count": g.size(), "dur_us": g["dur_us"].sum(), "exposed_us": g["exposed_us"].sum(),
-                        "msg_bytes": g["msg_bytes"].sum(min_count=1)}).reset_index()
+    g = Grouped(c, ["rank", "step", "kind", "process_group"])
+    out = g.frame({"count": g.size(), "dur_us": g.sum("dur_us"), "exposed_us": g.sum("exposed_us"),
+                   "msg_bytes": g.sum("msg_bytes", min_count=1)})
     return out[list(STEP_COLUMNS)]
 
 
