@@ -46,6 +46,7 @@ def test_grouped_equals_pandas_groupby(seed: int, n: int, keys: list[str]) -> No
     np.testing.assert_allclose(g.sum("value"), p["value"].sum().to_numpy(), rtol=1e-12)
     np.testing.assert_allclose(g.sum("value", min_count=1), p["value"].sum(min_count=1).to_numpy(), rtol=1e-12)
     np.testing.assert_allclose(g.mean("value"), p["value"].mean().to_numpy(), rtol=1e-12)
+    np.testing.assert_allclose(g.std("value"), p["value"].std().to_numpy(), rtol=1e-9)
     if n > 100:
         assert g.n >= 3 and np.isnan(g.sum("value", min_count=1)).sum() == 0  # groups are big enough here
 

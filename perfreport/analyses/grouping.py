@@ -137,6 +137,19 @@ class Grouped:
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.where(present > 0, total / present, np.nan)
 
+    def std(self, values) -> np.ndarray:
+        """Sample standard deviation (ddof=1) of the non-missing values; NaN below two values.
+        Two passes (mean, then squared deviations) where pandas updates a running variance:
+        the last bits may differ."""
+        v = self._values(values).astype(np.float64)
+        missing = np.isnan(v)
+        present = np.bincount(self.ids, weights=~missing, minlength=self.n)
+        mean = self.mean(values)
+        dev = np.where(missing, 0.0, v - mean[self.ids])
+        squares = np.bincount(self.ids, weights=dev * dev, minlength=self.n)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(present > 1, np.sqrt(squares / (present - 1)), np.nan)
+
     def max(self, values) -> np.ndarray:
         return self._extreme(values, np.fmax, -np.inf)
 

@@ -27,6 +27,7 @@ import pandas as pd
 
 from ..model import RankTrace, TraceSet
 from ..units import pct
+from .grouping import Grouped
 from .steps import profiler_steps
 
 COMM_KERNEL_PREFIXES = ("ncclKernel", "ncclDevKernel")
@@ -57,13 +58,14 @@ def late_start_counts(metric: pd.DataFrame, num_candidates: int) -> pd.Series:
     return counts.reindex(sorted(metric["rank"].unique()), fill_value=0)
 
 
-def _comm_kernels(trace: RankTrace) -> pd.DataFrame:
-    """Communication kernels launched inside a step: step, name, start (µs), dur (µs)."""
+def _comm_kernels(trace: RankTrace) -> tuple[np.ndarray, ...]:
+    """Communication kernels launched inside a step: (rank, step, name code, start µs, dur µs,
+    row) arrays, and the rank's string table to decode the names."""
     names = trace.codes_where(lambda s: s.startswith(COMM_KERNEL_PREFIXES))
     rows = np.flatnonzero(trace.kernels() & np.isin(trace.name, names) & (trace.iteration >= 0)
                           & np.isfinite(trace.dur))
-    return pd.DataFrame({"rank": trace.rank, "step": trace.iteration[rows], "kernel": trace.decode(trace.name[rows]),
-                         "kernel_start_us": trace.ts[rows], "kernel_dur_us": trace.dur[rows], "row": rows})
+    return (np.full(len(rows), trace.rank, dtype=np.int64), trace.iteration[rows], trace.name[rows], trace.ts[rows],
+            trace.dur[rows], rows)
 
 
 def straggler_steps(traces: TraceSet) -> pd.DataFrame:
@@ -83,21 +85,45 @@ def _straggler_steps(traces: TraceSet) -> pd.DataFrame:
     if steps.empty:
         return empty
     median_wall = float(steps["wall_us"].median())
-    comm = pd.concat([_comm_kernels(t) for t in traces], ignore_index=True)
-    comm = comm.loc[comm["kernel_dur_us"] >= MIN_KERNEL_STEP_FRACTION * median_wall]
-    comm = comm.loc[comm["step"].isin(steps["step"])]
-    if comm.empty:
+    parts = []
+    for t in traces:  # a loop over ranks: each rank's long enough comm kernels, names decoded
+        rank, step, code, start, dur, row = _comm_kernels(t)
+        keep = (dur >= MIN_KERNEL_STEP_FRACTION * median_wall) & np.isin(step, steps["step"].to_numpy())
+        parts.append((rank[keep], step[keep], t.decode(code[keep]), start[keep], dur[keep], row[keep]))
+    rank, step, name, start, dur, row = (np.concatenate([p[i] for p in parts]) for i in range(6))
+    if not len(rank):
         return empty
     # the last kernel of each name per (rank, step), by start time then file order
-    comm = comm.sort_values(["rank", "step", "kernel", "kernel_start_us", "row"], kind="stable")
-    last = comm.groupby(["rank", "step", "kernel"], as_index=False).last()
-    spread = last.groupby(["step", "kernel"])["kernel_dur_us"].std().groupby("kernel").mean()
-    kernel = spread.dropna().idxmax() if spread.notna().any() else last["kernel"].value_counts().idxmax()
-    pick = last.loc[last["kernel"] == kernel, ["rank", "step", "kernel", "kernel_start_us", "kernel_dur_us"]]
-    pick = pick.merge(steps[["rank", "step", "start_us", "wall_us"]], on=["rank", "step"])
-    pick["offset_us"] = pick["kernel_start_us"] - pick["start_us"]
-    pick["late_start_us"] = pick["offset_us"] - pick.groupby("step")["offset_us"].transform("min")
-    return pick[list(STEP_COLUMNS)].sort_values(["rank", "step"]).reset_index(drop=True)
+    kernel, names = pd.factorize(name, sort=True)  # codes that sort as the names do
+    order = np.lexsort((row, start, kernel, step, rank))
+    rank, step, kernel, start, dur = rank[order], step[order], kernel[order], start[order], dur[order]
+    last = np.flatnonzero(np.r_[(rank[1:] != rank[:-1]) | (step[1:] != step[:-1]) | (kernel[1:] != kernel[:-1]),
+                                True])
+    rank, step, kernel, start, dur = rank[last], step[last], kernel[last], start[last], dur[last]
+    # the dominant collective: the largest mean over steps of the spread across ranks
+    per_step = Grouped(pd.DataFrame({"step": step, "kernel": kernel, "dur": dur}), ["step", "kernel"])
+    spreads = per_step.frame({"std": per_step.std("dur")})
+    spread = Grouped(spreads, ["kernel"])
+    mean_spread = spread.mean("std")
+    if np.isfinite(mean_spread).any():
+        chosen = int(spread.frame({})["kernel"].to_numpy()[np.nanargmax(mean_spread)])
+    else:  # one rank (or one call each): the most frequent name, as pandas ranks them
+        chosen = int(np.flatnonzero(np.asarray(names, dtype=object) ==
+                                    pd.Series(np.asarray(names, dtype=object)[kernel]).value_counts().idxmax())[0])
+    pick = kernel == chosen
+    rank, step, start, dur = rank[pick], step[pick], start[pick], dur[pick]
+    # the rank's own step start and wall time (steps are unique per (rank, step))
+    at = pd.MultiIndex.from_arrays([steps["rank"].to_numpy(), steps["step"].to_numpy()]).get_indexer(
+        pd.MultiIndex.from_arrays([rank, step]))
+    found = at >= 0
+    rank, step, start, dur, at = rank[found], step[found], start[found], dur[found], at[found]
+    offset = start - steps["start_us"].to_numpy()[at]
+    by_step = Grouped(pd.DataFrame({"step": step, "offset": offset}), ["step"])
+    return pd.DataFrame({
+        "rank": rank, "step": step, "kernel": np.full(len(rank), names[chosen], dtype=object),
+        "kernel_start_us": start, "offset_us": offset, "late_start_us": offset - by_step.min("offset")[by_step.ids],
+        "kernel_dur_us": dur, "wall_us": steps["wall_us"].to_numpy()[at],
+    }, columns=list(STEP_COLUMNS))
 
 
 def stragglers(traces: TraceSet) -> pd.DataFrame:
