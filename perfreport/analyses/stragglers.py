@@ -22,6 +22,8 @@ exceeds ``LATE_START_PCT`` % of the median step time, or its step time exceeds t
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 import pandas as pd
 
@@ -142,25 +144,32 @@ def _stragglers(traces: TraceSet) -> pd.DataFrame:
     if steps.empty:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in RANK_COLUMNS})
     per_step = straggler_steps(traces)
-    wall = steps.groupby("rank")["wall_us"].agg(["median", "size"])
-    overall = float(wall["median"].median())
+    wall = Grouped(steps, ["rank"])
+    wall_median, wall_steps = wall.median("wall_us"), wall.size()
+    overall = float(pd.Series(wall_median).median())
+    late_median, kernel, latest = {}, {}, {}
+    if len(per_step):
+        by_rank = Grouped(per_step, ["rank"])
+        ranks_with = by_rank.frame({})["rank"].tolist()
+        late_median = dict(zip(ranks_with, by_rank.median("late_start_us").tolist()))
+        kernel = dict(zip(ranks_with, per_step["kernel"].to_numpy()[by_rank.first].tolist()))
+        # the latest rank(s) of each step: the largest late start, when above 0
+        by_step = Grouped(per_step, ["step"])
+        late = per_step["late_start_us"].to_numpy()
+        latest_rows = (late > 0) & (late == by_step.max("late_start_us")[by_step.ids])
+        latest = Counter(per_step["rank"].to_numpy()[latest_rows].tolist())
+    n_ranks = wall.n
     rows = []
-    n_ranks = len(wall)
-    latest = per_step.loc[(per_step["late_start_us"] > 0)
-                          & (per_step["late_start_us"] == per_step.groupby("step")["late_start_us"].transform("max"))]
-    for rank, w in wall.iterrows():  # a loop over ranks
-        mine = per_step.loc[per_step["rank"] == rank]
-        late_med = float(mine["late_start_us"].median()) if len(mine) else np.nan
-        late_pct = pct(late_med, overall) if len(mine) else np.nan
-        excess = pct(float(w["median"]) - overall, overall)
+    for rank, median, n_steps in zip(wall.frame({})["rank"].tolist(), wall_median.tolist(), wall_steps.tolist()):
+        has = rank in late_median  # a loop over ranks, on plain numbers
+        late_med = late_median[rank] if has else np.nan
+        late_pct = pct(late_med, overall) if has else np.nan
+        excess = pct(median - overall, overall)
         flagged = n_ranks > 1 and ((late_pct >= LATE_START_PCT) or (excess >= WALL_EXCESS_PCT))
         rows.append({
-            "rank": int(rank), "steps": int(w["size"]),
-            "kernel": mine["kernel"].iloc[0] if len(mine) else None,
-            "late_start_us_median": late_med, "late_start_pct": late_pct,
-            "latest_steps": int((latest["rank"] == rank).sum()),
-            "wall_us_median": float(w["median"]), "wall_excess_pct": excess,
-            "is_straggler": bool(flagged),
+            "rank": int(rank), "steps": int(n_steps), "kernel": kernel.get(rank),
+            "late_start_us_median": late_med, "late_start_pct": late_pct, "latest_steps": int(latest.get(rank, 0)),
+            "wall_us_median": float(median), "wall_excess_pct": excess, "is_straggler": bool(flagged),
         })
     return pd.DataFrame(rows, columns=list(RANK_COLUMNS))
 
