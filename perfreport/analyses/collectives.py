@@ -49,6 +49,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections import Counter
 
 import numpy as np
 import pandas as pd
@@ -451,26 +452,34 @@ def straggler_evidence(traces: TraceSet) -> pd.DataFrame:
     flagged; no rank at all: an empty frame."""
     calls = collectives(traces)
     hta = stragglers(traces)
-    ranks = sorted(set(calls["rank"]) | set(hta["rank"].astype(np.int64)))
+    ranks = sorted(set(calls["rank"].tolist()) | set(hta["rank"].astype(np.int64).tolist()))
     if not ranks:
         return _empty(EVIDENCE_COLUMNS)
     m = _matched_calls(traces)
     m = m.loc[m["overlapping"]]
     skew = collective_skew(traces)
-    latest = skew.loc[skew["overlapping"] & (skew["latest_rank"] >= 0), "latest_rank"].value_counts()
-    per = m.groupby("rank")["lateness_us"]
-    out = pd.DataFrame({"rank": np.array(ranks, dtype=np.int64)})
-    out["calls_compared"] = out["rank"].map(per.size()).fillna(0).astype(np.int64)
-    out["latest_calls"] = out["rank"].map(latest).fillna(0).astype(np.int64)
+    latest = Counter(skew.loc[skew["overlapping"] & (skew["latest_rank"] >= 0), "latest_rank"].tolist())
+    compared, mean, median = {}, {}, {}
+    if len(m):
+        per = Grouped(m, ["rank"])
+        at = per.frame({})["rank"].tolist()
+        compared = dict(zip(at, per.size().tolist()))
+        mean = dict(zip(at, per.mean("lateness_us").tolist()))
+        median = dict(zip(at, per.median("lateness_us").tolist()))
+    hta_columns = ("late_start_us_median", "late_start_pct", "wall_us_median", "wall_excess_pct", "is_straggler")
+    h = {c: dict(zip(hta["rank"].astype(np.int64).tolist(), hta[c].tolist())) for c in hta_columns} if len(hta) \
+        else {c: {} for c in hta_columns}
+    nan = math.nan
+    out = pd.DataFrame({
+        "rank": np.array(ranks, dtype=np.int64),
+        "calls_compared": np.array([compared.get(r, 0) for r in ranks], dtype=np.int64),
+        "latest_calls": np.array([latest.get(r, 0) for r in ranks], dtype=np.int64),
+        "lateness_us_mean": np.array([mean.get(r, nan) for r in ranks], dtype=np.float64),
+        "lateness_us_median": np.array([median.get(r, nan) for r in ranks], dtype=np.float64),
+        **{c: np.array([h[c].get(r, nan) for r in ranks], dtype=np.float64) for c in hta_columns[:4]},
+        "hta_is_straggler": np.array([bool(h["is_straggler"].get(r, False)) for r in ranks], dtype=bool),
+    })
     out["latest_pct"] = [pct(a, b) for a, b in zip(out["latest_calls"], out["calls_compared"])]
-    out["lateness_us_mean"] = out["rank"].map(per.mean()).astype(np.float64)
-    out["lateness_us_median"] = out["rank"].map(per.median()).astype(np.float64)
-    h = hta.set_index("rank") if len(hta) else None
-    for col, src in (("late_start_us_median", "late_start_us_median"), ("late_start_pct", "late_start_pct"),
-                     ("wall_us_median", "wall_us_median"), ("wall_excess_pct", "wall_excess_pct")):
-        out[col] = out["rank"].map(h[src]).astype(np.float64) if h is not None else np.nan
-    out["hta_is_straggler"] = out["rank"].map(h["is_straggler"]).fillna(False).astype(bool) \
-        if h is not None else False
     reference = float(out["wall_us_median"].median()) if out["wall_us_median"].notna().any() \
         else float(calls["dur_us"].median()) if len(calls) else math.nan
     out["lateness_pct"] = [pct(x, reference) for x in out["lateness_us_mean"]]
