@@ -103,12 +103,11 @@ def _straggler_steps(traces: TraceSet) -> pd.DataFrame:
                                 True])
     rank, step, kernel, start, dur = rank[last], step[last], kernel[last], start[last], dur[last]
     # the dominant collective: the largest mean over steps of the spread across ranks
-    per_step = Grouped(pd.DataFrame({"step": step, "kernel": kernel, "dur": dur}), ["step", "kernel"])
-    spreads = per_step.frame({"std": per_step.std("dur")})
-    spread = Grouped(spreads, ["kernel"])
+    per_step = Grouped({"step": step, "kernel": kernel, "dur": dur}, ["step", "kernel"])
+    spread = Grouped({"kernel": kernel[per_step.first], "std": per_step.std("dur")}, ["kernel"])
     mean_spread = spread.mean("std")
     if np.isfinite(mean_spread).any():
-        chosen = int(spread.frame({})["kernel"].to_numpy()[np.nanargmax(mean_spread)])
+        chosen = int(kernel[per_step.first][spread.first][np.nanargmax(mean_spread)])
     else:  # one rank (or one call each): the most frequent name, as pandas ranks them
         chosen = int(np.flatnonzero(np.asarray(names, dtype=object) ==
                                     pd.Series(np.asarray(names, dtype=object)[kernel]).value_counts().idxmax())[0])
@@ -120,7 +119,7 @@ def _straggler_steps(traces: TraceSet) -> pd.DataFrame:
     found = at >= 0
     rank, step, start, dur, at = rank[found], step[found], start[found], dur[found], at[found]
     offset = start - steps["start_us"].to_numpy()[at]
-    by_step = Grouped(pd.DataFrame({"step": step, "offset": offset}), ["step"])
+    by_step = Grouped({"step": step, "offset": offset}, ["step"])
     return pd.DataFrame({
         "rank": rank, "step": step, "kernel": np.full(len(rank), names[chosen], dtype=object),
         "kernel_start_us": start, "offset_us": offset, "late_start_us": offset - by_step.min("offset")[by_step.ids],
