@@ -47,6 +47,7 @@ def test_grouped_equals_pandas_groupby(seed: int, n: int, keys: list[str]) -> No
     np.testing.assert_allclose(g.sum("value", min_count=1), p["value"].sum(min_count=1).to_numpy(), rtol=1e-12)
     np.testing.assert_allclose(g.mean("value"), p["value"].mean().to_numpy(), rtol=1e-12)
     np.testing.assert_allclose(g.std("value"), p["value"].std().to_numpy(), rtol=1e-9)
+    assert g.sum("value").dtype == g.mean("value").dtype == np.float64  # also with no rows at all
     if n > 100:
         assert g.n >= 3 and np.isnan(g.sum("value", min_count=1)).sum() == 0  # groups are big enough here
 

@@ -136,17 +136,17 @@ class Grouped:
             return out
         v = v.astype(np.float64)
         missing = np.isnan(v)
-        out = np.bincount(self.ids, weights=np.where(missing, 0.0, v), minlength=self.n)
+        out = _sums(self.ids, np.where(missing, 0.0, v), self.n)
         if min_count > 0:
-            present = np.bincount(self.ids, weights=~missing, minlength=self.n)
+            present = _sums(self.ids, ~missing, self.n)
             out = np.where(present >= min_count, out, np.nan)
         return out
 
     def mean(self, values) -> np.ndarray:
         v = self._values(values).astype(np.float64)
         missing = np.isnan(v)
-        total = np.bincount(self.ids, weights=np.where(missing, 0.0, v), minlength=self.n)
-        present = np.bincount(self.ids, weights=~missing, minlength=self.n)
+        total = _sums(self.ids, np.where(missing, 0.0, v), self.n)
+        present = _sums(self.ids, ~missing, self.n)
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.where(present > 0, total / present, np.nan)
 
@@ -156,10 +156,10 @@ class Grouped:
         the last bits may differ."""
         v = self._values(values).astype(np.float64)
         missing = np.isnan(v)
-        present = np.bincount(self.ids, weights=~missing, minlength=self.n)
+        present = _sums(self.ids, ~missing, self.n)
         mean = self.mean(values)
         dev = np.where(missing, 0.0, v - mean[self.ids])
-        squares = np.bincount(self.ids, weights=dev * dev, minlength=self.n)
+        squares = _sums(self.ids, dev * dev, self.n)
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.where(present > 1, np.sqrt(squares / (present - 1)), np.nan)
 
@@ -222,6 +222,11 @@ class Grouped:
         """The key columns (one row per group, in order) followed by ``columns``."""
         keys = {k: self._column(k)[self.first] for k in self.keys}
         return pd.DataFrame({**keys, **columns})
+
+
+def _sums(ids: np.ndarray, weights: np.ndarray, n: int) -> np.ndarray:
+    """Per-group float sums (``np.bincount`` returns int64 for empty input: keep float64)."""
+    return np.bincount(ids, weights=weights, minlength=n).astype(np.float64, copy=False)
 
 
 def _dense(values: np.ndarray) -> np.ndarray:

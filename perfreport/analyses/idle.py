@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from ..model import RankTrace, TraceSet
+from .grouping import Grouped
 
 DEFAULT_CONSECUTIVE_KERNEL_DELAY_US = 30.0
 """HTA's default: gaps below 30 µs between kernels are taken as launch overhead."""
@@ -112,13 +113,12 @@ def _with_labels(out: pd.DataFrame) -> pd.DataFrame:
 def _breakdown(gaps: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     grid, cell = _grid(gaps, keys)
     idle = gaps["category"].to_numpy() >= 0
-    sums = gaps["gap_us"][idle].groupby(cell[idle]).sum()  # pandas' sum, row order: as the merge had it
-    idle_us = np.zeros(len(grid))
-    idle_us[sums.index.to_numpy()] = sums.to_numpy()
+    gap = gaps["gap_us"].to_numpy()
+    idle_us = np.bincount(cell[idle], weights=gap[idle], minlength=len(grid)).astype(np.float64)  # float if empty
     out = grid.assign(idle_us=idle_us, gaps=np.bincount(cell[idle], minlength=len(grid)).astype(np.int64))
-    total = out["idle_us"].groupby(np.arange(len(grid)) // len(CATEGORIES)).transform("sum").to_numpy()
+    total = np.repeat(idle_us.reshape(-1, len(CATEGORIES)).sum(axis=1), len(CATEGORIES))  # per (keys...)
     with np.errstate(invalid="ignore", divide="ignore"):
-        out["idle_share_pct"] = np.where(total > 0, 100.0 * out["idle_us"].to_numpy() / total, np.nan)
+        out["idle_share_pct"] = np.where(total > 0, 100.0 * idle_us / total, np.nan)
     return _with_labels(out)
 
 
@@ -156,12 +156,20 @@ def idle_interval_stats(traces: TraceSet,
         return pd.DataFrame(columns=list(STATS_COLUMNS))
     grid, cell = _grid(gaps, ["rank", "stream"])
     idle = gaps["category"].to_numpy() >= 0
-    grouped = gaps["gap_us"][idle].groupby(cell[idle])
-    stats = grouped.agg(count="count", mean_us="mean", std_us="std", min_us="min", max_us="max")
-    for q, name in ((0.25, "p25_us"), (0.5, "p50_us"), (0.75, "p75_us")):
-        stats[name] = grouped.quantile(q)
-    out = grid.join(stats.reindex(np.arange(len(grid))).reset_index(drop=True))
-    out["count"] = out["count"].fillna(0).astype(np.int64)
+    g = Grouped({"cell": cell[idle], "gap": gaps["gap_us"].to_numpy()[idle]}, ["cell"])
+    at = cell[idle][g.first]  # the grid row of each group; cells without gaps keep count 0, NaN
+
+    def on_grid(values: np.ndarray) -> np.ndarray:
+        out = np.full(len(grid), np.nan)
+        out[at] = values
+        return out
+
+    count = np.zeros(len(grid), dtype=np.int64)
+    count[at] = g.count("gap")
+    out = grid.assign(count=count, mean_us=on_grid(g.mean("gap")), std_us=on_grid(g.std("gap")),
+                      min_us=on_grid(g.min("gap")), max_us=on_grid(g.max("gap")),
+                      p25_us=on_grid(g.quantile("gap", 0.25)), p50_us=on_grid(g.quantile("gap", 0.5)),
+                      p75_us=on_grid(g.quantile("gap", 0.75)))
     return _with_labels(out)[list(STATS_COLUMNS)]
 
 
