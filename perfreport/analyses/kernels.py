@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from ..model import COMMUNICATION, COMPUTATION, KERNEL_CLASS_NAMES, MEMORY, RankTrace, TraceSet
-from .grouping import string_keys
+from .grouping import Grouped, string_keys
 from .intervals import union
 
 CLASSES = (COMPUTATION, COMMUNICATION, MEMORY)
@@ -186,13 +186,6 @@ def kernel_type_breakdown_per_step(traces: TraceSet) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["rank", "step", *TYPE_COLUMNS[1:]])
 
 
-def name_statistics(names: np.ndarray, durations: np.ndarray) -> pd.DataFrame:
-    """Per name: count, sum, max, min, mean and sample std (0 for one invocation), µs."""
-    grouped = pd.Series(durations, dtype=np.float64).groupby(pd.Series(names, dtype=object))
-    stats = grouped.agg(["count", "sum", "max", "min", "mean", "std"]).rename_axis("name").reset_index()
-    return _statistics_columns(stats)
-
-
 def _statistics_columns(stats: pd.DataFrame) -> pd.DataFrame:
     stats["std"] = stats["std"].fillna(0.0)
     stats["name"] = stats["name"].astype(object)
@@ -224,7 +217,8 @@ def _metric_rows(rank: int, names: tuple[np.ndarray, np.ndarray], durations: np.
     cls, key, durations = cls[keep], key[keep], durations[keep]
     if not len(cls):
         return []
-    totals = pd.Series(durations).groupby(cls * len(labels) + key).sum()  # per (class, name)
+    pairs = Grouped({"pair": cls * len(labels) + key, "dur": durations}, ["pair"])
+    totals = pd.Series(pairs.sum("dur"), index=pairs.frame({})["pair"].to_numpy())  # per (class, name)
     group = totals.index.to_numpy()
     folded = key.copy()
     for c in np.unique(cls):  # a loop over the classes: fold each one's small names into "others"
@@ -235,13 +229,13 @@ def _metric_rows(rank: int, names: tuple[np.ndarray, np.ndarray], durations: np.
             small = (cls == c) & ~np.isin(key, kept)
             folded[small] = len(labels)
     key, labels = string_keys(folded, np.append(labels, OTHERS))
-    stats = pd.Series(durations, dtype=np.float64).groupby(cls * len(labels) + key).agg(
-        ["count", "sum", "max", "min", "mean", "std"])
-    pair = stats.index.to_numpy()
-    stats = stats.reset_index(drop=True)
-    stats.insert(0, "name", labels[pair % len(labels)])
-    stats.insert(0, "kernel_class", np.array(CLASSES, dtype=object)[pair // len(labels)])
-    stats.insert(0, "rank", rank)
+    g = Grouped({"pair": cls * len(labels) + key, "dur": durations.astype(np.float64)}, ["pair"])
+    pair = g.frame({})["pair"].to_numpy()
+    stats = pd.DataFrame({
+        "rank": rank, "kernel_class": np.array(CLASSES, dtype=object)[pair // len(labels)],
+        "name": labels[pair % len(labels)], "count": g.count("dur"), "sum": g.sum("dur"), "max": g.max("dur"),
+        "min": g.min("dur"), "mean": g.mean("dur"), "std": g.std("dur"),
+    })
     return [_statistics_columns(stats)]
 
 
@@ -272,13 +266,11 @@ def _class_name_totals(trace: RankTrace) -> pd.DataFrame:
     cls_key, cls_labels = string_keys(trace.gpu_class()[rows], KERNEL_CLASS_NAMES)
     name_key, name_labels = gpu_work_names(trace)
     key = cls_key.astype(np.int64) * len(name_labels) + name_key
-    agg = pd.Series(trace.dur[rows]).groupby(key).agg(["sum", "count"])
-    pair = agg.index.to_numpy()
-    agg = agg.reset_index(drop=True)
-    agg.insert(0, "name", name_labels[pair % len(name_labels)])
-    agg.insert(0, "kernel_class", cls_labels[pair // len(name_labels)])
-    agg["rank"] = trace.rank
-    return agg
+    g = Grouped({"pair": key, "dur": trace.dur[rows]}, ["pair"])
+    pair = g.frame({})["pair"].to_numpy()
+    return pd.DataFrame({"kernel_class": cls_labels[pair // len(name_labels)],
+                         "name": name_labels[pair % len(name_labels)], "sum": g.sum("dur"), "count": g.count("dur"),
+                         "rank": trace.rank})
 
 
 def _by_rank(parts: list[pd.DataFrame], ranks: list[int]) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
