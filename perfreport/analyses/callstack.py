@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from ..model import CPU_OP_CATEGORIES, GPU_SIDE_CATEGORIES, RankTrace, TraceSet
-from .grouping import string_keys
+from .grouping import Grouped, string_keys
 
 try:
     from . import _nest  # type: ignore[attr-defined]
@@ -444,10 +444,10 @@ def op_kernels(traces: TraceSet) -> pd.DataFrame:
         if len(rows) == 0:
             continue
         key, labels = string_keys(t.name[rows], t.strings)  # groups as the names do, without hashing them
-        sums = pd.DataFrame({"key": key, "calls": 1, "cpu_dur_us": t.dur[rows], "num_kernels": num_kernels[rows],
-                             "kernel_dur_sum_us": kernel_dur[rows]}).groupby("key", sort=True).sum()
-        frames.append(pd.DataFrame({"rank": t.rank, "name": labels[sums.index.to_numpy()],
-                                    **{c: sums[c].to_numpy() for c in sums.columns}}))
+        g = Grouped({"key": key}, ["key"])
+        frames.append(pd.DataFrame({"rank": t.rank, "name": labels[key[g.first]], "calls": g.size(),
+                                    "cpu_dur_us": g.sum(t.dur[rows]), "num_kernels": g.sum(num_kernels[rows]),
+                                    "kernel_dur_sum_us": g.sum(kernel_dur[rows])}))
     cols = ["rank", "name", "calls", "cpu_dur_us", "num_kernels", "kernel_dur_sum_us"]
     if not frames:
         return pd.DataFrame(columns=cols)

@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from ..model import CPU_OP_CATEGORIES, RankTrace, TraceSet
+from .grouping import Grouped
 
 KINDS = ("cpu_op", "gpu")
 STEP_COLUMNS = ("rank", "step", "kind", "key", "count", "dur_us")
@@ -333,12 +334,12 @@ def op_profile(traces: TraceSet, exact: bool = False) -> pd.DataFrame:
     name, names = _label_codes([p.names for p in pairs], [p.label for p in pairs])
     kind = np.concatenate([np.full(len(p.label), KINDS.index(p.kind)) for p in pairs])
     group = kind * len(keys) + key
-    sums = pd.DataFrame({"group": group, "count": np.concatenate([p.count for p in pairs]),
-                         "dur_us": np.concatenate([p.dur_us for p in pairs])}).groupby("group", sort=False).sum()
-    ids = sums.index.to_numpy()
+    g = Grouped({"group": group}, ["group"])  # the order is immaterial: sorted below
+    ids = group[g.first]
     distinct_names = np.unique(group * len(names) + name) // len(names)  # one per (group, raw name)
     out = pd.DataFrame({"kind": np.array(KINDS, dtype=object)[ids // len(keys)], "key": keys[ids % len(keys)],
-                        "count": sums["count"].to_numpy(), "dur_us": sums["dur_us"].to_numpy()})
+                        "count": g.sum(np.concatenate([p.count for p in pairs])),
+                        "dur_us": g.sum(np.concatenate([p.dur_us for p in pairs]))})
     out["names"] = np.bincount(distinct_names, minlength=len(KINDS) * len(keys))[ids]
     out["samples"] = samples
     out["count_per_step"] = out["count"] / samples

@@ -21,7 +21,7 @@ import pandas as pd
 
 from ..model import RankTrace, TraceSet
 from .callstack import call_stack, cpu_ops, outermost_ops, stack_levels, subtree_gpu_work, topmost_match
-from .grouping import run_ids, string_keys
+from .grouping import Grouped, run_ids, string_keys
 
 COLUMNS = ("rank", "operator", "pattern", "kernels", "count", "kernel_dur_sum_us", "cpu_dur_us")
 MIN_KERNELS = 3
@@ -64,12 +64,11 @@ def rank_sequences(trace: RankTrace, operator: str | None = None, min_kernels: i
     # one group per (operator, pattern, kernels), in order of first appearance, as a groupby of the strings
     group = pd.factorize((op_key * (int(pattern_key.max()) + 1) + pattern_key) * (int(kernels.max()) + 1)
                          + kernels)[0]
-    sums = pd.DataFrame({"group": group, "count": 1, "kernel_dur_sum_us": kernel_dur[roots],
-                         "cpu_dur_us": trace.dur[roots]}).groupby("group", sort=False).sum()
-    first = np.unique(group, return_index=True)[1][sums.index.to_numpy()]
+    g = Grouped({"group": group}, ["group"])  # factorize numbered the groups by first appearance
+    first = g.first
     f = pd.DataFrame({
         "rank": trace.rank, "operator": op_names[op_key[first]], "pattern": text[first], "kernels": kernels[first],
-        **{c: sums[c].to_numpy() for c in sums.columns},
+        "count": g.size(), "kernel_dur_sum_us": g.sum(kernel_dur[roots]), "cpu_dur_us": g.sum(trace.dur[roots]),
     })
     return f.sort_values(["count", "pattern"], ascending=[False, True], kind="stable").reset_index(drop=True)
 
