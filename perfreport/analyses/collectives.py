@@ -267,7 +267,7 @@ def _tensor_fallback(trace: RankTrace, chain: np.ndarray, op_cell: np.ndarray) -
         return np.fmax.reduce(cells, axis=1)
 
 
-def _kernel_attributes(trace: RankTrace, k_rows: np.ndarray) -> pd.DataFrame:
+def _kernel_attributes(trace: RankTrace, k_rows: np.ndarray) -> dict[str, np.ndarray]:
     """Per communication kernel: its call (the nearest collective op above it, else itself),
     kind, process group, group size and message bytes (see the module docstring)."""
     chain, op_cell = _ancestors(trace, k_rows)
@@ -290,10 +290,10 @@ def _kernel_attributes(trace: RankTrace, k_rows: np.ndarray) -> pd.DataFrame:
     msg = np.where(nel >= 0, nel * size, np.nan)
     msg = np.where(np.isnan(msg), _tensor_fallback(trace, chain, op_cell), msg)
     pg = _map_codes(trace, arg("Process Group Name"), str, "")
-    return pd.DataFrame({
+    return {
         "call_key": np.where(owner >= 0, owner, k_rows), "kind": _map_codes(trace, text, collective_kind, "other"),
         "pg": pg, "group": _group_sizes(trace, arg("Group size"), arg("Process Group Ranks"), pg), "msg": msg,
-    })
+    }
 
 
 def rank_collectives(trace: RankTrace) -> pd.DataFrame:
@@ -310,28 +310,27 @@ def _rank_collectives(trace: RankTrace) -> pd.DataFrame:
     if len(k_rows) == 0:
         return _empty(CALL_COLUMNS)
     k = _kernel_attributes(trace, k_rows)
-    call_ids, call = np.unique(k["call_key"].to_numpy(), return_inverse=True)
+    call_ids, call = np.unique(k["call_key"], return_inverse=True)
     call = call.ravel()
     exposed = _exposed(call, k_s, k_e, comp, len(call_ids))
-    k = k.assign(call=call, ts=k_s, end=k_e, step=trace.iteration[k_rows], name=trace.name[k_rows])
-    k = k.sort_values(["call", "ts"], kind="stable")
-    g = Grouped(k, ["call"])
-    first = k.drop_duplicates("call")  # the call's first kernel (by start): its step, names and args
-    ts = first["ts"].to_numpy()
-    dur = g.max("end") - ts
-    msg_bytes = first["msg"].to_numpy(np.float64)
+    order = np.lexsort((k_s, call))  # by call, then start (stable)
+    heads = np.flatnonzero(np.r_[True, call[order][1:] != call[order][:-1]])
+    first = order[heads]  # each call's first kernel (by start): its step, names and args
+    ts = k_s[first]
+    dur = np.maximum.reduceat(k_e[order], heads) - ts
+    msg_bytes = k["msg"][first].astype(np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         algbw = np.where(dur > 0, msg_bytes / BYTES_PER_GB / (dur / US_PER_S), np.nan)
-    factor = busbw_factors(first["kind"].to_numpy(object), first["group"].to_numpy(np.float64))
-    name = first["name"].to_numpy()
+    kind, group = k["kind"][first], k["group"][first].astype(np.float64)
+    name = trace.name[k_rows][first]
     out = pd.DataFrame({
-        "rank": np.full(len(call_ids), trace.rank, np.int64), "step": first["step"].to_numpy(np.int64),
-        "kind": first["kind"].to_numpy(object), "process_group": first["pg"].to_numpy(object),
-        "group_size": first["group"].to_numpy(np.float64), "ts_us": ts, "dur_us": dur, "exposed_us": exposed,
-        "msg_bytes": msg_bytes, "algbw_gbps": algbw, "busbw_gbps": algbw * factor,
+        "rank": np.full(len(call_ids), trace.rank, np.int64), "step": trace.iteration[k_rows][first].astype(np.int64),
+        "kind": kind, "process_group": k["pg"][first], "group_size": group, "ts_us": ts, "dur_us": dur,
+        "exposed_us": exposed, "msg_bytes": msg_bytes, "algbw_gbps": algbw,
+        "busbw_gbps": algbw * busbw_factors(kind, group),
         "algorithm": _map_codes(trace, name, lambda s: kernel_algorithm(s)[0], ""),
         "protocol": _map_codes(trace, name, lambda s: kernel_algorithm(s)[1], ""),
-        "kernel": trace.decode(name), "kernels": g.size(),
+        "kernel": trace.decode(name), "kernels": np.bincount(call, minlength=len(call_ids)).astype(np.int64),
     })
     return out.sort_values(["ts_us"], kind="stable").reset_index(drop=True)[list(CALL_COLUMNS)]
 
