@@ -17,6 +17,7 @@ Across ranks use :meth:`TraceSet.aligned_ts`. Missing ``ts``/``dur`` is NaN.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -87,6 +88,11 @@ _COMM_NAME = re.compile(r"^(nccl|rccl|hccl)|ncclKernel|ncclDevKernel|^c10d::|^gl
 _MEM_NAME = re.compile(r"^(Memcpy|Memset|dma)")
 
 
+_COMM_HINTS = ("nccl", "rccl", "hccl", "c10d", "gloo")
+"""Lower-case text every _COMM_NAME match contains: a cheap test before the regex scan."""
+
+
+@functools.lru_cache(maxsize=65536)  # kernel names repeat across ranks: classify each once
 def kernel_class(name: str, category: str) -> str:
     """COMPUTATION / COMMUNICATION / MEMORY / OTHER for one GPU event (name and category).
 
@@ -98,7 +104,8 @@ def kernel_class(name: str, category: str) -> str:
         return MEMORY
     if category in SYNC_CATEGORIES:
         return OTHER
-    if _COMM_NAME.search(name):
+    lower = name.lower()
+    if any(hint in lower for hint in _COMM_HINTS) and _COMM_NAME.search(name):
         return COMMUNICATION
     if category in KERNEL_CATEGORIES or category == "mtia_ccp_events":
         return COMPUTATION

@@ -16,6 +16,7 @@ from perfreport.analyses.kernels import (
     overlap_class_times,
 )
 from perfreport.load import load
+from perfreport.model import kernel_class
 
 from .conftest import TRACES, load_cached
 from .test_temporal import gpu, launch, raw_events, raw_gpu_work, step, write_trace
@@ -160,3 +161,20 @@ def test_hand_built_and_empty(tmp_path):
     cpu_only = load(write_trace(tmp_path / "cpu", [step(1, 0, 10)]))
     for fn in (kernel_type_breakdown, kernel_type_breakdown_per_step, kernel_metrics, kernel_rank_distribution):
         assert len(fn(cpu_only)) == 0
+
+
+@pytest.mark.parametrize("name, category, expected", [
+    ("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "kernel", "COMMUNICATION"),
+    ("NCCLKERNEL_AllGather", "kernel", "COMMUNICATION"),          # any case
+    ("void at::native::foo<ncclKernel>()", "kernel", "COMMUNICATION"),  # anywhere in the name
+    ("rcclGenericKernel", "kernel", "COMMUNICATION"),
+    ("c10d::allreduce_", "kernel", "COMMUNICATION"),
+    ("Gloo_allreduce", "kernel", "COMMUNICATION"),
+    ("my_c10d_helper", "kernel", "COMPUTATION"),                  # c10d:: only at the start
+    ("void at::native::vectorized_elementwise_kernel<4>()", "kernel", "COMPUTATION"),
+    ("Memcpy DtoH (Device -> Pinned)", "gpu_memcpy", "MEMORY"),
+    ("hipMemcpyWithStream", "gpu_memcpy", "MEMORY"),              # ROCm copies are memory, not comm
+    ("cudaStreamSynchronize", "cuda_sync", "OTHER"),
+])
+def test_kernel_class(name: str, category: str, expected: str) -> None:
+    assert kernel_class(name, category) == expected
