@@ -103,8 +103,8 @@ class Grouped:
                 combined = _dense(combined)  # keep the code within int64
             combined = combined * max(len(uniq), 1) + codes
         self.rows = np.flatnonzero(valid)
-        uniq, self.ids = np.unique(combined[self.rows], return_inverse=True)
-        self.ids = self.ids.ravel()
+        combined = combined[self.rows]
+        uniq, self.ids = distinct_codes(combined, int(combined.max(initial=0)) + 1)  # a table, not a sort
         self.n = len(uniq)
         self.first = np.full(self.n, n, dtype=np.int64)
         np.minimum.at(self.first, self.ids, self.rows)  # a row of each group, for its key values
