@@ -114,8 +114,8 @@ def _straggler_steps(traces: TraceSet) -> pd.DataFrame:
     pick = kernel == chosen
     rank, step, start, dur = rank[pick], step[pick], start[pick], dur[pick]
     # the rank's own step start and wall time (steps are unique per (rank, step))
-    at = pd.MultiIndex.from_arrays([steps["rank"].to_numpy(), steps["step"].to_numpy()]).get_indexer(
-        pd.MultiIndex.from_arrays([rank, step]))
+    position = {key: i for i, key in enumerate(zip(steps["rank"].tolist(), steps["step"].tolist()))}
+    at = np.array([position.get(key, -1) for key in zip(rank.tolist(), step.tolist())], dtype=np.int64)
     found = at >= 0
     rank, step, start, dur, at = rank[found], step[found], start[found], dur[found], at[found]
     offset = start - steps["start_us"].to_numpy()[at]
