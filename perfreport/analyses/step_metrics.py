@@ -198,16 +198,18 @@ def _launch_stats(trace: RankTrace, steps: np.ndarray, runtime_cutoff_us: float,
     n = len(steps)
     table = rank_launches(trace, runtime_cutoff_us, launch_delay_cutoff_us)
     slot = sample_of(trace, table["row"].to_numpy(dtype=np.int64), steps)
-    table = table.assign(slot=slot)[slot >= 0]
-    g = Grouped(table, ["slot"])
-    at = g.frame({})["slot"].to_numpy()  # the samples that have launches; the others get 0 / NaN
+    ok = slot >= 0
+    column = {c: table[c].to_numpy()[ok] for c in ("launch_delay_us", "launch_delay_outlier", "short_kernel",
+                                                   "runtime_outlier", "cpu_dur_us")}
+    g = Grouped({"slot": slot[ok], **column}, ["slot"])
+    at = slot[ok][g.first]  # the samples that have launches; the others get 0 / NaN
 
     def spread(values: np.ndarray, fill) -> np.ndarray:
         out = np.full(n, fill, dtype=np.result_type(values.dtype, np.asarray(fill).dtype))
         out[at] = values
         return out
 
-    blocked = np.where(table["runtime_outlier"].to_numpy(), table["cpu_dur_us"].to_numpy(), 0.0)
+    blocked = np.where(column["runtime_outlier"], column["cpu_dur_us"], 0.0)
     return {
         "launch_delay_p50_us": spread(g.median("launch_delay_us"), np.nan),
         "launch_delay_p95_us": spread(g.quantile("launch_delay_us", 0.95), np.nan),
