@@ -1,5 +1,6 @@
-"""Call-stack nesting: the sweep order's tie rules by hand, the numpy stack walk against a plain
-Python one, and the tree helpers against brute force on a real trace."""
+"""Call-stack nesting (analyses.nesting, analyses.callstack): the sweep order's tie rules by
+hand, the C sweep against the numpy one, the numpy stack walk against a plain Python one, and
+the tree helpers against brute force on a real trace."""
 
 from __future__ import annotations
 
@@ -8,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from perfreport.analyses import callstack
+from perfreport.analyses import nesting
 from perfreport.analyses.callstack import (
-    ancestor_at_depth, call_stack, cpu_events, kernel_totals, op_kernels, parents_from_sweep, subtree_reduce,
-    sweep_order, thread_ids, tree_depth,
+    ancestor_at_depth, call_stack, cpu_events, kernel_totals, op_kernels, subtree_reduce, tree_depth,
 )
+from perfreport.analyses.nesting import parents_from_sweep, sweep_order, thread_ids
 from perfreport.load import load
 
 from .conftest import TRACES, load_cached
@@ -21,7 +22,7 @@ from .test_steps import cpu, kernel, launch, write_trace
 
 # the numpy sweep always; the C sweep too where the extension was built (it is in CI: a
 # compiler is there), so that both paths answer every case below
-SWEEPS = [False] + ([True] if callstack._nest is not None else [])
+SWEEPS = [False] + ([True] if nesting._nest is not None else [])
 
 
 @pytest.fixture(params=SWEEPS, ids=lambda c: "c" if c else "numpy")
@@ -33,7 +34,7 @@ def nest(spans: list[tuple[float, float]], use_c: bool = False) -> list[int]:
     """Parent (position, -1 = top) of each (start, dur) span on one thread, rows in list order."""
     start = np.array([s for s, _ in spans], float)
     dur = np.array([d for _, d in spans], float)
-    return callstack.nest(np.zeros(len(spans), np.int64), start, dur, np.arange(len(spans)), use_c=use_c)[0].tolist()
+    return nesting.nest(np.zeros(len(spans), np.int64), start, dur, np.arange(len(spans)), use_c=use_c)[0].tolist()
 
 
 def test_tie_rules_by_hand(use_c: bool) -> None:
@@ -61,7 +62,7 @@ def test_partial_overlap_pops_the_newest(use_c: bool) -> None:
     assert nest([(0, 10), (5, 10), (12, 1)], use_c) == [-1, 0, 0]
 
 
-@pytest.mark.skipif(callstack._nest is None, reason="the C extension was not built")
+@pytest.mark.skipif(nesting._nest is None, reason="the C extension was not built")
 @pytest.mark.parametrize("seed", range(20))
 def test_c_sweep_equals_numpy_sweep_on_tie_heavy_spans(seed: int) -> None:
     # integer times on a small grid: most points share an instant with others (back-to-back
@@ -72,20 +73,20 @@ def test_c_sweep_equals_numpy_sweep_on_tie_heavy_spans(seed: int) -> None:
     start = rng.integers(0, 200 if seed % 2 else 10, n).astype(float)  # 10 slots: instants of ~150 points
     dur = np.where(rng.random(n) < 0.3, 0.0, rng.integers(1, 40, n)).astype(float)
     row = rng.permutation(n)
-    numpy_parent, numpy_depth = callstack.nest(group, start, dur, row, use_c=False)
-    c_parent, c_depth = callstack.nest(group, start, dur, row, use_c=True)
+    numpy_parent, numpy_depth = nesting.nest(group, start, dur, row, use_c=False)
+    c_parent, c_depth = nesting.nest(group, start, dur, row, use_c=True)
     assert (c_parent == numpy_parent).all() and (c_depth == numpy_depth).all()
     assert (numpy_parent >= 0).sum() > n // 2  # the spans really nest
 
 
-@pytest.mark.skipif(callstack._nest is None, reason="the C extension was not built")
+@pytest.mark.skipif(nesting._nest is None, reason="the C extension was not built")
 def test_c_sweep_equals_numpy_sweep_on_real_threads() -> None:
     t = load_cached(str(TRACES / "hta_a100_nccl_rank0of2"))[0]
     rows = np.flatnonzero(cpu_events(t))
     gid = thread_ids(t.pid[rows], t.tid[rows])
     args = gid, t.ts[rows], np.maximum(t.dur[rows], 0.0), rows
-    numpy_parent, numpy_depth = callstack.nest(*args, use_c=False)
-    c_parent, c_depth = callstack.nest(*args, use_c=True)
+    numpy_parent, numpy_depth = nesting.nest(*args, use_c=False)
+    c_parent, c_depth = nesting.nest(*args, use_c=True)
     assert (c_parent == numpy_parent).all() and (c_depth == numpy_depth).all()
     assert numpy_depth.max() >= 5
 

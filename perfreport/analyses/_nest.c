@@ -1,7 +1,7 @@
 /*
- * _nest.c - the call-stack sweep of callstack.py in one pass, without sorting the points.
+ * _nest.c - the call-stack sweep of nesting.py in one pass, without sorting the points.
  *
- * ``callstack.nest`` recovers the nesting of CPU events from their spans: the 2n sweep points
+ * ``nesting.nest`` recovers the nesting of CPU events from their spans: the 2n sweep points
  * (the open and the close of every event) are put in order, then a stack of open events is
  * swept over them. The pure-numpy path (``sweep_order`` + ``parents_from_sweep``) sorts all
  * points with ``np.lexsort`` and works with whole-array operations; it is the reference, and
@@ -446,18 +446,18 @@ static PyMethodDef nest_methods[] = {
     {"nest", nest, METH_VARARGS,
      "nest(group, start, dur, row, n_groups, parent, depth) -> None\n\n"
      "Nest the spans of each group by the call-stack sweep and its tie rules: writes each\n"
-     "event's parent position (-1 at the top) and depth (see callstack.nest)."},
+     "event's parent position (-1 at the top) and depth (see nesting.nest)."},
     {"span_order", span_order, METH_VARARGS,
      "span_order(group, start, key2, n_groups, out) -> None\n\n"
      "Write into out the permutation np.lexsort((key2, start, group)) gives (see\n"
-     "callstack.span_order): fast on events in file order."},
+     "ordering.span_order): fast on events in file order."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef nest_module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "_nest",
-    .m_doc = "Linear call-stack sweep (see perfreport.analyses.callstack for the reference).",
+    .m_doc = "Linear call-stack sweep (see perfreport.analyses.nesting for the reference).",
     .m_size = -1,
     .m_methods = nest_methods,
 };

@@ -27,7 +27,8 @@ import pandas as pd
 
 from ..errors import ConfigError
 from ..model import CPU_OP_CATEGORIES, RankTrace, TraceSet
-from .callstack import call_stack, cpu_events, thread_ids
+from .callstack import call_stack, cpu_events
+from .nesting import thread_ids
 
 MEMORY_EVENT_NAME = "[memory]"
 DEVICE_TYPE_NAMES = {0: "cpu", 1: "cuda", 6: "hip", 12: "xpu", 13: "mps", 15: "hpu", 19: "mtia",

@@ -42,9 +42,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..analyses.callstack import (
-    ancestor_at_depth, levels, nest, subtree_reduce, tree_depth,
-)
+from ..analyses.callstack import ancestor_at_depth, levels, subtree_reduce, tree_depth
+from ..analyses.nesting import nest
 from ._frame import SymbolTable
 
 log = logging.getLogger(__name__)
