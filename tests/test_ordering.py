@@ -41,3 +41,16 @@ def test_dense_ids_number_values_in_ascending_order() -> None:
     np.testing.assert_array_equal(dense_ids(values), np.unique(values, return_inverse=True)[1].ravel())
     mixed = np.random.default_rng(0).integers(-5, 5, 1000)  # short runs: hashed directly
     np.testing.assert_array_equal(dense_ids(mixed), np.unique(mixed, return_inverse=True)[1].ravel())
+
+
+@pytest.mark.skipif(ordering._nest is None, reason="the C extension was not built")
+def test_extension_rejects_bad_columns_with_a_clear_error() -> None:
+    out = np.empty(2, np.int64)
+    with pytest.raises(ValueError, match="span_order: a group id is outside"):
+        ordering._nest.span_order(np.array([0, 5]), np.zeros(2), np.zeros(2), 2, out)
+    with pytest.raises(ValueError, match="span_order: start has 24 bytes, expected 16"):
+        ordering._nest.span_order(np.array([0, 1]), np.zeros(3), np.zeros(2), 2, out)
+    with pytest.raises(ValueError, match="nest: a group id is outside"):
+        ordering._nest.nest(np.array([-1, 0]), np.zeros(2), np.zeros(2), np.arange(2), 1, out, out.copy())
+    with pytest.raises((BufferError, TypeError, ValueError)):  # outputs must be writable
+        ordering._nest.nest(np.array([0, 0]), np.zeros(2), np.zeros(2), np.arange(2), 1, b"0123456789abcdef", out)

@@ -339,19 +339,62 @@ static int span_order_pass(int64_t n, int64_t n_groups, const int64_t *group, co
     return rc;
 }
 
-/* A C-contiguous buffer of `count` items of `itemsize` bytes, writable when asked. */
-static int get_buffer(PyObject *obj, Py_buffer *view, Py_ssize_t count, Py_ssize_t itemsize,
-                      int writable, const char *what)
+/* A C-contiguous buffer of `count` int64/float64 items (writable when asked); `function` and
+ * `column` name it in the error. */
+static int get_buffer(PyObject *obj, Py_buffer *view, Py_ssize_t count, int writable, const char *function,
+                      const char *column)
 {
     if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0)) < 0)
         return -1;
-    if (view->len != count * itemsize) {
-        PyErr_Format(PyExc_ValueError, "nest: %s has %zd bytes, expected %zd", what, view->len,
-                     count * itemsize);
+    if (view->len != count * 8) {
+        PyErr_Format(PyExc_ValueError, "%s: %s has %zd bytes, expected %zd", function, column, view->len, count * 8);
         PyBuffer_Release(view);
         return -1;
     }
     return 0;
+}
+
+static void release(Py_buffer *views, int count)
+{
+    for (int k = 0; k < count; k++)
+        PyBuffer_Release(&views[k]);
+}
+
+/* Buffers of the `count` columns objs[] (the first holds the int64 group ids), all of one
+ * length n, those from index `first_out` on writable; checks every group id is in
+ * [0, n_groups). Returns n, or -1 with an exception set and no view held. */
+static Py_ssize_t open_columns(PyObject **objs, const char **names, int count, int first_out, Py_ssize_t n_groups,
+                               Py_buffer *views, const char *what)
+{
+    Py_buffer probe;
+    if (PyObject_GetBuffer(objs[0], &probe, PyBUF_C_CONTIGUOUS) < 0)
+        return -1;
+    Py_ssize_t n = probe.len / (Py_ssize_t)sizeof(int64_t);
+    PyBuffer_Release(&probe);
+    for (int k = 0; k < count; k++) {
+        if (get_buffer(objs[k], &views[k], n, k >= first_out, what, names[k]) < 0) {
+            release(views, k);
+            return -1;
+        }
+    }
+    const int64_t *group = views[0].buf;
+    for (Py_ssize_t e = 0; e < n; e++) {
+        if (group[e] < 0 || group[e] >= n_groups) {
+            release(views, count);
+            PyErr_Format(PyExc_ValueError, "%s: a group id is outside [0, n_groups)", what);
+            return -1;
+        }
+    }
+    return n;
+}
+
+/* Release the views; None, or MemoryError when the pass ran out of memory (rc -1). */
+static PyObject *close_columns(Py_buffer *views, int count, int rc)
+{
+    release(views, count);
+    if (rc == -1)
+        return PyErr_NoMemory();
+    Py_RETURN_NONE;
 }
 
 static PyObject *nest(PyObject *self, PyObject *args)
@@ -363,40 +406,16 @@ static PyObject *nest(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OOOOnOO", &objs[0], &objs[1], &objs[2], &objs[3], &n_groups, &objs[4],
                           &objs[5]))
         return NULL;
-    Py_buffer group_view;
-    if (PyObject_GetBuffer(objs[0], &group_view, PyBUF_C_CONTIGUOUS) < 0)
-        return NULL;
-    Py_ssize_t n = group_view.len / (Py_ssize_t)sizeof(int64_t);
-    PyBuffer_Release(&group_view);
     Py_buffer views[6];
-    int got = 0;
-    for (; got < 6; got++)
-        if (get_buffer(objs[got], &views[got], n, 8, got >= 4, names[got]) < 0)
-            break;
-    int rc = 0;
-    if (got == 6) {
-        const int64_t *group = views[0].buf;
-        for (Py_ssize_t e = 0; e < n && rc == 0; e++)
-            if (group[e] < 0 || group[e] >= n_groups)
-                rc = -2;
-        if (rc == 0) {
-            Py_BEGIN_ALLOW_THREADS
-            rc = nest_pass(n, n_groups, group, views[1].buf, views[2].buf, views[3].buf, views[4].buf,
-                           views[5].buf);
-            Py_END_ALLOW_THREADS
-        }
-    }
-    for (int k = 0; k < got; k++)
-        PyBuffer_Release(&views[k]);
-    if (got < 6)
+    Py_ssize_t n = open_columns(objs, names, 6, 4, n_groups, views, "nest");
+    if (n < 0)
         return NULL;
-    if (rc == -1)
-        return PyErr_NoMemory();
-    if (rc == -2) {
-        PyErr_SetString(PyExc_ValueError, "nest: a group id is outside [0, n_groups)");
-        return NULL;
-    }
-    Py_RETURN_NONE;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = nest_pass(n, n_groups, views[0].buf, views[1].buf, views[2].buf, views[3].buf, views[4].buf,
+                   views[5].buf);
+    Py_END_ALLOW_THREADS
+    return close_columns(views, 6, rc);
 }
 
 static PyObject *span_order(PyObject *self, PyObject *args)
@@ -407,39 +426,15 @@ static PyObject *span_order(PyObject *self, PyObject *args)
     Py_ssize_t n_groups;
     if (!PyArg_ParseTuple(args, "OOOnO", &objs[0], &objs[1], &objs[2], &n_groups, &objs[3]))
         return NULL;
-    Py_buffer group_view;
-    if (PyObject_GetBuffer(objs[0], &group_view, PyBUF_C_CONTIGUOUS) < 0)
-        return NULL;
-    Py_ssize_t n = group_view.len / (Py_ssize_t)sizeof(int64_t);
-    PyBuffer_Release(&group_view);
     Py_buffer views[4];
-    int got = 0;
-    for (; got < 4; got++)
-        if (get_buffer(objs[got], &views[got], n, 8, got == 3, names[got]) < 0)
-            break;
-    int rc = 0;
-    if (got == 4) {
-        const int64_t *group = views[0].buf;
-        for (Py_ssize_t e = 0; e < n && rc == 0; e++)
-            if (group[e] < 0 || group[e] >= n_groups)
-                rc = -2;
-        if (rc == 0) {
-            Py_BEGIN_ALLOW_THREADS
-            rc = span_order_pass(n, n_groups, group, views[1].buf, views[2].buf, views[3].buf);
-            Py_END_ALLOW_THREADS
-        }
-    }
-    for (int k = 0; k < got; k++)
-        PyBuffer_Release(&views[k]);
-    if (got < 4)
+    Py_ssize_t n = open_columns(objs, names, 4, 3, n_groups, views, "span_order");
+    if (n < 0)
         return NULL;
-    if (rc == -1)
-        return PyErr_NoMemory();
-    if (rc == -2) {
-        PyErr_SetString(PyExc_ValueError, "span_order: a group id is outside [0, n_groups)");
-        return NULL;
-    }
-    Py_RETURN_NONE;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = span_order_pass(n, n_groups, views[0].buf, views[1].buf, views[2].buf, views[3].buf);
+    Py_END_ALLOW_THREADS
+    return close_columns(views, 4, rc);
 }
 
 static PyMethodDef nest_methods[] = {
