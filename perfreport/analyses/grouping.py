@@ -100,7 +100,7 @@ class Grouped:
             codes, uniq = pd.factorize(self._column(k), sort=True)
             valid &= codes >= 0
             if len(uniq) and int(combined.max(initial=0)) > (2**62) // (len(uniq) + 1):
-                combined = _dense(combined)  # keep the code within int64
+                combined = distinct_codes(combined, int(combined.max()) + 1)[1]  # keep the code within int64
             combined = combined * max(len(uniq), 1) + codes
         self.rows = np.flatnonzero(valid)
         combined = combined[self.rows]
@@ -227,7 +227,3 @@ class Grouped:
 def _sums(ids: np.ndarray, weights: np.ndarray, n: int) -> np.ndarray:
     """Per-group float sums (``np.bincount`` returns int64 for empty input: keep float64)."""
     return np.bincount(ids, weights=weights, minlength=n).astype(np.float64, copy=False)
-
-
-def _dense(values: np.ndarray) -> np.ndarray:
-    return np.unique(values, return_inverse=True)[1].ravel().astype(np.int64)

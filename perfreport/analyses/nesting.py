@@ -28,7 +28,9 @@ thread) are treated as if the later one were a child of the earlier one.
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
+
+from ..model import distinct_codes
+from .ordering import dense_ids
 
 try:
     from . import _nest  # type: ignore[attr-defined]
@@ -55,7 +57,8 @@ def nest(group: np.ndarray, start: np.ndarray, dur: np.ndarray, row: np.ndarray,
     n = len(start)
     group = np.asarray(group, dtype=np.int64)
     if n and (group.min() < 0 or group.max() >= n):
-        group = dense_ranks(group - group.min())  # the extension buckets by group id: make them dense
+        group = group - group.min()  # the extension buckets by group id: make them dense
+        group = distinct_codes(group, int(group.max()) + 1)[1]
     parent = np.empty(n, np.int64)
     depth = np.empty(n, np.int64)
     _nest.nest(np.ascontiguousarray(group), np.ascontiguousarray(start, np.float64),
@@ -207,28 +210,6 @@ def thread_ids(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
     """Dense id of each (pid, tid) pair, numbered in sorted (pid, tid) order."""
     if len(pid) == 0:
         return np.empty(0, np.int64)
-    # a thread's events come in long runs (Kineto writes them thread by thread): number the
-    # runs' pairs and repeat them, which gives the same ids as numbering every event
-    cuts = np.flatnonzero((pid[1:] != pid[:-1]) | (tid[1:] != tid[:-1])) + 1
-    if 8 * len(cuts) < len(pid):
-        first = np.r_[0, cuts]
-        return np.repeat(_thread_ids(pid[first], tid[first]), np.diff(first, append=len(pid)))
-    return _thread_ids(pid, tid)
-
-
-def _thread_ids(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
-    # hash-based codes (few distinct ids) instead of a row-wise np.unique over (pid, tid) pairs
-    pid_code = pd.factorize(pid, sort=True)[0].astype(np.int64)
-    tid_code = pd.factorize(tid, sort=True)[0].astype(np.int64)
+    pid_code, tid_code = dense_ids(pid), dense_ids(tid)  # a thread's events come in long runs: cheap
     pair = pid_code * (int(tid_code.max()) + 1) + tid_code  # ascends with (pid, tid)
-    return dense_ranks(pair)
-
-
-def dense_ranks(values: np.ndarray) -> np.ndarray:
-    """Rank of each non-negative integer among the distinct values (0 = smallest), as
-    ``np.unique(values, return_inverse=True)[1]``; a presence table when the values are small."""
-    if len(values) and int(values.max()) < 4 * len(values) + 1024:
-        present = np.zeros(int(values.max()) + 1, dtype=np.int64)
-        present[values] = 1
-        return (np.cumsum(present) - 1)[values]
-    return np.unique(values, return_inverse=True)[1].ravel().astype(np.int64)
+    return distinct_codes(pair, int(pair.max()) + 1)[1]
