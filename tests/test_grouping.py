@@ -56,3 +56,13 @@ def test_rows_with_a_missing_key_are_dropped() -> None:
     f = pd.DataFrame({"k": ["a", None, "b", "a"], "v": [1.0, 2.0, 3.0, 4.0]})
     g = Grouped(f, ["k"])
     assert g.frame({"v": g.sum("v")}).to_dict("list") == {"k": ["a", "b"], "v": [5.0, 3.0]}
+
+
+def test_many_high_cardinality_keys_keep_their_order() -> None:
+    # seven keys of ~3000 values each: the mixed-radix code would overflow int64 without renumbering
+    rng = np.random.default_rng(0)
+    f = pd.DataFrame({k: rng.integers(0, 3000, 5000) * 10**9 for k in "abcdefg"})
+    g, p = Grouped(f, list("abcdefg")), f.groupby(list("abcdefg")).size()
+    assert g.n == len(p) > 4900
+    np.testing.assert_array_equal(g.size(), p.to_numpy())
+    np.testing.assert_array_equal(g.frame({})[list("abcdefg")].to_numpy(), p.reset_index()[list("abcdefg")].to_numpy())

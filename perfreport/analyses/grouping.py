@@ -100,7 +100,7 @@ class Grouped:
             codes, uniq = pd.factorize(self._column(k), sort=True)
             valid &= codes >= 0
             if len(uniq) and int(combined.max(initial=0)) > (2**62) // (len(uniq) + 1):
-                combined = distinct_codes(combined, int(combined.max()) + 1)[1]  # keep the code within int64
+                combined = np.unique(combined, return_inverse=True)[1].ravel()  # keep the code within int64
             combined = combined * max(len(uniq), 1) + codes
         self.rows = np.flatnonzero(valid)
         combined = combined[self.rows]
