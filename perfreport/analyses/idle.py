@@ -24,6 +24,7 @@ import pandas as pd
 
 from ..model import RankTrace, TraceSet
 from .grouping import Grouped
+from .intervals import running_max_per_run
 
 DEFAULT_CONSECUTIVE_KERNEL_DELAY_US = 30.0
 """HTA's default: gaps below 30 µs between kernels are taken as launch overhead."""
@@ -76,15 +77,6 @@ def _coded_gaps(trace: RankTrace, consecutive_kernel_delay_us: float) -> pd.Data
     category[~idle] = -1
     return pd.DataFrame({"rank": trace.rank, "stream": stream, "step": trace.iteration[rows], "gap_us": gap,
                          "category": category})
-
-
-def running_max_per_run(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
-    """Running maximum of ``values`` restarted at each of ``starts`` (ascending run starts,
-    the first 0): one ``np.maximum.accumulate`` per run, a loop over streams, not events."""
-    out = np.empty_like(values)
-    for lo, hi in zip(starts, np.append(starts[1:], len(values))):
-        out[lo:hi] = np.maximum.accumulate(values[lo:hi])
-    return out
 
 
 def _grid(gaps: pd.DataFrame, keys: list[str]) -> tuple[pd.DataFrame, np.ndarray]:

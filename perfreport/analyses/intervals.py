@@ -29,6 +29,16 @@ def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return s[group_starts], reach[group_ends]
 
 
+def running_max_per_run(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Running maximum of ``values`` restarted at each of ``starts`` (ascending run starts,
+    the first 0): one ``np.maximum.accumulate`` per run, a loop over runs (streams, steps),
+    not events."""
+    out = np.empty_like(values)
+    for lo, hi in zip(starts.tolist(), np.append(starts[1:], len(values)).tolist()):
+        np.maximum.accumulate(values[lo:hi], out=out[lo:hi])
+    return out
+
+
 def covered(starts: np.ndarray, ends: np.ndarray) -> float:
     """Total time covered by the union of the intervals."""
     s, e = union(starts, ends)

@@ -41,6 +41,7 @@ from ..model import (
 )
 from ..units import us_to_ms
 from .grouping import Grouped
+from .intervals import running_max_per_run
 from .launch import LAUNCH_DELAY_CUTOFF_US, RUNTIME_CUTOFF_US, rank_launches
 from .memory_bw import direction_of
 from .steps import step_spans
@@ -95,31 +96,22 @@ def sample_of(trace: RankTrace, rows: np.ndarray, steps: np.ndarray) -> np.ndarr
     return np.where((steps[pos] == it) & (it != WHOLE_TRACE_STEP), pos, -1)
 
 
-def covered_by_group(group: np.ndarray, starts: np.ndarray, ends: np.ndarray, n_groups: int, *,
-                     presorted: bool = False) -> np.ndarray:
+def covered_by_group(group: np.ndarray, starts: np.ndarray, ends: np.ndarray, n_groups: int) -> np.ndarray:
     """Time covered by the union of each group's intervals (µs), for groups 0..n_groups-1.
 
-    One sort and a running maximum of the ends within each group (``intervals.union`` done for
-    every group at once); touching intervals merge. Groups without intervals cover 0. With
-    ``presorted`` the intervals already come sorted by (group, start): no sort (a selection of
-    sorted intervals stays sorted, so several unions over subsets share one sort).
+    The intervals come sorted by (group, start) (a selection of sorted intervals stays sorted,
+    so several unions over subsets share one sort). A running maximum of the ends within each
+    group (``intervals.union`` done for every group at once); touching intervals merge. Groups
+    without intervals cover 0.
     """
     if len(starts) == 0:
         return np.zeros(n_groups)
-    if presorted:
-        g, s, e = group, starts, ends
-    else:
-        order = np.lexsort((starts, group))
-        g, s, e = group[order], starts[order], ends[order]
-    bounds = np.flatnonzero(np.r_[True, g[1:] != g[:-1], True])
-    reach = np.empty(len(e))
-    for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):  # a loop over groups (steps), not events
-        np.maximum.accumulate(e[lo:hi], out=reach[lo:hi])
-    new = np.ones(len(s), dtype=bool)
-    new[1:] = (g[1:] != g[:-1]) | (s[1:] > reach[:-1])
+    other_group = group[1:] != group[:-1]
+    reach = running_max_per_run(ends, np.flatnonzero(np.r_[True, other_group]))
+    new = np.r_[True, other_group | (starts[1:] > reach[:-1])]  # a new merged interval starts
     heads = np.flatnonzero(new)
-    tails = np.append(heads[1:], len(s)) - 1
-    return np.bincount(g[heads], weights=reach[tails] - s[heads], minlength=n_groups)
+    tails = np.append(heads[1:], len(starts)) - 1
+    return np.bincount(group[heads], weights=reach[tails] - starts[heads], minlength=n_groups)
 
 
 def _gpu_times(trace: RankTrace, steps: np.ndarray) -> dict[str, np.ndarray]:
@@ -140,14 +132,14 @@ def _gpu_times(trace: RankTrace, steps: np.ndarray) -> dict[str, np.ndarray]:
     last = np.full(n, -np.inf)
     if len(heads):
         last[slot[heads]] = np.maximum.reduceat(ends, heads)
-    out = {"gpu_window_us": last - first, "gpu_busy_us": covered_by_group(slot, starts, ends, n, presorted=True)}
+    out = {"gpu_window_us": last - first, "gpu_busy_us": covered_by_group(slot, starts, ends, n)}
     compute, comm = CLASS_INDEX[COMPUTATION], CLASS_INDEX[COMMUNICATION]
     for column, cls in (("compute_us", compute), ("comm_us", comm), ("memory_us", CLASS_INDEX[MEMORY])):
         sel = classes == cls
-        out[column] = covered_by_group(slot[sel], starts[sel], ends[sel], n, presorted=True)
+        out[column] = covered_by_group(slot[sel], starts[sel], ends[sel], n)
     # comm ∩ compute = comm + compute - (comm ∪ compute)
     both = (classes == compute) | (classes == comm)
-    either = covered_by_group(slot[both], starts[both], ends[both], n, presorted=True)
+    either = covered_by_group(slot[both], starts[both], ends[both], n)
     overlap = np.maximum(out["comm_us"] + out["compute_us"] - either, 0.0)
     out["exposed_comm_us"] = out["comm_us"] - overlap
     with np.errstate(divide="ignore", invalid="ignore"):
