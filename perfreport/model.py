@@ -287,9 +287,12 @@ class RankTrace:
             "steps", lambda: self._code_mask(self.name, self.codes_where(lambda s: STEP_NAME.match(s) is not None)))
 
     def step_numbers(self) -> np.ndarray:
-        """Sorted distinct profiler step numbers in the trace."""
-        names = self.decode(self.name[self.steps()])
-        return np.unique(np.array([int(STEP_NAME.match(s).group(1)) for s in names], dtype=np.int64))
+        """Sorted distinct profiler step numbers in the trace (memoised: a per-rank summary)."""
+        def compute() -> np.ndarray:
+            names = self.decode(self.name[self.steps()])
+            return np.unique(np.array([int(STEP_NAME.match(s).group(1)) for s in names], dtype=np.int64))
+
+        return self.memo("step_numbers", compute)
 
     def kernel_classes(self, rows: np.ndarray) -> np.ndarray:
         """kernel_class() of each row in ``rows`` (object array of the class names)."""

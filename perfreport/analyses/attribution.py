@@ -210,7 +210,17 @@ def step_parts(trace: RankTrace, steps: np.ndarray | None = None, exact: bool = 
     overlapped_us), summed per key; ``steps`` restricts the samples (default: all of
     :func:`step_windows`). ``overlapped_us`` is communication time hidden under computation
     (not a part of the step time; 0 for other kinds). Parts of a sample sum to its step time.
+
+    Memoised over all the rank's samples (a per-rank summary: rows per step and key, what a
+    worker process sends back); ``steps`` picks from it (each step's parts are its own).
     """
+    full = trace.memo(("step_parts", bool(exact)), lambda: _step_parts(trace, exact))
+    if steps is None:
+        return full.copy(deep=False)
+    return full[full["step"].isin(np.asarray(steps, dtype=np.int64))].reset_index(drop=True)
+
+
+def _step_parts(trace: RankTrace, exact: bool, steps: np.ndarray | None = None) -> pd.DataFrame:
     windows = step_windows(trace)
     windows = windows[np.isfinite(windows["start_us"]) & np.isfinite(windows["end_us"])]
     if steps is not None:

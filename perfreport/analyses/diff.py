@@ -211,10 +211,27 @@ def _rank_pairs(trace: RankTrace, steps: np.ndarray, exact: bool) -> list[_Pairs
     """:class:`_Pairs` of one rank, cpu_op then gpu (kinds without events left out).
 
     Memoised per trace, steps and ``exact``: op_profile and op_steps (the gate's per-step
-    samples) start from the same sums.
+    samples) start from the same sums. Steps that are some of the rank's own are cut from the
+    sums over all of them (the same numbers: each sum is one step's), so a worker process that
+    saw this rank alone sends back sums the cross-rank common steps can be taken from.
     """
-    key = ("op_pairs", tuple(np.asarray(steps).tolist()), bool(exact))
+    steps = np.asarray(steps, dtype=np.int64)
+    if len(steps):
+        own = trace.step_numbers()
+        if np.isin(steps, own).all():
+            full = trace.memo(("op_pairs", "own", bool(exact)), lambda: _count_pairs(trace, own, exact))
+            if len(steps) == len(own):
+                return full
+            return [p for p in (_only_steps(p, steps) for p in full) if len(p.step)]
+    key = ("op_pairs", tuple(steps.tolist()), bool(exact))
     return trace.memo(key, lambda: _count_pairs(trace, steps, exact))
+
+
+def _only_steps(pairs: _Pairs, steps: np.ndarray) -> _Pairs:
+    """``pairs`` restricted to ``steps`` (the names tables kept: labels still index them)."""
+    keep = np.isin(pairs.step, steps)
+    return _Pairs(rank=pairs.rank, kind=pairs.kind, step=pairs.step[keep], label=pairs.label[keep], names=pairs.names,
+                  keys=pairs.keys, count=pairs.count[keep], dur_us=pairs.dur_us[keep])
 
 
 def _count_pairs(trace: RankTrace, steps: np.ndarray, exact: bool) -> list[_Pairs]:

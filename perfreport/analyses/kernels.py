@@ -256,13 +256,20 @@ def kernel_metrics(traces: TraceSet, num_kernels: int = DEFAULT_NUM_KERNELS,
     return df[list(METRIC_COLUMNS)].reset_index(drop=True)
 
 
-def _class_name_totals(trace: RankTrace) -> pd.DataFrame:
+def _class_name_totals(trace: RankTrace) -> pd.DataFrame | None:
     """Per (kernel_class, name) of the :func:`gpu_work`, sorted: sum and count of the
-    durations, and the rank.
+    durations, and the rank; None for a rank without GPU work.
 
     Grouped on integer keys that sort as the (class, name) strings do (:func:`string_keys`).
+    Memoised: a small per-rank summary, what a worker process sends for the cross-rank spread.
     """
+    return trace.memo("class_name_totals", lambda: _compute_class_name_totals(trace))
+
+
+def _compute_class_name_totals(trace: RankTrace) -> pd.DataFrame | None:
     rows = gpu_work(trace)[0]
+    if not len(rows):
+        return None
     cls_key, cls_labels = string_keys(trace.gpu_class()[rows], KERNEL_CLASS_NAMES)
     name_key, name_labels = gpu_work_names(trace)
     key = cls_key.astype(np.int64) * len(name_labels) + name_key
@@ -294,11 +301,7 @@ def kernel_rank_distribution(traces: TraceSet) -> pd.DataFrame:
 
     A rank that never runs the kernel counts as 0 µs, so an imbalance shows in min/std.
     """
-    parts = []
-    for trace in traces:
-        if len(gpu_work(trace)[0]) == 0:
-            continue
-        parts.append(_class_name_totals(trace))
+    parts = [p for trace in traces if (p := _class_name_totals(trace)) is not None]
     if not parts:
         return pd.DataFrame(columns=list(DISTRIBUTION_COLUMNS))
     all_ranks = sorted(r for r in traces.rank_ids)

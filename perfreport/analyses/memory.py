@@ -309,12 +309,22 @@ def memory_per_step(traces: TraceSet) -> pd.DataFrame:
 
 def memory_note(traces: TraceSet) -> str | None:
     """A line for the report when memory data is missing or partial, else None."""
-    ev = memory_events(traces)
-    if not len(ev):
+    facts = [_memory_facts(t) for t in traces]  # per rank: (events, totals recorded on all)
+    if not any(n for n, _ in facts):
         return NO_MEMORY_NOTE
-    if not ev["totals_recorded"].all():
+    if not all(ok for n, ok in facts if n):
         return NO_TOTALS_NOTE
     return None
+
+
+def _memory_facts(trace: RankTrace) -> tuple[int, bool]:
+    """(memory events, whether all of them carry the allocator's totals) of one rank, memoised:
+    all :func:`memory_note` needs, small enough for a worker process to send back."""
+    def compute() -> tuple[int, bool]:
+        ev = rank_memory_events(trace)
+        return len(ev), bool(ev["totals_recorded"].all())
+
+    return trace.memo("memory_facts", compute)
 
 
 __all__ = ["memory_by_op", "memory_events", "memory_note", "memory_peaks", "memory_per_step", "memory_timeline"]

@@ -32,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..model import TraceSet
+from ..model import RankTrace, TraceSet
 from ..units import us_to_ms
 from .memory import memory_timeline
 from .memory_bw import memory_bw_series
@@ -83,13 +83,26 @@ def downsample(x: np.ndarray, y: np.ndarray, max_points: int = MAX_POINTS) -> np
 
 def _line(rank: int, label: str, x: np.ndarray, y: np.ndarray, max_points: int) -> dict:
     keep = downsample(x, y, max_points)
+    return _finished({"rank": int(rank), "label": label, "x": np.asarray(x)[keep], "y": np.asarray(y)[keep],
+                      "points_total": int(len(x))}, lambda v: v)
+
+
+def _raw_line(rank: int, label: str, x_us: np.ndarray, y: np.ndarray, max_points: int) -> dict:
+    """A line downsampled on the rank's own clock (µs), not yet shifted: per-rank data."""
+    keep = downsample(x_us, y, max_points)
+    return {"rank": int(rank), "label": label, "x": np.asarray(x_us, dtype=np.float64)[keep],
+            "y": np.asarray(y, dtype=np.float64)[keep], "points_total": int(len(x_us))}
+
+
+def _finished(line: dict, to_x) -> dict:
+    """A raw line with ``to_x`` applied to its x values, rounded: a line of the document."""
     return {
-        "rank": int(rank),
-        "label": label,
-        "x": np.round(x[keep], TIME_DECIMALS).tolist(),
-        "y": [None if not np.isfinite(v) else v for v in np.round(np.asarray(y[keep], dtype=np.float64),
+        "rank": line["rank"],
+        "label": line["label"],
+        "x": np.round(to_x(line["x"]), TIME_DECIMALS).tolist(),
+        "y": [None if not np.isfinite(v) else v for v in np.round(np.asarray(line["y"], dtype=np.float64),
                                                                      VALUE_DECIMALS).tolist()],
-        "points_total": int(len(x)),
+        "points_total": line["points_total"],
     }
 
 
@@ -109,44 +122,60 @@ def _common_clock(traces: TraceSet) -> tuple[dict[int, float], float]:
     return shift, (min(starts) if starts else 0.0)
 
 
-def _grouped_lines(table: pd.DataFrame, key: str, label: str, value: str, offsets: dict[int, float],
-                   max_points: int) -> list[dict]:
-    """One line per (rank, ``key``) of a change-point table; ``ts_us`` + the rank's offset is
-    µs since the first event."""
+def _grouped_lines(table: pd.DataFrame, key: str, label: str, value: str, max_points: int) -> list[dict]:
+    """One raw line per (rank, ``key``) of a change-point table (``ts_us``: the rank's clock)."""
     lines = []
     for (rank, k), g in table.groupby(["rank", key], sort=True):  # a loop over (rank, stream) lines
-        ts = g["ts_us"].to_numpy(dtype=np.float64) + offsets.get(int(rank), 0.0)
-        lines.append(_line(int(rank), label.format(k), us_to_ms(ts), g[value].to_numpy(dtype=np.float64),
-                           max_points))
+        lines.append(_raw_line(int(rank), label.format(k), g["ts_us"].to_numpy(dtype=np.float64),
+                               g[value].to_numpy(dtype=np.float64), max_points))
     return lines
+
+
+def rank_series(trace: RankTrace, max_points: int = MAX_POINTS) -> dict[str, list[dict]]:
+    """The raw lines of one rank, per kind, downsampled on its own clock (x in trace µs; the
+    step-time x are step numbers). Memoised: the per-rank part of :func:`time_series`, small
+    (at most ``max_points`` points per line), what a worker process sends back."""
+    return trace.memo(("series", max_points), lambda: _rank_series(trace, max_points))
+
+
+def _rank_series(trace: RankTrace, max_points: int) -> dict[str, list[dict]]:
+    one = TraceSet(ranks={trace.rank: trace}, source="")
+    steps = profiler_steps(one).sort_values("step")
+    step_lines = []
+    if len(steps):
+        step_lines.append(_raw_line(trace.rank, f"rank {trace.rank}", steps["step"].to_numpy(dtype=np.float64),
+                                    us_to_ms(steps["wall_us"].to_numpy(dtype=np.float64)), max_points))
+    memory_lines = []
+    memory = memory_timeline(one, max_points=max_points)  # its own, peak-keeping downsampling
+    for (rank, device), g in memory.groupby(["rank", "device"], sort=True):  # a loop over devices
+        for column, what in (("allocated_bytes", "allocated"), ("reserved_bytes", "reserved")):
+            values = g[column].to_numpy(dtype=np.float64)
+            if np.isfinite(values).any():
+                memory_lines.append(_raw_line(int(rank), f"{device} {what}", g["ts_us"].to_numpy(dtype=np.float64),
+                                              values, max_points))
+    return {"queue_length": _grouped_lines(queue_length_series(one), "stream", "stream {}", "queue_length", max_points),
+            "memory_bw": _grouped_lines(memory_bw_series(one), "direction", "{}", "bw_gbps", max_points),
+            "step_time": step_lines, "memory": memory_lines}
 
 
 def time_series(traces: TraceSet, max_points: int = MAX_POINTS, max_lines: int = MAX_LINES) -> dict:
     """The ``series`` document (see the module docstring): queue length, copy bandwidth and
-    step time, each downsampled to ``max_points`` points per line."""
+    step time, each downsampled to ``max_points`` points per line.
+
+    Each rank's lines are downsampled on its own clock (:func:`rank_series`), then moved onto
+    the common clock: the same document whether the ranks were analysed here or elsewhere."""
     shift, zero = _common_clock(traces)
-    offsets = {rank: v - zero for rank, v in shift.items()}
-    queue = queue_length_series(traces)
-    bw = memory_bw_series(traces)
-    steps = profiler_steps(traces)
-    step_lines = []
-    for rank, g in steps.groupby("rank", sort=True):  # a loop over ranks
-        g = g.sort_values("step")
-        step_lines.append(_line(int(rank), f"rank {int(rank)}", g["step"].to_numpy(dtype=np.float64),
-                                us_to_ms(g["wall_us"].to_numpy(dtype=np.float64)), max_points))
-    memory = memory_timeline(traces, max_points=max_points)
-    memory_lines = []
-    for (rank, device), g in memory.groupby(["rank", "device"], sort=True):  # a loop over (rank, device)
-        ts = us_to_ms(g["ts_us"].to_numpy(dtype=np.float64) - zero)  # already on the common clock
-        for column, what in (("allocated_bytes", "allocated"), ("reserved_bytes", "reserved")):
-            values = g[column].to_numpy(dtype=np.float64)
-            if np.isfinite(values).any():
-                memory_lines.append(_line(int(rank), f"{device} {what}", ts, values, max_points))
+    lines: dict[str, list[dict]] = {"queue_length": [], "memory_bw": [], "step_time": [], "memory": []}
+    for t in traces:  # a loop over ranks
+        raw = rank_series(t, max_points)
+        offset, s = shift[t.rank] - zero, shift[t.rank]
+        lines["queue_length"] += [_finished(x, lambda v: us_to_ms(v + offset)) for x in raw["queue_length"]]
+        lines["memory_bw"] += [_finished(x, lambda v: us_to_ms(v + offset)) for x in raw["memory_bw"]]
+        lines["step_time"] += [_finished(x, lambda v: v) for x in raw["step_time"]]
+        lines["memory"] += [_finished(x, lambda v: us_to_ms((v + s) - zero)) for x in raw["memory"]]
     return {
-        "queue_length": _entry(_grouped_lines(queue, "stream", "stream {}", "queue_length", offsets, max_points),
-                               "ms", "ops", "steps-post", max_lines),
-        "memory_bw": _entry(_grouped_lines(bw, "direction", "{}", "bw_gbps", offsets, max_points),
-                            "ms", "GB/s", "steps-post", max_lines),
-        "step_time": _entry(step_lines, "step", "ms", "line", max_lines),
-        "memory": _entry(memory_lines, "ms", "bytes", "steps-post", max_lines),
+        "queue_length": _entry(lines["queue_length"], "ms", "ops", "steps-post", max_lines),
+        "memory_bw": _entry(lines["memory_bw"], "ms", "GB/s", "steps-post", max_lines),
+        "step_time": _entry(lines["step_time"], "step", "ms", "line", max_lines),
+        "memory": _entry(lines["memory"], "ms", "bytes", "steps-post", max_lines),
     }

@@ -215,7 +215,19 @@ def rank_step_metrics(trace: RankTrace, offset_us: float = 0.0, *,
                       launch_delay_cutoff_us: float = LAUNCH_DELAY_CUTOFF_US,
                       runtime_cutoff_us: float = RUNTIME_CUTOFF_US, include_last_step: bool = False) -> pd.DataFrame:
     """Rows of :func:`step_metrics` for one rank; ``offset_us`` moves step starts onto the
-    job's common clock (the shift :meth:`TraceSet.aligned_ts` applies to this rank)."""
+    job's common clock (the shift :meth:`TraceSet.aligned_ts` applies to this rank).
+
+    Memoised on the rank's own clock per cutoffs (a per-rank summary a worker sends back); the
+    shift is added to the copy returned."""
+    key = ("rank_step_metrics", float(launch_delay_cutoff_us), float(runtime_cutoff_us), bool(include_last_step))
+    frame = trace.memo(key, lambda: _rank_step_metrics(trace, launch_delay_cutoff_us, runtime_cutoff_us,
+                                                         include_last_step))
+    return frame.assign(step_start_us=frame["step_start_us"].to_numpy() + offset_us)
+
+
+def _rank_step_metrics(trace: RankTrace, launch_delay_cutoff_us: float, runtime_cutoff_us: float,
+                       include_last_step: bool) -> pd.DataFrame:
+    offset_us = 0.0
     windows = step_windows(trace, include_last_step)
     steps = windows["step"].to_numpy(dtype=np.int64)
     start = windows["start_us"].to_numpy(dtype=np.float64)

@@ -61,13 +61,18 @@ def late_start_counts(metric: pd.DataFrame, num_candidates: int) -> pd.Series:
 
 
 def _comm_kernels(trace: RankTrace) -> tuple[np.ndarray, ...]:
-    """Communication kernels launched inside a step: (rank, step, name code, start µs, dur µs,
-    row) arrays, and the rank's string table to decode the names."""
+    """Communication kernels launched inside a step: (rank, step, name, start µs, dur µs, row)
+    arrays. Memoised: a per-rank summary (a few rows per collective call), names decoded so it
+    stands without the rank's string table (what a worker process sends back)."""
+    return trace.memo("comm_kernels", lambda: _compute_comm_kernels(trace))
+
+
+def _compute_comm_kernels(trace: RankTrace) -> tuple[np.ndarray, ...]:
     names = trace.codes_where(lambda s: s.startswith(COMM_KERNEL_PREFIXES))
     rows = np.flatnonzero(trace.kernels() & np.isin(trace.name, names) & (trace.iteration >= 0)
                           & np.isfinite(trace.dur))
-    return (np.full(len(rows), trace.rank, dtype=np.int64), trace.iteration[rows], trace.name[rows], trace.ts[rows],
-            trace.dur[rows], rows)
+    return (np.full(len(rows), trace.rank, dtype=np.int64), trace.iteration[rows], trace.decode(trace.name[rows]),
+            trace.ts[rows], trace.dur[rows], rows)
 
 
 def straggler_steps(traces: TraceSet) -> pd.DataFrame:
@@ -89,9 +94,9 @@ def _straggler_steps(traces: TraceSet) -> pd.DataFrame:
     median_wall = float(steps["wall_us"].median())
     parts = []
     for t in traces:  # a loop over ranks: each rank's long enough comm kernels, names decoded
-        rank, step, code, start, dur, row = _comm_kernels(t)
+        rank, step, name, start, dur, row = _comm_kernels(t)
         keep = (dur >= MIN_KERNEL_STEP_FRACTION * median_wall) & np.isin(step, steps["step"].to_numpy())
-        parts.append((rank[keep], step[keep], t.decode(code[keep]), start[keep], dur[keep], row[keep]))
+        parts.append((rank[keep], step[keep], name[keep], start[keep], dur[keep], row[keep]))
     rank, step, name, start, dur, row = (np.concatenate([p[i] for p in parts]) for i in range(6))
     if not len(rank):
         return empty
