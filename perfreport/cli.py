@@ -43,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a folder of rank files, one .json/.json.gz file, or a stored baseline's folder")
     p.add_argument("--out", required=True, metavar="DIR", help="output folder (created if missing)")
     p.add_argument("--format", default=None, metavar="LIST", help=FORMAT_HELP)
-    p.add_argument("--workers", type=int, default=None, metavar="N", help="processes for loading ranks (default: auto)")
+    _run_arguments(p)
     p.set_defaults(run=cmd_analyze)
 
     p = sub.add_parser("compare", help="judge a candidate against a baseline; write DIR/report.json",
@@ -57,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", metavar="FILE", default=None,
                    help="perfreport.toml or pyproject.toml (default: found from the current folder upwards)")
     _store_argument(p)
-    p.add_argument("--workers", type=int, default=None, metavar="N", help="processes for loading ranks (default: auto)")
+    _run_arguments(p)
     p.set_defaults(run=cmd_compare)
 
     p = sub.add_parser("baseline", help="manage stored baselines (save, list, show, rm)")
@@ -68,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     _store_argument(b)
     b.add_argument("--force", action="store_true", help="replace an existing baseline of that name")
     b.add_argument("--commit", metavar="SHA", default=None, help="source commit to record in the manifest")
-    b.add_argument("--workers", type=int, default=None, metavar="N", help="processes for loading ranks (default: auto)")
+    _run_arguments(b)
     b.set_defaults(run=cmd_baseline_save)
     b = bsub.add_parser("list", help="list the stored baselines")
     _store_argument(b)
@@ -86,6 +86,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _run_arguments(p: argparse.ArgumentParser) -> None:
+    """Where ranks load and analyse, and how loudly."""
+    p.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="local processes for loading and analysing ranks (default: by cores and free memory)")
+    p.add_argument("--executor", choices=("local", "dask"), default="local",
+                   help="local processes (default) or tasks on a Dask cluster (needs --scheduler)")
+    p.add_argument("--scheduler", metavar="ADDRESS", default=None, help="Dask scheduler, e.g. tcp://10.0.0.5:8786")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
+
+
+def _executor(args: argparse.Namespace):
+    from .executor import Executor
+
+    if args.scheduler and args.executor != "dask":
+        raise PerfreportError("--scheduler is for --executor dask")
+    return Executor(kind=args.executor, workers=args.workers, scheduler=args.scheduler)
+
+
 def _store_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", metavar="DIR", default="baselines", help="baseline store folder (default: ./baselines)")
 
@@ -93,17 +111,27 @@ def _store_argument(p: argparse.ArgumentParser) -> None:
 # --- compare ---------------------------------------------------------------------------------
 def cmd_compare(args: argparse.Namespace) -> int:
     from .config import load_config
+    from .outputs import write_reports
     from .pipeline import compare, report_document
-    from .report import build_report, parse_formats, write_reports
+    from .progress import make_progress
+    from .report import build_report, parse_formats
 
     formats = parse_formats(args.format)  # before the slow part: a typo fails fast
     config = load_config(args.config)
-    comparison = compare(args.baseline, args.candidate, config=config, store=args.store, workers=args.workers)
-    document = report_document(comparison)
-    document["command"] = reproduce_command(args)
-    out = Path(args.out)
+    executor = _executor(args)
+    progress = make_progress(args.quiet)
+    try:
+        comparison = compare(args.baseline, args.candidate, config=config, store=args.store, executor=executor,
+                             progress=progress)
+        progress.phase("writing reports")
+        document = report_document(comparison)
+        document["command"] = reproduce_command(args)
+        out = Path(args.out)
+        report = build_report(document)
+    finally:
+        progress.finish()
     try:  # report.json is always written: it is what machines and later renders read
-        paths = write_reports(build_report(document), out, ("json", *formats))
+        paths = write_reports(report, out, ("json", *formats))
     except OSError as exc:
         raise PerfreportError(f"{out}: cannot write the report ({exc.strerror or exc})") from None
     print("\n".join(verdict_lines(document)))
@@ -177,6 +205,8 @@ def cmd_baseline_save(args: argparse.Namespace) -> int:
     from .load import load
 
     check_name(args.name)
+    if args.executor != "local":
+        raise PerfreportError("baseline save reads the traces here (it stores their columns): use --executor local")
     traces = load(args.trace_path, workers=args.workers)
     stored = save(args.store, args.name, traces, force=args.force, commit=args.commit)
     m = stored.manifest
@@ -234,25 +264,28 @@ def cmd_baseline_rm(args: argparse.Namespace) -> int:
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
-    from .pipeline import analyze, summary_document
-    from .report import build_report, parse_formats, write_reports
+    from .outputs import write_reports
+    from .pipeline import resolve_side, run_jobs, summary_document
+    from .progress import make_progress
+    from .report import build_report, parse_formats
 
     formats = parse_formats(args.format)
-
-    if (Path(args.trace_path) / "manifest.json").is_file():  # a stored baseline: its verified traces
-        from .pipeline import analyze_loaded, load_candidate
-
-        traces, load_s = load_candidate(args.trace_path, workers=args.workers)
-        analysis = analyze_loaded(traces, load_s)
-    else:
-        analysis = analyze(args.trace_path, workers=args.workers)
-    out = Path(args.out)
-    document = summary_document(analysis)
-    document["command"] = reproduce_command(args)
+    executor = _executor(args)
+    progress = make_progress(args.quiet)
+    try:  # a trace folder/file, or a stored baseline (its verified cache or traces)
+        jobs, label, _ = resolve_side(args.trace_path, candidate=True, store=Path(args.trace_path).parent)
+        analysis = run_jobs(jobs, label, executor=executor, progress=progress)
+        progress.phase("writing reports")
+        out = Path(args.out)
+        document = summary_document(analysis)
+        document["command"] = reproduce_command(args)
+        text = json_text(document)  # summary.json, and report.json when asked: the same document
+    finally:
+        progress.finish()
     try:
-        atomic_write(out / "summary.json", json_text(document))
+        atomic_write(out / "summary.json", text)
         atomic_write(out / "summary.md", render_summary_markdown(document))
-        paths = write_reports(build_report(document), out, formats)
+        paths = write_reports(build_report(document), out, formats, ready={"json": text})
     except OSError as exc:
         raise PerfreportError(f"{out}: cannot write the report ({exc.strerror or exc})") from None
     print(render_summary_table(analysis.tables["summary"]))

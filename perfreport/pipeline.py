@@ -6,14 +6,12 @@ import logging
 import time
 from datetime import datetime, timezone
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
 from . import __version__
-from ._io import sha256_file
-from .analyses import ANALYSES
 from .analyses.attribution import Explanation, explain
 from .analyses.collectives import collectives_per_step
 from .analyses.diff import op_steps
@@ -23,14 +21,17 @@ from .analyses.step_metrics import step_metrics
 from .config import Config
 from .errors import TraceError
 from .gate.baselines import DEFAULT_STORE, StoredBaseline
-from .gate.baselines import load_traces as load_stored
+from .gate.baselines import cache_usable
 from .gate.baselines import read_baseline
 from .gate.baselines import resolve as resolve_baseline
 from .gate.metrics import SideData, side_data, versions_of
 from .gate.verdict import Verdict, evaluate
-from .load import load
 from .load.scanner import scanner_name
+from .digest import AnalysisOptions, assemble, digest
+from .executor import Executor, RankJob
+from .executor import run as run_executor
 from .model import TraceSet
+from .progress import Progress
 from .report.json_report import compare_document, side_record
 
 SUMMARY_SCHEMA_VERSION = 1
@@ -39,21 +40,67 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class Analysis:
-    """The loaded traces and every analysis table computed from them."""
+    """The analysed ranks (:class:`~perfreport.digest.DigestTrace` stand-ins: metadata and
+    per-rank summaries) and every analysis table computed from them."""
 
     traces: TraceSet
     tables: Mapping[str, pd.DataFrame]
     load_s: float
     analyze_s: float
+    checksums: Mapping[int, str | None] = field(default_factory=dict)
+    worker_peak_rss: int = 0
+    """The largest peak RSS (bytes) of a process that loaded a rank."""
 
 
-def analyze(source: str | Path | Mapping[int, str | Path], *, workers: int | None = None) -> Analysis:
-    """Load ``source`` and run every registered analysis on all ranks."""
+def analyze(source: str | Path | Mapping[int, str | Path], *, workers: int | None = None,
+            executor: Executor | None = None, options: AnalysisOptions | None = None,
+            progress: Progress | None = None) -> Analysis:
+    """Load and analyse every rank of ``source`` (one task per rank, see :mod:`perfreport.executor`),
+    then the cross-rank analyses on the per-rank digests."""
+    return run_jobs(trace_jobs(source), _label(source), workers=workers, executor=executor, options=options,
+                    progress=progress)
+
+
+def trace_jobs(source: str | Path | Mapping[int, str | Path]) -> list[RankJob]:
+    """One :class:`RankJob` per rank file of ``source`` (a folder, a file, or {rank: path})."""
+    from ._io import uncompressed_size
+    from .load import discover
+
+    if isinstance(source, str) and "://" in source:
+        from .remote import remote_jobs
+
+        return remote_jobs(source)
+    return [RankJob(str(f.path), f.rank_hint, f.hint_source, json_bytes=uncompressed_size(f.path))
+            for f in discover(source)]
+
+
+def _label(source) -> str:
+    return str(source if not isinstance(source, Mapping) else "<mapping>")
+
+
+def run_jobs(jobs: list[RankJob], source: str, *, workers: int | None = None, executor: Executor | None = None,
+             options: AnalysisOptions | None = None, progress: Progress | None = None) -> Analysis:
+    """The :class:`Analysis` of ``jobs``: per-rank tasks on ``executor``, the reduce here."""
+    executor = executor or Executor(workers=workers)
     t0 = time.perf_counter()
-    traces = load(source, workers=workers)
+    if progress is not None:
+        progress.start(len(jobs), sum(j.json_bytes for j in jobs))
+    digests = run_executor(jobs, options or AnalysisOptions(), executor,
+                           on_done=None if progress is None else progress.rank_done)
     t1 = time.perf_counter()
-    tables = {name: fn(traces) for name, fn in ANALYSES}
-    return Analysis(traces, tables, load_s=t1 - t0, analyze_s=time.perf_counter() - t1)
+    if progress is not None:
+        progress.phase("cross-rank analyses")
+    for d in digests:
+        if d.meta.rank_source == "default":
+            log.warning("%s: no rank in distributedInfo or the file name; using rank 0", d.meta.path)
+    traces, tables = assemble(digests, source)
+    # the per-rank stage ran load and per-rank analyses together: split its wall time by their CPU shares
+    load_cpu, analyze_cpu = sum(d.load_s for d in digests), sum(d.analyze_s for d in digests)
+    load_share = load_cpu / (load_cpu + analyze_cpu) if load_cpu + analyze_cpu > 0 else 1.0
+    return Analysis(traces, tables, load_s=(t1 - t0) * load_share,
+                    analyze_s=(t1 - t0) * (1 - load_share) + time.perf_counter() - t1,
+                    checksums={d.meta.rank: d.sha256 for d in digests},
+                    worker_peak_rss=max((d.worker_peak_rss for d in digests), default=0))
 
 
 def rank_metadata(traces: TraceSet) -> list[dict]:
@@ -87,8 +134,7 @@ def summary_document(analysis: Analysis) -> dict:
         "timings_s": {"load": round(analysis.load_s, 3), "analyze": round(analysis.analyze_s, 3)},
         "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "ranks": rank_metadata(analysis.traces),
-        "files": [{"rank": t.rank, "file": t.meta.path,
-                   "sha256": sha256_file(Path(t.meta.path)) if Path(t.meta.path).is_file() else None}
+        "files": [{"rank": t.rank, "file": t.meta.path, "sha256": analysis.checksums.get(t.rank)}
                   for t in analysis.traces],
         **{name: df.to_dict(orient="records") for name, df in analysis.tables.items()},
         "series": time_series(analysis.traces),
@@ -113,42 +159,47 @@ class Comparison:
     gate_s: float = 0.0
 
 
-def analyze_loaded(traces: TraceSet, load_s: float = 0.0) -> Analysis:
-    """:func:`analyze` for traces already in memory (a stored baseline's cache)."""
+def analyze_loaded(traces: TraceSet, load_s: float = 0.0, options: AnalysisOptions | None = None) -> Analysis:
+    """:func:`analyze` for traces already in memory (each rank digested here, in order)."""
     t0 = time.perf_counter()
-    tables = {name: fn(traces) for name, fn in ANALYSES}
-    return Analysis(traces, tables, load_s=load_s, analyze_s=time.perf_counter() - t0)
+    digests = [digest(t, options or AnalysisOptions()) for t in traces]
+    out, tables = assemble(digests, traces.source)
+    return Analysis(out, tables, load_s=load_s, analyze_s=time.perf_counter() - t0)
 
 
-def load_baseline(ref: str | Path, *, store: str | Path = DEFAULT_STORE,
-                  workers: int | None = None) -> tuple[TraceSet, StoredBaseline | None, float]:
-    """(traces, stored baseline or None, load seconds) for a BASELINE argument: a stored
-    baseline's folder, a baseline name in ``store``, or a trace folder/file."""
-    t0 = time.perf_counter()
-    stored = resolve_baseline(ref, store)
-    if stored is None:
-        traces = load(ref, workers=workers)
-    else:
-        traces = load_stored(stored, fallback=lambda files: load(files, workers=workers))
-    return traces, stored, time.perf_counter() - t0
+def baseline_jobs(stored: StoredBaseline) -> list[RankJob]:
+    """A stored baseline's ranks as jobs: its column cache when this version reads it, else its
+    rank files; every file is verified against the manifest by the task that reads it."""
+    use_cache = cache_usable(stored)
+    jobs = []
+    for r in stored.manifest["ranks"]:
+        path = stored.path / r["file"]
+        if use_cache:
+            jobs.append(RankJob(str(path), int(r["rank"]), "mapping", json_bytes=int((r.get("meta") or {}).get("json_bytes") or 0),
+                                cache=str(stored.path / r["cache"]), cache_sha256=r["cache_sha256"],
+                                meta_entry=r, sha256=r["sha256"]))
+        else:
+            jobs.append(RankJob(str(path), int(r["rank"]), "mapping", json_bytes=int(r.get("bytes") or 0),
+                                sha256=r["sha256"], verify=True))
+    return jobs
 
 
-def load_candidate(ref: str | Path, *, store: str | Path = DEFAULT_STORE,
-                   workers: int | None = None) -> tuple[TraceSet, float]:
-    """(traces, load seconds) for a CANDIDATE argument: a trace folder/file, or a stored
-    baseline (its folder, or a name in ``store`` that is not a path) to compare two baselines."""
-    t0 = time.perf_counter()
-    path = Path(ref)
+def resolve_side(ref: str | Path, store: str | Path = DEFAULT_STORE, *, candidate: bool = False
+                 ) -> tuple[list[RankJob], str, StoredBaseline | None]:
+    """(jobs, source label, stored baseline or None) for a BASELINE argument (a stored baseline's
+    folder, a baseline name in ``store``, or a trace folder/file) or, with ``candidate``, a
+    CANDIDATE (a trace folder/file, or a stored baseline's folder or name when no such path exists)."""
+    path = Path(ref) if "://" not in str(ref) else None
     stored = None
-    if path.is_dir() and (path / "manifest.json").is_file():
+    if not candidate:
+        stored = resolve_baseline(ref, store) if path is not None else None
+    elif path is not None and path.is_dir() and (path / "manifest.json").is_file():
         stored = read_baseline(path)
-    elif not path.exists() and (Path(store) / str(ref) / "manifest.json").is_file():
+    elif path is not None and not path.exists() and (Path(store) / str(ref) / "manifest.json").is_file():
         stored = read_baseline(Path(store) / str(ref))
     if stored is not None:
-        traces = load_stored(stored, fallback=lambda files: load(files, workers=workers))
-    else:
-        traces = load(ref, workers=workers)
-    return traces, time.perf_counter() - t0
+        return baseline_jobs(stored), str(stored.path), stored
+    return trace_jobs(str(ref) if path is None else ref), _label(ref), None
 
 
 def gate_side(label: str, traces: TraceSet, config: Config) -> SideData:
@@ -165,7 +216,8 @@ def gate_side(label: str, traces: TraceSet, config: Config) -> SideData:
 
 
 def compare(baseline: str | Path, candidate: str | Path, *, config: Config | None = None,
-            store: str | Path = DEFAULT_STORE, workers: int | None = None) -> Comparison:
+            store: str | Path = DEFAULT_STORE, workers: int | None = None, executor: Executor | None = None,
+            progress: Progress | None = None) -> Comparison:
     """Compare ``candidate`` (a trace folder or file, or a stored baseline) with ``baseline``
     (a stored baseline name in ``store``, its folder, or a trace folder/file).
 
@@ -173,9 +225,18 @@ def compare(baseline: str | Path, candidate: str | Path, *, config: Config | Non
     explains the step-time change. Raises TraceError/BaselineError for unusable inputs.
     """
     config = config or Config()
-    b_traces, stored, b_load_s = load_baseline(baseline, store=store, workers=workers)
-    c_traces, c_load_s = load_candidate(candidate, store=store, workers=workers)
-    b_analysis, c_analysis = analyze_loaded(b_traces, b_load_s), analyze_loaded(c_traces, c_load_s)
+    options = AnalysisOptions(launch_delay_cutoff_us=config.steps.launch_delay_cutoff_us,
+                              runtime_cutoff_us=config.steps.runtime_cutoff_us,
+                              exact_kernel_names=config.exact_kernel_names, attribution=True)
+    b_jobs, b_label, stored = resolve_side(baseline, store)
+    c_jobs, c_label, _ = resolve_side(candidate, store, candidate=True)
+    if progress is not None:
+        progress.phase("baseline")
+    b_analysis = run_jobs(b_jobs, b_label, workers=workers, executor=executor, options=options, progress=progress)
+    if progress is not None:
+        progress.phase("candidate")
+    c_analysis = run_jobs(c_jobs, c_label, workers=workers, executor=executor, options=options, progress=progress)
+    b_traces, c_traces = b_analysis.traces, c_analysis.traces
     t0 = time.perf_counter()
     b_side, c_side = gate_side("baseline", b_traces, config), gate_side("candidate", c_traces, config)
     verdict = evaluate(b_side, c_side, config)

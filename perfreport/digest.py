@@ -1,0 +1,194 @@
+"""Per-rank digests: one rank loaded and analysed on its own, reduced to small summaries.
+
+A worker process (or a Dask task) loads one rank, runs every analysis on it alone and sends back
+a :class:`RankDigest`: the per-rank analysis tables plus the handful of memoised per-rank
+summaries the cross-rank analyses start from (step spans, collective calls, per-step op sums,
+communication kernels, downsampled series, ...). Never an event table: a digest is kilobytes to
+a few MB however big the trace, so the parent's memory is flat in the number of ranks.
+
+The parent then rebuilds a :class:`~perfreport.model.TraceSet` of :class:`DigestTrace` stand-ins
+(metadata plus those memoised summaries, no event columns) and runs the cross-rank analyses
+(stragglers, collective matching and skew, kernel spread over ranks, op profile, the gate's
+inputs, the attribution) on it unchanged: they reach the events of a rank only through the
+memoised per-rank functions, so they find the worker's results there. A cross-rank analysis that
+reaches past them fails loudly (:class:`DigestError`), never silently.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .model import RankTrace, TraceMeta, TraceSet
+
+CROSS_RANK = frozenset({
+    "step_metrics", "kernel_rank_distribution", "collectives", "collective_skew", "straggler_evidence",
+    "op_profile", "stragglers", "straggler_steps",
+})
+"""Analyses whose table is not the per-rank tables put together: rerun on the digests."""
+COMMON_CLOCK_COLUMNS = {"memory_timeline": ("ts_us",), "memory_peaks": ("peak_allocated_ts_us", "peak_reserved_ts_us")}
+"""Per-rank tables with times on the job's common clock: the parent adds the rank's shift."""
+DIGEST_KEYS = frozenset({
+    "step_spans", "profiler_steps", "step_numbers", "span_us", "collectives", "class_name_totals", "comm_kernels",
+    "rank_step_metrics", "op_pairs", "series", "memory_facts", "step_parts",
+})
+"""Memo keys (first element of a tuple key) a digest carries: what the cross-rank analyses read."""
+
+
+@dataclass(frozen=True)
+class AnalysisOptions:
+    """What a worker must precompute beyond the analyses' defaults: the gate's settings."""
+
+    launch_delay_cutoff_us: float | None = None
+    runtime_cutoff_us: float | None = None
+    exact_kernel_names: bool = False
+    attribution: bool = False
+    """Compare runs: also the per-step parts of the step time (for the explanation)."""
+
+
+class DigestError(RuntimeError):
+    """A cross-rank analysis asked a digest for something the worker did not send."""
+
+
+@dataclass
+class RankDigest:
+    """Everything the parent keeps of one rank."""
+
+    meta: TraceMeta
+    tables: dict[str, pd.DataFrame]
+    memo: dict[Hashable, Any]
+    sha256: str | None
+    n_events: int
+    load_s: float
+    analyze_s: float
+    worker_peak_rss: int = 0
+    """The worker process's peak RSS (bytes) when it sent this digest (0 when not measured)."""
+
+
+@dataclass
+class DigestTrace:
+    """A rank seen through its digest: metadata and memoised summaries, no event columns."""
+
+    meta: TraceMeta
+    _memo: dict = field(repr=False)
+    n_events: int = 0
+
+    @property
+    def rank(self) -> int:
+        return self.meta.rank
+
+    def memo(self, key: Hashable, compute: Callable[[], Any]) -> Any:
+        try:
+            return self._memo[key]
+        except KeyError:
+            raise DigestError(f"rank {self.rank}: the digest has no {key!r} (a cross-rank analysis reads past the "
+                              "per-rank summaries; add it to perfreport.digest.DIGEST_KEYS)") from None
+
+    def span_us(self) -> tuple[float, float]:
+        return self.memo("span_us", _never)
+
+    def step_numbers(self) -> np.ndarray:
+        return self.memo("step_numbers", _never)
+
+    def __getattr__(self, name: str):
+        raise DigestError(f"rank {self.meta.rank}: a cross-rank analysis reads {name!r} of the events, "
+                          "which a digest does not hold")
+
+
+def _never():  # pragma: no cover - DigestTrace.memo raises before calling it
+    raise AssertionError
+
+
+def digest(trace: RankTrace, options: AnalysisOptions = AnalysisOptions(), *, sha256: str | None = None,
+           load_s: float = 0.0) -> RankDigest:
+    """Analyse one loaded rank alone and keep what the parent needs (see the module doc)."""
+    from .analyses import ANALYSES
+    from .analyses.memory import memory_note
+    from .analyses.series import time_series
+
+    t0 = time.perf_counter()
+    one = TraceSet(ranks={trace.rank: trace}, source=trace.meta.path)
+    tables = {name: fn(one) for name, fn in ANALYSES if name not in CROSS_RANK}
+    for name, fn in ANALYSES:  # run for their memoised per-rank parts
+        if name in CROSS_RANK:
+            fn(one)
+    time_series(one)
+    memory_note(one)
+    trace.span_us()
+    trace.step_numbers()
+    _precompute_gate(one, options)
+    memo = {k: v for k, v in trace._memo.items() if (k[0] if isinstance(k, tuple) else k) in DIGEST_KEYS}
+    return RankDigest(meta=trace.meta, tables=tables, memo=memo, sha256=sha256, n_events=trace.n_events,
+                      load_s=load_s, analyze_s=time.perf_counter() - t0)
+
+
+def _precompute_gate(one: TraceSet, options: AnalysisOptions) -> None:
+    """The per-rank parts of the gate's inputs and of the explanation, with the run's settings."""
+    from .analyses.attribution import step_parts
+    from .analyses.diff import _rank_pairs, op_steps
+    from .analyses.step_metrics import step_metrics
+
+    trace = next(iter(one))
+    kwargs = {k: v for k, v in (("launch_delay_cutoff_us", options.launch_delay_cutoff_us),
+                                ("runtime_cutoff_us", options.runtime_cutoff_us)) if v is not None}
+    step_metrics(one, **kwargs)
+    for exact in {False, bool(options.exact_kernel_names)}:
+        op_steps(one, exact)
+        _rank_pairs(trace, np.empty(0, dtype=np.int64), exact)  # ranks that share no step: whole-trace sums
+        if options.attribution:
+            step_parts(trace, None, exact)
+
+
+def assemble(digests: Iterable[RankDigest], source: str) -> tuple[TraceSet, dict[str, pd.DataFrame]]:
+    """(TraceSet of :class:`DigestTrace`, every analysis table) from the ranks' digests: the
+    per-rank tables put together in rank order (common-clock times shifted), the cross-rank
+    ones computed on the digests."""
+    from .analyses import ANALYSES
+    from .errors import TraceError
+
+    by_rank: dict[int, RankDigest] = {}
+    for d in digests:
+        other = by_rank.get(d.meta.rank)
+        if other is not None:
+            raise TraceError(d.meta.path, f"claims rank {d.meta.rank} ({d.meta.rank_source}), as does "
+                             f"{other.meta.path} ({other.meta.rank_source}); pass an explicit {{rank: path}} mapping")
+        by_rank[d.meta.rank] = d
+    traces = TraceSet(ranks={r: DigestTrace(d.meta, dict(d.memo), d.n_events) for r, d in by_rank.items()},
+                      source=source)
+    order = sorted(by_rank)
+    tables = {}
+    for name, fn in ANALYSES:
+        if name in CROSS_RANK:
+            tables[name] = fn(traces)
+            continue
+        parts = [_shifted(name, by_rank[r].tables[name], float(by_rank[r].meta.ts_origin_us - traces.origin_us))
+                 for r in order]
+        tables[name] = _concat(parts)
+    return traces, tables
+
+
+def _shifted(name: str, table: pd.DataFrame, shift_us: float) -> pd.DataFrame:
+    columns = [c for c in COMMON_CLOCK_COLUMNS.get(name, ()) if c in table.columns]
+    if not columns or not len(table):
+        return table
+    return table.assign(**{c: table[c].to_numpy() + shift_us for c in columns})
+
+
+def _concat(parts: list[pd.DataFrame]) -> pd.DataFrame:
+    """The per-rank tables as one, as the analysis over all ranks gives it."""
+    if len(parts) == 1:
+        return parts[0]
+    non_empty = [p for p in parts if len(p)]
+    if not non_empty:
+        return parts[0]
+    return pd.concat(non_empty, ignore_index=True) if len(non_empty) > 1 else non_empty[0].reset_index(drop=True)
+
+
+def digests_by_rank(digests: Mapping[int, RankDigest] | Iterable[RankDigest]) -> dict[int, RankDigest]:
+    items = digests.values() if isinstance(digests, Mapping) else digests
+    return {d.meta.rank: d for d in items}

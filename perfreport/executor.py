@@ -1,0 +1,224 @@
+"""Where ranks are loaded and analysed: here, in local worker processes, or on a Dask cluster.
+
+Every executor runs the same task per rank, :func:`run_job` (load the rank, analyse it alone,
+send back its :class:`~perfreport.digest.RankDigest`), and hands the digests to the caller as
+they arrive; the cross-rank reduce (:func:`perfreport.digest.assemble`) always runs in the
+calling process. Only digests travel, never event tables.
+
+* ``local`` (default): worker processes, as many as cores and free memory allow (a worker's
+  peak is ~2 x the JSON of the rank it loads), one rank per task; one rank or one worker runs in
+  this process.
+* ``dask``: tasks on an existing ``distributed`` cluster (``--scheduler tcp://HOST:PORT``); the
+  workers must see the trace paths (shared storage, or ``s3://``, ``gs://``... through fsspec).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import os
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from .digest import AnalysisOptions, RankDigest, digest
+from .errors import PerfreportError
+
+EXECUTORS = ("local", "dask")
+PEAK_PER_JSON_BYTE = 2.0
+"""A worker's peak memory per byte of the JSON it loads (benchmarks/README.md: ~1.4-2.2)."""
+
+
+@dataclass(frozen=True)
+class RankJob:
+    """One rank to load: a trace file (local path or fsspec URL), or a stored baseline's column
+    cache (verified against ``cache_sha256`` before use)."""
+
+    path: str
+    rank_hint: int | None = None
+    hint_source: str = "none"
+    json_bytes: int = 0
+    """Uncompressed JSON size when known (sizes the worker pool)."""
+    cache: str | None = None
+    cache_sha256: str | None = None
+    meta_entry: dict | None = None
+    """A stored baseline's manifest entry for this rank (its metadata, for the cache)."""
+    sha256: str | None = None
+    """Known checksum of ``path`` (a stored baseline's): not recomputed."""
+    verify: bool = False
+    """Check ``path`` against ``sha256`` before loading it (a stored baseline's rank file)."""
+
+
+@dataclass(frozen=True)
+class Executor:
+    """How to run the per-rank tasks: ``kind`` in :data:`EXECUTORS`, ``workers`` caps local
+    processes (None: automatic), ``scheduler`` is the Dask scheduler address."""
+
+    kind: str = "local"
+    workers: int | None = None
+    scheduler: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in EXECUTORS:
+            raise PerfreportError(f"unknown executor {self.kind!r}: choose from {', '.join(EXECUTORS)}")
+        if self.kind == "dask" and not self.scheduler:
+            raise PerfreportError("--executor dask needs --scheduler tcp://HOST:PORT (a running Dask scheduler)")
+
+
+def run_job(job: RankJob, options: AnalysisOptions) -> RankDigest:
+    """The per-rank task: load ``job``'s rank, analyse it alone, return its digest."""
+    t0 = time.perf_counter()
+    trace, sha = _load(job)
+    load_s = time.perf_counter() - t0
+    result = digest(trace, options, sha256=sha, load_s=load_s)
+    del trace
+    result.worker_peak_rss = _peak_rss()
+    _trim_heap()
+    return result
+
+
+def _load(job: RankJob):
+    from ._io import sha256_file
+    from .load import load_rank_file
+    from .load.discover import RankFile
+
+    if job.cache is not None:
+        from .gate.baselines import _meta, decode_columns, verify_file
+
+        data = verify_file(Path(job.cache), job.cache_sha256)
+        return decode_columns(data, _meta(job.meta_entry, Path(job.path)), Path(job.cache)), job.sha256
+    if "://" in job.path:
+        return _load_remote(job)
+    path = Path(job.path)
+    if job.verify:
+        from .gate.baselines import verify_file
+
+        verify_file(path, job.sha256)
+    trace = load_rank_file(RankFile(path, job.rank_hint, job.hint_source))
+    return trace, job.sha256 or (sha256_file(path) if path.is_file() else None)
+
+
+def _load_remote(job: RankJob):
+    """A trace on object storage: copied to a local temporary file by fsspec, loaded, removed."""
+    import hashlib
+    import shutil
+    import tempfile
+
+    from .load import load_rank_file
+    from .load.discover import RankFile
+
+    try:
+        import fsspec
+    except ImportError:
+        raise PerfreportError(f"{job.path}: remote paths need fsspec (pip install 'perfreport[dask]')") from None
+    suffix = ".json.gz" if job.path.endswith(".gz") else ".json"
+    with tempfile.TemporaryDirectory(prefix="perfreport-") as tmp:
+        local = Path(tmp) / f"rank{suffix}"
+        h = hashlib.sha256()
+        with fsspec.open(job.path, "rb") as src, open(local, "wb") as dst:
+            for block in iter(lambda: src.read(1 << 22), b""):
+                h.update(block)
+                dst.write(block)
+        trace = load_rank_file(RankFile(local, job.rank_hint, job.hint_source))
+        shutil.rmtree(tmp, ignore_errors=True)
+    return dataclasses.replace(trace, meta=dataclasses.replace(trace.meta, path=job.path)), h.hexdigest()
+
+
+def run(jobs: Sequence[RankJob], options: AnalysisOptions, executor: Executor = Executor(),
+        on_done: Callable[[RankDigest], None] | None = None) -> list[RankDigest]:
+    """Every job's digest (in completion order; the caller orders by rank). ``on_done`` is called
+    with each digest as it arrives (progress)."""
+    done = on_done or (lambda d: None)
+    stream = _dask(jobs, options, executor) if executor.kind == "dask" else _local(jobs, options, executor)
+    out = []
+    for d in stream:
+        done(d)
+        out.append(d)
+    return out
+
+
+def _local(jobs: Sequence[RankJob], options: AnalysisOptions, executor: Executor) -> Iterator[RankDigest]:
+    n = executor.workers or worker_count(jobs)
+    if n <= 1 or len(jobs) == 1:
+        for job in jobs:
+            yield run_job(job, options)
+        return
+    import multiprocessing
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+    ctx = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
+    with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
+        # submit as slots free up, not all at once: a failing rank stops the rest promptly
+        pending = iter(jobs)
+        running = {pool.submit(run_job, job, options) for job in _take(pending, n)}
+        try:
+            while running:
+                finished, running = wait(running, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    yield future.result()
+                    running |= {pool.submit(run_job, job, options) for job in _take(pending, 1)}
+        except BaseException:
+            for future in running:
+                future.cancel()
+            raise
+
+
+def _take(it: Iterator, n: int) -> list:
+    out = []
+    for item in it:
+        out.append(item)
+        if len(out) >= n:
+            break
+    return out
+
+
+def _dask(jobs: Sequence[RankJob], options: AnalysisOptions, executor: Executor) -> Iterator[RankDigest]:
+    try:
+        from distributed import Client, as_completed
+    except ImportError:
+        raise PerfreportError("--executor dask needs Dask: pip install 'perfreport[dask]'") from None
+    try:
+        client = Client(executor.scheduler, timeout="20s", set_as_default=False)
+    except OSError as exc:
+        raise PerfreportError(f"{executor.scheduler}: cannot reach the Dask scheduler ({exc})") from None
+    try:
+        with client.as_current():
+            futures = [client.submit(run_job, job, options, pure=False, key=f"perfreport-rank-{i}-{os.getpid()}")
+                       for i, job in enumerate(jobs)]
+            for future in as_completed(futures):
+                yield future.result()
+                future.release()  # the digest is ours now: the cluster may forget it
+    finally:
+        client.close()
+
+
+def worker_count(jobs: Sequence[RankJob]) -> int:
+    """Local processes: at most one per core, and few enough that their peaks fit in memory."""
+    from .load import _available_memory
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    largest = max((j.json_bytes for j in jobs), default=0)
+    by_memory = int(_available_memory() * 0.8 // max(largest * PEAK_PER_JSON_BYTE, 1))
+    return max(1, min(cores, len(jobs), by_memory))
+
+
+def _peak_rss() -> int:
+    """This process's peak RSS in bytes (``VmHWM``; 0 where /proc is not there)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def _trim_heap() -> None:
+    """Give the freed heap of a rank back to the system before the next one (glibc keeps
+    ~15 % of a loaded trace in its arenas otherwise)."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass

@@ -1,0 +1,177 @@
+"""Per-rank digests and executors: the same tables whether ranks are analysed together, one by one
+in worker processes, or as tasks on a real Dask cluster on loopback."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from perfreport._io import json_text
+from perfreport.analyses import ANALYSES
+from perfreport.analyses.attribution import explain
+from perfreport.analyses.memory import memory_note
+from perfreport.analyses.series import time_series
+from perfreport.cli import main
+from perfreport.digest import AnalysisOptions, DigestError, DigestTrace, assemble, digest
+from perfreport.executor import Executor, run
+from perfreport.load import load
+from perfreport.pipeline import trace_jobs
+from perfreport.progress import Progress
+
+from .conftest import TRACES
+
+TWO_RANKS = TRACES / "hta_sampled_2of128rank"
+VOLATILE = ("timings_s", "created_utc", "command")
+
+
+def plain(value):
+    return json.loads(json_text(value))
+
+
+def eight_ranks(folder: Path) -> Path:
+    """A real 8-rank job: the two sampled ranks of a 128-rank run, each given to four ranks,
+    every copy started 1.5 ms later than the one before (distinct clocks, as in a real job)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    sources = sorted(TWO_RANKS.glob("*.json.gz"))
+    docs = [json.loads(gzip.decompress(p.read_bytes())) for p in sources]
+    for rank in range(8):
+        doc = json.loads(json.dumps(docs[rank % 2]))
+        doc["distributedInfo"] = {**doc.get("distributedInfo", {}), "rank": rank, "world_size": 8}
+        for e in doc["traceEvents"]:
+            if isinstance(e.get("ts"), (int, float)):
+                e["ts"] += 1500 * rank
+        (folder / f"rank{rank}.json.gz").write_bytes(gzip.compress(json.dumps(doc).encode(), 1))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def job8(tmp_path_factory) -> Path:
+    return eight_ranks(tmp_path_factory.mktemp("job8"))
+
+
+@pytest.mark.parametrize("source", ["two", "eight"])
+def test_digests_give_the_tables_of_the_whole_trace_set(source, job8):
+    path = TWO_RANKS if source == "two" else job8
+    full = load(path, workers=1)
+    digests = [digest(t, AnalysisOptions(attribution=True)) for t in load(path, workers=1)]
+    traces, tables = assemble(digests, str(path))
+    assert sorted(tables) == sorted(name for name, _ in ANALYSES)
+    for name, fn in ANALYSES:
+        assert plain(tables[name].to_dict(orient="records")) == plain(fn(full).to_dict(orient="records")), name
+    assert plain(time_series(traces)) == plain(time_series(full))
+    assert memory_note(traces) == memory_note(full)
+    # the explanation of a change reads only the digests too
+    assert plain(explain(traces, traces).to_dict()) == plain(explain(full, full).to_dict())
+    if source == "eight":
+        assert len(tables["stragglers"]) == 8 and tables["collective_skew"]["ranks"].max() == 8
+
+
+def test_a_digest_holds_no_event_table():
+    (trace,) = load(TWO_RANKS / "sampled_rank-0.json.gz", workers=1)
+    d = digest(trace)
+    stand_in = DigestTrace(d.meta, d.memo, d.n_events)
+    with pytest.raises(DigestError, match="'ts'"):
+        stand_in.ts
+    with pytest.raises(DigestError, match="no 'call_stack'"):
+        stand_in.memo("call_stack", lambda: None)
+    assert not any(hasattr(v, "__len__") and len(v) >= trace.n_events for v in d.memo.values()
+                   if not isinstance(v, (str, dict)))
+
+
+def test_worker_processes_give_what_one_process_gives(job8):
+    jobs = trace_jobs(job8)
+    seen = []
+    one = run(jobs, AnalysisOptions(), Executor(workers=1))
+    many = run(jobs, AnalysisOptions(), Executor(workers=2), on_done=lambda d: seen.append(d.meta.rank))
+    assert sorted(seen) == list(range(8))
+    assert all(d.worker_peak_rss > 0 for d in many)
+    a, b = assemble(one, "x")[1], assemble(many, "x")[1]
+    for name in a:
+        assert plain(a[name].to_dict(orient="records")) == plain(b[name].to_dict(orient="records")), name
+
+
+def _summary(folder: Path) -> dict:
+    doc = json.loads((folder / "summary.json").read_text())
+    return {k: v for k, v in doc.items() if k not in VOLATILE}
+
+
+def _report(folder: Path) -> dict:
+    doc = json.loads((folder / "report.json").read_text())
+    for side in ("baseline", "candidate"):
+        doc[side]["analyses"] = {k: v for k, v in doc[side]["analyses"].items() if k not in VOLATILE}
+    return {k: v for k, v in doc.items() if k not in VOLATILE}
+
+
+def test_dask_cluster_gives_the_local_results(tmp_path, job8, capsys):
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                  dashboard_address=None, scheduler_port=0, silence_logs=40) as cluster:
+        address = cluster.scheduler_address
+        assert address.startswith("tcp://127.0.0.1:")
+        t0 = time.monotonic()
+        assert main(["analyze", str(job8), "--out", str(tmp_path / "dask"), "--format", "json", "-q",
+                     "--executor", "dask", "--scheduler", address]) == 0
+        code = main(["compare", str(TWO_RANKS), str(job8), "--out", str(tmp_path / "dask-cmp"), "--format", "json",
+                     "-q", "--executor", "dask", "--scheduler", address])
+        assert time.monotonic() - t0 < 120
+    assert main(["analyze", str(job8), "--out", str(tmp_path / "local"), "--format", "json", "-q"]) == 0
+    assert main(["compare", str(TWO_RANKS), str(job8), "--out", str(tmp_path / "local-cmp"), "--format", "json",
+                 "-q"]) == code
+    capsys.readouterr()
+    dask_doc, local_doc = _summary(tmp_path / "dask"), _summary(tmp_path / "local")
+    assert len(dask_doc["ranks"]) == 8 and dask_doc == local_doc
+    assert _report(tmp_path / "dask-cmp") == _report(tmp_path / "local-cmp")
+
+
+def test_dask_without_a_scheduler_is_a_usage_error(tmp_path, capsys):
+    assert main(["analyze", str(TWO_RANKS), "--out", str(tmp_path), "--executor", "dask"]) == 2
+    assert "--scheduler" in capsys.readouterr().err
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_on_a_terminal_is_one_live_line():
+    stream = _Tty()
+    p = Progress(stream)
+    p.phase("baseline")
+    p.start(2, 3_000_000)
+
+    class D:
+        class meta:
+            json_bytes = 1_500_000
+
+    p.rank_done(D)
+    p.finish()
+    text = stream.getvalue()
+    assert "\n" not in text and "\r" in text
+    assert "perfreport: baseline: 1/2 rank(s), 2/3 MB" in text
+
+
+def test_progress_without_a_terminal_is_silent_when_quick_and_plain_when_slow(monkeypatch):
+    import perfreport.progress as progress
+
+    quick = io.StringIO()
+    p = Progress(quick)
+    p.start(1, 10)
+    p.finish()
+    assert quick.getvalue() == ""
+    monkeypatch.setattr(progress, "PLAIN_AFTER_S", 0.0)
+    slow = io.StringIO()
+    p = Progress(slow)
+    p.phase("candidate")
+    p.start(4, 4_000_000)
+    p.finish()
+    lines = slow.getvalue().splitlines()
+    assert lines[0] == "perfreport: candidate..."
+    assert lines[1] == "perfreport: candidate: loading 4 rank(s), 4 MB of JSON"
+    quiet = io.StringIO()
+    Progress(quiet, "quiet").start(1, 1)
+    assert quiet.getvalue() == ""
