@@ -71,8 +71,9 @@ sys.exit(code)
 """
 
 
-def timed(argv: list[str], env: dict | None = None) -> tuple[float, int, str]:
-    """(wall s, peak RSS KB of the process tree, stderr) of one run under /usr/bin/time -v."""
+def timed(argv: list[str], env: dict | None = None) -> tuple[float, float, int, str]:
+    """(wall s, CPU s (user + system, the process tree), peak RSS KB of the process tree,
+    stderr) of one run under /usr/bin/time -v."""
     proc = subprocess.run(["/usr/bin/time", "-v", *argv], capture_output=True, text=True, env=env, cwd=REPO)
     err = proc.stderr
     if proc.returncode not in (0, 1):
@@ -80,18 +81,21 @@ def timed(argv: list[str], env: dict | None = None) -> tuple[float, int, str]:
     wall = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): (?:(\d+):)?(\d+):([\d.]+)", err)
     seconds = int(wall.group(1) or 0) * 3600 + int(wall.group(2)) * 60 + float(wall.group(3))
     rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", err).group(1))
-    return seconds, rss, err
+    cpu = sum(float(re.search(rf"{k} time \(seconds\): ([\d.]+)", err).group(1)) for k in ("User", "System"))
+    return seconds, cpu, rss, err
 
 
 def median_run(argv: list[str], repeat: int) -> dict:
     runs = []
     for _ in range(repeat):
         load = os.getloadavg()[0]
-        wall, rss, err = timed(argv)
-        runs.append((wall, rss, load, err))
-        print(f"    {wall:6.2f} s  {rss / 1024:7.0f} MB  load {load:.1f}  {' '.join(argv[-6:])}", file=sys.stderr)
+        wall, cpu, rss, err = timed(argv)
+        runs.append((wall, rss, load, err, cpu))
+        print(f"    {wall:6.2f} s  cpu {cpu:6.2f} s  {rss / 1024:7.0f} MB  load {load:.1f}  {' '.join(argv[-6:])}",
+              file=sys.stderr)
     walls = [r[0] for r in runs]
     return {"wall": statistics.median(walls), "min": min(walls), "max": max(walls),
+            "cpu": statistics.median(r[4] for r in runs),
             "rss_mb": max(r[1] for r in runs) / 1024, "load": statistics.median(r[2] for r in runs),
             "err": runs[-1][3]}
 
@@ -102,8 +106,9 @@ def perfreport(*args: str) -> list[str]:
 
 def single_rank(sizes: list[int], workdir: Path, repeat: int, hta_python: str | None) -> list[str]:
     source = gen.read_source(gen.DEFAULT_SOURCE)
-    rows = ["| JSON MB | command | wall s (median) | min–max | peak RSS MB | peak / JSON | load avg | HTA wall s | HTA peak MB | × HTA |",
-            "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    rows = ["| JSON MB | command | wall s (median) | min–max | CPU s | peak RSS MB | peak / JSON | load avg | "
+            "HTA wall s | HTA CPU s | HTA peak MB | × HTA (wall) | × HTA (CPU) |",
+            "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for mb in sizes:
         json_path, _, info = gen.generate(source, mb, "line", 6, workdir)
         folder = workdir / f"rank_{mb}MB"
@@ -126,27 +131,25 @@ def single_rank(sizes: list[int], workdir: Path, repeat: int, hta_python: str | 
         print(f"  {mb} MB: compare, every format", file=sys.stderr)
         c = median_run(perfreport("compare", str(folder), str(twin), "--out", str(out), "-q"), repeat)
         shutil.rmtree(out, ignore_errors=True)
-        ratio = f"{hta['wall'] / a['wall']:.1f} ×" if hta else "—"
+        side = (f"{hta['wall']:.1f} | {hta['cpu']:.1f} | {hta['rss_mb']:.0f} | {hta['wall'] / a['wall']:.1f} × | "
+                f"{hta['cpu'] / a['cpu']:.1f} × |") if hta else "— | — | — | — | — |"
         rows.append(f"| {size:.0f} | `analyze --format json` | {a['wall']:.2f} | {a['min']:.2f}–{a['max']:.2f} | "
-                    f"{a['rss_mb']:.0f} | {a['rss_mb'] / size:.2f} | {a['load']:.1f} | "
-                    f"{hta['wall']:.1f} | {hta['rss_mb']:.0f} | {ratio} |" if hta else
-                    f"| {size:.0f} | `analyze --format json` | {a['wall']:.2f} | {a['min']:.2f}–{a['max']:.2f} | "
-                    f"{a['rss_mb']:.0f} | {a['rss_mb'] / size:.2f} | {a['load']:.1f} | — | — | — |")
+                    f"{a['cpu']:.2f} | {a['rss_mb']:.0f} | {a['rss_mb'] / size:.2f} | {a['load']:.1f} | {side}")
         rows.append(f"| {size:.0f} | `compare` (trace vs itself), every format | {c['wall']:.2f} | "
-                    f"{c['min']:.2f}–{c['max']:.2f} | {c['rss_mb']:.0f} | {c['rss_mb'] / size:.2f} | {c['load']:.1f} "
-                    "| | | |")
+                    f"{c['min']:.2f}–{c['max']:.2f} | {c['cpu']:.2f} | {c['rss_mb']:.0f} | {c['rss_mb'] / size:.2f} | "
+                    f"{c['load']:.1f} | | | | | |")
     return rows
 
 
 def demo(repeat: int) -> list[str]:
     out = Path(tempfile.mkdtemp(prefix="pr-demo-"))
-    rows = ["| command | wall s (median) | min–max | peak RSS MB | load avg |", "|---|---:|---:|---:|---:|"]
+    rows = ["| command | wall s (median) | min–max | CPU s | peak RSS MB | load avg |", "|---|---:|---:|---:|---:|---:|"]
     for label, fmt in (("every format", None), ("all but pdf", "html,md,json,junit")):
         args = ["compare", "demo", "examples/resnet50-workers0", "--out", str(out), "-q"]
         print(f"  demo quick start, {label}", file=sys.stderr)
         r = median_run(perfreport(*args, *(["--format", fmt] if fmt else [])), repeat)
         rows.append(f"| `compare demo examples/resnet50-workers0`, {label} | {r['wall']:.2f} | "
-                    f"{r['min']:.2f}–{r['max']:.2f} | {r['rss_mb']:.0f} | {r['load']:.1f} |")
+                    f"{r['min']:.2f}–{r['max']:.2f} | {r['cpu']:.2f} | {r['rss_mb']:.0f} | {r['load']:.1f} |")
     shutil.rmtree(out, ignore_errors=True)
     return rows
 
@@ -170,15 +173,15 @@ def many_ranks(n: int, rank_mb: int, workdir: Path, repeat: int) -> list[str]:
             head = head.replace(b"{", f'{{"distributedInfo": {{"rank": {rank}, "world_size": {n}}},'.encode(), 1)
         target.write_bytes(gzip.compress(head + rest, 1))
     out = Path(tempfile.mkdtemp(prefix="pr-ranks-"))
-    rows = ["| ranks × JSON MB | wall s (median) | min–max | tree peak RSS MB | parent peak MB | largest worker peak MB | load avg |",
-            "|---|---:|---:|---:|---:|---:|---:|"]
+    rows = ["| ranks × JSON MB | wall s (median) | min–max | CPU s | tree peak RSS MB | parent peak MB | "
+            "largest worker peak MB | load avg |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
     print(f"  {n} ranks x {rank_mb} MB: analyze --format json", file=sys.stderr)
     r = median_run([PYTHON, "-c", PARENT_SCRIPT, "analyze", str(folder), "--out", str(out), "--format", "json",
                     "-q"], repeat)
     peaks = json.loads(r["err"].strip().splitlines()[[i for i, line in enumerate(r["err"].strip().splitlines())
                                                        if line.startswith('{"parent_kb"')][-1]])
     rows.append(f"| {n} × {info.json_bytes / 1e6:.0f} | {r['wall']:.2f} | {r['min']:.2f}–{r['max']:.2f} | "
-                f"{r['rss_mb']:.0f} | {peaks['parent_kb'] / 1024:.0f} | {peaks['worker_bytes'] / 2**20:.0f} | "
+                f"{r['cpu']:.2f} | {r['rss_mb']:.0f} | {peaks['parent_kb'] / 1024:.0f} | {peaks['worker_bytes'] / 2**20:.0f} | "
                 f"{r['load']:.1f} |")
     shutil.rmtree(out, ignore_errors=True)
     return rows

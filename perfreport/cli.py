@@ -209,12 +209,27 @@ def cmd_baseline_save(args: argparse.Namespace) -> int:
         raise PerfreportError("baseline save reads the traces here (it stores their columns): use --executor local")
     traces = load(args.trace_path, workers=args.workers)
     stored = save(args.store, args.name, traces, force=args.force, commit=args.commit)
+    del traces
+    _store_digests(stored, args.config if hasattr(args, "config") else None)
     m = stored.manifest
     steps = sum(len(r["steps"]) for r in m["ranks"])
     size = sum(r["bytes"] for r in m["ranks"]) + sum(r["cache_bytes"] for r in m["ranks"])
     print(f"saved baseline {stored.name!r} in {stored.path}: {len(m['ranks'])} rank(s), {steps} profiler step(s), "
           f"{', '.join(m['gpus']) or 'GPU unknown'}, {format_bytes(size)}")
     return EXIT_OK
+
+
+def _store_digests(stored, config_path) -> None:
+    """The baseline's analyses for the gate's settings, kept next to its column cache
+    (:mod:`perfreport.digest_cache`): comparing against it later reads them."""
+    from .config import load_config
+    from .digest import AnalysisOptions
+    from .digest_cache import write_for_baseline
+
+    config = load_config(config_path)
+    write_for_baseline(stored, AnalysisOptions(launch_delay_cutoff_us=config.steps.launch_delay_cutoff_us,
+                                               runtime_cutoff_us=config.steps.runtime_cutoff_us,
+                                               exact_kernel_names=config.exact_kernel_names))
 
 
 def cmd_baseline_list(args: argparse.Namespace) -> int:

@@ -66,9 +66,18 @@ class Executor:
             raise PerfreportError("--executor dask needs --scheduler tcp://HOST:PORT (a running Dask scheduler)")
 
 
-def run_job(job: RankJob, options: AnalysisOptions) -> RankDigest:
-    """The per-rank task: load ``job``'s rank, analyse it alone, return its digest."""
+def run_job(job: RankJob, options: AnalysisOptions, use_digest_cache: bool = True) -> RankDigest:
+    """The per-rank task: load ``job``'s rank, analyse it alone, return its digest (a stored
+    baseline's: read from its digest cache when that was made by this code for these settings)."""
     t0 = time.perf_counter()
+    if job.cache is not None and use_digest_cache:
+        from . import digest_cache
+
+        from_cache = digest_cache.read(digest_cache.path_for(job.cache), options, job.path)
+        if from_cache is not None:
+            from_cache.load_s = time.perf_counter() - t0
+            from_cache.worker_peak_rss = _peak_rss()
+            return from_cache
     trace, sha = _load(job)
     load_s = time.perf_counter() - t0
     result = digest(trace, options, sha256=sha, load_s=load_s)

@@ -175,3 +175,33 @@ def test_progress_without_a_terminal_is_silent_when_quick_and_plain_when_slow(mo
     quiet = io.StringIO()
     Progress(quiet, "quiet").start(1, 1)
     assert quiet.getvalue() == ""
+
+
+def test_a_stored_baseline_reads_its_analyses_and_gives_the_same_results(tmp_path, job8, capsys):
+    store = tmp_path / "store"
+    assert main(["baseline", "save", "b8", str(job8), "--store", str(store)]) == 0
+    digests = sorted((store / "b8" / "cache").glob("*.digest"))
+    assert len(digests) == 8
+    for name in ("cached", "again"):
+        assert main(["analyze", str(store / "b8"), "--out", str(tmp_path / name), "--format", "json", "-q"]) == 0
+        assert main(["compare", "b8", str(TWO_RANKS), "--store", str(store), "--out", str(tmp_path / f"{name}-cmp"),
+                     "--format", "json", "-q"]) in (0, 1)
+        for d in digests:  # the second round recomputes from the column cache
+            d.unlink(missing_ok=True)
+    capsys.readouterr()
+    assert _summary(tmp_path / "cached") == _summary(tmp_path / "again")
+    assert _report(tmp_path / "cached-cmp") == _report(tmp_path / "again-cmp")
+
+
+def test_a_digest_from_other_code_or_settings_is_not_used(tmp_path):
+    from perfreport import digest_cache
+
+    (trace,) = load(TWO_RANKS / "sampled_rank-0.json.gz", workers=1)
+    d = digest(trace, AnalysisOptions(attribution=True))
+    data = digest_cache.encode(d, AnalysisOptions())
+    back = digest_cache.decode(data, AnalysisOptions(), "x")
+    assert back is not None and back.meta.path == "x" and set(back.memo) == set(d.memo)
+    assert digest_cache.decode(data, AnalysisOptions(exact_kernel_names=True), "x") is None
+    assert digest_cache.decode(data.replace(digest_cache.code_fingerprint().encode(), b"0" * 64), AnalysisOptions(),
+                               "x") is None
+    assert digest_cache.decode(b"\x93garbage", AnalysisOptions(), "x") is None
