@@ -136,22 +136,22 @@ def _load_remote(job: RankJob):
 
 def run(jobs: Sequence[RankJob], options: AnalysisOptions, executor: Executor = Executor(),
         on_done: Callable[[RankDigest], None] | None = None) -> list[RankDigest]:
-    """Every job's digest (in completion order; the caller orders by rank). ``on_done`` is called
-    with each digest as it arrives (progress)."""
+    """Every job's digest, in the order of ``jobs``. ``on_done`` is called with each digest as it
+    arrives (progress)."""
     done = on_done or (lambda d: None)
     stream = _dask(jobs, options, executor) if executor.kind == "dask" else _local(jobs, options, executor)
-    out = []
-    for d in stream:
+    out: list[RankDigest | None] = [None] * len(jobs)
+    for i, d in stream:
         done(d)
-        out.append(d)
+        out[i] = d
     return out
 
 
 def _local(jobs: Sequence[RankJob], options: AnalysisOptions, executor: Executor) -> Iterator[RankDigest]:
     n = executor.workers or worker_count(jobs)
     if n <= 1 or len(jobs) == 1:
-        for job in jobs:
-            yield run_job(job, options)
+        for i, job in enumerate(jobs):
+            yield i, run_job(job, options)
         return
     import multiprocessing
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -159,14 +159,22 @@ def _local(jobs: Sequence[RankJob], options: AnalysisOptions, executor: Executor
     ctx = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
     with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
         # submit as slots free up, not all at once: a failing rank stops the rest promptly
-        pending = iter(jobs)
-        running = {pool.submit(run_job, job, options) for job in _take(pending, n)}
+        pending = iter(enumerate(jobs))
+        index = {}
+
+        def submit(items):
+            for i, job in items:
+                future = pool.submit(run_job, job, options)
+                index[future] = i
+                yield future
+
+        running = set(submit(_take(pending, n)))
         try:
             while running:
                 finished, running = wait(running, return_when=FIRST_COMPLETED)
                 for future in finished:
-                    yield future.result()
-                    running |= {pool.submit(run_job, job, options) for job in _take(pending, 1)}
+                    yield index.pop(future), future.result()
+                    running |= set(submit(_take(pending, 1)))
         except BaseException:
             for future in running:
                 future.cancel()
@@ -195,8 +203,9 @@ def _dask(jobs: Sequence[RankJob], options: AnalysisOptions, executor: Executor)
         with client.as_current():
             futures = [client.submit(run_job, job, options, pure=False, key=f"perfreport-rank-{i}-{os.getpid()}")
                        for i, job in enumerate(jobs)]
+            index = {f.key: i for i, f in enumerate(futures)}
             for future in as_completed(futures):
-                yield future.result()
+                yield index[future.key], future.result()
                 future.release()  # the digest is ours now: the cluster may forget it
     finally:
         client.close()

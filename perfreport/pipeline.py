@@ -27,7 +27,7 @@ from .gate.baselines import resolve as resolve_baseline
 from .gate.metrics import SideData, side_data, versions_of
 from .gate.verdict import Verdict, evaluate
 from .load.scanner import scanner_name
-from .digest import AnalysisOptions, assemble, digest
+from .digest import AnalysisOptions, RankDigest, assemble, digest
 from .executor import Executor, RankJob
 from .executor import run as run_executor
 from .model import TraceSet
@@ -81,13 +81,31 @@ def _label(source) -> str:
 def run_jobs(jobs: list[RankJob], source: str, *, workers: int | None = None, executor: Executor | None = None,
              options: AnalysisOptions | None = None, progress: Progress | None = None) -> Analysis:
     """The :class:`Analysis` of ``jobs``: per-rank tasks on ``executor``, the reduce here."""
+    return run_sides([(jobs, source)], workers=workers, executor=executor, options=options, progress=progress)[0]
+
+
+def run_sides(sides: list[tuple[list[RankJob], str]], *, workers: int | None = None,
+              executor: Executor | None = None, options: AnalysisOptions | None = None,
+              progress: Progress | None = None) -> list[Analysis]:
+    """One :class:`Analysis` per (jobs, source label): the ranks of every side run as one batch of
+    tasks (a compare of two single-rank traces loads both at once), each side reduced here."""
     executor = executor or Executor(workers=workers)
+    jobs = [job for side_jobs, _ in sides for job in side_jobs]
     t0 = time.perf_counter()
     if progress is not None:
         progress.start(len(jobs), sum(j.json_bytes for j in jobs))
     digests = run_executor(jobs, options or AnalysisOptions(), executor,
                            on_done=None if progress is None else progress.rank_done)
     t1 = time.perf_counter()
+    out, start = [], 0
+    for side_jobs, source in sides:
+        out.append(_reduce(digests[start:start + len(side_jobs)], source, t0, t1, progress))
+        start += len(side_jobs)
+    return out
+
+
+def _reduce(digests: list[RankDigest], source: str, t0: float, t1: float, progress: Progress | None) -> Analysis:
+    r0 = time.perf_counter()
     if progress is not None:
         progress.phase("cross-rank analyses")
     for d in digests:
@@ -98,7 +116,7 @@ def run_jobs(jobs: list[RankJob], source: str, *, workers: int | None = None, ex
     load_cpu, analyze_cpu = sum(d.load_s for d in digests), sum(d.analyze_s for d in digests)
     load_share = load_cpu / (load_cpu + analyze_cpu) if load_cpu + analyze_cpu > 0 else 1.0
     return Analysis(traces, tables, load_s=(t1 - t0) * load_share,
-                    analyze_s=(t1 - t0) * (1 - load_share) + time.perf_counter() - t1,
+                    analyze_s=(t1 - t0) * (1 - load_share) + time.perf_counter() - r0,
                     checksums={d.meta.rank: d.sha256 for d in digests},
                     worker_peak_rss=max((d.worker_peak_rss for d in digests), default=0))
 
@@ -231,11 +249,9 @@ def compare(baseline: str | Path, candidate: str | Path, *, config: Config | Non
     b_jobs, b_label, stored = resolve_side(baseline, store)
     c_jobs, c_label, _ = resolve_side(candidate, store, candidate=True)
     if progress is not None:
-        progress.phase("baseline")
-    b_analysis = run_jobs(b_jobs, b_label, workers=workers, executor=executor, options=options, progress=progress)
-    if progress is not None:
-        progress.phase("candidate")
-    c_analysis = run_jobs(c_jobs, c_label, workers=workers, executor=executor, options=options, progress=progress)
+        progress.phase("baseline and candidate")
+    b_analysis, c_analysis = run_sides([(b_jobs, b_label), (c_jobs, c_label)], workers=workers, executor=executor,
+                                       options=options, progress=progress)
     b_traces, c_traces = b_analysis.traces, c_analysis.traces
     t0 = time.perf_counter()
     b_side, c_side = gate_side("baseline", b_traces, config), gate_side("candidate", c_traces, config)
