@@ -22,6 +22,9 @@ class TraceError(PerfreportError):
         self.problem = problem
         super().__init__(f"{self.path}: {problem}")
 
+    def __reduce__(self):  # picklable: a worker process or Dask task raises it to the parent
+        return (type(self), (self.path, self.problem))
+
 
 class ConfigError(PerfreportError):
     """A configuration value is unknown or invalid."""

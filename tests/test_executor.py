@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import shutil
 import time
 from pathlib import Path
 
@@ -239,3 +240,13 @@ def test_the_pdf_renders_in_a_child_and_its_failure_is_one_clear_error(tmp_path,
     with pytest.raises(PerfreportError, match=r"report\.pdf: cannot write the PDF report \(RuntimeError: no fonts"):
         outputs.write_reports(report, tmp_path / "bad", ("md", "pdf"))
     assert (tmp_path / "bad" / "report.md").is_file() and not (tmp_path / "bad" / "report.pdf").exists()
+
+
+def test_a_bad_rank_in_a_worker_is_the_usual_one_line_error(tmp_path, job8, capsys):
+    bad = tmp_path / "job"
+    shutil.copytree(job8, bad)
+    (bad / "rank3.json.gz").write_bytes(gzip.compress(b'{"foo": 1}'))
+    assert main(["analyze", str(bad), "--out", str(tmp_path / "o"), "--workers", "2", "-q"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("perfreport: error:") and "rank3.json.gz" in err and "not a Kineto trace" in err
+    assert err.count("\n") == 1
