@@ -289,6 +289,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     progress = make_progress(args.quiet)
     try:  # a trace folder/file, or a stored baseline (its verified cache or traces)
         jobs, label, _ = resolve_side(args.trace_path, candidate=True, store=Path(args.trace_path).parent)
+        progress.phase("loading and analysing")
         analysis = run_jobs(jobs, label, executor=executor, progress=progress)
         progress.phase("writing reports")
         out = Path(args.out)

@@ -249,7 +249,7 @@ def compare(baseline: str | Path, candidate: str | Path, *, config: Config | Non
     b_jobs, b_label, stored = resolve_side(baseline, store)
     c_jobs, c_label, _ = resolve_side(candidate, store, candidate=True)
     if progress is not None:
-        progress.phase("baseline and candidate")
+        progress.phase("loading and analysing baseline and candidate")
     b_analysis, c_analysis = run_sides([(b_jobs, b_label), (c_jobs, c_label)], workers=workers, executor=executor,
                                        options=options, progress=progress)
     b_traces, c_traces = b_analysis.traces, c_analysis.traces
