@@ -250,3 +250,16 @@ def test_a_bad_rank_in_a_worker_is_the_usual_one_line_error(tmp_path, job8, caps
     err = capsys.readouterr().err
     assert err.startswith("perfreport: error:") and "rank3.json.gz" in err and "not a Kineto trace" in err
     assert err.count("\n") == 1
+
+
+def test_a_url_through_fsspec_gives_the_local_results(tmp_path, capsys):
+    pytest.importorskip("fsspec")
+    url = "file://" + str(TWO_RANKS.resolve())
+    assert main(["analyze", url, "--out", str(tmp_path / "url"), "--format", "json", "-q"]) == 0
+    assert main(["analyze", str(TWO_RANKS), "--out", str(tmp_path / "path"), "--format", "json", "-q"]) == 0
+    capsys.readouterr()
+    a, b = _summary(tmp_path / "url"), _summary(tmp_path / "path")
+    assert a["source"] == url and a["files"][0]["file"].startswith("file://")
+    assert [f["sha256"] for f in a["files"]] == [f["sha256"] for f in b["files"]]
+    for key in set(a) - {"source", "files", "ranks"}:
+        assert a[key] == b[key], key
