@@ -220,11 +220,9 @@ def step_parts(trace: RankTrace, steps: np.ndarray | None = None, exact: bool = 
     return full[full["step"].isin(np.asarray(steps, dtype=np.int64))].reset_index(drop=True)
 
 
-def _step_parts(trace: RankTrace, exact: bool, steps: np.ndarray | None = None) -> pd.DataFrame:
+def _step_parts(trace: RankTrace, exact: bool) -> pd.DataFrame:
     windows = step_windows(trace)
     windows = windows[np.isfinite(windows["start_us"]) & np.isfinite(windows["end_us"])]
-    if steps is not None:
-        windows = windows[windows["step"].isin(steps)]
     numbers = windows["step"].to_numpy(dtype=np.int64)
     ws, we = windows["start_us"].to_numpy(np.float64), windows["end_us"].to_numpy(np.float64)
     parts = pd.concat([_gpu_parts(trace, ws, we, exact), _idle_parts(trace, numbers, ws, we)], ignore_index=True)
