@@ -1,7 +1,9 @@
 """The ``perfreport`` command: argument parsing, output files and exit codes only.
 
 Subcommands: ``analyze`` (one trace set -> summary.json), ``compare`` (baseline vs candidate ->
-report.json and a verdict table), ``baseline save|list|show|rm`` (the baseline store).
+report.json and a verdict table), ``baseline save|list|show|rm`` (the baseline store),
+``github comment|summary|annotate|outputs`` (CI steps, :mod:`perfreport.github`) and
+``archive add|list|show|rm`` (the release site, :mod:`perfreport.archive`).
 
 Exit codes: 0 success (compare: pass, warnings allowed), 1 compare failed, 2 bad input or
 usage (one line on stderr naming the file and problem).
@@ -83,6 +85,12 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("name", metavar="NAME")
     _store_argument(b)
     b.set_defaults(run=cmd_baseline_rm)
+
+    from .archive.commands import add_parser as add_archive
+    from .github.commands import add_parser as add_github
+
+    add_github(sub)
+    add_archive(sub)
     return parser
 
 
