@@ -23,7 +23,8 @@ from ._io import atomic_write, json_text
 from .errors import PerfreportError
 from .units import format_bytes, format_pct, format_us
 
-FORMAT_HELP = "report formats, comma-separated: html,pdf,md,json,junit or all (default: all installed)"
+FORMAT_HELP = ("report formats, comma-separated: html,pdf,md,json,junit or all (default: all installed); "
+               "also benchmark-json (github-action-benchmark) and bmf (Bencher) for compare")
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 TABLE_ROWS = 40
 """Findings listed in the terminal; the rest are in report.json."""

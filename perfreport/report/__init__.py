@@ -21,8 +21,10 @@ from .build import build_report
 from .model import Report
 
 FORMATS = ("html", "pdf", "md", "json", "junit")
+INTEROP_FORMATS = ("benchmark-json", "bmf")
+"""Exports for other dashboards (:mod:`.interop`): written when asked for, never by default."""
 FILENAMES = {"html": "report.html", "pdf": "report.pdf", "md": "report.md", "json": "report.json",
-             "junit": "report.junit.xml"}
+             "junit": "report.junit.xml", "benchmark-json": "benchmark.json", "bmf": "bmf.json"}
 
 
 def available_formats() -> tuple[str, ...]:
@@ -40,15 +42,16 @@ def parse_formats(text: str | Iterable[str] | None) -> tuple[str, ...]:
     items = [t.strip().lower() for t in (text.split(",") if isinstance(text, str) else text) if t.strip()]
     if items == ["all"]:
         return available_formats()
-    unknown = [t for t in items if t not in FORMATS]
+    known = FORMATS + INTEROP_FORMATS
+    unknown = [t for t in items if t not in known]
     if unknown or not items:
         raise ConfigError(f"unknown report format {', '.join(unknown) or '(none)'}: choose from "
-                          f"{', '.join(FORMATS)} (comma-separated) or all")
-    return tuple(f for f in FORMATS if f in items)
+                          f"{', '.join(known)} (comma-separated) or all")
+    return tuple(f for f in known if f in items)
 
 
 def render(report: Report, fmt: str) -> str | bytes:
-    """One format of the report: text for html/md/json/junit, bytes for pdf."""
+    """One format of the report: text for html/md/json/junit/benchmark-json/bmf, bytes for pdf."""
     if fmt == "html":
         from .html import render_html
 
@@ -67,6 +70,12 @@ def render(report: Report, fmt: str) -> str | bytes:
         from .junit import render_junit
 
         return render_junit(report)
+    if fmt in INTEROP_FORMATS:
+        from .interop import benchmark_json, bmf
+
+        if report.kind != "compare":
+            raise ConfigError(f"--format {fmt} exports a comparison's checks: use it with perfreport compare")
+        return json_text(benchmark_json(report.document) if fmt == "benchmark-json" else bmf(report.document))
     raise ConfigError(f"unknown report format {fmt!r}: choose from {', '.join(FORMATS)}")
 
 
@@ -82,5 +91,5 @@ def write_reports(report: Report, out_dir: str | Path, formats: Iterable[str] | 
     return written
 
 
-__all__ = ["FORMATS", "FILENAMES", "Report", "available_formats", "build_report", "parse_formats", "render",
+__all__ = ["FORMATS", "FILENAMES", "INTEROP_FORMATS", "Report", "available_formats", "build_report", "parse_formats", "render",
            "write_reports"]
