@@ -164,6 +164,8 @@ def test_sigkill_at_each_rename_leaves_the_previous_site(tmp_path, reports, mome
     else:
         assert moment >= 4
         assert (site / "releases" / "v1.0" / ".id").read_text() == v10["id"]
+        html = (site / "index.html").read_text()  # drawn again from the new index if the kill came first
+        assert 'id="release-v1.0"' in html and html.count("FAIL") >= 2
     assert not [p for p in (site / "releases").iterdir() if p.name.startswith(".")]
     assert not list(site.glob(".index.*.tmp"))
 

@@ -99,7 +99,8 @@ def locked(site: Path) -> Iterator[None]:
 def recover(site: Path) -> None:
     """Undo what a killed run left. A release set aside (``.old-TAG-*``) goes back when the index
     still names it (its ``.id`` is the index entry's ``id``: the run died before publishing the
-    new index); otherwise it is deleted. Temporary folders and index files are removed."""
+    new index); otherwise it is deleted. Temporary folders and index files are removed, and a
+    page older than its index is drawn again."""
     releases = site / RELEASES
     if releases.is_dir():
         index = read_index(site)
@@ -120,6 +121,9 @@ def recover(site: Path) -> None:
         item.unlink(missing_ok=True)
     for item in site.glob(f".{INDEX_HTML}.*.tmp"):
         item.unlink(missing_ok=True)
+    index_json, index_html = site / INDEX_JSON, site / INDEX_HTML
+    if index_json.exists() and (not index_html.exists() or index_html.stat().st_mtime_ns < index_json.stat().st_mtime_ns):
+        publish(site, read_index(site))  # killed between the two writes: draw the page again
 
 
 def _folder_id(folder: Path) -> str | None:
