@@ -61,7 +61,11 @@ class Context:
 
     @property
     def run_url(self) -> str:
-        """Link to this workflow run, or "" outside Actions."""
+        """Link to the run that made the report: under ``workflow_run`` the triggering run (the
+        PR's), else this one; "" outside Actions."""
+        triggering = _get(self.event, ("workflow_run", "html_url"))
+        if isinstance(triggering, str) and triggering.startswith(("https://", "http://")):
+            return triggering
         if not (self.repository and self.run_id):
             return ""
         return f"{self.server_url.rstrip('/')}/{self.repository}/actions/runs/{self.run_id}"
