@@ -32,6 +32,8 @@ MAX_BODY = 65_536
 _MARGIN = 512
 """Characters kept free for the marker and footer, and for counting differences (GitHub counts
 UTF-16 units; an emoji outside the BMP is two)."""
+MAX_DOCUMENT_BYTES = 1 << 30
+"""report.json read at most (a 1 GB trace's report is a few MB; an artifact could be anything)."""
 _ID = re.compile(r"^[A-Za-z0-9._-]{0,64}$")
 _URL = re.compile(r"^https?://[^\s()<>\[\]\"'`]+$")
 PERMISSION_HINT = (
@@ -74,6 +76,9 @@ def read_document(report_dir: str | Path) -> dict:
             raise PerfreportError(f"{report_dir}: no report.json in the report folder (run perfreport compare "
                                   "--out DIR first)")
     try:
+        if path.stat().st_size > MAX_DOCUMENT_BYTES:  # the fork-safe flow reads an untrusted artifact
+            raise PerfreportError(f"{path}: {path.stat().st_size:,} bytes is over the {MAX_DOCUMENT_BYTES:,}-byte "
+                                  "limit for a report document")
         document = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise PerfreportError(f"{path}: cannot read the report ({exc})") from None
