@@ -25,6 +25,7 @@ from .units import format_bytes, format_pct, format_us
 
 FORMAT_HELP = ("report formats, comma-separated: html,pdf,md,json,junit or all (default: all installed); "
                "also benchmark-json (github-action-benchmark) and bmf (Bencher) for compare")
+APPENDIX_HELP = "make the PDF the whole report (default: a brief of the first pages; the HTML has everything)"
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 TABLE_ROWS = 40
 """Findings listed in the terminal; the rest are in report.json."""
@@ -47,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, metavar="DIR", help="output folder (created if missing)")
     p.add_argument("--format", default=None, metavar="LIST", help=FORMAT_HELP)
     p.add_argument("--workers", type=int, default=None, metavar="N", help="processes for loading ranks (default: auto)")
+    p.add_argument("--pdf-appendix", action="store_true", help=APPENDIX_HELP)
     p.set_defaults(run=cmd_analyze)
 
     p = sub.add_parser("compare", help="judge a candidate against a baseline; write DIR/report.json",
@@ -61,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="perfreport.toml or pyproject.toml (default: found from the current folder upwards)")
     _store_argument(p)
     p.add_argument("--workers", type=int, default=None, metavar="N", help="processes for loading ranks (default: auto)")
+    p.add_argument("--pdf-appendix", action="store_true", help=APPENDIX_HELP)
     p.set_defaults(run=cmd_compare)
 
     p = sub.add_parser("baseline", help="manage stored baselines (save, list, show, rm)")
@@ -112,10 +115,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
     document["command"] = reproduce_command(args)
     out = Path(args.out)
     try:  # report.json is always written: it is what machines and later renders read
-        paths = write_reports(build_report(document), out, ("json", *formats))
+        report = build_report(document)
+        paths = write_reports(report, out, ("json", *formats), pdf_appendix=args.pdf_appendix)
     except OSError as exc:
         raise PerfreportError(f"{out}: cannot write the report ({exc.strerror or exc})") from None
-    print("\n".join(verdict_lines(document)))
+    print("\n".join(verdict_lines(document, report=report)))
     print(f"\nwrote {', '.join(str(p) for p in paths)}")
     return EXIT_FAIL if document["status"] == "fail" else EXIT_OK
 
@@ -125,55 +129,44 @@ def reproduce_command(args: argparse.Namespace) -> str:
     return shlex.join(["perfreport", *args.argv])
 
 
-def verdict_lines(document: dict, max_rows: int = TABLE_ROWS) -> list[str]:
-    """The terminal view of a report document: status, sides, findings table, notes, explanation."""
-    s = document["summary"]
-    counts = f"{s['fail']} failed, {s['warn']} warned, {s['inconclusive']} inconclusive, {s['pass']} passed"
-    if s["waived"]:
-        counts += f", {s['waived']} waived"
-    lines = [f"perfreport compare: {document['status'].upper()} ({counts})"]
+def verdict_lines(document: dict, max_rows: int = TABLE_ROWS, report=None) -> list[str]:
+    """The terminal view of a report document: the verdict and headline number, the sides,
+    one row per finding (grouped across ranks), the top causes and the notes."""
+    from .report import build_report
+    from .report.comparison import finding_evidence
+    from .report.overview import signed_ms
+
+    report = report or build_report(document)
+    h = report.headline
+    lines = [f"perfreport compare: {document['status'].upper()} · {h.text}", f"  {h.counts}"]
     for side in ("baseline", "candidate"):
         d = document[side]
         stored = d["stored_baseline"]
         where = f"{stored['name']} ({d['source']}, saved {stored['created_utc']})" if stored else d["source"]
         lines.append(f"  {side:<9} {where}: {len(d['ranks'])} rank(s), {', '.join(d['gpus']) or 'GPU unknown'}")
-    shown = [c for c in document["checks"] if c["status"] != "pass" or not c["counted"]]
-    header = ("status", "check", "baseline", "candidate", "change", "threshold", "evidence")
-    rows = [header] + [_row(c) for c in shown[:max_rows]]
+    shown = [g for g in report.findings if g.status != "pass" or not g.counted]
+    header = ("status", "finding", "threshold", "evidence")
+    rows = [header] + [(g.status.upper() + (" (waived)" if g.waived else ""), g.summary,
+                        str((g.checks[0].get("threshold") or {}).get("text") or "").split(",")[0], finding_evidence(g))
+                       for g in shown[:max_rows]]
     if len(rows) > 1:
-        widths = [min(max(len(r[i]) for r in rows), 64 if i == 1 else 40) for i in range(len(header))]
+        widths = [min(max(len(r[i]) for r in rows), 100 if i == 1 else 36) for i in range(len(header))]
         lines.append("")
         lines += ["  " + "  ".join(_cut(cell, w).ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
     if len(shown) > max_rows:
         lines.append(f"  … and {len(shown) - max_rows} more (see report.json)")
-    lines.append(f"  {s['pass']} check(s) passed" + (" (listed in report.json)" if s["pass"] else ""))
+    passed = sum(1 for g in report.findings if g.status == "pass" and g.counted)
+    lines.append(f"  {passed} finding(s) passed" + (" (listed in the reports)" if passed else ""))
+    if h.causes:
+        lines += ["", "top causes:"]
+        lines += [f"  {i}. {c.text} {signed_ms(c.delta_us)}/step"
+                  + (f" ({c.share_pct:.0f} % of the change)" if c.share_pct is not None else "")
+                  for i, c in enumerate(h.causes, 1)]
+    if h.basis:
+        lines += [f"  ({h.basis})" if h.causes else h.basis]
     if document["notes"]:
         lines += ["", "notes:"] + [f"  - {n['message']}" for n in document["notes"]]
-    explanation = document.get("explanation")
-    if explanation:
-        lines += ["", "why the step time changed (attribution: means over the steps the gate judged):"]
-        lines += [f"  {line}" for line in explanation["lines"]]
-    elif document.get("explanation_note"):
-        lines += ["", document["explanation_note"]]
     return lines
-
-
-def _row(c: dict) -> tuple[str, ...]:
-    from .report.json_report import change_text
-
-    status = c["status"].upper() + (" (waived)" if not c["counted"] else "")
-    e = c["evidence"]
-    evidence = f"{e['baseline_samples']} vs {e['candidate_samples']} samples"
-    if e["p_value"] is not None:
-        evidence = f"p={e['p_value']:.2g}, " + evidence
-    return (status, c["title"], _value(c["baseline_value"], c["unit"]), _value(c["candidate_value"], c["unit"]),
-            change_text(c), c["threshold"]["text"].split(",")[0], evidence)
-
-
-def _value(v: float | None, unit: str) -> str:
-    if v is None:
-        return "-"
-    return format_us(v) if unit == "us" else format_pct(v) if unit == "pct" else f"{v:g}"
 
 
 def _cut(text: str, width: int) -> str:
@@ -261,7 +254,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     try:
         atomic_write(out / "summary.json", json_text(document))
         atomic_write(out / "summary.md", render_summary_markdown(document))
-        paths = write_reports(build_report(document), out, formats)
+        paths = write_reports(build_report(document), out, formats, pdf_appendix=args.pdf_appendix)
     except OSError as exc:
         raise PerfreportError(f"{out}: cannot write the report ({exc.strerror or exc})") from None
     print(render_summary_table(analysis.tables["summary"]))

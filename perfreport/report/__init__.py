@@ -50,8 +50,9 @@ def parse_formats(text: str | Iterable[str] | None) -> tuple[str, ...]:
     return tuple(f for f in known if f in items)
 
 
-def render(report: Report, fmt: str) -> str | bytes:
-    """One format of the report: text for html/md/json/junit/benchmark-json/bmf, bytes for pdf."""
+def render(report: Report, fmt: str, *, pdf_appendix: bool = False) -> str | bytes:
+    """One format of the report: text for html/md/json/junit/benchmark-json/bmf, bytes for pdf (a
+    brief unless ``pdf_appendix``)."""
     if fmt == "html":
         from .html import render_html
 
@@ -59,7 +60,7 @@ def render(report: Report, fmt: str) -> str | bytes:
     if fmt == "pdf":
         from .pdf import render_pdf
 
-        return render_pdf(report)
+        return render_pdf(report, appendix=pdf_appendix)
     if fmt == "md":
         from .markdown import render_markdown
 
@@ -79,14 +80,16 @@ def render(report: Report, fmt: str) -> str | bytes:
     raise ConfigError(f"unknown report format {fmt!r}: choose from {', '.join(FORMATS)}")
 
 
-def write_reports(report: Report, out_dir: str | Path, formats: Iterable[str] | str | None = None) -> list[Path]:
+def write_reports(report: Report, out_dir: str | Path, formats: Iterable[str] | str | None = None, *,
+                  pdf_appendix: bool = False) -> list[Path]:
     """Write ``out_dir/report.<ext>`` for each format (default: every available one), each
-    atomically; returns the paths written, in :data:`FORMATS` order."""
+    atomically; returns the paths written, in :data:`FORMATS` order. The PDF is a brief unless
+    ``pdf_appendix``."""
     out = Path(out_dir)
     written = []
     for fmt in parse_formats(formats):
         path = out / FILENAMES[fmt]
-        atomic_write(path, render(report, fmt))
+        atomic_write(path, render(report, fmt, pdf_appendix=pdf_appendix))
         written.append(path)
     return written
 

@@ -24,7 +24,9 @@ from .comparison import (
     BANNER_CHECKS, COMPARE_KIND, SIDES, check_of, checks_sections, comparison_provenance, comparison_verdict,
     movers_section, ordered_checks,
 )
+from .findings import group_findings
 from .model import Link, Report, Value
+from .overview import comparison_headline, step_time_figure, waterfall_figure
 from .sections import analysis_sections, metadata_section
 
 __all__ = ["BANNER_CHECKS", "COMPARE_KIND", "MAX_ROWS", "TOP_ROWS", "analysis_report", "build_report",
@@ -86,20 +88,27 @@ def default_links() -> tuple[Link, ...]:
 
 
 def comparison_report(doc: dict) -> Report:
-    """The report of a comparison document: verdict, checks, movers, then both sides' analyses."""
+    """The report of a comparison document: verdict and headline, findings, where the time
+    went, then both sides' analyses."""
     sides = [Side(label, (doc.get(label) or {}).get("analyses") or {}) for label in SIDES]
-    checks = ordered_checks([check_of(r) for r in doc.get("checks") or [] if isinstance(r, dict)])
-    verdict = comparison_verdict(doc, checks)
+    raw = [r for r in doc.get("checks") or [] if isinstance(r, dict)]
+    checks = ordered_checks([check_of(r) for r in raw])
+    groups = tuple(group_findings(raw))
+    headline = comparison_headline(doc, groups)
+    verdict = comparison_verdict(doc, checks, headline)
     b_src = (doc.get("baseline") or {}).get("source", "BASELINE")
     c_src = (doc.get("candidate") or {}).get("source", "CANDIDATE")
     command = str(doc.get("command") or f"perfreport compare {b_src} {c_src} --out DIR")
-    sections = [*checks_sections(checks)]
+    sections = [*checks_sections(groups)]
     movers = movers_section(doc)
     sections += [movers] if movers else []
     sections += analysis_sections(sides)
     meta = metadata_section(sides, comparison_provenance(doc))
     sections += [meta] if meta else []
+    x = doc.get("explanation") if isinstance(doc.get("explanation"), dict) else {}
+    judged = {"baseline": x.get("baseline_steps") or (), "candidate": x.get("candidate_steps") or ()}
+    overview = tuple(f for f in (step_time_figure(sides, judged), waterfall_figure(x) if x else None) if f)
     return Report(
         kind="compare", title="perfreport comparison", subtitle=f"{b_src} → {c_src}",
         created_utc=str(doc.get("created_utc") or ""), verdict=verdict, sections=tuple(sections), command=command,
-        links=default_links(), document=doc)
+        links=default_links(), headline=headline, findings=groups, overview=overview, document=doc)

@@ -66,6 +66,16 @@ class FindingGroup:
     def counted(self) -> bool:
         return not self.waived
 
+    @property
+    def id(self) -> str:
+        """A stable name for the finding (JUnit test case, annotation title): the check id for
+        one check, else ``family.name[subject]`` with the ranks, e.g.
+        ``structural.memcpy[memcpy_dtoh_count]@ranks0-7``."""
+        if len(self.check_ids) == 1:
+            return self.check_ids[0]
+        out = f"{self.family}.{self.name}" + (f"[{self.subject}]" if self.subject else "")
+        return out + ("@" + self.ranks_text.replace(" ", "").replace("–", "-") if self.ranks else "")
+
 
 def group_findings(checks: Sequence[dict]) -> list[FindingGroup]:
     """report.json "checks" -> groups: same family/name/subject/status (and same change where it
