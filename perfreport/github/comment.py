@@ -108,7 +108,7 @@ def comment_body(document: dict, comment_id: str, *, artifact_url: str = "", run
     head = marker(comment_id) + "\n"
     budget = limit - len(head) - _MARGIN
     while True:
-        body = head + render_markdown(report, max_chars=budget, links=links or None)
+        body = head + render_markdown(report, max_chars=budget, links=links)  # no relative links in a PR
         if utf16_len(body) <= limit or budget < 2_000:
             break
         budget -= utf16_len(body) - limit + _MARGIN  # emoji-heavy text: shrink by the excess

@@ -70,7 +70,7 @@ def summary_markdown(document: dict, *, used_bytes: int = 0, artifact_url: str =
     from ..report.model import Link
     from .comment import safe_url
 
-    links = [Link("HTML/PDF report (artifact)", artifact_url)] if safe_url(artifact_url, "--artifact-url") else None
+    links = [Link("HTML/PDF report (artifact)", artifact_url)] if safe_url(artifact_url, "--artifact-url") else []
     room = limit - used_bytes - 16
     if room < 1_000:
         raise GitHubError(f"the job summary has {used_bytes} bytes already: no room for the report "
