@@ -12,6 +12,8 @@ import zlib
 from pathlib import Path
 
 from .errors import TraceError
+from .limits import GiB, Limits, how_to_raise
+from .limits import current as current_limits
 
 try:  # ISA-L decompresses gzip about twice as fast as zlib; zlib is the fallback.
     from isal import igzip as _gzip
@@ -27,7 +29,7 @@ def is_gzip(path: Path) -> bool:
         return f.read(2) == GZIP_MAGIC
 
 
-def read_trace_bytes(path: Path, *, allow_mmap: bool = False) -> bytes | mmap.mmap:
+def read_trace_bytes(path: Path, *, allow_mmap: bool = False, limits: Limits | None = None) -> bytes | mmap.mmap:
     """The uncompressed bytes of a ``.json`` or ``.json.gz`` file (detected by content).
 
     With ``allow_mmap``, a plain (not gzipped) file comes back as a read-only ``mmap.mmap`` of
@@ -35,8 +37,12 @@ def read_trace_bytes(path: Path, *, allow_mmap: bool = False) -> bytes | mmap.mm
     caller closes it (``close()`` fails while a view into it, e.g. a ``msgspec.Raw``, is alive).
     Files that cannot be mapped (pipes, /proc) are read as usual.
 
-    Raises TraceError naming the file for unreadable, empty or truncated/corrupt gzip input.
+    Gzip data is decompressed with a bound (``limits``, default :func:`perfreport.limits.current`):
+    a gzip bomb stops at the limit instead of filling memory.
+
+    Raises TraceError naming the file for unreadable, empty, truncated/corrupt or too large input.
     """
+    limits = limits or current_limits()
     try:
         with open(path, "rb") as f:
             if allow_mmap:
@@ -54,13 +60,16 @@ def read_trace_bytes(path: Path, *, allow_mmap: bool = False) -> bytes | mmap.mm
     except IsADirectoryError:
         raise TraceError(path, "is a directory, not a trace file") from None
     except OSError as exc:
-        raise TraceError(path, f"cannot read file ({exc.strerror})") from None
+        raise TraceError(path, f"cannot read file ({exc.strerror or exc})") from None
     if not data:
         raise TraceError(path, "file is empty")
     if data[:2] != GZIP_MAGIC:
         return data
-    try:
-        return gunzip(data)
+    limit = limits.decompressed_limit(len(data))
+    try:  # (the ISIZE trailer cannot tell early: in a truncated file it is arbitrary bytes)
+        return gunzip(data, limit)
+    except DecompressionLimit:
+        raise TraceError(path, _too_large(len(data), limit, limits)) from None
     except EOFError:
         raise TraceError(path, "truncated gzip file (unexpected end of data)") from None
     except Exception as exc:  # zlib.error, isal's IsalError, OSError: all mean a corrupt stream
@@ -69,14 +78,40 @@ def read_trace_bytes(path: Path, *, allow_mmap: bool = False) -> bytes | mmap.mm
         raise TraceError(path, f"corrupt gzip file ({exc})") from None
 
 
-def gunzip(data: bytes) -> bytes:
-    """Decompress gzip data. The one-shot decoder is the fastest but reads only the first
-    member; the gzip trailer tells whether that was all, else the multi-member reader runs."""
-    out = _zlib.decompress(data, wbits=31)
-    last_member_size = struct.unpack("<I", data[-4:])[0]
-    if len(out) % (1 << 32) == last_member_size:
-        return out
-    return _gzip.decompress(data)
+class DecompressionLimit(Exception):
+    """Gzip data decompresses to more than the limit it was given."""
+
+
+def _too_large(compressed: int, limit: int, limits: Limits) -> str:
+    which = ("gzip_max_gb", limits.gzip_max_gb * 2) if limit >= limits.gzip_max_gb * GiB else \
+        ("gzip_ratio", limits.gzip_ratio * 10)
+    return (f"gzip data expands to more than {limit:,} bytes, the limit for a {compressed:,}-byte file "
+            f"({limits.gzip_ratio:g}x its size, at most {limits.gzip_max_gb:g} GiB): a gzip bomb? If the file "
+            f"is genuine, {how_to_raise(which[0], f'{which[1]:g}')}")
+
+
+def gunzip(data: bytes, limit: int | None = None) -> bytes:
+    """Decompress gzip data (every member), at most ``limit`` bytes of output.
+
+    One streaming decoder per member, asked for at most the bytes left under the limit: the
+    output never grows past the limit (DecompressionLimit), and as fast as the one-shot decoder.
+    Raises EOFError for a truncated stream; zero padding after the last member is ignored.
+    """
+    limit = (1 << 62) if limit is None else limit
+    parts, total, rest = [], 0, data
+    while rest:
+        d = _zlib.decompressobj(wbits=31)
+        chunk = d.decompress(rest, limit - total + 1)
+        total += len(chunk)
+        if total > limit:
+            raise DecompressionLimit
+        if not d.eof:
+            raise EOFError("truncated gzip file")
+        parts.append(chunk)
+        rest = d.unused_data
+        if rest[:2] != GZIP_MAGIC and not rest.strip(b"\0"):
+            break
+    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 def uncompressed_size(path: Path) -> int:

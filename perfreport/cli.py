@@ -19,6 +19,7 @@ from pathlib import Path
 from . import __version__
 from ._io import atomic_write, json_text
 from .errors import PerfreportError
+from .limits import override as override_limits
 from .units import format_bytes, format_pct, format_us
 
 FORMAT_HELP = "report formats, comma-separated: html,pdf,md,json,junit or all (default: all installed)"
@@ -44,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, metavar="DIR", help="output folder (created if missing)")
     p.add_argument("--format", default=None, metavar="LIST", help=FORMAT_HELP)
     p.add_argument("--workers", type=int, default=None, metavar="N", help="processes for loading ranks (default: auto)")
+    _limit_argument(p)
     p.set_defaults(run=cmd_analyze)
 
     p = sub.add_parser("compare", help="judge a candidate against a baseline; write DIR/report.json",
@@ -58,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="perfreport.toml or pyproject.toml (default: found from the current folder upwards)")
     _store_argument(p)
     p.add_argument("--workers", type=int, default=None, metavar="N", help="processes for loading ranks (default: auto)")
+    _limit_argument(p)
     p.set_defaults(run=cmd_compare)
 
     p = sub.add_parser("baseline", help="manage stored baselines (save, list, show, rm)")
@@ -69,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--force", action="store_true", help="replace an existing baseline of that name")
     b.add_argument("--commit", metavar="SHA", default=None, help="source commit to record in the manifest")
     b.add_argument("--workers", type=int, default=None, metavar="N", help="processes for loading ranks (default: auto)")
+    _limit_argument(b)
     b.set_defaults(run=cmd_baseline_save)
     b = bsub.add_parser("list", help="list the stored baselines")
     _store_argument(b)
@@ -84,6 +88,12 @@ def build_parser() -> argparse.ArgumentParser:
     _store_argument(b)
     b.set_defaults(run=cmd_baseline_rm)
     return parser
+
+
+def _limit_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--limit", action="append", default=[], metavar="NAME=VALUE",
+                   help="raise or lower a resource limit (repeatable; see README, Errors): gzip_ratio, gzip_max_gb, "
+                        "max_events, max_name_kb, max_span_s, memory_check=on|off")
 
 
 def _store_argument(p: argparse.ArgumentParser) -> None:
@@ -301,7 +311,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
     )
     try:
-        return args.run(args)
+        with override_limits(getattr(args, "limit", [])):
+            return args.run(args)
     except PerfreportError as exc:
         print(f"perfreport: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
