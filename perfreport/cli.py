@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from . import __version__
-from ._io import atomic_write, json_text
+from ._io import json_text
 from .errors import PerfreportError
 from .limits import override as override_limits
 from .units import format_bytes, format_pct, format_us
@@ -260,13 +260,12 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     document = summary_document(analysis)
     document["command"] = reproduce_command(args)
     try:
-        atomic_write(out / "summary.json", json_text(document))
-        atomic_write(out / "summary.md", render_summary_markdown(document))
-        paths = write_reports(build_report(document), out, formats)
+        paths = write_reports(build_report(document), out, formats, extra={
+            "summary.json": json_text(document), "summary.md": render_summary_markdown(document)})
     except OSError as exc:
         raise PerfreportError(f"{out}: cannot write the report ({exc.strerror or exc})") from None
     print(render_summary_table(analysis.tables["summary"]))
-    written = ", ".join(str(p) for p in [out / "summary.json", out / "summary.md", *paths])
+    written = ", ".join(str(p) for p in paths)
     print(f"\nloaded {len(analysis.traces)} rank(s) in {analysis.load_s:.2f} s; wrote {written}")
     return EXIT_OK
 

@@ -21,8 +21,10 @@ another model version (other columns, other format) is ignored and the traces ar
 from their JSON instead, through the loader the caller passes in (this layer does not import
 the loader).
 
-Saving is atomic: everything is written into a temporary folder inside the store and moved
-into place with ``os.replace``; an existing baseline is only replaced with ``force``.
+Saving is atomic (``perfreport._io.atomic_dir``): everything is written into a temporary folder
+inside the store and swapped into place at once, under a lock per name (two concurrent saves of
+one name leave one complete baseline); temporaries of killed saves are removed by the next save.
+An existing baseline is only replaced with ``force``.
 Loading verifies the sha256 of every file it reads and raises BaselineError naming the file
 on a mismatch. A manifest from a newer perfreport is refused; older schema versions are
 migrated on read (none exist yet).
@@ -40,7 +42,6 @@ import os
 import re
 import shutil
 import struct
-import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,7 +50,7 @@ from typing import Any
 import numpy as np
 
 from .. import __version__
-from .._io import GZIP_MAGIC, atomic_write, json_text
+from .._io import GZIP_MAGIC, atomic_dir, atomic_write, checkpoint, clean_stale_temps, json_text, store_lock, trash_dir
 from ..errors import BaselineError
 from ..model import RankTrace, SparseColumn, TraceMeta, TraceSet
 from .metrics import versions_of
@@ -120,29 +121,23 @@ def save(store: str | Path, name: str, traces: TraceSet, *, force: bool = False,
     if not len(traces):
         raise BaselineError(f"{traces.source}: no ranks to store")
     target = store / name
-    if target.exists() and not force:
-        raise BaselineError(f"baseline {name!r} already exists in {store} (use --force to replace it)")
     try:
-        store.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=store, prefix=f".{name}.", suffix=".tmp"))
+        with store_lock(store, name):  # concurrent saves of one name: one after the other
+            clean_stale_temps(store)
+            if target.exists() and not force:
+                raise BaselineError(f"baseline {name!r} already exists in {store} (use --force to replace it)")
+            with atomic_dir(target) as tmp:
+                (tmp / "traces").mkdir()
+                (tmp / "cache").mkdir()
+                ranks = []
+                for trace in traces:
+                    ranks.append(_save_rank(tmp, trace))
+                    checkpoint("baseline.rank")
+                manifest = _manifest(name, traces, ranks, commit, now)
+                atomic_write(tmp / MANIFEST, json_text(manifest))
+                _carry_over(target, tmp)
     except OSError as exc:
-        raise BaselineError(f"{store}: cannot create the baseline store ({exc.strerror or exc})") from None
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes 0700; a baseline is an ordinary folder
-        (tmp / "traces").mkdir()
-        (tmp / "cache").mkdir()
-        ranks = [_save_rank(tmp, trace) for trace in traces]
-        manifest = _manifest(name, traces, ranks, commit, now)
-        atomic_write(tmp / MANIFEST, json_text(manifest))
-        _swap_into_place(tmp, target)
-    except OSError as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
         raise BaselineError(f"{target}: cannot write the baseline ({exc.strerror or exc})") from None
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return StoredBaseline(name=name, path=target, manifest=manifest)
 
 
@@ -197,24 +192,15 @@ def _manifest(name: str, traces: TraceSet, ranks: list[dict], commit: str | None
     }
 
 
-def _swap_into_place(tmp: Path, target: Path) -> None:
-    """Move the finished folder to ``target``; an existing target (force) is set aside first,
-    its unmanaged top-level files (NOTICE, README; not traces) carried over, then deleted."""
-    if not target.exists():
-        os.replace(tmp, target)
+def _carry_over(target: Path, tmp: Path) -> None:
+    """Copy an existing baseline's unmanaged top-level files (NOTICE, README; not traces) into
+    its replacement, so ``--force`` keeps them."""
+    if not target.is_dir():
         return
     for item in target.iterdir():
         if item.is_file() and item.name != MANIFEST and not item.name.endswith((".json", ".gz")) \
                 and not (tmp / item.name).exists():
             shutil.copy2(item, tmp / item.name)
-    old = target.with_name(f".{target.name}.old-{os.getpid()}")
-    os.replace(target, old)
-    try:
-        os.replace(tmp, target)
-    except BaseException:
-        os.replace(old, target)
-        raise
-    shutil.rmtree(old, ignore_errors=True)
 
 
 # --- the column cache ------------------------------------------------------------------------
@@ -396,9 +382,8 @@ def list_baselines(store: str | Path) -> list[StoredBaseline]:
 def remove(store: str | Path, name: str) -> Path:
     """Delete the baseline ``name`` (moved aside atomically, then deleted); its former path."""
     baseline = open_baseline(store, name)
-    trash = baseline.path.with_name(f".{name}.rm-{os.getpid()}")
-    os.replace(baseline.path, trash)
-    shutil.rmtree(trash, ignore_errors=True)
+    with store_lock(store, name):
+        trash_dir(baseline.path)
     return baseline.path
 
 

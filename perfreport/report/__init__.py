@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from .._io import atomic_write, json_text
+from .._io import atomic_files, json_text
 from ..errors import ConfigError
 from .build import build_report
 from .model import Report
@@ -70,16 +70,15 @@ def render(report: Report, fmt: str) -> str | bytes:
     raise ConfigError(f"unknown report format {fmt!r}: choose from {', '.join(FORMATS)}")
 
 
-def write_reports(report: Report, out_dir: str | Path, formats: Iterable[str] | str | None = None) -> list[Path]:
-    """Write ``out_dir/report.<ext>`` for each format (default: every available one), each
-    atomically; returns the paths written, in :data:`FORMATS` order."""
-    out = Path(out_dir)
-    written = []
-    for fmt in parse_formats(formats):
-        path = out / FILENAMES[fmt]
-        atomic_write(path, render(report, fmt))
-        written.append(path)
-    return written
+def write_reports(report: Report, out_dir: str | Path, formats: Iterable[str] | str | None = None,
+                  extra: dict[str, str | bytes] | None = None) -> list[Path]:
+    """Write ``out_dir/report.<ext>`` for each format (default: every available one) and the
+    ``extra`` files ({name: content}) as one set: everything is rendered first, then written
+    with :func:`perfreport._io.atomic_files` (a run killed meanwhile leaves the previous set).
+    Returns the paths written: the extra files, then the reports in :data:`FORMATS` order."""
+    files = dict(extra or {})
+    files.update({FILENAMES[fmt]: render(report, fmt) for fmt in parse_formats(formats)})
+    return atomic_files(Path(out_dir), files)
 
 
 __all__ = ["FORMATS", "FILENAMES", "Report", "available_formats", "build_report", "parse_formats", "render",
