@@ -395,16 +395,16 @@ def clean_stale_temps(parent: Path) -> list[Path]:
         if not m or not _is_stale(path, m["host"] == host, int(m["pid"])):
             continue
         original = parent / m["name"]
-        if m["tag"] == "old" and not original.exists():
-            try:
+        try:
+            if m["tag"] == "old" and not original.exists():
                 os.rename(path, original)
                 continue
-            except OSError:
-                pass
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            _unlink(path)
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                _unlink(path)
+        except OSError:  # a read-only store, another cleaner first: leave it
+            continue
         removed.append(path)
     return removed
 

@@ -250,6 +250,7 @@ def decode_columns(data: bytes, meta: TraceMeta, where: Path) -> RankTrace:
 def open_baseline(store: str | Path, name: str) -> StoredBaseline:
     """The baseline ``name`` of ``store``; BaselineError if it is missing or its manifest is bad."""
     check_name(name)
+    clean_stale_temps(Path(store))  # also brings back a baseline an interrupted replacement set aside
     path = Path(store) / name
     if not (path / MANIFEST).is_file():
         available = ", ".join(b.name for b in list_baselines(store)) or "none"
@@ -294,6 +295,7 @@ def resolve(ref: str | Path, store: str | Path = DEFAULT_STORE) -> StoredBaselin
     baseline of ``store`` by name, else None (a plain trace folder or file, loaded as is).
     Raises BaselineError for a name that is neither a path nor in the store."""
     path = Path(ref)
+    clean_stale_temps(Path(store))
     if path.is_dir() and (path / MANIFEST).is_file():
         return read_baseline(path)
     if path.exists():
@@ -368,6 +370,7 @@ def list_baselines(store: str | Path) -> list[StoredBaseline]:
     store = Path(store)
     if not store.is_dir():
         return []
+    clean_stale_temps(store)
     out = []
     for folder in sorted(store.iterdir()):
         if folder.name.startswith(".") or not (folder / MANIFEST).is_file():
