@@ -124,17 +124,22 @@ def gunzip(data: bytes, limit: int | None = None) -> bytes:
 
 
 def uncompressed_size(path: Path) -> int:
-    """Size of the JSON text: the gzip ISIZE trailer (mod 4 GiB, so at least the file size)."""
-    size = path.stat().st_size
-    if size >= 18 and is_gzip(path):
+    """Size of the JSON text: the gzip ISIZE trailer (mod 4 GiB, so at least the file size).
+    An estimate for planning (workers, memory): 0 for a file that cannot be read (reading it
+    then reports why)."""
+    try:
+        size = path.stat().st_size
+        if size < 18 or not is_gzip(path):
+            return size
         with open(path, "rb") as f:
             f.seek(-4, os.SEEK_END)
             isize = struct.unpack("<I", f.read(4))[0]
-        # ISIZE wraps at 4 GiB; a compressed file is never larger than ~its text.
-        while isize < size:
-            isize += 1 << 32
-        return isize
-    return size
+    except OSError:
+        return 0
+    # ISIZE wraps at 4 GiB; a compressed file is never larger than ~its text.
+    while isize < size:
+        isize += 1 << 32
+    return isize
 
 
 def sha256_file(path: Path) -> str:

@@ -284,10 +284,31 @@ def migrate(manifest: Any, where: Path) -> dict:
         raise BaselineError(f"{where}: written by a newer perfreport (baseline schema {version}, this version "
                             f"reads up to {SCHEMA_VERSION}); upgrade perfreport")
     ranks = manifest.get("ranks")
-    if not isinstance(ranks, list) or not ranks or not all(isinstance(r, dict) and "rank" in r and "file" in r
-                                                            and "sha256" in r for r in ranks):
+    if not isinstance(ranks, list) or not ranks or not all(_valid_rank_entry(r) for r in ranks):
         raise BaselineError(f"{where}: manifest lists no valid ranks")
+    for r in ranks:
+        for key in ("file", "cache"):
+            if r.get(key) is not None and not _inside(r[key]):
+                raise BaselineError(f"{where}: rank {r['rank']}'s {key} {r[key]!r} is outside the baseline folder")
     return manifest
+
+
+def _valid_rank_entry(r: Any) -> bool:
+    """A manifest rank entry with the types every reader relies on."""
+    def sha(v: Any) -> bool:
+        return isinstance(v, str) and re.fullmatch(r"[0-9a-f]{64}", v) is not None
+
+    return (isinstance(r, dict) and type(r.get("rank")) is int and r["rank"] >= 0
+            and isinstance(r.get("file"), str) and sha(r.get("sha256"))
+            and (r.get("cache") is None or (isinstance(r["cache"], str) and sha(r.get("cache_sha256"))))
+            and (r.get("meta") is None or isinstance(r["meta"], dict)))
+
+
+def _inside(rel: str) -> bool:
+    """Whether a manifest's file path stays inside its baseline folder (a crafted manifest must
+    not make perfreport read /etc/passwd or another baseline)."""
+    parts = Path(rel).parts
+    return bool(parts) and not Path(rel).is_absolute() and ".." not in parts
 
 
 def resolve(ref: str | Path, store: str | Path = DEFAULT_STORE) -> StoredBaseline | None:

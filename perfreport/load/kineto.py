@@ -11,6 +11,7 @@ needs them, CPU<->GPU links and profiler-step numbers computed with whole-array 
 
 from __future__ import annotations
 
+import math
 import mmap
 from dataclasses import replace
 from pathlib import Path
@@ -31,6 +32,7 @@ from .sanitize import check_sizes, drop_absurd
 from .scan_py import decode_lenient
 from .scanner import scan, scan_document
 
+UTF8_BOM = b"\xef\xbb\xbf"
 _top_decoder = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _FLOW_CATEGORIES = ("ac2g", "async", "async_cpu_to_gpu")
 """Categories of the CPU->GPU launch flow arrows (modern, June-2021, and 2022 spellings)."""
@@ -46,6 +48,10 @@ def load_rank_file(rank_file: RankFile, limits: Limits | None = None) -> RankTra
     limits = limits or current_limits()
     check_memory(path, limits)
     data = read_trace_bytes(path, allow_mmap=True, limits=limits)
+    if data[:3] == UTF8_BOM:  # written by some Windows tools; JSON parsers reject it
+        text = data[3:]  # a copy (rare): the map can go
+        _release(data)
+        data = text
     json_bytes = len(data)
     try:
         result, metadata = _scan_trace(path, data)
@@ -273,15 +279,25 @@ def _resolve_ids(id_codes: np.ndarray, strings: list[str]) -> np.ndarray:
     lut = np.full(len(strings) + 1, -1, dtype=np.int64)  # slot 0 = missing (code -1)
     present = np.flatnonzero(np.bincount(id_codes.astype(np.int64) + 1, minlength=len(lut))) - 1
     for code in present[present >= 0]:  # loop over distinct ids, not events
-        text = strings[code]
-        try:
-            lut[code + 1] = int(text)
-        except ValueError:
-            try:
-                lut[code + 1] = int(float(text))
-            except ValueError:
-                lut[code + 1] = TEXT_ID_BASE - int(code)
+        number = _id_number(strings[code])
+        lut[code + 1] = number if number is not None else TEXT_ID_BASE - int(code)
     return lut[id_codes.astype(np.int64) + 1]
+
+
+def _id_number(text: str) -> int | None:
+    """A pid/tid text as its integer, None when it is not one that fits (then it is a text id:
+    numbers beyond ±2**62 would collide with the text ids below TEXT_ID_BASE)."""
+    try:
+        value = int(text)
+    except ValueError:
+        try:
+            number = float(text)
+        except ValueError:
+            return None
+        if not math.isfinite(number):
+            return None
+        value = int(number)
+    return value if TEXT_ID_BASE < value < -TEXT_ID_BASE else None
 
 
 def _mask(cat: np.ndarray, codes: dict[str, int], names) -> np.ndarray:
