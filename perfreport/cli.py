@@ -19,8 +19,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from . import __version__
-from ._io import atomic_write, json_text
+from ._io import json_text
 from .errors import PerfreportError
+from .limits import override as override_limits
 from .units import format_bytes, format_pct, format_us
 
 FORMAT_HELP = ("report formats, comma-separated: html,pdf,md,json,junit or all (default: all installed); "
@@ -49,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", default=None, metavar="LIST", help=FORMAT_HELP)
     p.add_argument("--workers", type=int, default=None, metavar="N", help="processes for loading ranks (default: auto)")
     p.add_argument("--pdf-appendix", action="store_true", help=APPENDIX_HELP)
+    _limit_argument(p)
     p.set_defaults(run=cmd_analyze)
 
     p = sub.add_parser("compare", help="judge a candidate against a baseline; write DIR/report.json",
@@ -64,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     _store_argument(p)
     p.add_argument("--workers", type=int, default=None, metavar="N", help="processes for loading ranks (default: auto)")
     p.add_argument("--pdf-appendix", action="store_true", help=APPENDIX_HELP)
+    _limit_argument(p)
     p.set_defaults(run=cmd_compare)
 
     p = sub.add_parser("baseline", help="manage stored baselines (save, list, show, rm)")
@@ -75,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--force", action="store_true", help="replace an existing baseline of that name")
     b.add_argument("--commit", metavar="SHA", default=None, help="source commit to record in the manifest")
     b.add_argument("--workers", type=int, default=None, metavar="N", help="processes for loading ranks (default: auto)")
+    _limit_argument(b)
     b.set_defaults(run=cmd_baseline_save)
     b = bsub.add_parser("list", help="list the stored baselines")
     _store_argument(b)
@@ -96,6 +100,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_github(sub)
     add_archive(sub)
     return parser
+
+
+def _limit_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--limit", action="append", default=[], metavar="NAME=VALUE",
+                   help="raise or lower a resource limit (repeatable; see README, Errors): gzip_ratio, gzip_max_gb, "
+                        "max_events, max_name_kb, max_span_s, memory_check=on|off")
 
 
 def _store_argument(p: argparse.ArgumentParser) -> None:
@@ -252,13 +262,13 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     document = summary_document(analysis)
     document["command"] = reproduce_command(args)
     try:
-        atomic_write(out / "summary.json", json_text(document))
-        atomic_write(out / "summary.md", render_summary_markdown(document))
-        paths = write_reports(build_report(document), out, formats, pdf_appendix=args.pdf_appendix)
+        paths = write_reports(build_report(document), out, formats, extra={
+            "summary.json": json_text(document), "summary.md": render_summary_markdown(document)},
+            pdf_appendix=args.pdf_appendix)
     except OSError as exc:
         raise PerfreportError(f"{out}: cannot write the report ({exc.strerror or exc})") from None
     print(render_summary_table(analysis.tables["summary"]))
-    written = ", ".join(str(p) for p in [out / "summary.json", out / "summary.md", *paths])
+    written = ", ".join(str(p) for p in paths)
     print(f"\nloaded {len(analysis.traces)} rank(s) in {analysis.load_s:.2f} s; wrote {written}")
     return EXIT_OK
 
@@ -303,7 +313,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
     )
     try:
-        return args.run(args)
+        with override_limits(getattr(args, "limit", [])):
+            return args.run(args)
     except PerfreportError as exc:
         print(f"perfreport: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

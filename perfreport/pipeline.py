@@ -73,6 +73,7 @@ def rank_metadata(traces: TraceSet) -> list[dict]:
             "display_time_unit": m.display_time_unit,
             "distributed_info": {k: v for k, v in m.distributed_info.items() if k != "pg_config"},
             "device_properties": m.device_properties,
+            "dropped_events": m.dropped,
         })
     return out
 

@@ -107,7 +107,7 @@ def test_refuses_to_overwrite_and_force_keeps_notice(tmp_path, two_ranks):
     assert read_baseline(tmp_path / "b").ranks == [0]
     assert (tmp_path / "b" / "NOTICE.md").read_text() == "licence"
     assert not (tmp_path / "b" / "stray.json.gz").exists()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["b"]  # no temporary folders left
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".b.lock", "b"]  # no temporary folders left (the lock file stays)
 
 
 def test_failed_save_leaves_nothing_behind(tmp_path, two_ranks):
@@ -115,7 +115,7 @@ def test_failed_save_leaves_nothing_behind(tmp_path, two_ranks):
     (two_ranks / "rank1.json").unlink()  # the source file vanished before saving
     with pytest.raises(BaselineError, match=r"rank1.json: cannot read the rank file"):
         save(tmp_path / "store", "x", traces)
-    assert list((tmp_path / "store").iterdir()) == []
+    assert [p.name for p in (tmp_path / "store").iterdir()] == [".x.lock"]  # only the (empty) lock file
 
 
 def test_checksum_mismatch_names_the_file(tmp_path, two_ranks):

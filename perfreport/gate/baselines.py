@@ -21,8 +21,10 @@ another model version (other columns, other format) is ignored and the traces ar
 from their JSON instead, through the loader the caller passes in (this layer does not import
 the loader).
 
-Saving is atomic: everything is written into a temporary folder inside the store and moved
-into place with ``os.replace``; an existing baseline is only replaced with ``force``.
+Saving is atomic (``perfreport._io.atomic_dir``): everything is written into a temporary folder
+inside the store and swapped into place at once, under a lock per name (two concurrent saves of
+one name leave one complete baseline); temporaries of killed saves are removed by the next save.
+An existing baseline is only replaced with ``force``.
 Loading verifies the sha256 of every file it reads and raises BaselineError naming the file
 on a mismatch. A manifest from a newer perfreport is refused; older schema versions are
 migrated on read (none exist yet).
@@ -40,7 +42,6 @@ import os
 import re
 import shutil
 import struct
-import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,7 +50,7 @@ from typing import Any
 import numpy as np
 
 from .. import __version__
-from .._io import GZIP_MAGIC, atomic_write, json_text
+from .._io import GZIP_MAGIC, atomic_dir, atomic_write, checkpoint, clean_stale_temps, json_text, store_lock, trash_dir
 from ..errors import BaselineError
 from ..model import RankTrace, SparseColumn, TraceMeta, TraceSet
 from .metrics import versions_of
@@ -120,29 +121,23 @@ def save(store: str | Path, name: str, traces: TraceSet, *, force: bool = False,
     if not len(traces):
         raise BaselineError(f"{traces.source}: no ranks to store")
     target = store / name
-    if target.exists() and not force:
-        raise BaselineError(f"baseline {name!r} already exists in {store} (use --force to replace it)")
     try:
-        store.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=store, prefix=f".{name}.", suffix=".tmp"))
+        with store_lock(store, name):  # concurrent saves of one name: one after the other
+            clean_stale_temps(store)
+            if target.exists() and not force:
+                raise BaselineError(f"baseline {name!r} already exists in {store} (use --force to replace it)")
+            with atomic_dir(target) as tmp:
+                (tmp / "traces").mkdir()
+                (tmp / "cache").mkdir()
+                ranks = []
+                for trace in traces:
+                    ranks.append(_save_rank(tmp, trace))
+                    checkpoint("baseline.rank")
+                manifest = _manifest(name, traces, ranks, commit, now)
+                atomic_write(tmp / MANIFEST, json_text(manifest))
+                _carry_over(target, tmp)
     except OSError as exc:
-        raise BaselineError(f"{store}: cannot create the baseline store ({exc.strerror or exc})") from None
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes 0700; a baseline is an ordinary folder
-        (tmp / "traces").mkdir()
-        (tmp / "cache").mkdir()
-        ranks = [_save_rank(tmp, trace) for trace in traces]
-        manifest = _manifest(name, traces, ranks, commit, now)
-        atomic_write(tmp / MANIFEST, json_text(manifest))
-        _swap_into_place(tmp, target)
-    except OSError as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
         raise BaselineError(f"{target}: cannot write the baseline ({exc.strerror or exc})") from None
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return StoredBaseline(name=name, path=target, manifest=manifest)
 
 
@@ -197,24 +192,15 @@ def _manifest(name: str, traces: TraceSet, ranks: list[dict], commit: str | None
     }
 
 
-def _swap_into_place(tmp: Path, target: Path) -> None:
-    """Move the finished folder to ``target``; an existing target (force) is set aside first,
-    its unmanaged top-level files (NOTICE, README; not traces) carried over, then deleted."""
-    if not target.exists():
-        os.replace(tmp, target)
+def _carry_over(target: Path, tmp: Path) -> None:
+    """Copy an existing baseline's unmanaged top-level files (NOTICE, README; not traces) into
+    its replacement, so ``--force`` keeps them."""
+    if not target.is_dir():
         return
     for item in target.iterdir():
         if item.is_file() and item.name != MANIFEST and not item.name.endswith((".json", ".gz")) \
                 and not (tmp / item.name).exists():
             shutil.copy2(item, tmp / item.name)
-    old = target.with_name(f".{target.name}.old-{os.getpid()}")
-    os.replace(target, old)
-    try:
-        os.replace(tmp, target)
-    except BaseException:
-        os.replace(old, target)
-        raise
-    shutil.rmtree(old, ignore_errors=True)
 
 
 # --- the column cache ------------------------------------------------------------------------
@@ -264,6 +250,7 @@ def decode_columns(data: bytes, meta: TraceMeta, where: Path) -> RankTrace:
 def open_baseline(store: str | Path, name: str) -> StoredBaseline:
     """The baseline ``name`` of ``store``; BaselineError if it is missing or its manifest is bad."""
     check_name(name)
+    clean_stale_temps(Path(store))  # also brings back a baseline an interrupted replacement set aside
     path = Path(store) / name
     if not (path / MANIFEST).is_file():
         available = ", ".join(b.name for b in list_baselines(store)) or "none"
@@ -297,10 +284,31 @@ def migrate(manifest: Any, where: Path) -> dict:
         raise BaselineError(f"{where}: written by a newer perfreport (baseline schema {version}, this version "
                             f"reads up to {SCHEMA_VERSION}); upgrade perfreport")
     ranks = manifest.get("ranks")
-    if not isinstance(ranks, list) or not ranks or not all(isinstance(r, dict) and "rank" in r and "file" in r
-                                                            and "sha256" in r for r in ranks):
+    if not isinstance(ranks, list) or not ranks or not all(_valid_rank_entry(r) for r in ranks):
         raise BaselineError(f"{where}: manifest lists no valid ranks")
+    for r in ranks:
+        for key in ("file", "cache"):
+            if r.get(key) is not None and not _inside(r[key]):
+                raise BaselineError(f"{where}: rank {r['rank']}'s {key} {r[key]!r} is outside the baseline folder")
     return manifest
+
+
+def _valid_rank_entry(r: Any) -> bool:
+    """A manifest rank entry with the types every reader relies on."""
+    def sha(v: Any) -> bool:
+        return isinstance(v, str) and re.fullmatch(r"[0-9a-f]{64}", v) is not None
+
+    return (isinstance(r, dict) and type(r.get("rank")) is int and r["rank"] >= 0
+            and isinstance(r.get("file"), str) and sha(r.get("sha256"))
+            and (r.get("cache") is None or (isinstance(r["cache"], str) and sha(r.get("cache_sha256"))))
+            and (r.get("meta") is None or isinstance(r["meta"], dict)))
+
+
+def _inside(rel: str) -> bool:
+    """Whether a manifest's file path stays inside its baseline folder (a crafted manifest must
+    not make perfreport read /etc/passwd or another baseline)."""
+    parts = Path(rel).parts
+    return bool(parts) and not Path(rel).is_absolute() and ".." not in parts
 
 
 def resolve(ref: str | Path, store: str | Path = DEFAULT_STORE) -> StoredBaseline | None:
@@ -308,6 +316,7 @@ def resolve(ref: str | Path, store: str | Path = DEFAULT_STORE) -> StoredBaselin
     baseline of ``store`` by name, else None (a plain trace folder or file, loaded as is).
     Raises BaselineError for a name that is neither a path nor in the store."""
     path = Path(ref)
+    clean_stale_temps(Path(store))
     if path.is_dir() and (path / MANIFEST).is_file():
         return read_baseline(path)
     if path.exists():
@@ -382,6 +391,7 @@ def list_baselines(store: str | Path) -> list[StoredBaseline]:
     store = Path(store)
     if not store.is_dir():
         return []
+    clean_stale_temps(store)
     out = []
     for folder in sorted(store.iterdir()):
         if folder.name.startswith(".") or not (folder / MANIFEST).is_file():
@@ -396,9 +406,8 @@ def list_baselines(store: str | Path) -> list[StoredBaseline]:
 def remove(store: str | Path, name: str) -> Path:
     """Delete the baseline ``name`` (moved aside atomically, then deleted); its former path."""
     baseline = open_baseline(store, name)
-    trash = baseline.path.with_name(f".{name}.rm-{os.getpid()}")
-    os.replace(baseline.path, trash)
-    shutil.rmtree(trash, ignore_errors=True)
+    with store_lock(store, name):
+        trash_dir(baseline.path)
     return baseline.path
 
 

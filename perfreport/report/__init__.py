@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from .._io import atomic_write, json_text
+from .._io import atomic_files, json_text
 from ..errors import ConfigError
 from .build import build_report
 from .model import Report
@@ -80,18 +80,16 @@ def render(report: Report, fmt: str, *, pdf_appendix: bool = False) -> str | byt
     raise ConfigError(f"unknown report format {fmt!r}: choose from {', '.join(FORMATS)}")
 
 
-def write_reports(report: Report, out_dir: str | Path, formats: Iterable[str] | str | None = None, *,
-                  pdf_appendix: bool = False) -> list[Path]:
-    """Write ``out_dir/report.<ext>`` for each format (default: every available one), each
-    atomically; returns the paths written, in :data:`FORMATS` order. The PDF is a brief unless
-    ``pdf_appendix``."""
-    out = Path(out_dir)
-    written = []
-    for fmt in parse_formats(formats):
-        path = out / FILENAMES[fmt]
-        atomic_write(path, render(report, fmt, pdf_appendix=pdf_appendix))
-        written.append(path)
-    return written
+def write_reports(report: Report, out_dir: str | Path, formats: Iterable[str] | str | None = None,
+                  extra: dict[str, str | bytes] | None = None, *, pdf_appendix: bool = False) -> list[Path]:
+    """Write ``out_dir/report.<ext>`` for each format (default: every available one) and the
+    ``extra`` files ({name: content}) as one set: everything is rendered first, then written
+    with :func:`perfreport._io.atomic_files` (a run killed meanwhile leaves the previous set).
+    The PDF is a brief unless ``pdf_appendix``. Returns the paths written: the extra files, then
+    the reports in :data:`FORMATS` order."""
+    files = dict(extra or {})
+    files.update({FILENAMES[fmt]: render(report, fmt, pdf_appendix=pdf_appendix) for fmt in parse_formats(formats)})
+    return atomic_files(Path(out_dir), files)
 
 
 __all__ = ["FORMATS", "FILENAMES", "INTEROP_FORMATS", "Report", "available_formats", "build_report", "parse_formats", "render",
