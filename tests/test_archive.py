@@ -43,7 +43,7 @@ def reports(tmp_path_factory) -> dict[str, Path]:
 
 def snapshot(site: Path) -> dict[str, str]:
     return {str(p.relative_to(site)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(site.rglob("*")) if p.is_file() and p.name != store.LOCK}
+            for p in sorted(site.rglob("*")) if p.is_file() and p.name != ".lock"}
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:

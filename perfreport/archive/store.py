@@ -8,7 +8,7 @@
 ``index.json`` is the truth; ``index.html`` is drawn from it alone (never from the release
 folders), so adding release 201 reads one small file, not 200 reports.
 
-Every update is atomic and serialised: an exclusive lock on ``SITE/.perfreport.lock``; a release
+Every update is atomic and serialised: an exclusive lock on ``SITE/.lock``; a release
 folder built under a temporary name and renamed into place (a replaced one set aside first and
 restored if the run dies before the index names the new one); ``index.json`` and
 ``index.html`` replaced by rename. A run killed at any point leaves the previous site whole, and
@@ -18,31 +18,27 @@ the next run clears what it left behind.
 from __future__ import annotations
 
 import datetime as _dt
-import errno
-import fcntl
 import gzip
 import json
 import os
 import re
 import shutil
-import time
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
 from .. import __version__
-from .._io import atomic_write, json_text
+from .._io import atomic_write, json_text, store_lock
 from ..errors import ArchiveError
 from .metrics import release_metrics
 
-INDEX_JSON, INDEX_HTML, RELEASES, LOCK = "index.json", "index.html", "releases", ".perfreport.lock"
+INDEX_JSON, INDEX_HTML, RELEASES = "index.json", "index.html", "releases"
 SCHEMA_VERSION = 1
 REPORT_FILES = ("report.html", "report.pdf", "report.md", "report.json", "report.junit.xml")
 """What a release keeps of a report folder (report.json is required; kept as report.json.gz, so
 200 releases stay far inside GitHub Pages' 1 GB)."""
 _TAG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,99}$")
-LOCK_TIMEOUT_S = 120.0
 ID_FILE = ".id"
 """Each release folder's id, also in its index entry: tells a killed run's leftovers apart."""
 
@@ -77,23 +73,12 @@ def find(index: Mapping, tag: str) -> dict | None:
 
 @contextmanager
 def locked(site: Path) -> Iterator[None]:
-    """Hold the site's lock; waits up to :data:`LOCK_TIMEOUT_S` for another run to finish."""
+    """Hold the site's lock (:func:`perfreport._io.store_lock`, released by the kernel if the
+    holder dies) and first undo what a killed run left (:func:`recover`)."""
     site.mkdir(parents=True, exist_ok=True)
-    with open(site / LOCK, "a+") as f:
-        deadline = time.monotonic() + LOCK_TIMEOUT_S
-        while True:
-            try:
-                fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except OSError as exc:
-                if exc.errno not in (errno.EAGAIN, errno.EACCES) or time.monotonic() > deadline:
-                    raise ArchiveError(f"{site / LOCK}: another perfreport run holds the archive") from None
-                time.sleep(0.1)
-        try:
-            recover(site)
-            yield
-        finally:
-            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+    with store_lock(site):
+        recover(site)
+        yield
 
 
 def recover(site: Path) -> None:
