@@ -391,7 +391,11 @@ def _iterations(cols, codes: dict[str, int], strings: np.ndarray, linked: np.nda
     if not step_codes:
         return iteration
     complete = cols["ph"] == codes.get("X", -2)
-    step_rows = np.flatnonzero(complete & np.isin(cols["name"], list(step_codes)) & np.isfinite(cols["dur"]))
+    gpu_side = complete & _mask(cols["cat"], codes, GPU_SIDE_CATEGORIES)
+    # CPU-side spans only: torch >= 2.4 also writes each ProfilerStep as a gpu_user_annotation,
+    # whose shorter GPU-timeline span would cut the CPU step short (events after it got -1).
+    step_rows = np.flatnonzero(complete & ~gpu_side & np.isin(cols["name"], list(step_codes))
+                               & np.isfinite(cols["dur"]))
     if not len(step_rows):
         return iteration
     order = np.argsort(cols["ts"][step_rows], kind="stable")
@@ -399,7 +403,6 @@ def _iterations(cols, codes: dict[str, int], strings: np.ndarray, linked: np.nda
     starts = cols["ts"][step_rows]
     ends = starts + cols["dur"][step_rows]
     numbers = np.array([step_codes[c] for c in cols["name"][step_rows]], dtype=np.int64)
-    gpu_side = complete & _mask(cols["cat"], codes, GPU_SIDE_CATEGORIES)
     cpu = np.flatnonzero(~gpu_side & np.isfinite(cols["ts"]))
     pos = np.searchsorted(starts, cols["ts"][cpu], side="right") - 1
     inside = (pos >= 0) & (cols["ts"][cpu] < ends[np.clip(pos, 0, None)])
