@@ -68,7 +68,7 @@ def comparison_notes(b: SideData, c: SideData, config: Config) -> list[Note]:
 
 
 def _samples_per_rank(side: SideData) -> int:
-    return int(side.steps.groupby("rank").size().min()) if len(side.steps) else 0
+    return int(side.steps.groupby(["run", "rank"]).size().min()) if len(side.steps) else 0
 
 
 def _ranks(ranks: list[int]) -> str:
