@@ -58,7 +58,7 @@ class Comparison:
         matched = []
         for table, ranks, to_candidate in ((tables[0], [x for x, _ in pairs], dict(pairs)),
                                            (tables[1], [y for _, y in pairs], None)):
-            mask = table["rank"].isin(ranks).to_numpy()
+            mask = table["rank"].isin(ranks).to_numpy().copy()
             if cls is not None:
                 mask &= (table["cls"] == cls).to_numpy()
             if key is not None:
