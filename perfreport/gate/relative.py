@@ -181,9 +181,9 @@ def _relative_check(cmp: Comparison, name: str, cfg: RelativeCheck, metric: Metr
     else:
         status = cfg.level
         why = f"beyond {threshold.describe(metric.unit)}; significant ({evidence_text(evidence)})"
-        host = cmp.host_wait if status == FAIL and not multi and metric.column in HOST_WAIT_METRICS else None
-        if host is not None and s.host_wait_level != FAIL:
-            status = s.host_wait_level
+        host = cmp.host_wait if not multi and metric.column in HOST_WAIT_METRICS else None
+        if host is not None:  # one run per side and nothing but host-side wait changed
+            status = s.host_wait_level if status == FAIL else status
             why += f"; {host.explanation()}"
     return make_check(**base, status=status, b=b, c=c, evidence=evidence, message=f"{text}): {why}",
                       values=(b_med, c_med))
