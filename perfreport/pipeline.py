@@ -153,23 +153,37 @@ def load_candidate(ref: str | Path, *, store: str | Path = DEFAULT_STORE,
     return traces, time.perf_counter() - t0
 
 
-def gate_side(label: str, traces: TraceSet | Sequence[TraceSet], config: Config) -> SideData:
+def few_steps(traces: TraceSet, config: Config) -> bool:
+    """Whether a rank of ``traces`` may keep fewer than ``stats.min_samples`` steps once the
+    last, skipped and warm-up steps are dropped: then the gate needs the calls below the step."""
+    margin = 1 + config.steps.skip_first + (config.steps.max_warmup_steps if config.steps.auto_warmup else 0)
+    return any(len(t.step_numbers()) < config.stats.min_samples + margin for t in traces)
+
+
+def gate_side(label: str, traces: TraceSet | Sequence[TraceSet], config: Config, *,
+              invocations: bool | None = None) -> SideData:
     """One side reduced to the gate's per-step inputs (:mod:`perfreport.gate.metrics`); a list of
-    TraceSets is several runs of that side (numbered 0, 1, ... in the ``run`` column)."""
+    TraceSets is several runs of that side (numbered 0, 1, ... in the ``run`` column).
+
+    ``invocations``: whether to list every GPU op call (the samples below the step, needed when
+    either side of a comparison has too few steps; None: when this side of one run has)."""
     runs = [traces] if isinstance(traces, TraceSet) else list(traces)
     tables: list[list[pd.DataFrame]] = [[], [], [], []]
     for run, t in enumerate(runs):  # a loop over the few runs
         steps = step_metrics(t, launch_delay_cutoff_us=config.steps.launch_delay_cutoff_us,
                              runtime_cutoff_us=config.steps.runtime_cutoff_us)
+        few = invocations if invocations is not None else len(runs) == 1 and few_steps(t, config)
         for i, table in enumerate((steps, op_steps(t, exact=config.exact_kernel_names), collectives_per_step(t),
-                                   gpu_invocations(t, exact=config.exact_kernel_names))):
-            tables[i].append(table.assign(run=run))
-    steps, ops, collectives, invocations = (pd.concat(parts, ignore_index=True) for parts in tables)
+                                   gpu_invocations(t, exact=config.exact_kernel_names) if few else None)):
+            if table is not None:
+                tables[i].append(table.assign(run=run))
+    steps, ops, collectives = (pd.concat(parts, ignore_index=True) for parts in tables[:3])
+    calls = pd.concat(tables[3], ignore_index=True) if tables[3] else None
     versions: dict[str, str] = {}
     for t in (t for r in runs for t in r):
         versions.update({k: v for k, v in versions_of(t.meta).items() if k not in versions})
     world = [t.meta.world_size for r in runs for t in r if t.meta.world_size]
-    return side_data(label, steps, ops, collectives, invocation_table=invocations,
+    return side_data(label, steps, ops, collectives, invocation_table=calls,
                      ranks=tuple(sorted({rank for r in runs for rank in r.rank_ids})),
                      gpus={t.rank: t.meta.gpu_name() for r in runs for t in r},
                      world_size=max(world) if world else None, versions=versions, steps=config.steps)
@@ -196,7 +210,9 @@ def compare(baseline: str | Path, candidate: str | Path, *, config: Config | Non
     c_runs = [c_traces] + [load(path, workers=workers) for path in candidate_runs]
     b_analysis, c_analysis = analyze_loaded(b_traces, b_load_s), analyze_loaded(c_traces, c_load_s)
     t0 = time.perf_counter()
-    b_side, c_side = gate_side("baseline", b_runs, config), gate_side("candidate", c_runs, config)
+    fine = len(b_runs) == len(c_runs) == 1 and (few_steps(b_traces, config) or few_steps(c_traces, config))
+    b_side = gate_side("baseline", b_runs, config, invocations=fine)
+    c_side = gate_side("candidate", c_runs, config, invocations=fine)
     verdict = evaluate(b_side, c_side, config)
     explanation, note = None, None
     try:  # attribute over the very steps the gate judged (warm-up and skipped steps left out)
