@@ -9,8 +9,10 @@ Three families of checks, each entry switchable, with a ``level`` ("fail" or "wa
 worst rank's value; "mean": per step, the mean over ranks):
 
 * ``relative`` - the candidate's per-step values against the baseline's. A check is a finding
-  only when the change is worse than its threshold, larger than its floor *and* statistically
-  significant (see :mod:`perfreport.gate.stats`); too few samples make it ``inconclusive``.
+  only when the change is worse than its threshold, larger than its floor, statistically
+  significant *and* ``stats.noise_widths`` noise widths wide (see :mod:`perfreport.gate.stats`
+  and :mod:`perfreport.gate.noise`: runs are the unit where a side has several, matched GPU op
+  calls where a side has too few steps); otherwise it is ``inconclusive``.
 * ``absolute`` - limits on the candidate alone (idle % at most 50 …), per rank.
 * ``structural`` - counts that do not move with noise: kernels, collectives, memory copies,
   synchronisations added or removed, launches per step changed.
@@ -151,7 +153,9 @@ LAUNCH_TOLERANCE_PCT = 1.0
 
 @dataclass(frozen=True, slots=True)
 class StatsConfig:
-    """How significance is decided (see :mod:`perfreport.gate.stats`)."""
+    """How significance and noise are decided (see :mod:`perfreport.gate.stats` and
+    :mod:`perfreport.gate.noise`), and the level of host-side-wait-only timing findings on one
+    run per side (:mod:`perfreport.gate.hostwait`)."""
 
     test: str = DEFAULT_TEST
     alpha: float = ALPHA
