@@ -59,6 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a stored baseline name (in --store), a stored baseline folder, or a trace folder/file")
     p.add_argument("candidate", metavar="CANDIDATE",
                    help="a trace folder or file (or a stored baseline, to compare two)")
+    p.add_argument("--run", dest="runs", action="append", default=[], metavar="PATH",
+                   help="another run of the same candidate (repeatable): with 2 or more runs the run is the unit "
+                        "of between-run drift; a multi-run stored baseline brings its own runs")
     p.add_argument("--out", required=True, metavar="DIR", help="output folder for the reports (created if missing)")
     p.add_argument("--format", default=None, metavar="LIST", help=FORMAT_HELP)
     p.add_argument("--config", metavar="FILE", default=None,
@@ -76,6 +79,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("trace_path", metavar="TRACE_DIR", help="a folder of rank files, or one trace file")
     _store_argument(b)
     b.add_argument("--force", action="store_true", help="replace an existing baseline of that name")
+    b.add_argument("--append", action="store_true",
+                   help="add the traces as another run of baseline NAME (created if missing)")
+    b.add_argument("--keep", type=int, default=None, metavar="N", help="with --append: keep only the newest N runs")
     b.add_argument("--commit", metavar="SHA", default=None, help="source commit to record in the manifest")
     b.add_argument("--workers", type=int, default=None, metavar="N", help="processes for loading ranks (default: auto)")
     _limit_argument(b)
@@ -120,7 +126,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     formats = parse_formats(args.format)  # before the slow part: a typo fails fast
     config = load_config(args.config)
-    comparison = compare(args.baseline, args.candidate, config=config, store=args.store, workers=args.workers)
+    comparison = compare(args.baseline, args.candidate, config=config, store=args.store, workers=args.workers,
+                         candidate_runs=args.runs)
     document = report_document(comparison)
     document["command"] = reproduce_command(args)
     out = Path(args.out)
@@ -185,17 +192,26 @@ def _cut(text: str, width: int) -> str:
 
 # --- baseline store --------------------------------------------------------------------------
 def cmd_baseline_save(args: argparse.Namespace) -> int:
-    from .gate.baselines import check_name, save
+    from .errors import BaselineError
+    from .gate.baselines import append, check_name, save
     from .load import load
 
     check_name(args.name)
+    if args.append and args.force:
+        raise BaselineError("--append adds a run and --force replaces the baseline: use one of them")
+    if args.keep is not None and not args.append:
+        raise BaselineError("--keep applies with --append only")
     traces = load(args.trace_path, workers=args.workers)
-    stored = save(args.store, args.name, traces, force=args.force, commit=args.commit)
+    if args.append:
+        stored = append(args.store, args.name, traces, commit=args.commit, keep=args.keep)
+    else:
+        stored = save(args.store, args.name, traces, force=args.force, commit=args.commit)
     m = stored.manifest
     steps = sum(len(r["steps"]) for r in m["ranks"])
     size = sum(r["bytes"] for r in m["ranks"]) + sum(r["cache_bytes"] for r in m["ranks"])
-    print(f"saved baseline {stored.name!r} in {stored.path}: {len(m['ranks'])} rank(s), {steps} profiler step(s), "
-          f"{', '.join(m['gpus']) or 'GPU unknown'}, {format_bytes(size)}")
+    runs = f" (run {len(stored.runs)} of {len(stored.runs)})" if args.append else ""
+    print(f"saved baseline {stored.name!r}{runs} in {stored.path}: {len(m['ranks'])} rank(s), {steps} profiler "
+          f"step(s), {', '.join(m['gpus']) or 'GPU unknown'}, {format_bytes(size)}")
     return EXIT_OK
 
 
@@ -229,6 +245,9 @@ def cmd_baseline_show(args: argparse.Namespace) -> int:
     for key in ("created_utc", "commit", "perfreport_version", "source", "gpus", "world_size", "versions"):
         value = summary.get(key)
         print(f"  {key}: {', '.join(value) if isinstance(value, list) else value if value not in ({}, None) else '-'}")
+    print(f"  runs: {len(summary['runs'])} (" + ", ".join(
+        f"{r['run']}: {r['created_utc']}, {r['steps']} steps" + (f", {r['commit'][:12]}" if r.get("commit") else "")
+        for r in summary["runs"]) + ")")
     for r in summary["ranks"]:
         print(f"  rank {r['rank']}: {r['file']} ({format_bytes(r['bytes'])}, sha256 {r['sha256'][:12]}…), "
               f"{r['events']:,} events, steps {r['steps'] or '-'}, from {r['source_file']}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from datetime import datetime, timezone
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,12 +17,14 @@ from .analyses import ANALYSES
 from .analyses.attribution import Explanation, explain
 from .analyses.collectives import collectives_per_step
 from .analyses.diff import op_steps
+from .analyses.invocations import gpu_invocations
 from .analyses.memory import memory_note
 from .analyses.series import time_series
 from .analyses.step_metrics import step_metrics
 from .config import Config
 from .errors import TraceError
 from .gate.baselines import DEFAULT_STORE, StoredBaseline
+from .gate.baselines import load_runs
 from .gate.baselines import load_traces as load_stored
 from .gate.baselines import read_baseline
 from .gate.baselines import resolve as resolve_baseline
@@ -152,38 +154,71 @@ def load_candidate(ref: str | Path, *, store: str | Path = DEFAULT_STORE,
     return traces, time.perf_counter() - t0
 
 
-def gate_side(label: str, traces: TraceSet, config: Config) -> SideData:
-    """One side reduced to the gate's per-step inputs (:mod:`perfreport.gate.metrics`)."""
-    steps = step_metrics(traces, launch_delay_cutoff_us=config.steps.launch_delay_cutoff_us,
-                         runtime_cutoff_us=config.steps.runtime_cutoff_us)
+def few_steps(traces: TraceSet, config: Config) -> bool:
+    """Whether a rank of ``traces`` may keep fewer than ``stats.min_samples`` steps once the
+    last, skipped and warm-up steps are dropped: then the gate needs the calls below the step."""
+    margin = 1 + config.steps.skip_first + (config.steps.max_warmup_steps if config.steps.auto_warmup else 0)
+    return any(len(t.step_numbers()) < config.stats.min_samples + margin for t in traces)
+
+
+def gate_side(label: str, traces: TraceSet | Sequence[TraceSet], config: Config, *,
+              invocations: bool | None = None) -> SideData:
+    """One side reduced to the gate's per-step inputs (:mod:`perfreport.gate.metrics`); a list of
+    TraceSets is several runs of that side (numbered 0, 1, ... in the ``run`` column).
+
+    ``invocations``: whether to list every GPU op call (the samples below the step, needed when
+    either side of a comparison has too few steps; None: when this side of one run has)."""
+    runs = [traces] if isinstance(traces, TraceSet) else list(traces)
+    tables: list[list[pd.DataFrame]] = [[], [], [], []]
+    for run, t in enumerate(runs):  # a loop over the few runs
+        steps = step_metrics(t, launch_delay_cutoff_us=config.steps.launch_delay_cutoff_us,
+                             runtime_cutoff_us=config.steps.runtime_cutoff_us)
+        few = invocations if invocations is not None else len(runs) == 1 and few_steps(t, config)
+        for i, table in enumerate((steps, op_steps(t, exact=config.exact_kernel_names), collectives_per_step(t),
+                                   gpu_invocations(t, exact=config.exact_kernel_names) if few else None)):
+            if table is not None:
+                tables[i].append(table.assign(run=run))
+    steps, ops, collectives = (pd.concat(parts, ignore_index=True) for parts in tables[:3])
+    calls = pd.concat(tables[3], ignore_index=True) if tables[3] else None
     versions: dict[str, str] = {}
-    for t in traces:
+    for t in (t for r in runs for t in r):
         versions.update({k: v for k, v in versions_of(t.meta).items() if k not in versions})
-    world = [t.meta.world_size for t in traces if t.meta.world_size]
-    return side_data(label, steps, op_steps(traces, exact=config.exact_kernel_names), collectives_per_step(traces),
-                     ranks=tuple(traces.rank_ids), gpus={t.rank: t.meta.gpu_name() for t in traces},
+    world = [t.meta.world_size for r in runs for t in r if t.meta.world_size]
+    return side_data(label, steps, ops, collectives, invocation_table=calls,
+                     ranks=tuple(sorted({rank for r in runs for rank in r.rank_ids})),
+                     gpus={t.rank: t.meta.gpu_name() for r in runs for t in r},
                      world_size=max(world) if world else None, versions=versions, steps=config.steps)
 
 
 def compare(baseline: str | Path, candidate: str | Path, *, config: Config | None = None,
-            store: str | Path = DEFAULT_STORE, workers: int | None = None) -> Comparison:
+            store: str | Path = DEFAULT_STORE, workers: int | None = None,
+            candidate_runs: Sequence[str | Path] = ()) -> Comparison:
     """Compare ``candidate`` (a trace folder or file, or a stored baseline) with ``baseline``
     (a stored baseline name in ``store``, its folder, or a trace folder/file).
 
     Loads and analyses both sides, judges them with ``config`` (default: ``Config()``) and
-    explains the step-time change. Raises TraceError/BaselineError for unusable inputs.
+    explains the step-time change. Every run of a multi-run stored baseline is judged;
+    ``candidate_runs`` are further runs of the candidate (trace folders or files). The analyses
+    and the explanation describe the newest baseline run and the first candidate run. Raises
+    TraceError/BaselineError for unusable inputs.
     """
     config = config or Config()
     b_traces, stored, b_load_s = load_baseline(baseline, store=store, workers=workers)
     c_traces, c_load_s = load_candidate(candidate, store=store, workers=workers)
+    b_runs = [b_traces]
+    if stored is not None and len(stored.runs) > 1:  # the earlier runs, oldest first, then the newest
+        b_runs = load_runs(stored, fallback=lambda files: load(files, workers=workers))[:-1] + [b_traces]
+    c_runs = [c_traces] + [load(path, workers=workers) for path in candidate_runs]
     b_analysis, c_analysis = analyze_loaded(b_traces, b_load_s), analyze_loaded(c_traces, c_load_s)
     t0 = time.perf_counter()
-    b_side, c_side = gate_side("baseline", b_traces, config), gate_side("candidate", c_traces, config)
+    fine = len(b_runs) == len(c_runs) == 1 and (few_steps(b_traces, config) or few_steps(c_traces, config))
+    b_side = gate_side("baseline", b_runs, config, invocations=fine)
+    c_side = gate_side("candidate", c_runs, config, invocations=fine)
     verdict = evaluate(b_side, c_side, config)
     explanation, note = None, None
     try:  # attribute over the very steps the gate judged (warm-up and skipped steps left out)
         explanation = explain(b_traces, c_traces, exact_names=config.exact_kernel_names,
-                              baseline_steps=judged_steps(b_side), candidate_steps=judged_steps(c_side))
+                              baseline_steps=judged_steps(b_side), candidate_steps=judged_steps(c_side, 0))
     except TraceError as exc:
         note = f"no attribution: {exc.problem}"
     except Exception as exc:  # the attribution explains; it must never take the verdict down with it
@@ -193,9 +228,13 @@ def compare(baseline: str | Path, candidate: str | Path, *, config: Config | Non
                       config=config, baseline_ref=stored, explanation_note=note, gate_s=time.perf_counter() - t0)
 
 
-def judged_steps(side) -> list[int] | None:
-    """Profiler steps the gate kept for one side; None for a trace without steps."""
-    steps = sorted(int(s) for s in side.steps["step"].unique() if s >= 0) if side.has_steps else []
+def judged_steps(side, run: int | None = None) -> list[int] | None:
+    """Profiler steps the gate kept for one side (of ``run``; default the last run, the one the
+    explanation describes); None for a trace without steps."""
+    table = side.steps
+    if len(table):
+        table = table[table["run"] == (table["run"].max() if run is None else run)]
+    steps = sorted(int(s) for s in table["step"].unique() if s >= 0) if side.has_steps else []
     return steps or None
 
 

@@ -61,7 +61,8 @@ def test_save_and_load_round_trip(tmp_path, two_ranks):
     when = dt.datetime(2025, 3, 1, 12, 0, tzinfo=dt.timezone.utc)
     stored = save(store, "main", traces, commit="abc123", now=when)
     m = json.loads((store / "main" / "manifest.json").read_text())
-    assert m["schema_version"] == 1 and m["name"] == "main" and m["commit"] == "abc123"
+    assert m["schema_version"] == 2 and m["name"] == "main" and m["commit"] == "abc123"
+    assert [r["run"] for r in m["runs"]] == [0] and m["runs"][0]["ranks"] == m["ranks"]
     assert m["created_utc"] == "2025-03-01T12:00:00+00:00"
     assert m["gpus"] == ["NVIDIA A100"] and m["world_size"] == 2
     assert m["versions"] == {"cuda_runtime": "12040", "nccl": "2.18.1"}

@@ -32,9 +32,7 @@ def check_of(r: dict) -> Check:
     threshold = r.get("threshold") or {}
     waiver = r.get("waiver") or {}
     interval = e.get("interval")
-    samples = ""
-    if e.get("baseline_samples") is not None:
-        samples = f", {e.get('baseline_samples')} vs {e.get('candidate_samples')} samples"
+    samples = f", {samples_text(e)}" if samples_text(e) else ""
     return Check(
         name=str(r.get("id") or r.get("name") or "?"), status=str(r.get("status") or "?"),
         message=str(r.get("message") or ""), unit=str(r.get("unit") or "number"),
@@ -49,6 +47,20 @@ def check_of(r: dict) -> Check:
         counted=bool(r.get("counted", not waiver)))
 
 
+def samples_text(e: dict) -> str:
+    """How many samples a verdict rests on, of which kind: "4 vs 5 samples" (steps), "3 vs 2 runs
+    (24 vs 16 steps)", "812 vs 812 kernel calls"; "" when the evidence has no counts."""
+    if e.get("baseline_samples") is None:
+        return ""
+    kind = e.get("sample_kind") or "step"
+    if kind == "run":
+        return (f"{e.get('baseline_runs')} vs {e.get('candidate_runs')} runs "
+                f"({e.get('baseline_steps')} vs {e.get('candidate_steps')} steps)")
+    if kind != "step":
+        return f"{e.get('baseline_samples')} vs {e.get('candidate_samples')} {str(kind).replace('_', ' ')}s"
+    return f"{e.get('baseline_samples')} vs {e.get('candidate_samples')} samples"
+
+
 def ordered_checks(checks: Sequence[Check]) -> tuple[Check, ...]:
     """Counted checks before waived ones, then fail, warn, inconclusive, pass (stable)."""
     return tuple(sorted(checks, key=lambda c: (not c.counted, status_rank(c.status))))
@@ -59,8 +71,8 @@ def finding_evidence(g: FindingGroup) -> str:
     e = g.checks[0].get("evidence") or {}
     test = {"mann-whitney-u": "Mann-Whitney U", "median count per step": "median per step"}.get(
         str(e.get("test") or ""), str(e.get("test") or ""))
-    if e.get("baseline_samples") is not None and (e.get("baseline_samples") or e.get("candidate_samples")):
-        test += f", {e.get('baseline_samples')} vs {e.get('candidate_samples')} samples"
+    if samples_text(e) and (e.get("baseline_samples") or e.get("candidate_samples")):
+        test += f", {samples_text(e)}"
     if len(g.checks) > 1:
         test += f"; {len(g.checks)} checks"
     return test.strip(", ")
