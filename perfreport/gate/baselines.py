@@ -383,7 +383,7 @@ def migrate(manifest: Any, where: Path) -> dict:
     if not isinstance(runs, list) or not runs or not all(isinstance(r, dict) and "run" in r and isinstance(
             r.get("ranks"), list) and r["ranks"] for r in runs):
         raise BaselineError(f"{where}: manifest lists no valid runs")
-    for run in runs:
+    for run in [{"run": "top", "ranks": ranks}, *runs]:
         for r in run["ranks"]:
             if not _valid_rank_entry(r):
                 raise BaselineError(f"{where}: manifest lists an invalid rank in run {run['run']}")
