@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import mmap
+import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -131,11 +132,12 @@ def _scan_array_form(path: Path, data) -> ScanResult:
     except ValueError as first_error:
         text = bytes(data).rstrip(b" \t\r\n")
         if text.endswith(b"]"):
-            raise TraceError(path, f"invalid JSON in the event list ({first_error})") from None
+            raise TraceError(path, f"invalid JSON in the event list ({first_error}){_literal_hint(data, first_error)}") \
+                from None
     try:
         return scan(text.rstrip(b", \t\r\n") + b"]")
     except ValueError as exc:
-        raise TraceError(path, f"invalid JSON in the event list ({exc})") from None
+        raise TraceError(path, f"invalid JSON in the event list ({exc}){_literal_hint(text, exc)}") from None
 
 
 def ts_origin_us(result: ScanResult) -> int:
@@ -157,7 +159,7 @@ def _split_top_level(path: Path, data) -> dict[str, msgspec.Raw]:
     except msgspec.ValidationError:
         raise TraceError(path, "not a Kineto trace: the top level is not a JSON object") from None
     except (msgspec.DecodeError, UnicodeDecodeError) as exc:  # UnicodeDecodeError: a key not UTF-8
-        raise TraceError(path, f"invalid JSON ({_short(exc)})") from None
+        raise TraceError(path, f"invalid JSON ({_short(exc)}){_literal_hint(data, exc)}") from None
     except RecursionError:
         raise TraceError(path, "invalid JSON (nested too deep)") from None
     error = None
@@ -172,6 +174,15 @@ def _split_top_level(path: Path, data) -> dict[str, msgspec.Raw]:
         del top  # its Raw values are views into ``data``: not kept alive by the traceback
         raise TraceError(path, error)
     return top
+
+
+def _literal_hint(data, exc: Exception) -> str:
+    """A hint when the JSON error is at a NaN or Infinity literal: Python's json.dumps writes
+    them by default, but they are not JSON (and a trace with them has no usable number there)."""
+    m = re.search(r"byte (\d+)", str(exc))
+    if m and bytes(data[int(m.group(1)):int(m.group(1)) + 9]).lstrip(b"-").startswith((b"NaN", b"Infinity")):
+        return "; NaN and Infinity are not valid JSON: write null (or a number) instead"
+    return ""
 
 
 def _short(exc: Exception) -> str:
