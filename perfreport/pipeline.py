@@ -172,24 +172,37 @@ def compare(baseline: str | Path, candidate: str | Path, *, config: Config | Non
     Loads and analyses both sides, judges them with ``config`` (default: ``Config()``) and
     explains the step-time change. Raises TraceError/BaselineError for unusable inputs.
     """
+    return compare_many(baseline, [candidate], config=config, store=store, workers=workers)[0]
+
+
+def compare_many(baseline: str | Path, candidates: list[str | Path], *, config: Config | None = None,
+                 store: str | Path = DEFAULT_STORE, workers: int | None = None) -> list[Comparison]:
+    """:func:`compare` of several candidates (training setups) with one baseline, which is
+    loaded, analysed and reduced for the gate once."""
     config = config or Config()
     b_traces, stored, b_load_s = load_baseline(baseline, store=store, workers=workers)
-    c_traces, c_load_s = load_candidate(candidate, store=store, workers=workers)
-    b_analysis, c_analysis = analyze_loaded(b_traces, b_load_s), analyze_loaded(c_traces, c_load_s)
-    t0 = time.perf_counter()
-    b_side, c_side = gate_side("baseline", b_traces, config), gate_side("candidate", c_traces, config)
-    verdict = evaluate(b_side, c_side, config)
-    explanation, note = None, None
-    try:  # attribute over the very steps the gate judged (warm-up and skipped steps left out)
-        explanation = explain(b_traces, c_traces, exact_names=config.exact_kernel_names,
-                              baseline_steps=judged_steps(b_side), candidate_steps=judged_steps(c_side))
-    except TraceError as exc:
-        note = f"no attribution: {exc.problem}"
-    except Exception as exc:  # the attribution explains; it must never take the verdict down with it
-        log.warning("attribution failed: %s: %s", type(exc).__name__, exc)
-        note = f"no attribution: internal error ({type(exc).__name__}: {exc})"
-    return Comparison(baseline=b_analysis, candidate=c_analysis, verdict=verdict, explanation=explanation,
-                      config=config, baseline_ref=stored, explanation_note=note, gate_s=time.perf_counter() - t0)
+    b_analysis = analyze_loaded(b_traces, b_load_s)
+    b_side = gate_side("baseline", b_traces, config)
+    out = []
+    for candidate in candidates:
+        c_traces, c_load_s = load_candidate(candidate, store=store, workers=workers)
+        c_analysis = analyze_loaded(c_traces, c_load_s)
+        t0 = time.perf_counter()
+        c_side = gate_side("candidate", c_traces, config)
+        verdict = evaluate(b_side, c_side, config)
+        explanation, note = None, None
+        try:  # attribute over the very steps the gate judged (warm-up and skipped steps left out)
+            explanation = explain(b_traces, c_traces, exact_names=config.exact_kernel_names,
+                                  baseline_steps=judged_steps(b_side), candidate_steps=judged_steps(c_side))
+        except TraceError as exc:
+            note = f"no attribution: {exc.problem}"
+        except Exception as exc:  # the attribution explains; it must never take the verdict down with it
+            log.warning("attribution failed: %s: %s", type(exc).__name__, exc)
+            note = f"no attribution: internal error ({type(exc).__name__}: {exc})"
+        out.append(Comparison(baseline=b_analysis, candidate=c_analysis, verdict=verdict, explanation=explanation,
+                              config=config, baseline_ref=stored, explanation_note=note,
+                              gate_s=time.perf_counter() - t0))
+    return out
 
 
 def judged_steps(side) -> list[int] | None:

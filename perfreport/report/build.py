@@ -28,6 +28,7 @@ from .findings import group_findings
 from .model import Link, Report, Value
 from .overview import comparison_headline, step_time_figure, waterfall_figure
 from .sections import analysis_sections, metadata_section
+from .setups import MULTI_KIND, multi_report
 
 __all__ = ["BANNER_CHECKS", "COMPARE_KIND", "MAX_ROWS", "TOP_ROWS", "analysis_report", "build_report",
            "comparison_report"]
@@ -36,6 +37,8 @@ __all__ = ["BANNER_CHECKS", "COMPARE_KIND", "MAX_ROWS", "TOP_ROWS", "analysis_re
 def build_report(document: Mapping[str, Any]) -> Report:
     """The :class:`Report` of a summary document (one run) or a comparison document."""
     doc = json.loads(json_text(document))  # exactly what report.json holds: NaN -> null, numpy unwrapped
+    if doc.get("kind") == MULTI_KIND:
+        return multi_report(doc)
     if doc.get("kind") == COMPARE_KIND or isinstance(doc.get("checks"), list):
         return comparison_report(doc)
     return analysis_report(doc)
