@@ -149,3 +149,8 @@ def test_analysis_headline_and_suggestions_point_at_evidence() -> None:
     assert any(s.section == "launch" and f"{short:,}" in s.evidence for s in report.suggestions)
     assert not any(s.section == "overlap" for s in report.suggestions)  # one GPU: no communication to overlap
     assert [f.id for f in report.overview] == ["step_time_overview", "temporal_overview"]
+
+
+def test_a_time_from_zero_is_written_as_a_time() -> None:
+    [g] = group_findings([kernel_time_check(0, 0.0, 4522.0, "warn")])
+    assert g.summary == "kernel time [volta_sgemm_128x64_nn] +4.52 ms (0.0 µs → 4.52 ms/step, p = 0.008) on rank 0"
