@@ -57,8 +57,12 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Compare CANDIDATE with BASELINE and say pass, warn or fail (exit 0, 0, 1).")
     p.add_argument("baseline", metavar="BASELINE",
                    help="a stored baseline name (in --store), a stored baseline folder, or a trace folder/file")
-    p.add_argument("candidate", metavar="CANDIDATE",
-                   help="a trace folder or file (or a stored baseline, to compare two)")
+    p.add_argument("candidate", metavar="CANDIDATE", nargs="+",
+                   help="a trace folder or file (or a stored baseline, to compare two); several: one report with a "
+                        "column per setup, each judged against BASELINE, the verdict the worst")
+    p.add_argument("--label", action="append", default=None, metavar="NAME",
+                   help="name of a setup, repeated: one per CANDIDATE, or the BASELINE's first and then one per "
+                        "CANDIDATE (default: the folder names)")
     p.add_argument("--run", dest="runs", action="append", default=[], metavar="PATH",
                    help="another run of the same candidate (repeatable): with 2 or more runs the run is the unit "
                         "of between-run drift; a multi-run stored baseline brings its own runs")
@@ -125,8 +129,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from .report import build_report, parse_formats, write_reports
 
     formats = parse_formats(args.format)  # before the slow part: a typo fails fast
+    labels = setup_labels(args.baseline, args.candidate, args.label)
     config = load_config(args.config)
-    comparison = compare(args.baseline, args.candidate, config=config, store=args.store, workers=args.workers,
+    if len(args.candidate) > 1:
+        if args.runs:
+            raise PerfreportError("--run adds runs of one candidate; with several setups (CANDIDATE …) store each "
+                                  "setup's runs as a baseline instead")
+        return compare_setups(args, labels, formats, config)
+    comparison = compare(args.baseline, args.candidate[0], config=config, store=args.store, workers=args.workers,
                          candidate_runs=args.runs)
     document = report_document(comparison)
     document["command"] = reproduce_command(args)
@@ -137,6 +147,48 @@ def cmd_compare(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise PerfreportError(f"{out}: cannot write the report ({exc.strerror or exc})") from None
     print("\n".join(verdict_lines(document, report=report)))
+    print(f"\nwrote {', '.join(str(p) for p in paths)}")
+    return EXIT_FAIL if document["status"] == "fail" else EXIT_OK
+
+
+def setup_labels(baseline: str, candidates: list[str], labels: list[str] | None) -> list[str]:
+    """Names of the baseline and each candidate: --label once per candidate (the baseline is
+    then "baseline") or once per setup, baseline first; default the folder or file names."""
+    if not labels:
+        names = [Path(str(c).rstrip("/")).name or str(c) for c in candidates]
+        return ["baseline", *names] if len(set(names)) == len(names) else \
+            ["baseline", *[f"{n} ({i})" for i, n in enumerate(names, 1)]]
+    if len(labels) == len(candidates):
+        labels = ["baseline", *labels]
+    if len(labels) != len(candidates) + 1:
+        raise PerfreportError(f"--label given {len(labels)} times: give it once per CANDIDATE ({len(candidates)}) "
+                              f"or once per setup, the BASELINE first ({len(candidates) + 1})")
+    if len(set(labels)) != len(labels):
+        raise PerfreportError(f"--label names must differ: {', '.join(labels)}")
+    return labels
+
+
+def compare_setups(args: argparse.Namespace, labels: list[str], formats, config) -> int:
+    """``compare BASELINE CANDIDATE CANDIDATE …``: each candidate judged against the baseline,
+    one report with a column per setup; exit 1 when any fails."""
+    from .pipeline import compare_many, report_document
+    from .report import build_report, write_reports
+    from .report.setups import multi_document
+
+    comparisons = compare_many(args.baseline, args.candidate, config=config, store=args.store, workers=args.workers)
+    document = multi_document([report_document(c) for c in comparisons], labels, command=reproduce_command(args))
+    out = Path(args.out)
+    try:
+        report = build_report(document)
+        paths = write_reports(report, out, ("json", *formats), pdf_appendix=args.pdf_appendix)
+    except OSError as exc:
+        raise PerfreportError(f"{out}: cannot write the report ({exc.strerror or exc})") from None
+    print(f"perfreport compare: {document['status'].upper()} · {report.headline.counts}")
+    for c, setup in zip(document["comparisons"], document["setups"][1:]):
+        h = next(r for r in report.sections[0].tables[0].rows if r[0] == c["label"])
+        print(f"  {c['status'].upper():<5} {c['label']}: {h[2]} ({len(setup['ranks'])} rank(s) traced)")
+        if h[3] != "–":
+            print(f"        top cause: {h[3]}")
     print(f"\nwrote {', '.join(str(p) for p in paths)}")
     return EXIT_FAIL if document["status"] == "fail" else EXIT_OK
 

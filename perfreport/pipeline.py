@@ -202,30 +202,48 @@ def compare(baseline: str | Path, candidate: str | Path, *, config: Config | Non
     and the explanation describe the newest baseline run and the first candidate run. Raises
     TraceError/BaselineError for unusable inputs.
     """
+    return compare_many(baseline, [candidate], config=config, store=store, workers=workers,
+                        candidate_runs=candidate_runs)[0]
+
+
+def compare_many(baseline: str | Path, candidates: list[str | Path], *, config: Config | None = None,
+                 store: str | Path = DEFAULT_STORE, workers: int | None = None,
+                 candidate_runs: Sequence[str | Path] = ()) -> list[Comparison]:
+    """:func:`compare` of several candidates (training setups) with one baseline, which is
+    loaded, analysed and reduced for the gate once; ``candidate_runs`` are further runs of each
+    candidate (used with one candidate)."""
     config = config or Config()
     b_traces, stored, b_load_s = load_baseline(baseline, store=store, workers=workers)
-    c_traces, c_load_s = load_candidate(candidate, store=store, workers=workers)
     b_runs = [b_traces]
     if stored is not None and len(stored.runs) > 1:  # the earlier runs, oldest first, then the newest
         b_runs = load_runs(stored, fallback=lambda files: load(files, workers=workers))[:-1] + [b_traces]
-    c_runs = [c_traces] + [load(path, workers=workers) for path in candidate_runs]
-    b_analysis, c_analysis = analyze_loaded(b_traces, b_load_s), analyze_loaded(c_traces, c_load_s)
-    t0 = time.perf_counter()
-    fine = len(b_runs) == len(c_runs) == 1 and (few_steps(b_traces, config) or few_steps(c_traces, config))
-    b_side = gate_side("baseline", b_runs, config, invocations=fine)
-    c_side = gate_side("candidate", c_runs, config, invocations=fine)
-    verdict = evaluate(b_side, c_side, config)
-    explanation, note = None, None
-    try:  # attribute over the very steps the gate judged (warm-up and skipped steps left out)
-        explanation = explain(b_traces, c_traces, exact_names=config.exact_kernel_names,
-                              baseline_steps=judged_steps(b_side), candidate_steps=judged_steps(c_side, 0))
-    except TraceError as exc:
-        note = f"no attribution: {exc.problem}"
-    except Exception as exc:  # the attribution explains; it must never take the verdict down with it
-        log.warning("attribution failed: %s: %s", type(exc).__name__, exc)
-        note = f"no attribution: internal error ({type(exc).__name__}: {exc})"
-    return Comparison(baseline=b_analysis, candidate=c_analysis, verdict=verdict, explanation=explanation,
-                      config=config, baseline_ref=stored, explanation_note=note, gate_s=time.perf_counter() - t0)
+    b_analysis = analyze_loaded(b_traces, b_load_s)
+    b_sides: dict[bool, object] = {}  # by whether calls below the step are judged (few steps)
+    out = []
+    for candidate in candidates:
+        c_traces, c_load_s = load_candidate(candidate, store=store, workers=workers)
+        c_runs = [c_traces] + [load(path, workers=workers) for path in candidate_runs]
+        c_analysis = analyze_loaded(c_traces, c_load_s)
+        t0 = time.perf_counter()
+        fine = len(b_runs) == len(c_runs) == 1 and (few_steps(b_traces, config) or few_steps(c_traces, config))
+        if fine not in b_sides:
+            b_sides[fine] = gate_side("baseline", b_runs, config, invocations=fine)
+        b_side = b_sides[fine]
+        c_side = gate_side("candidate", c_runs, config, invocations=fine)
+        verdict = evaluate(b_side, c_side, config)
+        explanation, note = None, None
+        try:  # attribute over the very steps the gate judged (warm-up and skipped steps left out)
+            explanation = explain(b_traces, c_traces, exact_names=config.exact_kernel_names,
+                                  baseline_steps=judged_steps(b_side), candidate_steps=judged_steps(c_side, 0))
+        except TraceError as exc:
+            note = f"no attribution: {exc.problem}"
+        except Exception as exc:  # the attribution explains; it must never take the verdict down with it
+            log.warning("attribution failed: %s: %s", type(exc).__name__, exc)
+            note = f"no attribution: internal error ({type(exc).__name__}: {exc})"
+        out.append(Comparison(baseline=b_analysis, candidate=c_analysis, verdict=verdict, explanation=explanation,
+                              config=config, baseline_ref=stored, explanation_note=note,
+                              gate_s=time.perf_counter() - t0))
+    return out
 
 
 def judged_steps(side, run: int | None = None) -> list[int] | None:

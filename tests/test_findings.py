@@ -124,3 +124,33 @@ def test_demo_findings_with_real_numbers() -> None:
     statuses = [g.status for g in groups]
     assert statuses == sorted(statuses, key=["fail", "warn", "inconclusive", "pass"].index)
     assert statuses.count("fail") == 1 and statuses.count("warn") == 4
+
+
+# --- the analyze report: headline and suggestions from the numbers -------------------------------------
+def test_analysis_headline_and_suggestions_point_at_evidence() -> None:
+    from perfreport.pipeline import analyze, summary_document
+    from perfreport.report import build_report
+
+    doc = json.loads(json_text(summary_document(analyze(shared_trace("pair_kineto_resnet50_v100_dataloader")
+                                                        / "workers0", workers=1))))
+    report = build_report(doc)
+    steps = doc["step_times"][0]
+    temporal = doc["temporal_breakdown"][0]
+    assert report.headline.text == (f"step time {steps['wall_us_median'] / 1e3:.2f} ms (median of {steps['steps']} "
+                                    f"steps), GPU idle {temporal['idle_pct']:.1f} % of its span on rank 0")
+    assert report.headline.causes[0].delta_us == temporal["compute_us"]
+    host = next(r for r in doc["idle_breakdown"] if r["idle_category"] == "host_wait")
+    assert report.headline.causes[1].text.startswith("GPU idle, mostly host wait on stream")
+    # the DataLoader run: the GPU waits for the host, and most launches are short
+    texts = [s.text for s in report.suggestions]
+    assert texts[0].startswith("The GPU waits for the host") and report.suggestions[0].section == "idle"
+    assert f"{host['idle_share_pct']:.0f} % of the idle time is host wait" in report.suggestions[0].evidence
+    short = sum(r["short_kernels"] for r in doc["launch_stats"])
+    assert any(s.section == "launch" and f"{short:,}" in s.evidence for s in report.suggestions)
+    assert not any(s.section == "overlap" for s in report.suggestions)  # one GPU: no communication to overlap
+    assert [f.id for f in report.overview] == ["step_time_overview", "temporal_overview"]
+
+
+def test_a_time_from_zero_is_written_as_a_time() -> None:
+    [g] = group_findings([kernel_time_check(0, 0.0, 4522.0, "warn")])
+    assert g.summary == "kernel time [volta_sgemm_128x64_nn] +4.52 ms (0.0 µs → 4.52 ms/step, p = 0.008) on rank 0"

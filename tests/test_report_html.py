@@ -89,9 +89,9 @@ def test_single_run_page_is_self_contained_with_every_section() -> None:
     assert_self_contained(page, html)
     section_ids = {a["id"] for t, a in page.tags if t == "section" and "id" in a}
     assert {f"sec-{s.id}" for s in report.sections} <= section_ids
-    assert "Single-run analysis: no baseline, so no verdict." in html
+    assert escape(report.headline.text) in html and "Where the time goes" in html
     # every figure is an inline SVG with a title and axis labels that name a unit
-    figures = [f for s in report.sections for f in s.figures]
+    figures = [*report.overview, *(f for s in report.sections for f in s.figures)]
     svgs = re.findall(r"<svg\b.*?</svg>", html, flags=re.S)
     assert len(svgs) == len(figures) > 5
     for svg, fig in zip(svgs, figures):

@@ -19,15 +19,17 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._io import json_text
-from .blocks import MAX_ROWS, TOP_ROWS, Side, records, sorted_rows
+from .blocks import MAX_ROWS, TOP_ROWS, Side, records, series_figure, sorted_rows, stacked_bars
 from .comparison import (
     BANNER_CHECKS, COMPARE_KIND, SIDES, check_of, checks_sections, comparison_provenance, comparison_verdict,
     movers_section, ordered_checks,
 )
 from .findings import group_findings
+from .guidance import analysis_headline, suggestions
 from .model import Link, Report, Value
 from .overview import comparison_headline, step_time_figure, waterfall_figure
 from .sections import analysis_sections, metadata_section
+from .setups import MULTI_KIND, multi_report
 
 __all__ = ["BANNER_CHECKS", "COMPARE_KIND", "MAX_ROWS", "TOP_ROWS", "analysis_report", "build_report",
            "comparison_report"]
@@ -36,6 +38,8 @@ __all__ = ["BANNER_CHECKS", "COMPARE_KIND", "MAX_ROWS", "TOP_ROWS", "analysis_re
 def build_report(document: Mapping[str, Any]) -> Report:
     """The :class:`Report` of a summary document (one run) or a comparison document."""
     doc = json.loads(json_text(document))  # exactly what report.json holds: NaN -> null, numpy unwrapped
+    if doc.get("kind") == MULTI_KIND:
+        return multi_report(doc)
     if doc.get("kind") == COMPARE_KIND or isinstance(doc.get("checks"), list):
         return comparison_report(doc)
     return analysis_report(doc)
@@ -51,16 +55,24 @@ def analysis_report(doc: dict) -> Report:
     sections = analysis_sections(sides)
     meta = metadata_section(sides)
     notes = tuple(f"rank {r.get('rank')}: {r['note']}" for r in records(sides[0], "summary") if r.get("note"))
+    overview = tuple(f for f in (
+        series_figure("step_time_overview", "Step time per profiler step", sides, "step_time", "profiler step",
+                      "step time", one_panel=True),
+        stacked_bars("temporal_overview", "Where the GPU time goes, per rank", sides, "temporal_breakdown",
+                     [("compute_pct", "compute"), ("non_compute_pct", "non-compute"), ("idle_pct", "idle")],
+                     "share of the GPU span (%)", "pct")) if f is not None)
     return Report(
         kind="analyze", title="perfreport analysis", subtitle=str(doc.get("source", "")),
         created_utc=str(doc.get("created_utc") or ""), verdict=None,
         sections=tuple(sections + ([meta] if meta else [])), command=command, notes=notes,
-        links=default_links(), highlights=highlights(sides[0]), document=doc)
+        links=default_links(), highlights=highlights(sides[0]), headline=analysis_headline(doc),
+        suggestions=suggestions(doc), overview=overview, document=doc)
 
 
 def highlights(side: Side) -> tuple[tuple[str, Value], ...]:
-    """Key figures of the rank with the longest mean step (else the first rank): picked, not computed."""
-    steps = sorted_rows(records(side, "step_times"), ["wall_us_mean"], descending=True)
+    """Key figures of the rank with the longest median step (else the first rank): picked, not
+    computed; the median, as in the headline and the gate."""
+    steps = sorted_rows(records(side, "step_times"), ["wall_us_median"], descending=True)
     ranks = [r.get("rank") for r in records(side, "summary")]
     rank = steps[0].get("rank") if steps else (ranks[0] if ranks else None)
     if rank is None:
@@ -72,7 +84,7 @@ def highlights(side: Side) -> tuple[tuple[str, Value], ...]:
     who = f" · rank {rank}" if len(ranks) > 1 else ""
     out = []
     if steps:
-        out.append((f"mean step time{who}", Value(steps[0].get("wall_us_mean"), "us")))
+        out.append((f"median step time{who}", Value(steps[0].get("wall_us_median"), "us")))
     for label, table_name, key in (("GPU busy", "summary", "gpu_busy_pct"),
                                    ("compute", "temporal_breakdown", "compute_pct"),
                                    ("GPU idle", "temporal_breakdown", "idle_pct")):

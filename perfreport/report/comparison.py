@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from .blocks import MAX_ROWS, Side, make_section, records, table
+from .blocks import MAX_ROWS, TOP_ROWS, Side, make_section, records, table
 from .findings import FindingGroup
 from .model import STATUSES, Check, Column, Headline, Paragraph, Section, Table, Verdict
 from .overview import breakdown_figure, headline_line, signed_ms, top_kernels_figure
@@ -144,7 +144,7 @@ def movers_section(doc: dict) -> Section | None:
         table("added_removed", "Ops and kernels in one run only", [Side("", {"rows": one_sided})], "rows",
               [("change", "change", "text"), ("kind", "kind", "text"), ("key", "name", "name"),
                ("count_per_step", "calls per step", "number"), ("dur_per_step_us", "time per step", "us")],
-              sort=(), collapsed=len(one_sided) > 8),
+              sort=("dur_per_step_us",), descending=True, top=TOP_ROWS, collapsed=False),
         table("collective_changes", "Collectives that changed", [side], "collectives",
               ["collective", ("changes", "what changed", "text"), ("baseline_count_per_step", "baseline calls/step"),
                ("candidate_count_per_step", "candidate calls/step"),

@@ -38,6 +38,7 @@ SEGMENT_COLOURS = {"compute": "#4e79a7", "non-compute": "#f28e2b", "idle": "#bab
                    "exposed memcpy/memset": "#76b7b2", "GPU idle": "#bab0ac"}
 """Fixed colours for fixed categories, so a colour means the same thing in every figure."""
 LABEL_CHARS = 48
+WATERFALL_LABEL_CHARS = 64
 SIDES = ("baseline", "candidate")
 SIDE_COLOURS = {"baseline": "#7f7f7f", "candidate": "#e15759"}
 RC = {
@@ -148,12 +149,12 @@ def _draw_lines(f: LineFigure, width_in: float = WIDTH_IN) -> Figure:
             key, _, side = line.label.rpartition(" · ")
             if side not in SIDES:
                 key, side = line.label, ""
-            if key in SIDES and not side:  # a line per run: one colour per run
-                colour = SIDE_COLOURS[key]
+            if not key and side in SIDES:  # a line per run: one colour per run
+                colour = SIDE_COLOURS[side]
             else:
                 colour = colours.setdefault(key, PALETTE[len(colours) % len(PALETTE)])  # same line, same colour
             y = [float("nan") if v is None else v for v in line.y]
-            dashed = side == "baseline" or (key == "baseline" and not side)
+            dashed = side == "baseline"
             style = "steps-post" if f.drawstyle == "steps-post" else "default"
             if line.faded:  # the whole series pale, then the judged points on top
                 ax.plot(line.x, y, drawstyle=style, linewidth=1.0, color=colour, alpha=0.3,
@@ -199,7 +200,7 @@ def _draw_waterfall(f: WaterfallFigure, width_in: float = WIDTH_IN) -> Figure:
         text = f"{'+' if width > 0 and colour != '#8c8c8c' and colour != '#4e79a7' else ''}{width / divisor:,.3g}"
         ax.annotate(text, (max(left, left + width), y), xytext=(3, 0), textcoords="offset points", va="center",
                     fontsize=8)
-    ax.set_yticks(ys, [_label(r[0]) for r in rows])
+    ax.set_yticks(ys, [shorten(clean_text(r[0]), WATERFALL_LABEL_CHARS) for r in rows])
     ax.grid(axis="y", visible=False)
     ax.xaxis.set_major_formatter(_formatter(divisor))
     ax.set_xlabel(_axis_label(f.value_label, unit_text))

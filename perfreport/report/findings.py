@@ -254,6 +254,8 @@ def _change(c: dict) -> str:
         return f"{delta:+.1f} points"
     if pct is not None and unit != "count":
         return f"{pct:+.1f} %"
+    if unit == "us":  # from zero: no percentage, the time itself
+        return ("+" if delta >= 0 else "−") + format_us(abs(delta))
     return f"{delta:+g}"
 
 
