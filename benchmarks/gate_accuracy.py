@@ -19,7 +19,8 @@ Cases (family: what must happen):
 
 Each case runs ``perfreport.pipeline.compare`` with ``perfreport.config.load_config()``, as
 ``perfreport compare`` does. "got" is the verdict's status, or ``inconclusive`` when the verdict
-passed because every relative check was inconclusive (too few samples to judge). A case is
+passed while a check was inconclusive (beyond its threshold but not significant, or too few
+samples: the pass rests on a check that could not tell). A case is
 *wrong* when a must-pass case fails or a must-fail case passes or is inconclusive; a ``warn``
 where pass or fail was expected is listed as a miss, not counted wrong.
 
@@ -181,10 +182,9 @@ def judge(case: Case, config) -> tuple[str, str]:
         verdict = compare(str(case.baseline), str(case.candidate), config=config, workers=1).verdict
     except PerfreportError as exc:
         return "error", str(exc)
-    relative = [c for c in verdict.checks if c.family == "relative" and c.counts]
     got = verdict.status
-    if got == "pass" and relative and all(c.status == "inconclusive" for c in relative):
-        got = "inconclusive"
+    if got == "pass" and any(c.counts and c.status == "inconclusive" for c in verdict.checks):
+        got = "inconclusive"  # passed only because a check could not tell
     top = verdict.findings[0].message if verdict.findings else ""
     return got, top
 

@@ -4,9 +4,9 @@
 Why: the gate must be judged on real run-to-run drift and real regressions, which only a GPU can
 produce. This script trains ResNet18 (a host-bound job) or a small transformer LM (a GPU-bound job)
 on synthetic data (each item costs a fixed amount of CPU work, like decoding an image, so host-side
-wait exists as in real jobs) and writes one Kineto trace
-per rank with ``torch.profiler`` (CPU + CUDA, ``profile_memory=True``, ``record_shapes=False``,
-``with_stack=False``, schedule wait=1 warmup=1 active=N).
+wait exists as in real jobs) and writes one Kineto trace per rank with ``torch.profiler`` (CPU +
+CUDA, ``profile_memory=True``, ``record_shapes=False``, ``with_stack=False``, schedule wait=1
+warmup=1 active=N).
 
 Two ways to call it::
 
@@ -15,9 +15,9 @@ Two ways to call it::
 
 ``all`` runs every entry of ``PLAN`` as its own process (repeats must be separate processes to show
 between-run drift), one after the other, and writes ``ROOT/<case>/<run>/rank<R>.pt.trace.json.gz``
-plus one entry per recording in ``ROOT/recordings.json`` (settings, torch, GPU, wall time; kept out
-of the run folders, where every ``*.json`` is read as a rank file). A recording that fails or hangs is logged and
-skipped. Needs torch + torchvision and one CUDA GPU; ranks of world size 2 share that GPU.
+plus one entry per recording in ``ROOT/recordings.json`` (settings, torch, GPU, wall time; kept
+out of the run folders, where every ``*.json`` is read as a rank file). A recording that fails or
+hangs is logged and skipped. Needs torch + torchvision and one CUDA GPU; ranks of world size 2 share that GPU.
 """
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ PLAN: list[tuple[str, str, list[str]]] = [
     # A host-bound job (ResNet18, 32 x 128 px, the GPU busy ~10 % of the step): drift between runs
     # is host-side wait. Changes with a known effect against it:
     *[("repeat_base", f"run{i}", []) for i in range(1, 5)],
-    *[("workers0", f"run{i}", ["--workers", "0"]) for i in (1, 2)],  # 16+ ms/step more host wait
+    *[("workers0", f"run{i}", ["--workers", "0"]) for i in (1, 2)],  # ≈ +12 ms/step of host wait
     ("sync_each_step", "run1", ["--sync"]),               # one cudaDeviceSynchronize per step
     ("loss_item_each_step", "run1", ["--item"]),          # one D2H copy + sync per step
     ("fp32_no_amp", "run1", ["--precision", "fp32"]),     # other (fp32/TF32 cuDNN) kernels
