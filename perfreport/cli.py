@@ -219,7 +219,7 @@ def verdict_lines(document: dict, max_rows: int = TABLE_ROWS, report=None) -> li
                         str((g.checks[0].get("threshold") or {}).get("text") or "").split(",")[0], finding_evidence(g))
                        for g in shown[:max_rows]]
     if len(rows) > 1:
-        widths = [min(max(len(r[i]) for r in rows), 100 if i == 1 else 36) for i in range(len(header))]
+        widths = [min(max(len(r[i]) for r in rows), (36, 100, 36, 56)[i]) for i in range(len(header))]
         lines.append("")
         lines += ["  " + "  ".join(_cut(cell, w).ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
     if len(shown) > max_rows:
