@@ -18,7 +18,7 @@ from typing import Any
 from .. import __version__
 from .._io import json_text
 from ..config import Config
-from ..gate.verdict import FAIL, WARN, Check, Verdict
+from ..gate.verdict import Check, Verdict
 
 REPORT_SCHEMA_VERSION = 1
 KIND = "perfreport.compare"
@@ -89,20 +89,17 @@ def change_text(record: Mapping[str, Any]) -> str:
     return f"{record['delta']:+g}"
 
 
-def headline(verdict: Verdict) -> str:
-    """One line for people: the status, the counts and the most severe finding."""
-    counts = verdict.counts()
-    parts = [f"{counts[FAIL]} failed", f"{counts[WARN]} warned", f"{counts['inconclusive']} inconclusive",
-             f"{counts['pass']} passed"]
-    if counts["waived"]:
-        parts.append(f"{counts['waived']} waived")
-    text = f"{verdict.status.upper()}: " + ", ".join(parts)
-    if verdict.findings:
-        top = check_record(verdict.findings[0])
-        text += f"; {top['status']}: {title(top)} {change_text(top)}"
-        if len(verdict.findings) > 1:
-            text += f" and {len(verdict.findings) - 1} more finding(s)"
-    return text
+def headline(document: Mapping[str, Any]) -> str:
+    """The report's one line for people, as every format shows it: the verdict, the headline
+    number (the step-time check's statistic, or the most severe finding) and the top cause —
+    "FAIL · step time +39.4 % (126.55 → 176.47 ms/step, p = 0.0079) — GPU idle while …". Built
+    from the document's checks and explanation by :mod:`perfreport.report.overview`, the one
+    definition of the headline."""
+    from .findings import group_findings
+    from .overview import comparison_headline, headline_line
+
+    h = comparison_headline(document, group_findings(document.get("checks") or []))
+    return f"{str(document.get('status', '')).upper()} · {headline_line(h)}"
 
 
 def side_record(analysis: Any, analyses: Mapping[str, Any], stored: Any = None) -> dict:
@@ -127,13 +124,13 @@ def compare_document(*, verdict: Verdict, config: Config, explanation: Mapping[s
     """The report document (see the module docstring and docs/report-schema.md)."""
     now = now or _dt.datetime.now(_dt.timezone.utc)
     counts = verdict.counts()
-    return _clean({
+    document = _clean({
         "schema_version": REPORT_SCHEMA_VERSION,
         "kind": KIND,
         "perfreport_version": __version__,
         "created_utc": now.astimezone(_dt.timezone.utc).isoformat(timespec="seconds"),
         "status": verdict.status,
-        "headline": headline(verdict),
+        "headline": "",
         "summary": {"checks": len(verdict.checks), **counts, "findings": len(verdict.findings)},
         "findings": [c.id for c in verdict.findings],
         "notes": [{"kind": n.kind, "message": n.message} for n in verdict.notes],
@@ -145,6 +142,8 @@ def compare_document(*, verdict: Verdict, config: Config, explanation: Mapping[s
         "candidate": dict(candidate),
         "timings_s": {k: round(float(v), 3) for k, v in (timings_s or {}).items()},
     })
+    document["headline"] = headline(document)
+    return document
 
 
 def render(document: Mapping[str, Any]) -> str:
