@@ -102,25 +102,39 @@ def _too_large(compressed: int, limit: int, limits: Limits) -> str:
 def gunzip(data: bytes, limit: int | None = None) -> bytes:
     """Decompress gzip data (every member), at most ``limit`` bytes of output.
 
-    One streaming decoder per member, asked for at most the bytes left under the limit: the
-    output never grows past the limit (DecompressionLimit), and as fast as the one-shot decoder.
-    Raises EOFError for a truncated stream; zero padding after the last member is ignored.
+    The first member is decoded in one call asked for at most ``limit + 1`` bytes, so the
+    output never grows past the limit (DecompressionLimit) and it runs as fast as the one-shot
+    decoder. Several members (``cat a.gz b.gz``) are read by the streaming reader, in chunks,
+    under the same limit. Raises EOFError for a truncated stream, ValueError for data after the
+    last member; zero padding there is ignored.
     """
     limit = (1 << 62) if limit is None else limit
-    parts, total, rest = [], 0, data
-    while rest:
-        d = _zlib.decompressobj(wbits=31)
-        chunk = d.decompress(rest, limit - total + 1)
-        total += len(chunk)
-        if total > limit:
-            raise DecompressionLimit
-        if not d.eof:
-            raise EOFError("truncated gzip file")
-        parts.append(chunk)
-        rest = d.unused_data
-        if rest[:2] != GZIP_MAGIC and not rest.strip(b"\0"):
-            break
-    return parts[0] if len(parts) == 1 else b"".join(parts)
+    d = _zlib.decompressobj(wbits=31)
+    out = d.decompress(data, limit + 1)
+    if len(out) > limit:
+        raise DecompressionLimit
+    if not d.eof:
+        raise EOFError("truncated gzip file")
+    rest = d.unused_data
+    if not rest.strip(b"\0"):
+        return out
+    if rest[:2] != GZIP_MAGIC:
+        raise ValueError("data after the end of the gzip stream")
+    del out, rest
+    import io
+
+    chunks, total = [], 0
+    with _gzip.GzipFile(fileobj=io.BytesIO(data)) as f:
+        while chunk := f.read(CHUNK):
+            total += len(chunk)
+            if total > limit:
+                raise DecompressionLimit
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+CHUNK = 1 << 24
+"""Bytes per read of the multi-member gzip reader."""
 
 
 def uncompressed_size(path: Path) -> int:

@@ -35,7 +35,9 @@ def wait_paused(proc: subprocess.Popen, pause_at: str) -> None:
     seen = []
     for line in proc.stderr:
         seen.append(line)
-        if f"paused at {pause_at}" in line:
+        if f"paused at {pause_at}" in line:  # written just before it stops itself: wait for the stop
+            _, status = os.waitpid(proc.pid, os.WUNTRACED)
+            assert os.WIFSTOPPED(status), status
             return
     proc.wait()
     pytest.fail(f"never reached {pause_at} (exit {proc.returncode}): {''.join(seen)}")

@@ -300,3 +300,23 @@ def test_event_cap(capsys, tmp_path):
 def test_bad_limit_values(value, capsys, tmp_path):
     code, out, err = run_cli(capsys, "analyze", FILES / "array_form.json", "--out", tmp_path / "o", "--limit", value)
     assert code == 2 and err.startswith("perfreport: error: limit ") and len(err.strip().splitlines()) == 1
+
+
+def test_gunzip_members_padding_garbage_and_limit():
+    import gzip
+
+    from perfreport._io import DecompressionLimit, gunzip
+
+    text = b'{"traceEvents": []}'
+    members = b"".join(gzip.compress(text[i:i + 1], mtime=0) for i in range(len(text)))
+    assert gunzip(members) == text and gunzip(members + b"\0" * 100) == text
+    assert gunzip(gzip.compress(b"x" * 100, mtime=0) * 20_000) == b"x" * 2_000_000  # many members, linear time
+    with pytest.raises(ValueError, match="after the end"):
+        gunzip(gzip.compress(text) + b"junk")
+    with pytest.raises(EOFError):
+        gunzip(members[:-3])
+    with pytest.raises(DecompressionLimit):
+        gunzip(gzip.compress(b" " * 1000), limit=999)
+    with pytest.raises(DecompressionLimit):
+        gunzip(members, limit=len(text) - 1)
+    assert gunzip(gzip.compress(b" " * 1000), limit=1000) == b" " * 1000
