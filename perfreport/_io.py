@@ -1,17 +1,28 @@
-"""Reading (possibly gzipped) trace files and writing outputs atomically."""
+"""Reading (possibly gzipped) trace files within limits, and storing outputs atomically (files,
+sets of files, folders, locks, cleanup after killed runs)."""
 
 from __future__ import annotations
 
+import errno
 import gzip
 import json
 import math
 import mmap
 import os
+import re
+import shutil
 import struct
+import sys
+import time
 import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from .errors import TraceError
+from .limits import GiB, Limits, how_to_raise
+from .limits import current as current_limits
 
 try:  # ISA-L decompresses gzip about twice as fast as zlib; zlib is the fallback.
     from isal import igzip as _gzip
@@ -27,7 +38,7 @@ def is_gzip(path: Path) -> bool:
         return f.read(2) == GZIP_MAGIC
 
 
-def read_trace_bytes(path: Path, *, allow_mmap: bool = False) -> bytes | mmap.mmap:
+def read_trace_bytes(path: Path, *, allow_mmap: bool = False, limits: Limits | None = None) -> bytes | mmap.mmap:
     """The uncompressed bytes of a ``.json`` or ``.json.gz`` file (detected by content).
 
     With ``allow_mmap``, a plain (not gzipped) file comes back as a read-only ``mmap.mmap`` of
@@ -35,8 +46,12 @@ def read_trace_bytes(path: Path, *, allow_mmap: bool = False) -> bytes | mmap.mm
     caller closes it (``close()`` fails while a view into it, e.g. a ``msgspec.Raw``, is alive).
     Files that cannot be mapped (pipes, /proc) are read as usual.
 
-    Raises TraceError naming the file for unreadable, empty or truncated/corrupt gzip input.
+    Gzip data is decompressed with a bound (``limits``, default :func:`perfreport.limits.current`):
+    a gzip bomb stops at the limit instead of filling memory.
+
+    Raises TraceError naming the file for unreadable, empty, truncated/corrupt or too large input.
     """
+    limits = limits or current_limits()
     try:
         with open(path, "rb") as f:
             if allow_mmap:
@@ -54,13 +69,16 @@ def read_trace_bytes(path: Path, *, allow_mmap: bool = False) -> bytes | mmap.mm
     except IsADirectoryError:
         raise TraceError(path, "is a directory, not a trace file") from None
     except OSError as exc:
-        raise TraceError(path, f"cannot read file ({exc.strerror})") from None
+        raise TraceError(path, f"cannot read file ({exc.strerror or exc})") from None
     if not data:
         raise TraceError(path, "file is empty")
     if data[:2] != GZIP_MAGIC:
         return data
-    try:
-        return gunzip(data)
+    limit = limits.decompressed_limit(len(data))
+    try:  # (the ISIZE trailer cannot tell early: in a truncated file it is arbitrary bytes)
+        return gunzip(data, limit)
+    except DecompressionLimit:
+        raise TraceError(path, _too_large(len(data), limit, limits)) from None
     except EOFError:
         raise TraceError(path, "truncated gzip file (unexpected end of data)") from None
     except Exception as exc:  # zlib.error, isal's IsalError, OSError: all mean a corrupt stream
@@ -69,28 +87,73 @@ def read_trace_bytes(path: Path, *, allow_mmap: bool = False) -> bytes | mmap.mm
         raise TraceError(path, f"corrupt gzip file ({exc})") from None
 
 
-def gunzip(data: bytes) -> bytes:
-    """Decompress gzip data. The one-shot decoder is the fastest but reads only the first
-    member; the gzip trailer tells whether that was all, else the multi-member reader runs."""
-    out = _zlib.decompress(data, wbits=31)
-    last_member_size = struct.unpack("<I", data[-4:])[0]
-    if len(out) % (1 << 32) == last_member_size:
+class DecompressionLimit(Exception):
+    """Gzip data decompresses to more than the limit it was given."""
+
+
+def _too_large(compressed: int, limit: int, limits: Limits) -> str:
+    which = ("gzip_max_gb", limits.gzip_max_gb * 2) if limit >= limits.gzip_max_gb * GiB else \
+        ("gzip_ratio", limits.gzip_ratio * 10)
+    return (f"gzip data expands to more than {limit:,} bytes, the limit for a {compressed:,}-byte file "
+            f"({limits.gzip_ratio:g}x its size, at most {limits.gzip_max_gb:g} GiB): a gzip bomb? If the file "
+            f"is genuine, {how_to_raise(which[0], f'{which[1]:g}')}")
+
+
+def gunzip(data: bytes, limit: int | None = None) -> bytes:
+    """Decompress gzip data (every member), at most ``limit`` bytes of output.
+
+    The first member is decoded in one call asked for at most ``limit + 1`` bytes, so the
+    output never grows past the limit (DecompressionLimit) and it runs as fast as the one-shot
+    decoder. Several members (``cat a.gz b.gz``) are read by the streaming reader, in chunks,
+    under the same limit. Raises EOFError for a truncated stream, ValueError for data after the
+    last member; zero padding there is ignored.
+    """
+    limit = (1 << 62) if limit is None else limit
+    d = _zlib.decompressobj(wbits=31)
+    out = d.decompress(data, limit + 1)
+    if len(out) > limit:
+        raise DecompressionLimit
+    if not d.eof:
+        raise EOFError("truncated gzip file")
+    rest = d.unused_data
+    if not rest.strip(b"\0"):
         return out
-    return _gzip.decompress(data)
+    if rest[:2] != GZIP_MAGIC:
+        raise ValueError("data after the end of the gzip stream")
+    del out, rest
+    import io
+
+    chunks, total = [], 0
+    with _gzip.GzipFile(fileobj=io.BytesIO(data)) as f:
+        while chunk := f.read(CHUNK):
+            total += len(chunk)
+            if total > limit:
+                raise DecompressionLimit
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+CHUNK = 1 << 24
+"""Bytes per read of the multi-member gzip reader."""
 
 
 def uncompressed_size(path: Path) -> int:
-    """Size of the JSON text: the gzip ISIZE trailer (mod 4 GiB, so at least the file size)."""
-    size = path.stat().st_size
-    if size >= 18 and is_gzip(path):
+    """Size of the JSON text: the gzip ISIZE trailer (mod 4 GiB, so at least the file size).
+    An estimate for planning (workers, memory): 0 for a file that cannot be read (reading it
+    then reports why)."""
+    try:
+        size = path.stat().st_size
+        if size < 18 or not is_gzip(path):
+            return size
         with open(path, "rb") as f:
             f.seek(-4, os.SEEK_END)
             isize = struct.unpack("<I", f.read(4))[0]
-        # ISIZE wraps at 4 GiB; a compressed file is never larger than ~its text.
-        while isize < size:
-            isize += 1 << 32
-        return isize
-    return size
+    except OSError:
+        return 0
+    # ISIZE wraps at 4 GiB; a compressed file is never larger than ~its text.
+    while isize < size:
+        isize += 1 << 32
+    return isize
 
 
 def sha256_file(path: Path) -> str:
@@ -103,29 +166,307 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
-def atomic_write(path: Path, data: bytes | str) -> None:
-    """Write ``data`` to ``path`` via a temporary file and ``os.replace``: never half-written."""
-    import tempfile  # imported here: loading traces never writes, and this keeps it lean
+# --- atomic storage --------------------------------------------------------------------------
+# Every write perfreport makes goes through these primitives, so a run killed at any moment
+# (SIGKILL, OOM, a cancelled CI job) leaves the previous state intact and loadable:
+#   * a file is written to a temporary sibling, fsynced, then renamed over the target;
+#   * a folder (a stored baseline, an archive entry) is built in a temporary sibling and swapped
+#     in with one atomic exchange (Linux renameat2), or, where that is missing, set aside and
+#     replaced in two renames that the next run undoes if a kill fell between them;
+#   * temporaries carry the host and pid of their writer in their name, so the next run removes
+#     those of dead writers (:func:`clean_stale_temps`) and never those of a live one;
+#   * writers of one name serialise on a lock file (:func:`store_lock`).
+# Tests stop a writer at a named moment with PERFREPORT_PAUSE_AT (see :func:`checkpoint`).
 
+PAUSE_ENV = "PERFREPORT_PAUSE_AT"
+_TEMP_TAGS = ("tmp", "old", "rm")
+_hits: dict[str, int] = {}
+
+
+def checkpoint(point: str) -> None:
+    """Test hook: with ``PERFREPORT_PAUSE_AT=point`` (or ``point#N``: its N-th passage) the
+    process announces ``paused at point`` on stderr and stops itself (SIGSTOP) right here, so a
+    test can SIGKILL it at an exact moment of a write instead of racing a timer."""
+    wanted = os.environ.get(PAUSE_ENV)
+    if not wanted or not wanted.startswith(point):
+        return
+    _hits[point] = _hits.get(point, 0) + 1
+    name, _, nth = wanted.partition("#")
+    if name == point and _hits[point] == int(nth or 1):
+        import signal
+        import sys
+
+        sys.stderr.write(f"perfreport: paused at {wanted}\n")
+        sys.stderr.flush()
+        os.kill(os.getpid(), signal.SIGSTOP)
+
+
+def temp_name(target: Path, tag: str = "tmp") -> Path:
+    """A unique hidden sibling of ``target`` owned by this process: ``.NAME.TAG-HOST-PID-RANDOM``."""
+    import socket
+    import secrets
+
+    host = re.sub(r"[^A-Za-z0-9_]", "_", socket.gethostname())[:40] or "host"
+    return target.with_name(f".{target.name}.{tag}-{host}-{os.getpid()}-{secrets.token_hex(4)}")
+
+
+def _normal_mode(path: Path, mode: int) -> None:
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(path, mode & ~umask)  # mkstemp/mkdtemp make 0600/0700: give ordinary permissions
+
+
+def fsync_path(path: Path) -> None:
+    """Flush a file or a folder's entries to disk (a rename is durable once its folder is)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # some file systems refuse fsync on folders: nothing more can be done
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` via a fsynced temporary sibling and ``os.replace``: a reader
+    (or a run killed half-way) sees the old file or the new one, never a mix."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    payload = data.encode("utf-8") if isinstance(data, str) else data
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = temp_name(path)
     try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.fchmod(fd, 0o666 & ~umask)  # mkstemp makes 0600; give the file normal permissions
-        with os.fdopen(fd, "wb") as f:
-            f.write(payload)
+        with open(tmp, "xb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
+        checkpoint("write.temp")
         os.replace(tmp, path)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+        _unlink(tmp)
         raise
+    fsync_path(path.parent)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """:func:`atomic_write_bytes` of ``text`` in UTF-8."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write(path: Path, data: bytes | str) -> None:
+    """:func:`atomic_write_text` or :func:`atomic_write_bytes`, by the type of ``data``."""
+    atomic_write_bytes(path, data.encode("utf-8") if isinstance(data, str) else data)
+
+
+def atomic_files(folder: Path, files: dict[str, bytes | str]) -> list[Path]:
+    """Write a set of files into ``folder`` (e.g. the reports of one run): all are written and
+    fsynced as temporaries first, then renamed into place in one burst. A run killed while
+    rendering or writing leaves every previous file untouched; only a kill inside the burst of
+    renames (microseconds) can leave some files new and some old, each of them complete."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    clean_stale_temps(folder)
+    staged: list[tuple[Path, Path]] = []
+    try:
+        for name, data in files.items():
+            target = folder / name
+            tmp = temp_name(target)
+            staged.append((tmp, target))
+            with open(tmp, "xb") as f:
+                f.write(data.encode("utf-8") if isinstance(data, str) else data)
+                f.flush()
+                os.fsync(f.fileno())
+        checkpoint("files.staged")
+        for i, (tmp, target) in enumerate(staged):
+            os.replace(tmp, target)
+            if i == 0:
+                checkpoint("files.renaming")
+    except BaseException:
+        for tmp, _ in staged:
+            _unlink(tmp)
+        raise
+    fsync_path(folder)
+    return [target for _, target in staged]
+
+
+@contextmanager
+def atomic_dir(target: Path) -> Iterator[Path]:
+    """Build a folder that replaces ``target`` all at once::
+
+        with atomic_dir(store / "nightly") as tmp:
+            (tmp / "manifest.json").write_text(...)
+
+    The body fills ``tmp`` (a hidden sibling of ``target``); on normal exit every file in it is
+    fsynced and it takes ``target``'s place (:func:`replace_dir`); on an exception it is
+    deleted and ``target`` is untouched. Call it under :func:`store_lock` when several writers
+    may build the same target.
+    """
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = temp_name(target)
+    tmp.mkdir()
+    try:
+        _normal_mode(tmp, 0o777)
+        yield tmp
+        for folder, _, names in os.walk(tmp):
+            for name in names:
+                fsync_path(Path(folder) / name)
+            fsync_path(Path(folder))
+        checkpoint("dir.built")
+        replace_dir(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def replace_dir(src: Path, target: Path) -> None:
+    """Put the folder ``src`` at ``target``, replacing a folder there.
+
+    With Linux's ``renameat2(RENAME_EXCHANGE)`` the two swap in one atomic step and the old one
+    is then deleted. Without it, the old folder is renamed aside (``.NAME.old-…``) and ``src``
+    renamed in; if a kill falls between the two, :func:`clean_stale_temps` renames it back.
+    """
+    src, target = Path(src), Path(target)
+    if not target.exists():
+        os.rename(src, target)  # fails (never merges) if another writer got there first
+        fsync_path(target.parent)
+        return
+    if _exchange(src, target):
+        checkpoint("dir.exchanged")
+        fsync_path(target.parent)
+        shutil.rmtree(src, ignore_errors=True)  # src now holds the old folder
+        return
+    aside = temp_name(target, "old")
+    os.rename(target, aside)
+    checkpoint("dir.aside")
+    try:
+        os.rename(src, target)
+    except BaseException:
+        os.rename(aside, target)
+        raise
+    fsync_path(target.parent)
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+def trash_dir(target: Path) -> Path:
+    """Remove a folder: renamed aside atomically (``.NAME.rm-…``), then deleted; a kill during
+    the deletion leaves only a hidden leftover that :func:`clean_stale_temps` removes."""
+    trash = temp_name(Path(target), "rm")
+    os.rename(target, trash)
+    fsync_path(trash.parent)
+    checkpoint("dir.trashed")
+    shutil.rmtree(trash, ignore_errors=True)
+    return trash
+
+
+_RENAME_EXCHANGE = 2
+_renameat2: Any = None
+if sys.platform.startswith("linux"):
+    try:
+        import ctypes
+
+        _renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+        _renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    except (OSError, AttributeError):  # not glibc >= 2.28
+        _renameat2 = None
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically swap two paths; False where the system or file system cannot."""
+    if _renameat2 is None:
+        return False
+    at_cwd = -100  # AT_FDCWD
+    if _renameat2(at_cwd, os.fsencode(a), at_cwd, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    import ctypes
+
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP):
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
+_TEMP = re.compile(r"^\.(?P<name>.+)\.(?P<tag>tmp|old|rm)-(?P<host>[A-Za-z0-9_]+)-(?P<pid>\d+)-[0-9a-f]{8}$")
+STALE_AFTER_S = 24 * 3600
+"""A temporary of another host (a shared store) is stale after this long."""
+
+
+def clean_stale_temps(parent: Path) -> list[Path]:
+    """Remove the temporaries that killed writers left in ``parent``; returns what it removed.
+
+    A temporary is stale when its writer (host and pid in its name) is no longer running, or,
+    written by another host, when it is older than a day. A folder set aside by an interrupted
+    :func:`replace_dir` (``.NAME.old-…``) whose NAME is missing is renamed back: the previous
+    state returns. Safe to call while other writers run: their temporaries are left alone.
+    """
+    import socket
+
+    parent = Path(parent)
+    try:
+        entries = list(parent.iterdir())
+    except OSError:
+        return []
+    host = re.sub(r"[^A-Za-z0-9_]", "_", socket.gethostname())[:40] or "host"
+    removed = []
+    for path in entries:
+        m = _TEMP.match(path.name)
+        if not m or not _is_stale(path, m["host"] == host, int(m["pid"])):
+            continue
+        original = parent / m["name"]
+        try:
+            if m["tag"] == "old" and not original.exists():
+                os.rename(path, original)
+                continue
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                _unlink(path)
+        except OSError:  # a read-only store, another cleaner first: leave it
+            continue
+        removed.append(path)
+    return removed
+
+
+def _is_stale(path: Path, same_host: bool, pid: int) -> bool:
+    if same_host:
+        if pid == os.getpid():
+            return False
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:  # alive, another user's
+            return False
+        return False
+    try:
+        return time.time() - path.lstat().st_mtime > STALE_AFTER_S
+    except OSError:
+        return False
+
+
+@contextmanager
+def store_lock(folder: Path, name: str = "") -> Iterator[None]:
+    """Hold an exclusive lock on ``folder/.NAME.lock`` (``folder/.lock`` for the whole folder)
+    for the block: writers of one name run one after the other, never interleaved. The lock is
+    ``flock``-based, so the kernel releases it when its holder dies; the empty lock file stays."""
+    import fcntl
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder / (f".{name}.lock" if name else ".lock"), os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def _unlink(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
 
 
 def _plain(value):

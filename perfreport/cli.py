@@ -1,7 +1,9 @@
 """The ``perfreport`` command: argument parsing, output files and exit codes only.
 
 Subcommands: ``analyze`` (one trace set -> summary.json), ``compare`` (baseline vs candidate ->
-report.json and a verdict table), ``baseline save|list|show|rm`` (the baseline store).
+report.json and a verdict table), ``baseline save|list|show|rm`` (the baseline store),
+``github comment|summary|annotate|outputs`` (CI steps, :mod:`perfreport.github`) and
+``archive add|list|show|rm`` (the release site, :mod:`perfreport.archive`).
 
 Exit codes: 0 success (compare: pass, warnings allowed), 1 compare failed, 2 bad input or
 usage (one line on stderr naming the file and problem).
@@ -17,11 +19,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from . import __version__
-from ._io import atomic_write, json_text
+from ._io import json_text
 from .errors import PerfreportError
+from .limits import override as override_limits
 from .units import format_bytes, format_pct, format_us
 
-FORMAT_HELP = "report formats, comma-separated: html,pdf,md,json,junit or all (default: all installed)"
+FORMAT_HELP = ("report formats, comma-separated: html,pdf,md,json,junit or all (default: all installed); "
+               "also benchmark-json (github-action-benchmark) and bmf (Bencher) for compare")
+APPENDIX_HELP = "make the PDF the whole report (default: a brief of the first pages; the HTML has everything)"
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 TABLE_ROWS = 40
 """Findings listed in the terminal; the rest are in report.json."""
@@ -44,20 +49,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, metavar="DIR", help="output folder (created if missing)")
     p.add_argument("--format", default=None, metavar="LIST", help=FORMAT_HELP)
     _run_arguments(p)
+    p.add_argument("--pdf-appendix", action="store_true", help=APPENDIX_HELP)
+    _limit_argument(p)
     p.set_defaults(run=cmd_analyze)
 
     p = sub.add_parser("compare", help="judge a candidate against a baseline; write DIR/report.json",
                        description="Compare CANDIDATE with BASELINE and say pass, warn or fail (exit 0, 0, 1).")
     p.add_argument("baseline", metavar="BASELINE",
                    help="a stored baseline name (in --store), a stored baseline folder, or a trace folder/file")
-    p.add_argument("candidate", metavar="CANDIDATE",
-                   help="a trace folder or file (or a stored baseline, to compare two)")
+    p.add_argument("candidate", metavar="CANDIDATE", nargs="+",
+                   help="a trace folder or file (or a stored baseline, to compare two); several: one report with a "
+                        "column per setup, each judged against BASELINE, the verdict the worst")
+    p.add_argument("--label", action="append", default=None, metavar="NAME",
+                   help="name of a setup, repeated: one per CANDIDATE, or the BASELINE's first and then one per "
+                        "CANDIDATE (default: the folder names)")
+    p.add_argument("--run", dest="runs", action="append", default=[], metavar="PATH",
+                   help="another run of the same candidate (repeatable): with 2 or more runs the run is the unit "
+                        "of between-run drift; a multi-run stored baseline brings its own runs")
     p.add_argument("--out", required=True, metavar="DIR", help="output folder for the reports (created if missing)")
     p.add_argument("--format", default=None, metavar="LIST", help=FORMAT_HELP)
     p.add_argument("--config", metavar="FILE", default=None,
                    help="perfreport.toml or pyproject.toml (default: found from the current folder upwards)")
     _store_argument(p)
     _run_arguments(p)
+    p.add_argument("--pdf-appendix", action="store_true", help=APPENDIX_HELP)
+    _limit_argument(p)
     p.set_defaults(run=cmd_compare)
 
     p = sub.add_parser("baseline", help="manage stored baselines (save, list, show, rm)")
@@ -67,8 +83,12 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("trace_path", metavar="TRACE_DIR", help="a folder of rank files, or one trace file")
     _store_argument(b)
     b.add_argument("--force", action="store_true", help="replace an existing baseline of that name")
+    b.add_argument("--append", action="store_true",
+                   help="add the traces as another run of baseline NAME (created if missing)")
+    b.add_argument("--keep", type=int, default=None, metavar="N", help="with --append: keep only the newest N runs")
     b.add_argument("--commit", metavar="SHA", default=None, help="source commit to record in the manifest")
     _run_arguments(b)
+    _limit_argument(b)
     b.set_defaults(run=cmd_baseline_save)
     b = bsub.add_parser("list", help="list the stored baselines")
     _store_argument(b)
@@ -83,6 +103,12 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("name", metavar="NAME")
     _store_argument(b)
     b.set_defaults(run=cmd_baseline_rm)
+
+    from .archive.commands import add_parser as add_archive
+    from .github.commands import add_parser as add_github
+
+    add_github(sub)
+    add_archive(sub)
     return parser
 
 
@@ -104,6 +130,12 @@ def _executor(args: argparse.Namespace):
     return Executor(kind=args.executor, workers=args.workers, scheduler=args.scheduler)
 
 
+def _limit_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--limit", action="append", default=[], metavar="NAME=VALUE",
+                   help="raise or lower a resource limit (repeatable; see README, Errors): gzip_ratio, gzip_max_gb, "
+                        "max_events, max_name_kb, max_span_s, memory_check=on|off")
+
+
 def _store_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", metavar="DIR", default="baselines", help="baseline store folder (default: ./baselines)")
 
@@ -117,12 +149,18 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from .report import build_report, parse_formats
 
     formats = parse_formats(args.format)  # before the slow part: a typo fails fast
+    labels = setup_labels(args.baseline, args.candidate, args.label)
     config = load_config(args.config)
     executor = _executor(args)
+    if len(args.candidate) > 1:
+        if args.runs:
+            raise PerfreportError("--run adds runs of one candidate; with several setups (CANDIDATE …) store each "
+                                  "setup's runs as a baseline instead")
+        return compare_setups(args, labels, formats, config, executor)
     progress = make_progress(args.quiet)
     try:
-        comparison = compare(args.baseline, args.candidate, config=config, store=args.store, executor=executor,
-                             progress=progress)
+        comparison = compare(args.baseline, args.candidate[0], config=config, store=args.store, executor=executor,
+                             candidate_runs=args.runs, progress=progress)
         progress.phase("writing reports")
         document = report_document(comparison)
         document["command"] = reproduce_command(args)
@@ -131,10 +169,60 @@ def cmd_compare(args: argparse.Namespace) -> int:
     finally:
         progress.finish()
     try:  # report.json is always written: it is what machines and later renders read
-        paths = write_reports(report, out, ("json", *formats))
+        paths = write_reports(report, out, ("json", *formats), pdf_appendix=args.pdf_appendix)
     except OSError as exc:
         raise PerfreportError(f"{out}: cannot write the report ({exc.strerror or exc})") from None
-    print("\n".join(verdict_lines(document)))
+    print("\n".join(verdict_lines(document, report=report)))
+    print(f"\nwrote {', '.join(str(p) for p in paths)}")
+    return EXIT_FAIL if document["status"] == "fail" else EXIT_OK
+
+
+def setup_labels(baseline: str, candidates: list[str], labels: list[str] | None) -> list[str]:
+    """Names of the baseline and each candidate: --label once per candidate (the baseline is
+    then "baseline") or once per setup, baseline first; default the folder or file names."""
+    if not labels:
+        names = [Path(str(c).rstrip("/")).name or str(c) for c in candidates]
+        return ["baseline", *names] if len(set(names)) == len(names) else \
+            ["baseline", *[f"{n} ({i})" for i, n in enumerate(names, 1)]]
+    if len(labels) == len(candidates):
+        labels = ["baseline", *labels]
+    if len(labels) != len(candidates) + 1:
+        raise PerfreportError(f"--label given {len(labels)} times: give it once per CANDIDATE ({len(candidates)}) "
+                              f"or once per setup, the BASELINE first ({len(candidates) + 1})")
+    if len(set(labels)) != len(labels):
+        raise PerfreportError(f"--label names must differ: {', '.join(labels)}")
+    return labels
+
+
+def compare_setups(args: argparse.Namespace, labels: list[str], formats, config, executor) -> int:
+    """``compare BASELINE CANDIDATE CANDIDATE …``: each candidate judged against the baseline,
+    one report with a column per setup; exit 1 when any fails."""
+    from .outputs import write_reports
+    from .pipeline import compare_many, report_document
+    from .progress import make_progress
+    from .report import build_report
+    from .report.setups import multi_document
+
+    progress = make_progress(args.quiet)
+    try:
+        comparisons = compare_many(args.baseline, args.candidate, config=config, store=args.store, executor=executor,
+                                   progress=progress)
+        progress.phase("writing reports")
+        document = multi_document([report_document(c) for c in comparisons], labels, command=reproduce_command(args))
+        out = Path(args.out)
+        report = build_report(document)
+    finally:
+        progress.finish()
+    try:
+        paths = write_reports(report, out, ("json", *formats), pdf_appendix=args.pdf_appendix)
+    except OSError as exc:
+        raise PerfreportError(f"{out}: cannot write the report ({exc.strerror or exc})") from None
+    print(f"perfreport compare: {document['status'].upper()} · {report.headline.counts}")
+    for c, setup in zip(document["comparisons"], document["setups"][1:]):
+        h = next(r for r in report.sections[0].tables[0].rows if r[0] == c["label"])
+        print(f"  {c['status'].upper():<5} {c['label']}: {h[2]} ({len(setup['ranks'])} rank(s) traced)")
+        if h[3] != "–":
+            print(f"        top cause: {h[3]}")
     print(f"\nwrote {', '.join(str(p) for p in paths)}")
     return EXIT_FAIL if document["status"] == "fail" else EXIT_OK
 
@@ -144,55 +232,44 @@ def reproduce_command(args: argparse.Namespace) -> str:
     return shlex.join(["perfreport", *args.argv])
 
 
-def verdict_lines(document: dict, max_rows: int = TABLE_ROWS) -> list[str]:
-    """The terminal view of a report document: status, sides, findings table, notes, explanation."""
-    s = document["summary"]
-    counts = f"{s['fail']} failed, {s['warn']} warned, {s['inconclusive']} inconclusive, {s['pass']} passed"
-    if s["waived"]:
-        counts += f", {s['waived']} waived"
-    lines = [f"perfreport compare: {document['status'].upper()} ({counts})"]
+def verdict_lines(document: dict, max_rows: int = TABLE_ROWS, report=None) -> list[str]:
+    """The terminal view of a report document: the verdict and headline number, the sides,
+    one row per finding (grouped across ranks), the top causes and the notes."""
+    from .report import build_report
+    from .report.comparison import finding_evidence
+    from .report.overview import signed_ms
+
+    report = report or build_report(document)
+    h = report.headline
+    lines = [f"perfreport compare: {document['status'].upper()} · {h.text}", f"  {h.counts}"]
     for side in ("baseline", "candidate"):
         d = document[side]
         stored = d["stored_baseline"]
         where = f"{stored['name']} ({d['source']}, saved {stored['created_utc']})" if stored else d["source"]
         lines.append(f"  {side:<9} {where}: {len(d['ranks'])} rank(s), {', '.join(d['gpus']) or 'GPU unknown'}")
-    shown = [c for c in document["checks"] if c["status"] != "pass" or not c["counted"]]
-    header = ("status", "check", "baseline", "candidate", "change", "threshold", "evidence")
-    rows = [header] + [_row(c) for c in shown[:max_rows]]
+    shown = [g for g in report.findings if g.status != "pass" or not g.counted]
+    header = ("status", "finding", "threshold", "evidence")
+    rows = [header] + [(g.status.upper() + (" (waived)" if g.waived else ""), g.summary,
+                        str((g.checks[0].get("threshold") or {}).get("text") or "").split(",")[0], finding_evidence(g))
+                       for g in shown[:max_rows]]
     if len(rows) > 1:
-        widths = [min(max(len(r[i]) for r in rows), 64 if i == 1 else 40) for i in range(len(header))]
+        widths = [min(max(len(r[i]) for r in rows), (36, 100, 36, 56)[i]) for i in range(len(header))]
         lines.append("")
         lines += ["  " + "  ".join(_cut(cell, w).ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
     if len(shown) > max_rows:
         lines.append(f"  … and {len(shown) - max_rows} more (see report.json)")
-    lines.append(f"  {s['pass']} check(s) passed" + (" (listed in report.json)" if s["pass"] else ""))
+    passed = sum(1 for g in report.findings if g.status == "pass" and g.counted)
+    lines.append(f"  {passed} finding(s) passed" + (" (listed in the reports)" if passed else ""))
+    if h.causes:
+        lines += ["", "top causes:"]
+        lines += [f"  {i}. {c.text} {signed_ms(c.delta_us)}/step"
+                  + (f" ({c.share_pct:.0f} % of the change)" if c.share_pct is not None else "")
+                  for i, c in enumerate(h.causes, 1)]
+    if h.basis:
+        lines += [f"  ({h.basis})" if h.causes else h.basis]
     if document["notes"]:
         lines += ["", "notes:"] + [f"  - {n['message']}" for n in document["notes"]]
-    explanation = document.get("explanation")
-    if explanation:
-        lines += ["", "why the step time changed (attribution: means over the steps the gate judged):"]
-        lines += [f"  {line}" for line in explanation["lines"]]
-    elif document.get("explanation_note"):
-        lines += ["", document["explanation_note"]]
     return lines
-
-
-def _row(c: dict) -> tuple[str, ...]:
-    from .report.json_report import change_text
-
-    status = c["status"].upper() + (" (waived)" if not c["counted"] else "")
-    e = c["evidence"]
-    evidence = f"{e['baseline_samples']} vs {e['candidate_samples']} samples"
-    if e["p_value"] is not None:
-        evidence = f"p={e['p_value']:.2g}, " + evidence
-    return (status, c["title"], _value(c["baseline_value"], c["unit"]), _value(c["candidate_value"], c["unit"]),
-            change_text(c), c["threshold"]["text"].split(",")[0], evidence)
-
-
-def _value(v: float | None, unit: str) -> str:
-    if v is None:
-        return "-"
-    return format_us(v) if unit == "us" else format_pct(v) if unit == "pct" else f"{v:g}"
 
 
 def _cut(text: str, width: int) -> str:
@@ -201,21 +278,30 @@ def _cut(text: str, width: int) -> str:
 
 # --- baseline store --------------------------------------------------------------------------
 def cmd_baseline_save(args: argparse.Namespace) -> int:
-    from .gate.baselines import check_name, save
+    from .errors import BaselineError
+    from .gate.baselines import append, check_name, save
     from .load import load
 
     check_name(args.name)
+    if args.append and args.force:
+        raise BaselineError("--append adds a run and --force replaces the baseline: use one of them")
+    if args.keep is not None and not args.append:
+        raise BaselineError("--keep applies with --append only")
     if args.executor != "local":
         raise PerfreportError("baseline save reads the traces here (it stores their columns): use --executor local")
     traces = load(args.trace_path, workers=args.workers)
-    stored = save(args.store, args.name, traces, force=args.force, commit=args.commit)
+    if args.append:
+        stored = append(args.store, args.name, traces, commit=args.commit, keep=args.keep)
+    else:
+        stored = save(args.store, args.name, traces, force=args.force, commit=args.commit)
     del traces
     _store_digests(stored, args.config if hasattr(args, "config") else None)
     m = stored.manifest
     steps = sum(len(r["steps"]) for r in m["ranks"])
     size = sum(r["bytes"] for r in m["ranks"]) + sum(r["cache_bytes"] for r in m["ranks"])
-    print(f"saved baseline {stored.name!r} in {stored.path}: {len(m['ranks'])} rank(s), {steps} profiler step(s), "
-          f"{', '.join(m['gpus']) or 'GPU unknown'}, {format_bytes(size)}")
+    runs = f" (run {len(stored.runs)} of {len(stored.runs)})" if args.append else ""
+    print(f"saved baseline {stored.name!r}{runs} in {stored.path}: {len(m['ranks'])} rank(s), {steps} profiler "
+          f"step(s), {', '.join(m['gpus']) or 'GPU unknown'}, {format_bytes(size)}")
     return EXIT_OK
 
 
@@ -223,13 +309,10 @@ def _store_digests(stored, config_path) -> None:
     """The baseline's analyses for the gate's settings, kept next to its column cache
     (:mod:`perfreport.digest_cache`): comparing against it later reads them."""
     from .config import load_config
-    from .digest import AnalysisOptions
     from .digest_cache import write_for_baseline
+    from .pipeline import analysis_options
 
-    config = load_config(config_path)
-    write_for_baseline(stored, AnalysisOptions(launch_delay_cutoff_us=config.steps.launch_delay_cutoff_us,
-                                               runtime_cutoff_us=config.steps.runtime_cutoff_us,
-                                               exact_kernel_names=config.exact_kernel_names))
+    write_for_baseline(stored, analysis_options(load_config(config_path)))
 
 
 def cmd_baseline_list(args: argparse.Namespace) -> int:
@@ -262,6 +345,9 @@ def cmd_baseline_show(args: argparse.Namespace) -> int:
     for key in ("created_utc", "commit", "perfreport_version", "source", "gpus", "world_size", "versions"):
         value = summary.get(key)
         print(f"  {key}: {', '.join(value) if isinstance(value, list) else value if value not in ({}, None) else '-'}")
+    print(f"  runs: {len(summary['runs'])} (" + ", ".join(
+        f"{r['run']}: {r['created_utc']}, {r['steps']} steps" + (f", {r['commit'][:12]}" if r.get("commit") else "")
+        for r in summary["runs"]) + ")")
     for r in summary["ranks"]:
         print(f"  rank {r['rank']}: {r['file']} ({format_bytes(r['bytes'])}, sha256 {r['sha256'][:12]}…), "
               f"{r['events']:,} events, steps {r['steps'] or '-'}, from {r['source_file']}")
@@ -295,17 +381,17 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         out = Path(args.out)
         document = summary_document(analysis)
         document["command"] = reproduce_command(args)
-        text = json_text(document)  # summary.json, and report.json when asked: the same document
+        text = json_text(document)  # summary.json
     finally:
         progress.finish()
     try:
-        atomic_write(out / "summary.json", text)
-        atomic_write(out / "summary.md", render_summary_markdown(document))
-        paths = write_reports(build_report(document), out, formats, ready={"json": text})
+        paths = write_reports(build_report(document), out, formats, extra={
+            "summary.json": text, "summary.md": render_summary_markdown(document)},
+            pdf_appendix=args.pdf_appendix)
     except OSError as exc:
         raise PerfreportError(f"{out}: cannot write the report ({exc.strerror or exc})") from None
     print(render_summary_table(analysis.tables["summary"]))
-    written = ", ".join(str(p) for p in [out / "summary.json", out / "summary.md", *paths])
+    written = ", ".join(str(p) for p in paths)
     print(f"\nloaded {len(analysis.traces)} rank(s) in {analysis.load_s:.2f} s; wrote {written}")
     return EXIT_OK
 
@@ -350,7 +436,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
     )
     try:
-        return args.run(args)
+        with override_limits(getattr(args, "limit", [])):
+            return args.run(args)
     except PerfreportError as exc:
         print(f"perfreport: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

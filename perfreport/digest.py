@@ -35,7 +35,7 @@ COMMON_CLOCK_COLUMNS = {"memory_timeline": ("ts_us",), "memory_peaks": ("peak_al
 """Per-rank tables with times on the job's common clock: the parent adds the rank's shift."""
 DIGEST_KEYS = frozenset({
     "step_spans", "profiler_steps", "step_numbers", "span_us", "collectives", "class_name_totals", "comm_kernels",
-    "rank_step_metrics", "op_pairs", "series", "memory_facts", "step_parts",
+    "rank_step_metrics", "op_pairs", "series", "memory_facts", "step_parts", "invocations",
 })
 """Memo keys (first element of a tuple key) a digest carries: what the cross-rank analyses read."""
 
@@ -49,6 +49,13 @@ class AnalysisOptions:
     exact_kernel_names: bool = False
     attribution: bool = False
     """Compare runs: also the per-step parts of the step time (for the explanation)."""
+    invocation_steps: int = 0
+    """A rank with fewer profiler steps than this also sends its GPU op calls (the gate's samples
+    below the step, :func:`perfreport.analyses.invocations.rank_invocations`); a long trace's
+    digest stays small. :data:`INVOCATIONS_ALWAYS`: every rank sends them."""
+
+
+INVOCATIONS_ALWAYS = 1 << 62
 
 
 class DigestError(RuntimeError):
@@ -130,6 +137,7 @@ def digest(trace: RankTrace, options: AnalysisOptions = AnalysisOptions(), *, sh
 def _precompute_gate(one: TraceSet, options: AnalysisOptions) -> None:
     """The per-rank parts of the gate's inputs and of the explanation, with the run's settings."""
     from .analyses.attribution import step_parts
+    from .analyses.invocations import rank_invocations
     from .analyses.diff import _rank_pairs, op_steps
     from .analyses.step_metrics import step_metrics
 
@@ -142,6 +150,8 @@ def _precompute_gate(one: TraceSet, options: AnalysisOptions) -> None:
         _rank_pairs(trace, np.empty(0, dtype=np.int64), exact)  # ranks that share no step: whole-trace sums
         if options.attribution:
             step_parts(trace, None, exact)
+    if len(trace.step_numbers()) < options.invocation_steps:
+        rank_invocations(trace, bool(options.exact_kernel_names))
 
 
 def assemble(digests: Iterable[RankDigest], source: str) -> tuple[TraceSet, dict[str, pd.DataFrame]]:

@@ -53,7 +53,7 @@ def options_key(options: AnalysisOptions) -> list:
 
     return [float(LAUNCH_DELAY_CUTOFF_US if options.launch_delay_cutoff_us is None else options.launch_delay_cutoff_us),
             float(RUNTIME_CUTOFF_US if options.runtime_cutoff_us is None else options.runtime_cutoff_us),
-            bool(options.exact_kernel_names)]
+            bool(options.exact_kernel_names), int(options.invocation_steps)]
 
 
 def encode(d: RankDigest, options: AnalysisOptions) -> bytes:

@@ -4,7 +4,9 @@ message as a single line and exits with code 2; anything else is a bug.
     PerfreportError
     ├── TraceError      a trace file or folder cannot be used (missing, truncated, not Kineto …)
     ├── ConfigError     a configuration file or option is invalid
-    └── BaselineError   a stored baseline is missing, corrupt or incompatible
+    ├── BaselineError   a stored baseline is missing, corrupt or incompatible
+    ├── GitHubError     the GitHub API or the CI environment refused what was asked
+    └── ArchiveError    a release archive cannot be read or updated
 """
 
 from __future__ import annotations
@@ -32,3 +34,16 @@ class ConfigError(PerfreportError):
 
 class BaselineError(PerfreportError):
     """A stored baseline cannot be used."""
+
+
+class GitHubError(PerfreportError):
+    """The GitHub API refused or failed a request, or the CI environment lacks what is needed.
+    ``status`` is the HTTP status (0 when no response came back)."""
+
+    def __init__(self, message: str, status: int = 0) -> None:
+        self.status = status
+        super().__init__(message)
+
+
+class ArchiveError(PerfreportError):
+    """A release archive (site folder) cannot be read or updated."""

@@ -150,6 +150,16 @@ class TraceMeta:
     display_time_unit: str | None = None
     trace_name: str | None = None
     other: dict = field(default_factory=dict)
+    dropped: dict = field(default_factory=dict)
+    """Events dropped at load for absurd values: {reason: count} (see load/sanitize.py)."""
+
+    @property
+    def dropped_note(self) -> str | None:
+        """One sentence on the dropped events, None when none were dropped."""
+        if not self.dropped:
+            return None
+        reasons = ", ".join(f"{n:,} {reason}" for reason, n in self.dropped.items())
+        return f"dropped {sum(self.dropped.values()):,} event(s) with unusable times ({reasons}); figures exclude them"
 
     @property
     def world_size(self) -> int | None:

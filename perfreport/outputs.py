@@ -2,9 +2,10 @@
 
 The PDF is laid out by WeasyPrint in pure Python: seconds, where every other format takes tens
 of milliseconds. It is rendered in a forked child process started first, while this process
-writes the other formats, so the command costs max(PDF, rest) instead of their sum. The
+renders the other formats, so the command costs max(PDF, rest) instead of their sum; then every
+file is written as one set, as :func:`perfreport.report.write_reports` does. The
 renderers themselves are :func:`perfreport.report.render`'s, unchanged; this module only decides
-when and where they run. Without ``fork`` (Windows) everything is written here, in order.
+when and where they run. Without ``fork`` (Windows) everything is rendered here, in order.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import traceback
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from ._io import atomic_write
+from ._io import atomic_files
 from .errors import PerfreportError
 from .report import FILENAMES, parse_formats, render
 from .report.model import Report
@@ -22,61 +23,78 @@ from .report.model import Report
 SLOW_FORMATS = ("pdf",)
 
 
-def write_reports(report: Report, out_dir: str | Path, formats: Iterable[str] | str | None = None, *,
+def write_reports(report: Report, out_dir: str | Path, formats: Iterable[str] | str | None = None,
+                  extra: Mapping[str, str | bytes] | None = None, *, pdf_appendix: bool = False,
                   ready: Mapping[str, str | bytes] | None = None) -> list[Path]:
-    """Write ``out_dir/report.<ext>`` for each format (each atomically), the PDF in a child
-    process at the same time as the rest; ``ready`` holds formats already rendered (e.g. the
-    JSON text a command wrote anyway). Returns the paths, in :data:`perfreport.report.FORMATS`
-    order. Raises OSError for a write that failed, PerfreportError for a PDF that failed."""
+    """:func:`perfreport.report.write_reports` (the report files and the ``extra`` files written as
+    one set, :func:`perfreport._io.atomic_files`) with the PDF rendered in a child process at the
+    same time as the other formats; ``ready`` holds formats already rendered (e.g. the JSON text
+    a command made anyway). Returns the paths: the extra files, then the reports in
+    :data:`perfreport.report.FORMATS` order. Raises OSError for a write that failed,
+    PerfreportError for a PDF that failed (the other files are written all the same)."""
     out = Path(out_dir)
     formats = parse_formats(formats)
     ready = dict(ready or {})
+    options = {"pdf_appendix": True} if pdf_appendix else {}
     slow = [f for f in formats if f in SLOW_FORMATS and f not in ready]
-    children = {fmt: _start(report, out / FILENAMES[fmt], fmt) for fmt in slow} if hasattr(os, "fork") else {}
+    children = {fmt: _start(report, out / FILENAMES[fmt], fmt, options) for fmt in slow} if hasattr(os, "fork") else {}
+    files: dict[str, str | bytes] = dict(extra or {})
+    errors: list[str] = []
     try:
         for fmt in formats:
-            if fmt in children:
-                continue
-            atomic_write(out / FILENAMES[fmt], ready[fmt] if fmt in ready else render(report, fmt))
+            if fmt not in children:
+                files[FILENAMES[fmt]] = ready[fmt] if fmt in ready else render(report, fmt, **options)
     finally:
-        errors = [e for fmt, child in children.items() if (e := _wait(child, fmt))]
+        for fmt, child in children.items():
+            data, error = _wait(child, fmt)
+            if error:
+                errors.append(error)
+            else:
+                files[FILENAMES[fmt]] = data
+    order = [*(extra or {})] + [FILENAMES[f] for f in formats if FILENAMES[f] in files]
+    atomic_files(out, {name: files[name] for name in order})
     if errors:
         raise PerfreportError("; ".join(errors))
-    return [out / FILENAMES[f] for f in formats]
+    return [out / name for name in order]
 
 
-def _start(report: Report, path: Path, fmt: str) -> tuple[int, int]:
-    """Fork a child that renders and writes one format; (pid, read end of its error pipe)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+def _start(report: Report, path: Path, fmt: str, options: Mapping) -> tuple[int, int]:
+    """Fork a child that renders one format and sends it back through a pipe (b"O" + the
+    bytes, or b"E" + one error line); (pid, read end of the pipe)."""
     r, w = os.pipe()
     pid = os.fork()
-    if pid == 0:  # the child: render, write, report an error as one line, never return
+    if pid == 0:  # the child: render, send, never return
         code = 0
         try:
             os.close(r)
-            atomic_write(path, render(report, fmt))
+            data = render(report, fmt, **options)
+            payload = b"O" + (data.encode() if isinstance(data, str) else data)
         except BaseException as exc:  # noqa: BLE001 - everything goes back to the parent as text
             message = str(exc) if isinstance(exc, (PerfreportError, OSError)) else \
                 f"{type(exc).__name__}: {exc} ({traceback.format_exc(limit=3).strip().splitlines()[-1]})"
-            os.write(w, f"{path}: cannot write the {fmt.upper()} report ({message})".encode()[:4000])
+            payload = b"E" + f"{path}: cannot write the {fmt.upper()} report ({message})".encode()[:4000]
             code = 1
+        try:
+            view = memoryview(payload)
+            while view:
+                view = view[os.write(w, view):]
         finally:
             os._exit(code)
     os.close(w)
     return pid, r
 
 
-def _wait(child: tuple[int, int], fmt: str) -> str | None:
-    """Wait for a child; its error line, or None when it wrote its file."""
+def _wait(child: tuple[int, int], fmt: str) -> tuple[bytes, str | None]:
+    """Wait for a child: (its rendering, None), or (b"", its error line)."""
     pid, r = child
     chunks = []
     with os.fdopen(r, "rb") as f:
-        for block in iter(lambda: f.read(4096), b""):
+        for block in iter(lambda: f.read(1 << 20), b""):
             chunks.append(block)
     _, status = os.waitpid(pid, 0)
-    message = b"".join(chunks).decode(errors="replace").strip()
-    if message:
-        return message
-    if os.waitstatus_to_exitcode(status) != 0:
-        return f"the {fmt.upper()} renderer ended abnormally (status {status})"
-    return None
+    payload = b"".join(chunks)
+    if payload[:1] == b"E":
+        return b"", payload[1:].decode(errors="replace").strip()
+    if payload[:1] != b"O" or os.waitstatus_to_exitcode(status) != 0:
+        return b"", f"the {fmt.upper()} renderer ended abnormally (status {status})"
+    return payload[1:], None

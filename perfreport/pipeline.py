@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from datetime import datetime, timezone
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from . import __version__
 from .analyses.attribution import Explanation, explain
 from .analyses.collectives import collectives_per_step
 from .analyses.diff import op_steps
+from .analyses.invocations import gpu_invocations
 from .analyses.memory import memory_note
 from .analyses.series import time_series
 from .analyses.step_metrics import step_metrics
@@ -27,7 +29,7 @@ from .gate.baselines import resolve as resolve_baseline
 from .gate.metrics import SideData, side_data, versions_of
 from .gate.verdict import Verdict, evaluate
 from .load.scanner import scanner_name
-from .digest import AnalysisOptions, RankDigest, assemble, digest
+from .digest import INVOCATIONS_ALWAYS, AnalysisOptions, RankDigest, assemble, digest
 from .executor import Executor, RankJob
 from .executor import run as run_executor
 from .model import TraceSet
@@ -138,6 +140,7 @@ def rank_metadata(traces: TraceSet) -> list[dict]:
             "display_time_unit": m.display_time_unit,
             "distributed_info": {k: v for k, v in m.distributed_info.items() if k != "pg_config"},
             "device_properties": m.device_properties,
+            "dropped_events": m.dropped,
         })
     return out
 
@@ -185,12 +188,14 @@ def analyze_loaded(traces: TraceSet, load_s: float = 0.0, options: AnalysisOptio
     return Analysis(out, tables, load_s=load_s, analyze_s=time.perf_counter() - t0)
 
 
-def baseline_jobs(stored: StoredBaseline) -> list[RankJob]:
-    """A stored baseline's ranks as jobs: its column cache when this version reads it, else its
-    rank files; every file is verified against the manifest by the task that reads it."""
-    use_cache = cache_usable(stored)
+def baseline_jobs(stored: StoredBaseline, ranks: list[Mapping] | None = None) -> list[RankJob]:
+    """A stored baseline's ranks (default: its newest run's) as jobs: its column cache when this
+    version reads it, else its rank files; every file is verified against the manifest by the
+    task that reads it."""
+    ranks = ranks if ranks is not None else stored.manifest["ranks"]
+    use_cache = cache_usable(stored, ranks)
     jobs = []
-    for r in stored.manifest["ranks"]:
+    for r in ranks:
         path = stored.path / r["file"]
         if use_cache:
             jobs.append(RankJob(str(path), int(r["rank"]), "mapping", json_bytes=int((r.get("meta") or {}).get("json_bytes") or 0),
@@ -220,58 +225,151 @@ def resolve_side(ref: str | Path, store: str | Path = DEFAULT_STORE, *, candidat
     return trace_jobs(str(ref) if path is None else ref), _label(ref), None
 
 
-def gate_side(label: str, traces: TraceSet, config: Config) -> SideData:
-    """One side reduced to the gate's per-step inputs (:mod:`perfreport.gate.metrics`)."""
-    steps = step_metrics(traces, launch_delay_cutoff_us=config.steps.launch_delay_cutoff_us,
-                         runtime_cutoff_us=config.steps.runtime_cutoff_us)
+def few_steps_limit(config: Config) -> int:
+    """A rank with fewer profiler steps than this may keep fewer than ``stats.min_samples``
+    once the last, skipped and warm-up steps are dropped."""
+    margin = 1 + config.steps.skip_first + (config.steps.max_warmup_steps if config.steps.auto_warmup else 0)
+    return config.stats.min_samples + margin
+
+
+def few_steps(traces: TraceSet, config: Config) -> bool:
+    """Whether a rank of ``traces`` may keep fewer than ``stats.min_samples`` steps once the
+    last, skipped and warm-up steps are dropped: then the gate needs the calls below the step."""
+    return any(len(t.step_numbers()) < few_steps_limit(config) for t in traces)
+
+
+def gate_side(label: str, traces: TraceSet | Sequence[TraceSet], config: Config, *,
+              invocations: bool | None = None) -> SideData:
+    """One side reduced to the gate's per-step inputs (:mod:`perfreport.gate.metrics`); a list of
+    TraceSets is several runs of that side (numbered 0, 1, ... in the ``run`` column).
+
+    ``invocations``: whether to list every GPU op call (the samples below the step, needed when
+    either side of a comparison has too few steps; None: when this side of one run has)."""
+    runs = [traces] if isinstance(traces, TraceSet) else list(traces)
+    tables: list[list[pd.DataFrame]] = [[], [], [], []]
+    for run, t in enumerate(runs):  # a loop over the few runs
+        steps = step_metrics(t, launch_delay_cutoff_us=config.steps.launch_delay_cutoff_us,
+                             runtime_cutoff_us=config.steps.runtime_cutoff_us)
+        few = invocations if invocations is not None else len(runs) == 1 and few_steps(t, config)
+        for i, table in enumerate((steps, op_steps(t, exact=config.exact_kernel_names), collectives_per_step(t),
+                                   gpu_invocations(t, exact=config.exact_kernel_names) if few else None)):
+            if table is not None:
+                tables[i].append(table.assign(run=run))
+    steps, ops, collectives = (pd.concat(parts, ignore_index=True) for parts in tables[:3])
+    calls = pd.concat(tables[3], ignore_index=True) if tables[3] else None
     versions: dict[str, str] = {}
-    for t in traces:
+    for t in (t for r in runs for t in r):
         versions.update({k: v for k, v in versions_of(t.meta).items() if k not in versions})
-    world = [t.meta.world_size for t in traces if t.meta.world_size]
-    return side_data(label, steps, op_steps(traces, exact=config.exact_kernel_names), collectives_per_step(traces),
-                     ranks=tuple(traces.rank_ids), gpus={t.rank: t.meta.gpu_name() for t in traces},
+    world = [t.meta.world_size for r in runs for t in r if t.meta.world_size]
+    return side_data(label, steps, ops, collectives, invocation_table=calls,
+                     ranks=tuple(sorted({rank for r in runs for rank in r.rank_ids})),
+                     gpus={t.rank: t.meta.gpu_name() for r in runs for t in r},
                      world_size=max(world) if world else None, versions=versions, steps=config.steps)
 
 
 def compare(baseline: str | Path, candidate: str | Path, *, config: Config | None = None,
             store: str | Path = DEFAULT_STORE, workers: int | None = None, executor: Executor | None = None,
-            progress: Progress | None = None) -> Comparison:
+            candidate_runs: Sequence[str | Path] = (), progress: Progress | None = None) -> Comparison:
     """Compare ``candidate`` (a trace folder or file, or a stored baseline) with ``baseline``
     (a stored baseline name in ``store``, its folder, or a trace folder/file).
 
     Loads and analyses both sides, judges them with ``config`` (default: ``Config()``) and
-    explains the step-time change. Raises TraceError/BaselineError for unusable inputs.
+    explains the step-time change. Every run of a multi-run stored baseline is judged;
+    ``candidate_runs`` are further runs of the candidate (trace folders or files). The analyses
+    and the explanation describe the newest baseline run and the first candidate run. Raises
+    TraceError/BaselineError for unusable inputs.
     """
+    return compare_many(baseline, [candidate], config=config, store=store, workers=workers, executor=executor,
+                        candidate_runs=candidate_runs, progress=progress)[0]
+
+
+def compare_many(baseline: str | Path, candidates: list[str | Path], *, config: Config | None = None,
+                 store: str | Path = DEFAULT_STORE, workers: int | None = None, executor: Executor | None = None,
+                 candidate_runs: Sequence[str | Path] = (), progress: Progress | None = None) -> list[Comparison]:
+    """:func:`compare` of several candidates (training setups) with one baseline, which is
+    loaded, analysed and reduced for the gate once; ``candidate_runs`` are further runs of each
+    candidate (used with one candidate). The ranks of every side and run are one batch of
+    per-rank tasks (:func:`run_sides`); the gate and the attribution run here on their digests."""
     config = config or Config()
-    options = AnalysisOptions(launch_delay_cutoff_us=config.steps.launch_delay_cutoff_us,
-                              runtime_cutoff_us=config.steps.runtime_cutoff_us,
-                              exact_kernel_names=config.exact_kernel_names, attribution=True)
+    options = analysis_options(config)
     b_jobs, b_label, stored = resolve_side(baseline, store)
-    c_jobs, c_label, _ = resolve_side(candidate, store, candidate=True)
+    earlier = [(baseline_jobs(stored, run["ranks"]), b_label) for run in stored.runs[:-1]] \
+        if stored is not None and len(stored.runs) > 1 else []  # the earlier runs, oldest first
+    c_sides = []
+    for candidate in candidates:
+        c_jobs, c_label, _ = resolve_side(candidate, store, candidate=True)
+        c_sides.append([(c_jobs, c_label)] + [(trace_jobs(path), _label(path)) for path in candidate_runs])
     if progress is not None:
-        progress.phase("loading and analysing baseline and candidate")
-    b_analysis, c_analysis = run_sides([(b_jobs, b_label), (c_jobs, c_label)], workers=workers, executor=executor,
-                                       options=options, progress=progress)
-    b_traces, c_traces = b_analysis.traces, c_analysis.traces
-    t0 = time.perf_counter()
-    b_side, c_side = gate_side("baseline", b_traces, config), gate_side("candidate", c_traces, config)
-    verdict = evaluate(b_side, c_side, config)
-    explanation, note = None, None
-    try:  # attribute over the very steps the gate judged (warm-up and skipped steps left out)
-        explanation = explain(b_traces, c_traces, exact_names=config.exact_kernel_names,
-                              baseline_steps=judged_steps(b_side), candidate_steps=judged_steps(c_side))
-    except TraceError as exc:
-        note = f"no attribution: {exc.problem}"
-    except Exception as exc:  # the attribution explains; it must never take the verdict down with it
-        log.warning("attribution failed: %s: %s", type(exc).__name__, exc)
-        note = f"no attribution: internal error ({type(exc).__name__}: {exc})"
-    return Comparison(baseline=b_analysis, candidate=c_analysis, verdict=verdict, explanation=explanation,
-                      config=config, baseline_ref=stored, explanation_note=note, gate_s=time.perf_counter() - t0)
+        progress.phase("loading and analysing baseline and candidate" + ("s" if len(candidates) > 1 else ""))
+    sides = [(b_jobs, b_label), *earlier, *(side for runs in c_sides for side in runs)]
+    analyses = run_sides(sides, workers=workers, executor=executor, options=options, progress=progress)
+    jobs_of = {id(a.traces): jobs for a, (jobs, _) in zip(analyses, sides)}
+    b_analysis, analyses = analyses[0], analyses[1:]
+    b_runs = [a.traces for a in analyses[:len(earlier)]] + [b_analysis.traces]
+    analyses = analyses[len(earlier):]
+    b_traces = b_analysis.traces
+    b_sides: dict[bool, SideData] = {}  # by whether calls below the step are judged (few steps)
+    out = []
+    for runs in c_sides:
+        c_analyses, analyses = analyses[:len(runs)], analyses[len(runs):]
+        c_analysis = c_analyses[0]
+        c_traces, c_runs = c_analysis.traces, [a.traces for a in c_analyses]
+        t0 = time.perf_counter()
+        fine = len(b_runs) == len(c_runs) == 1 and (few_steps(b_traces, config) or few_steps(c_traces, config))
+        if fine:  # a side with many steps did not list its calls in the worker: list them now
+            _add_invocations([t for t in (b_traces, c_traces)], jobs_of, config, workers, executor)
+        if fine not in b_sides:
+            b_sides[fine] = gate_side("baseline", b_runs, config, invocations=fine)
+        b_side = b_sides[fine]
+        c_side = gate_side("candidate", c_runs, config, invocations=fine)
+        verdict = evaluate(b_side, c_side, config)
+        explanation, note = None, None
+        try:  # attribute over the very steps the gate judged (warm-up and skipped steps left out)
+            explanation = explain(b_traces, c_traces, exact_names=config.exact_kernel_names,
+                                  baseline_steps=judged_steps(b_side), candidate_steps=judged_steps(c_side, 0))
+        except TraceError as exc:
+            note = f"no attribution: {exc.problem}"
+        except Exception as exc:  # the attribution explains; it must never take the verdict down with it
+            log.warning("attribution failed: %s: %s", type(exc).__name__, exc)
+            note = f"no attribution: internal error ({type(exc).__name__}: {exc})"
+        out.append(Comparison(baseline=b_analysis, candidate=c_analysis, verdict=verdict, explanation=explanation,
+                              config=config, baseline_ref=stored, explanation_note=note,
+                              gate_s=time.perf_counter() - t0))
+    return out
 
 
-def judged_steps(side) -> list[int] | None:
-    """Profiler steps the gate kept for one side; None for a trace without steps."""
-    steps = sorted(int(s) for s in side.steps["step"].unique() if s >= 0) if side.has_steps else []
+def analysis_options(config: Config) -> AnalysisOptions:
+    """What the per-rank tasks of a compare precompute: the gate's settings, the attribution's
+    parts, and the GPU op calls of a rank with few steps (the samples below the step)."""
+    return AnalysisOptions(launch_delay_cutoff_us=config.steps.launch_delay_cutoff_us,
+                           runtime_cutoff_us=config.steps.runtime_cutoff_us,
+                           exact_kernel_names=config.exact_kernel_names, attribution=True,
+                           invocation_steps=few_steps_limit(config))
+
+
+def _add_invocations(sides: list[TraceSet], jobs_of: Mapping[int, list[RankJob]], config: Config,
+                     workers: int | None, executor: Executor | None) -> None:
+    """Give every rank of ``sides`` its GPU op calls (the digest memo the gate's invocation
+    table reads): a rank with many steps left them out of its digest to keep it small, so when
+    the other side of the comparison has few steps its ranks are analysed again, listing them."""
+    key = ("invocations", bool(config.exact_kernel_names))
+    for traces in sides:
+        if all(key in getattr(t, "_memo", {key: None}) for t in traces):
+            continue
+        options = dataclasses.replace(analysis_options(config), invocation_steps=INVOCATIONS_ALWAYS)
+        (again,) = run_sides([(jobs_of[id(traces)], traces.source)], workers=workers, executor=executor,
+                             options=options)
+        for t in traces:
+            t._memo[key] = again.traces.ranks[t.rank]._memo[key]
+
+
+def judged_steps(side, run: int | None = None) -> list[int] | None:
+    """Profiler steps the gate kept for one side (of ``run``; default the last run, the one the
+    explanation describes); None for a trace without steps."""
+    table = side.steps
+    if len(table):
+        table = table[table["run"] == (table["run"].max() if run is None else run)]
+    steps = sorted(int(s) for s in table["step"].unique() if s >= 0) if side.has_steps else []
     return steps or None
 
 

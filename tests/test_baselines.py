@@ -61,7 +61,8 @@ def test_save_and_load_round_trip(tmp_path, two_ranks):
     when = dt.datetime(2025, 3, 1, 12, 0, tzinfo=dt.timezone.utc)
     stored = save(store, "main", traces, commit="abc123", now=when)
     m = json.loads((store / "main" / "manifest.json").read_text())
-    assert m["schema_version"] == 1 and m["name"] == "main" and m["commit"] == "abc123"
+    assert m["schema_version"] == 2 and m["name"] == "main" and m["commit"] == "abc123"
+    assert [r["run"] for r in m["runs"]] == [0] and m["runs"][0]["ranks"] == m["ranks"]
     assert m["created_utc"] == "2025-03-01T12:00:00+00:00"
     assert m["gpus"] == ["NVIDIA A100"] and m["world_size"] == 2
     assert m["versions"] == {"cuda_runtime": "12040", "nccl": "2.18.1"}
@@ -107,7 +108,7 @@ def test_refuses_to_overwrite_and_force_keeps_notice(tmp_path, two_ranks):
     assert read_baseline(tmp_path / "b").ranks == [0]
     assert (tmp_path / "b" / "NOTICE.md").read_text() == "licence"
     assert not (tmp_path / "b" / "stray.json.gz").exists()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["b"]  # no temporary folders left
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".b.lock", "b"]  # no temporary folders left (the lock file stays)
 
 
 def test_failed_save_leaves_nothing_behind(tmp_path, two_ranks):
@@ -115,7 +116,7 @@ def test_failed_save_leaves_nothing_behind(tmp_path, two_ranks):
     (two_ranks / "rank1.json").unlink()  # the source file vanished before saving
     with pytest.raises(BaselineError, match=r"rank1.json: cannot read the rank file"):
         save(tmp_path / "store", "x", traces)
-    assert list((tmp_path / "store").iterdir()) == []
+    assert [p.name for p in (tmp_path / "store").iterdir()] == [".x.lock"]  # only the (empty) lock file
 
 
 def test_checksum_mismatch_names_the_file(tmp_path, two_ranks):

@@ -131,12 +131,19 @@ def test_demo_fails_with_explanation(tmp_path, capsys, monkeypatch):
     assert doc["baseline"]["stored_baseline"]["name"] == "demo"
     assert doc["explanation"]["lines"] and doc["explanation"]["delta_ms"] > 0
     assert {"summary", "step_times"} <= set(doc["baseline"]["analyses"]) and doc["candidate"]["analyses"]["summary"]
-    # the terminal: verdict first, failed check in the table, the explanation's lines
-    assert stdout.startswith("perfreport compare: FAIL")
-    table_line = next(line for line in stdout.splitlines() if line.strip().startswith("FAIL"))
+    # the terminal: verdict and headline first, one row per finding, the top causes
+    lines = stdout.splitlines()
+    assert lines[0] == f"perfreport compare: FAIL · step time +39.4 % ({step['baseline_value'] / 1e3:.2f} → " \
+                       f"{step['candidate_value'] / 1e3:.2f} ms/step, p = {step['evidence']['p_value']:.2g})"
+    assert lines[1] == "  1 failed · 4 warned · 25 passed findings (35 checks)"
+    table_line = next(line for line in lines if line.strip().startswith("FAIL"))
     assert "step time" in table_line and "+39." in table_line
-    assert "why the step time changed" in stdout and "DataLoader" in stdout
-    assert doc["explanation"]["lines"][0] in stdout
+    assert sum(line.strip().startswith("WARN") for line in lines) == 4  # 6 added kernels are one row
+    assert any("6 kernels added on rank 0" in line for line in lines)
+    first = next(c for c in doc["explanation"]["contributions"] if c["delta_us"] > 0)
+    assert f"  1. GPU idle while the CPU runs _SingleProcessDataLoaderIter.__next__ (new) " \
+           f"+{first['delta_us'] / 1e3:.2f} ms/step" in stdout
+    assert f"mean step time, {doc['explanation']['baseline_step_ms']:.1f} →" in stdout
 
 
 def test_same_trace_passes(tmp_path, capsys):

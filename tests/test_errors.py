@@ -40,7 +40,7 @@ def bad_files(tmp_path: Path) -> dict[str, tuple[Path, str]]:
     make("corrupt.json.gz", data[:20] + b"\x00garbage" * 50 + data[-8:], "corrupt gzip")
     make("invalid.json", b'{"traceEvents": [{"ph": "X",, }]}', "invalid JSON")
     make("cut.json", gzip.decompress(data)[:5000], "invalid JSON")
-    make("list.json", b"[1, 2, 3]", "top level is not a JSON object")
+    make("list.json", b'"a string"', "top level is not a JSON object")
     make("nokey.json", json.dumps({"schemaVersion": 1}).encode(), 'no "traceEvents"')
     make("notlist.json", json.dumps({"traceEvents": {"a": 1}}).encode(), '"traceEvents" is an object')
     make("empty.json", b"", "file is empty")

@@ -18,6 +18,7 @@ from perfreport.load import load
 from perfreport.pipeline import analyze, compare, report_document, summary_document
 from perfreport.report import build_report
 from perfreport.report.build import MAX_ROWS, TOP_ROWS
+from perfreport.report.findings import group_findings
 from perfreport.report.model import BarFigure, Interval, LineFigure, Value
 
 from .conftest import TRACES
@@ -172,7 +173,7 @@ def test_comparison_report_numbers_are_document_numbers() -> None:
     assert report.kind == "compare"
     sides = {"baseline": doc["baseline"]["analyses"], "candidate": doc["candidate"]["analyses"]}
     assert assert_tables_come_from(report, sides) > 20
-    assert_figures_come_from(report, sides)
+    assert_figures_come_from(report, {**sides, "explanation": doc["explanation"]})
     # checks: same values as the document, counted fail/warn first, nothing dropped
     by_id = {c["id"]: c for c in doc["checks"]}
     assert sorted(c.name for c in report.verdict.checks) == sorted(by_id)
@@ -185,26 +186,30 @@ def test_comparison_report_numbers_are_document_numbers() -> None:
             d["status"], d["baseline_value"], d["candidate_value"], d["delta"], d["evidence"]["p_value"])
         assert c.threshold == d["threshold"]["text"] and c.message == d["message"]
     assert report.verdict.status == doc["status"]
-    assert report.verdict.explanation == doc["explanation"]["lines"][0]
-    assert not report.verdict.headline.upper().startswith(doc["status"].upper() + ":")
+    # one headline number: the step-time check's medians, its causes from the attribution, labelled
+    step = by_id["relative.step_time"]
+    assert report.headline.text.startswith(f"step time {step['delta_pct']:+.1f} % (")
+    assert report.verdict.headline.startswith(report.headline.text)
+    x = doc["explanation"]
+    assert f"{x['baseline_step_ms']:.1f} → {x['candidate_step_ms']:.1f} ms/step" in report.headline.basis
+    assert "mean step time" in report.headline.basis  # the causes' statistic is named
+    assert ("median" in report.headline.basis) == bool(report.headline.causes)
+    same_way = [c for c in x["contributions"] if c["kind"] != "other" and c["delta_us"] * x["delta_ms"] > 0]
+    assert [c.delta_us for c in report.headline.causes] == sorted(
+        (c["delta_us"] for c in same_way), key=lambda v: -abs(v))[:3]
 
 
-def test_checks_tables_carry_units_per_cell() -> None:
+def test_findings_tables_have_one_row_per_finding() -> None:
     doc = comparison_document()
     report = build_report(doc)
     tables = [t for s in report.sections if s.id in ("checks", "passed") for t in s.tables]
-    assert sum(len(t.rows) for t in tables) == len(doc["checks"])
-    for t in tables:
-        keys = [c.key for c in t.columns]
-        for row in t.rows:
-            cells = dict(zip(keys, row))
-            check = next(c for c in doc["checks"] if c["title"] == cells["check"])
-            assert cells["baseline"] == Value(check["baseline_value"], check["unit"])
-            delta_unit = "pp" if check["unit"] == "pct" else check["unit"]
-            assert cells["delta"] == Value(check["delta"], delta_unit, True)
-            interval = check["evidence"]["interval"]
-            assert cells["interval"] == (Interval(*interval, "pp" if check["unit"] == "pct" else "number")
-                                         if interval else None)
+    groups = group_findings(doc["checks"])
+    assert sum(len(t.rows) for t in tables) == len(groups) == len(report.findings)
+    assert [c.key for c in tables[0].columns] == ["status", "finding", "threshold", "evidence"]
+    summaries = [r[1] for t in tables for r in t.rows]
+    assert sorted(summaries) == sorted(g.summary for g in groups)
+    passed = next(t for t in tables if t.id == "passed")
+    assert passed.collapsed and all(r[0] == "pass" or "(waived)" in r[1] for r in passed.rows)
 
 
 def test_movers_are_the_explanation_rows_in_order() -> None:
@@ -212,8 +217,13 @@ def test_movers_are_the_explanation_rows_in_order() -> None:
     movers = next(s for s in build_report(doc).sections if s.id == "movers")
     contributions = next(t for t in movers.tables if t.id == "contributions")
     expected = [(c["label"], c["delta_us"], c["share_pct"]) for c in doc["explanation"]["contributions"]]
-    got = [(r[0], r[4], r[5]) for r in contributions.rows]
+    got = [(r[0], r[3], r[4]) for r in contributions.rows]
     assert got == expected
+    waterfall = next(f for f in build_report(doc).overview if f.id == "attribution_waterfall")
+    x = doc["explanation"]
+    assert waterfall.start[1] == 1000.0 * x["baseline_step_ms"] and waterfall.end[1] == 1000.0 * x["candidate_step_ms"]
+    total = sum(d for _, d in waterfall.steps)
+    assert abs(waterfall.start[1] + total - waterfall.end[1]) < 1e-6 * max(1.0, waterfall.end[1])
 
 
 # --- picking, truncating, edge cases --------------------------------------------------------------

@@ -8,6 +8,7 @@ import copy
 import functools
 import json
 import re
+from html import escape
 from html.parser import HTMLParser
 
 import pytest
@@ -88,9 +89,9 @@ def test_single_run_page_is_self_contained_with_every_section() -> None:
     assert_self_contained(page, html)
     section_ids = {a["id"] for t, a in page.tags if t == "section" and "id" in a}
     assert {f"sec-{s.id}" for s in report.sections} <= section_ids
-    assert "Single-run analysis: no baseline, so no verdict." in html
+    assert escape(report.headline.text) in html and "Where the time goes" in html
     # every figure is an inline SVG with a title and axis labels that name a unit
-    figures = [f for s in report.sections for f in s.figures]
+    figures = [*report.overview, *(f for s in report.sections for f in s.figures)]
     svgs = re.findall(r"<svg\b.*?</svg>", html, flags=re.S)
     assert len(svgs) == len(figures) > 5
     for svg, fig in zip(svgs, figures):
@@ -119,18 +120,25 @@ def test_long_tables_fold_and_paged_version_unfolds() -> None:
     assert "<details>" not in paged and 'class="paged"' in paged
 
 
-def test_verdict_banner_lists_failed_and_warned_checks_first() -> None:
+def test_first_screen_is_verdict_headline_causes_and_plots() -> None:
     doc = with_findings(comparison_document())
-    html = render_html(build_report(doc))
+    report = build_report(doc)
+    html = render_html(report)
     page = parse(html)
     assert_self_contained(page, html)
     banner = html[html.index('id="verdict"'):html.index("</section>")]
     assert 'class="banner status-fail"' in html and ">FAIL<" in banner
-    statuses = re.findall(r'<li><span class="pill status-(\w+)">', banner)
-    assert statuses == ["fail", "warn"]
-    failed = next(c for c in doc["checks"] if c["status"] == "fail")
-    assert failed["message"][:40] in banner.replace("&gt;", ">").replace("&lt;", "<")
-    assert doc["explanation"]["lines"][0][:40] in banner.replace("&#39;", "'")
+    failed = next(g for g in report.findings if g.status == "fail")
+    assert report.headline.text == failed.summary  # the step time passes here: the failing finding leads
+    assert escape(failed.summary) in banner and escape(report.headline.counts) in banner
+    assert banner.count("<li>") == len(report.headline.causes)
+    # the plots come right after the banner, before the contents and the tables
+    overview = html[html.index('id="overview-figures"'):html.index('<nav class="toc"')]
+    assert 'id="fig-step_time_judged"' in overview and 'id="fig-attribution_waterfall"' in overview
+    assert html.index('id="overview-figures"') < html.index('id="tbl-findings"')
+    findings = html[html.index('id="tbl-findings"'):]
+    statuses = re.findall(r'<td><span class="pill status-(\w+)">', findings[:findings.index("</table>")])
+    assert statuses == ["fail", "warn", "inconclusive"]
 
 
 def test_demo_comparison_end_to_end(tmp_path) -> None:
@@ -146,6 +154,11 @@ def test_demo_comparison_end_to_end(tmp_path) -> None:
     step = next(c for c in doc["checks"] if c["id"] == "relative.step_time")
     assert step["status"] == "fail" and format_value(step["candidate_value"], "us") in html
     assert json.loads((tmp_path / "report.json").read_text())["status"] == "fail"
+    # the headline is the step-time check; the first cause is the DataLoader wait, on the first screen
+    assert report.headline.text.startswith("step time +39.4 % (126.55 → 176.47 ms/step")
+    assert report.headline.causes[0].text == "GPU idle while the CPU runs _SingleProcessDataLoaderIter.__next__ (new)"
+    assert abs(report.headline.causes[0].delta_us - 61346.4) < 1.0
+    assert html.index("Top causes") < html.index('id="fig-step_time_judged"') < html.index('<nav class="toc"')
     assert len((tmp_path / "report.md").read_text()) <= 60_000
 
 

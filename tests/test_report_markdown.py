@@ -13,7 +13,7 @@ import pytest
 from perfreport.report import build_report
 from perfreport.report.markdown import COMPACT_ROWS, MAX_CHARS, render_markdown
 from perfreport.report.model import Link
-from perfreport.report.templates import format_value
+from perfreport.report.templates import escape_markdown, format_value
 
 from .test_report_build import comparison_document, real_document
 from .test_report_html import with_findings
@@ -43,22 +43,46 @@ def assert_tables_well_formed(md: str) -> int:
     return len(blocks)
 
 
-def test_comparison_starts_with_the_verdict_then_checks_and_movers() -> None:
+def test_comparison_starts_with_the_verdict_then_findings_then_causes() -> None:
     doc = with_findings(comparison_document())
-    md = render_markdown(build_report(doc))
-    lines = [line for line in md.splitlines() if line.strip()]
-    assert lines[0] == "<!-- perfreport:report -->"
-    assert lines[1].startswith("### ❌ perfreport FAIL: ")
-    assert md.index("#### Checks that failed") < md.index("#### What changed") < md.index("<details>")
-    findings = md[md.index("#### Checks that failed"):md.index("#### What changed")]
+    report = build_report(doc)
+    md = render_markdown(report)
+    lines = md.splitlines()
+    # line 1: verdict and headline; line 2: counts, what was compared, links (no marker: the GitHub glue adds its own)
+    assert lines[0] == f"### ❌ FAIL · {escape_markdown(report.verdict.headline)}"
+    assert lines[1].startswith(f"**{report.headline.counts}** · ")
+    assert lines[1].endswith("📄 [full HTML report](report.html) · [PDF](report.pdf) · [JSON](report.json)")
+    assert "perfreport:report" not in md
+    assert md.index("#### Findings") < md.index("<details>")
+    findings = md[md.index("#### Findings"):md.index("<details>")]
     assert re.findall(r"\| \*\*(\S+) (\w+)\*\* \|", findings)[:2] == [("❌", "FAIL"), ("⚠️", "WARN")]
     assert "INCONCLUSIVE" in findings and "PASS" not in findings
     assert "<summary><b>Passed and waived checks</b>" in md  # folded, not in the head
-    assert md.count("<details>") == md.count("</details>") >= 5
-    assert assert_tables_well_formed(md) >= 5
-    assert "📄 [full HTML report](report.html) · [PDF](report.pdf) · [JSON](report.json)" in md
+    assert "<summary><b>Where the time went</b>" in md
+    assert md.count("<details>") == md.count("</details>") >= 4
+    assert assert_tables_well_formed(md) >= 4
     for c in doc["explanation"]["contributions"][:3]:
         assert format_value(c["delta_us"], "us", True) in md
+
+
+def test_demo_comment_is_short_and_reads_top_down(tmp_path) -> None:
+    from .test_findings import demo_document
+
+    report = build_report(demo_document())
+    md = render_markdown(report, links=[Link("HTML report", "https://example.invalid/a/1"),
+                                        Link("run", "https://example.invalid/r/2")])
+    assert len(md) <= 15_000
+    lines = md.splitlines()
+    assert lines[0].startswith("### ❌ FAIL · step time +39.4 % (126.55 → 176.47 ms/step, p = 0.0079) — GPU idle while "
+                               "the CPU runs \\_SingleProcessDataLoaderIter.\\_\\_next\\_\\_ (new) +61.35 ms/step")
+    assert lines[1].startswith("**1 failed · 4 warned · 25 passed findings (35 checks)**")
+    assert lines[1].endswith("📄 [HTML report](https://example.invalid/a/1) · [run](https://example.invalid/r/2)")
+    head = md[:md.index("<details>")]
+    assert head.index("#### Findings") < head.index("**Top causes**")
+    assert "6 kernels added on rank 0" in head and head.count("| **⚠️ WARN** |") == 4
+    assert "1. GPU idle while the CPU runs" in head and "**+61.35 ms/step** (147 % of the change)" in head
+    assert "mean step time, 135.1 → 176.9 ms/step" in head  # the causes' statistic is named
+    assert_tables_well_formed(md)
 
 
 def test_links_are_replaceable() -> None:
@@ -70,7 +94,7 @@ def test_links_are_replaceable() -> None:
 def test_single_run_has_no_verdict_and_folds_every_analysis() -> None:
     doc = real_document()
     md = render_markdown(build_report(doc))
-    assert md.splitlines()[1].startswith("### ℹ️ perfreport ANALYSIS: ")
+    assert md.splitlines()[0].startswith("### ℹ️ ANALYSIS · ")
     assert "####" not in md  # nothing open: every analysis is a <details> section
     assert md.count("<summary>") == len(build_report(doc).sections)
     assert_tables_well_formed(md)
@@ -145,5 +169,5 @@ def test_huge_comparison_head_fits(tmp_path) -> None:
         many.append(c)
     doc["checks"] = many + doc["checks"]
     md = render_markdown(build_report(doc))
-    assert len(md) <= MAX_CHARS and md.splitlines()[1].startswith("### ❌ perfreport FAIL")
+    assert len(md) <= MAX_CHARS and md.splitlines()[0].startswith("### ❌ FAIL · ")
     assert md.count("<details>") == md.count("</details>")

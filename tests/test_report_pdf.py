@@ -46,9 +46,22 @@ def test_pdf_is_paged_vector_and_headed(tmp_path) -> None:
         assert "FAIL" in head and date in head, head  # verdict and date on every page
         assert re.search(rf"page {n} of {len(pages)}", page)
     text = "\n".join(pages)
-    for title in ("Checks that failed, warned or were inconclusive", "What changed", "Temporal breakdown",
-                  "Trace metadata", "Reproduce this report"):
+    for title in ("Top causes" if comparison_document()["explanation"]["delta_ms"] else "Findings", "Findings",
+                  "Where the time went", "More in the HTML report", "Reproduce this report"):
         assert title in text
+    assert "Temporal breakdown" in text.split("More in the HTML report")[-1]  # named, not printed
+
+
+def test_pdf_is_a_brief_unless_the_appendix_is_asked_for(tmp_path) -> None:
+    from .test_findings import demo_document
+
+    report = build_report(demo_document())
+    brief = pdf_pages_text(render_pdf(report), tmp_path)
+    full = pdf_pages_text(render_pdf(report, appendix=True), tmp_path)
+    assert len(brief) <= 6 < len(full)
+    assert "step time +39.4 % (126.55 → 176.47 ms/step" in brief[0] and "Top causes" in brief[0]
+    text = "\n".join(full)
+    assert "Trace metadata" in text and "More in the HTML report" not in text
 
 
 def test_single_run_pdf_header_says_analysis(tmp_path_factory, tmp_path) -> None:

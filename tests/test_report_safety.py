@@ -89,7 +89,7 @@ def docs(tmp_path_factory) -> tuple[dict, dict]:
     single, comparison = json.loads(single), json.loads(comparison)
     # make the comparison fail on a check named after a hostile kernel, so every format shows it
     comparison["status"] = "fail"
-    comparison["checks"][0].update(status="fail", id=f"relative.kernel_time[{hostile_name(0)}]",
+    comparison["checks"][0].update(status="fail", id=f"relative.kernel_time[{hostile_name(0)}]", subject=hostile_name(0),
                                    title=f"kernel time [{hostile_name(0)}]",
                                    message=f"{hostile_name(5)} got slower; {hostile_name(3)}")
     return single, comparison
@@ -145,7 +145,7 @@ def test_markdown_breaks_no_table_and_mentions_nobody(docs, which) -> None:
     assert not re.search(r"(?<!\\)\$", md), "unescaped math survived"
     assert "<script" not in md and "<img" not in md and "<details open>" not in md
     assert md.count("<details>") == md.count("</details>") and md.count("<summary>") == md.count("</summary>")
-    assert md.count("<!-- perfreport:report -->") == 1
+    assert "<!-- perfreport:report -->" not in md  # no marker of ours; a name that spells one is escaped
     assert not re.search(r"(?<!\\)\]\(https://evil", md), "a link survived"
     assert max(len(line) for line in md.splitlines()) < 3_000  # 5,000-character names shortened
     assert "\x00" not in md and "\r" not in md
@@ -165,3 +165,37 @@ def test_junit_is_valid_xml_with_the_names(docs) -> None:
 def test_pdf_renders_with_hostile_names(docs) -> None:
     pdf = render_pdf(build_report(docs[1]))
     assert pdf.startswith(b"%PDF-") and b"/Subtype /Image" not in pdf
+
+
+def _assert_safe_markdown(md: str) -> None:
+    assert_tables_well_formed(md)
+    assert not re.search(r"@(?!\u200b)", md), "an @mention survived"
+    assert "<script" not in md and "<img" not in md and "<details open>" not in md
+    assert md.count("<details>") == md.count("</details>")
+    assert not re.search(r"(?<!\\)\]\(https://evil", md), "a link survived"
+    assert "\x00" not in md and "\r" not in md
+
+
+def test_pr_comment_and_job_summary_from_a_hostile_trace(docs) -> None:
+    from perfreport.github.comment import comment_body, utf16_len
+    from perfreport.github.workflow import summary_markdown
+
+    run = "https://github.com/o/r/actions/runs/7"
+    body = comment_body(docs[1], "gpu", artifact_url=f"{run}/artifacts/1", run_url=run)
+    assert body.startswith("<!-- perfreport:gpu -->\n") and body.count("<!-- perfreport:") == 1
+    assert utf16_len(body) <= 65_536 and "FAIL" in body.split("\n")[1]
+    _assert_safe_markdown(body.split("\n", 1)[1])
+    summary = summary_markdown(docs[1], artifact_url=f"{run}/artifacts/1")
+    _assert_safe_markdown(summary)
+    assert "<!-- perfreport:" not in summary
+
+
+def test_annotations_from_a_hostile_trace_are_one_command_each(docs) -> None:
+    from perfreport.github.workflow import annotation_lines
+
+    lines = annotation_lines(docs[1])
+    assert lines and lines[0].startswith("::error title=perfreport FAIL%3A ") and "alert(1)" in lines[0]
+    for line in lines:
+        assert "\n" not in line and "\r" not in line and "\x00" not in line and "\x1b" not in line
+        command, title, message = re.fullmatch(r"::(error|warning) title=([^:]*)::(.*)", line).groups()
+        assert "," not in title and "%0A" not in message.replace("%250A", "")

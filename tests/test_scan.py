@@ -381,11 +381,19 @@ def test_bad_field_specs():
         _scan.scan("[]", (), ())  # str has no buffer
 
 
-def test_invalid_utf8_uses_surrogateescape():
-    # scan_py raises on such text; the C scanner keeps it losslessly, one code per distinct text
-    res = scan_c(b'[{"name": "a\xffb"}, {"name": "a\xfeb"}, {"name": "a\xffb"}, {"cat": ["\xff"]}]')
-    assert text_of(res, res.top["name"]) == ["a\udcffb", "a\udcfeb", "a\udcffb", None]
-    assert text_of(res, res.top["cat"]) == [None, None, None, '["\udcff"]']
+def test_invalid_utf8_is_replaced_the_same_by_both_scanners():
+    # every invalid sequence becomes U+FFFD (after unescaping), and texts that become equal share one code
+    from perfreport.load.scanner import unique_strings
+
+    doc = (b'[{"name": "a\xffb"}, {"name": "a\xfeb"}, {"name": "a\xffb"}, {"cat": ["\xff"]},'
+           b' {"name": "\xe2\x82", "args": {"k\xff": 1, "stream": "\xff", "grid": "\xc3"}}, {"name": "a\\u00ffb\xc3"}]')
+    res = unique_strings(scan_c(doc))
+    assert_same(res, unique_strings(scan_py(doc)))
+    assert text_of(res, res.top["name"]) == ["a\ufffdb"] * 3 + [None, "\ufffd", "a\xffb\ufffd"]
+    assert text_of(res, res.top["cat"]) == [None, None, None, '["\ufffd"]', None, None]
+    assert res.top["name"][0] == res.top["name"][1]  # merged: one text, one code
+    assert res.args["stream"].values.tolist() == [INT_MISSING]
+    assert len(set(res.strings)) == len(res.strings)
 
 
 def test_nested_containers():
@@ -765,7 +773,7 @@ def test_document_key_not_utf8():
     with pytest.raises(UnicodeDecodeError):
         scan_doc(b'{"a\xff": 1, "traceEvents": []}')
     res, members = scan_doc(b'{"a": "\xff", "traceEvents": [{"cat": "\xfe"}]}')
-    assert members == [("a", (6, 9))] and res.strings == ["\udcfe"]
+    assert members == [("a", (6, 9))] and res.strings == ["\ufffd"]
 
 
 def test_document_truncated_prefixes_raise():
@@ -932,7 +940,7 @@ def test_loader_one_pass_equals_two_pass(path, tmp_path, monkeypatch):
 
 
 ERROR_FILES = [
-    b"[1, 2, 3]",
+    b"\"a string\"",
     b"{}",
     b'{"schemaVersion": 1}',
     b'{"traceEvents": {"a": 1}}',
@@ -979,7 +987,8 @@ def test_loader_error_messages():
                 _load_file(p)
             return str(info.value).split(": ", 1)[1]
 
-    assert message(b"[1]") == "not a Kineto trace: the top level is not a JSON object"
+    assert message(b"1") == "not a Kineto trace: the top level is not a JSON object"
+    assert message(b"[{}, 1,, ]").startswith("invalid JSON in the event list (")
     assert message(b'{"a": 1}') == 'not a Kineto trace: no "traceEvents" key at the top level'
     assert message(b'{"traceEvents": {}}') == 'not a Kineto trace: "traceEvents" is an object, expected a list'
     assert message(b'{"traceEvents": "x"}') == 'not a Kineto trace: "traceEvents" is a string, expected a list'

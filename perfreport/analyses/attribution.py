@@ -356,6 +356,10 @@ class Explanation:
     removed: tuple[KeyOnOneSide, ...]
     collectives: tuple[CollectiveChange, ...]
     exact_names: bool = False
+    baseline_steps: tuple[int, ...] = ()
+    candidate_steps: tuple[int, ...] = ()
+    """Profiler steps the samples come from (-1: a rank without steps), so a report can show
+    which steps were attributed (and which were dropped as warm-up)."""
 
     def to_frame(self) -> pd.DataFrame:
         """The contributions table (CONTRIBUTION_COLUMNS), µs per step, remainder last."""
@@ -436,7 +440,11 @@ def explain(baseline: TraceSet, candidate: TraceSet, *, exact_names: bool = Fals
         candidate_only_ranks=tuple(sorted(set(candidate.rank_ids) - set(c_ranks))),
         contributions=tuple(contributions), by_kind=by_kind, added=added, removed=removed,
         collectives=_collective_changes(baseline, candidate, b_ranks, c_ranks, b_side, c_side),
-        exact_names=exact_names)
+        exact_names=exact_names, baseline_steps=_steps_of(b_side), candidate_steps=_steps_of(c_side))
+
+
+def _steps_of(side: _Side) -> tuple[int, ...]:
+    return tuple(int(s) for s in np.unique(side.samples["step"].to_numpy())) if len(side.samples) else ()
 
 
 def rank_pairs(baseline: TraceSet, candidate: TraceSet) -> list[tuple[int, int]]:

@@ -47,7 +47,7 @@ def rank_summary(trace: RankTrace) -> dict:
         "last_step": int(steps[-1]) if len(steps) else None,
         "span_us": last - first,
         "gpu_name": trace.meta.gpu_name(),
-        "note": None if has_gpu else NO_GPU_NOTE,
+        "note": "; ".join(filter(None, (None if has_gpu else NO_GPU_NOTE, trace.meta.dropped_note))) or None,
     }
 
 

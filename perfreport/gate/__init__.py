@@ -3,6 +3,9 @@
 * :mod:`~perfreport.gate.metrics` - what is measured: metric specs (unit, bad direction,
   source table) and the per-step samples of one side (:class:`SideData`);
 * :mod:`~perfreport.gate.stats` - pure significance tests (Mann-Whitney U, bootstrap);
+* :mod:`~perfreport.gate.noise` - noise widths from the data: between steps, between runs,
+  between matched GPU op calls (t and sign tests);
+* :mod:`~perfreport.gate.hostwait` - whether two sides differ only in host-side wait;
 * :mod:`~perfreport.gate.verdict` - (baseline, candidate, Config) -> :class:`Verdict`;
 * :mod:`~perfreport.gate.baselines` - the versioned, checksummed baseline store.
 

@@ -21,8 +21,20 @@ another model version (other columns, other format) is ignored and the traces ar
 from their JSON instead, through the loader the caller passes in (this layer does not import
 the loader).
 
-Saving is atomic: everything is written into a temporary folder inside the store and moved
-into place with ``os.replace``; an existing baseline is only replaced with ``force``.
+Several runs (schema 2): ``baseline save NAME DIR --append`` adds a run of the same job (same
+ranks and GPUs) under ``runs/<id>/traces`` and ``runs/<id>/cache``; the manifest's ``runs`` list
+names every run with its own ranks, files, creation time, commit and source, and ``--keep N``
+drops the oldest runs beyond N (the last N main-branch runs). The top-level ``ranks`` are the
+newest run's, so a reader of one run (``analyze``, an older perfreport) sees the newest. A
+schema-1 manifest (one run, files under ``traces/`` and ``cache/``) reads as one run.
+
+Saving is atomic (``perfreport._io.atomic_dir``): everything is written into a temporary folder
+inside the store and swapped into place at once, under a lock per name (two concurrent saves of
+one name leave one complete baseline); temporaries of killed saves are removed by the next save.
+An existing baseline is only replaced with ``force``. An appended run is written into a temporary folder inside the baseline, moved to ``runs/<id>``,
+and becomes part of the baseline when the new manifest replaces the old one (``atomic_write``,
+under the same lock per name, so two appends cannot lose a run); files of runs
+dropped by ``--keep`` are deleted only after that.
 Loading verifies the sha256 of every file it reads and raises BaselineError naming the file
 on a mismatch. A manifest from a newer perfreport is refused; older schema versions are
 migrated on read (none exist yet).
@@ -49,7 +61,7 @@ from typing import Any
 import numpy as np
 
 from .. import __version__
-from .._io import GZIP_MAGIC, atomic_write, json_text
+from .._io import GZIP_MAGIC, atomic_dir, atomic_write, checkpoint, clean_stale_temps, json_text, store_lock, trash_dir
 from ..errors import BaselineError
 from ..model import RankTrace, SparseColumn, TraceMeta, TraceSet
 from .metrics import versions_of
@@ -61,8 +73,9 @@ except ImportError:  # pragma: no cover
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
-"""Version of manifest.json; bumped when its meaning changes (older ones are migrated)."""
+SCHEMA_VERSION = 2
+"""Version of manifest.json; bumped when its meaning changes (older ones are migrated).
+2: the ``runs`` list (several runs of one job)."""
 CACHE_FORMAT = 1
 """Version of the .cols container."""
 DEFAULT_STORE = Path("baselines")
@@ -93,6 +106,11 @@ class StoredBaseline:
         return list(self.manifest.get("gpus") or [])
 
     @property
+    def runs(self) -> list[Mapping[str, Any]]:
+        """The recorded runs, oldest first, each with its ``ranks`` entries."""
+        return list(self.manifest["runs"])
+
+    @property
     def created_utc(self) -> str:
         return str(self.manifest.get("created_utc", ""))
 
@@ -102,8 +120,10 @@ class StoredBaseline:
 
     def summary(self) -> dict:
         """The manifest without per-rank trace metadata: what ``baseline show`` prints."""
-        out = {k: v for k, v in self.manifest.items() if k != "ranks"}
+        out = {k: v for k, v in self.manifest.items() if k not in ("ranks", "runs")}
         out["ranks"] = [{k: v for k, v in r.items() if k != "meta"} for r in self.manifest["ranks"]]
+        out["runs"] = [{k: v for k, v in run.items() if k != "ranks"} | {"steps": sum(len(r["steps"])
+                        for r in run["ranks"])} for run in self.manifest["runs"]]
         return out
 
 
@@ -120,29 +140,23 @@ def save(store: str | Path, name: str, traces: TraceSet, *, force: bool = False,
     if not len(traces):
         raise BaselineError(f"{traces.source}: no ranks to store")
     target = store / name
-    if target.exists() and not force:
-        raise BaselineError(f"baseline {name!r} already exists in {store} (use --force to replace it)")
     try:
-        store.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=store, prefix=f".{name}.", suffix=".tmp"))
+        with store_lock(store, name):  # concurrent saves of one name: one after the other
+            clean_stale_temps(store)
+            if target.exists() and not force:
+                raise BaselineError(f"baseline {name!r} already exists in {store} (use --force to replace it)")
+            with atomic_dir(target) as tmp:
+                (tmp / "traces").mkdir()
+                (tmp / "cache").mkdir()
+                ranks = []
+                for trace in traces:
+                    ranks.append(_save_rank(tmp, trace))
+                    checkpoint("baseline.rank")
+                manifest = _manifest(name, traces, ranks, commit, now)
+                atomic_write(tmp / MANIFEST, json_text(manifest))
+                _carry_over(target, tmp)
     except OSError as exc:
-        raise BaselineError(f"{store}: cannot create the baseline store ({exc.strerror or exc})") from None
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes 0700; a baseline is an ordinary folder
-        (tmp / "traces").mkdir()
-        (tmp / "cache").mkdir()
-        ranks = [_save_rank(tmp, trace) for trace in traces]
-        manifest = _manifest(name, traces, ranks, commit, now)
-        atomic_write(tmp / MANIFEST, json_text(manifest))
-        _swap_into_place(tmp, target)
-    except OSError as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
         raise BaselineError(f"{target}: cannot write the baseline ({exc.strerror or exc})") from None
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return StoredBaseline(name=name, path=target, manifest=manifest)
 
 
@@ -177,6 +191,7 @@ def _save_rank(folder: Path, trace: RankTrace) -> dict:
 
 def _manifest(name: str, traces: TraceSet, ranks: list[dict], commit: str | None, now: _dt.datetime | None) -> dict:
     now = now or _dt.datetime.now(_dt.timezone.utc)
+    created = now.astimezone(_dt.timezone.utc).isoformat(timespec="seconds")
     versions: dict[str, str] = {}
     for t in traces:
         versions.update({k: v for k, v in versions_of(t.meta).items() if k not in versions})
@@ -185,7 +200,7 @@ def _manifest(name: str, traces: TraceSet, ranks: list[dict], commit: str | None
         "schema_version": SCHEMA_VERSION,
         "kind": "perfreport.baseline",
         "name": name,
-        "created_utc": now.astimezone(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "created_utc": created,
         "perfreport_version": __version__,
         "commit": commit,
         "source": traces.source,
@@ -194,27 +209,87 @@ def _manifest(name: str, traces: TraceSet, ranks: list[dict], commit: str | None
         "versions": versions,
         "cache_format": {"format": CACHE_FORMAT, "columns": list(COLUMNS)},
         "ranks": ranks,
+        "runs": [_run_entry(0, traces, ranks, commit, created)],
     }
 
 
-def _swap_into_place(tmp: Path, target: Path) -> None:
-    """Move the finished folder to ``target``; an existing target (force) is set aside first,
-    its unmanaged top-level files (NOTICE, README; not traces) carried over, then deleted."""
-    if not target.exists():
-        os.replace(tmp, target)
+def _run_entry(run: int, traces: TraceSet, ranks: list[dict], commit: str | None, created: str) -> dict:
+    return {"run": run, "created_utc": created, "commit": commit, "source": traces.source, "ranks": ranks}
+
+
+def append(store: str | Path, name: str, traces: TraceSet, *, commit: str | None = None, keep: int | None = None,
+           now: _dt.datetime | None = None) -> StoredBaseline:
+    """Add ``traces`` as a new run of the baseline ``name`` (created when missing); with ``keep``,
+    drop the oldest runs beyond that many. Raises BaselineError when the run's ranks or GPUs
+    differ from the baseline's (another job is another baseline)."""
+    check_name(name)
+    if keep is not None and keep < 1:
+        raise BaselineError(f"--keep must be at least 1, got {keep}")
+    if not (Path(store) / name / MANIFEST).is_file():
+        return save(store, name, traces, commit=commit, now=now)
+    if not len(traces):
+        raise BaselineError(f"{traces.source}: no ranks to store")
+    path = Path(store) / name
+    with store_lock(Path(store), name):  # the lock save takes: appends and saves of one name in turn
+        baseline = read_baseline(path)  # re-read under the lock: another append may have landed
+        m = dict(baseline.manifest)
+        ranks_now = sorted(int(r["rank"]) for r in m["ranks"])
+        gpus = sorted({t.meta.gpu_name() for t in traces if t.meta.gpu_name()})
+        if sorted(traces.rank_ids) != ranks_now:
+            raise BaselineError(f"{traces.source}: ranks {_list(traces.rank_ids)} differ from baseline {name!r} "
+                                f"(ranks {_list(ranks_now)}); store another job as another baseline")
+        if gpus and m.get("gpus") and gpus != list(m["gpus"]):
+            raise BaselineError(f"{traces.source}: recorded on {', '.join(gpus)}, baseline {name!r} on "
+                                f"{', '.join(m['gpus'])}; store other hardware as another baseline")
+        run = max(int(r["run"]) for r in m["runs"]) + 1
+        folder = f"runs/{run}"
+        tmp = Path(tempfile.mkdtemp(dir=path, prefix=".run.", suffix=".tmp"))
+        try:
+            (tmp / "traces").mkdir()
+            (tmp / "cache").mkdir()
+            ranks = [_save_rank(tmp, trace) for trace in traces]
+            for r in ranks:
+                r["file"], r["cache"] = f"{folder}/{r['file']}", f"{folder}/{r['cache']}"
+            (path / "runs").mkdir(exist_ok=True)
+            os.replace(tmp, path / folder)
+        except OSError as exc:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise BaselineError(f"{path}: cannot write the run ({exc.strerror or exc})") from None
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        now = now or _dt.datetime.now(_dt.timezone.utc)
+        runs = list(m["runs"]) + [_run_entry(run, traces, ranks, commit, now.astimezone(_dt.timezone.utc)
+                                             .isoformat(timespec="seconds"))]
+        dropped = runs[:-keep] if keep is not None and len(runs) > keep else []
+        runs = runs[len(dropped):]
+        m.update(schema_version=SCHEMA_VERSION, runs=runs, ranks=ranks, commit=commit or m.get("commit"),
+                 perfreport_version=__version__)
+        atomic_write(path / MANIFEST, json_text(m))
+        for old in dropped:  # after the new manifest is in place: nothing it names is deleted
+            for r in old["ranks"]:
+                for key in ("file", "cache"):
+                    if r.get(key):
+                        (path / r[key]).unlink(missing_ok=True)
+            if int(old["run"]) > 0:
+                shutil.rmtree(path / f"runs/{old['run']}", ignore_errors=True)
+    return StoredBaseline(name=name, path=path, manifest=m)
+
+
+def _list(ranks) -> str:
+    ranks = list(ranks)
+    return ", ".join(map(str, ranks[:8])) + (" …" if len(ranks) > 8 else "")
+
+
+def _carry_over(target: Path, tmp: Path) -> None:
+    """Copy an existing baseline's unmanaged top-level files (NOTICE, README; not traces) into
+    its replacement, so ``--force`` keeps them."""
+    if not target.is_dir():
         return
     for item in target.iterdir():
         if item.is_file() and item.name != MANIFEST and not item.name.endswith((".json", ".gz")) \
                 and not (tmp / item.name).exists():
             shutil.copy2(item, tmp / item.name)
-    old = target.with_name(f".{target.name}.old-{os.getpid()}")
-    os.replace(target, old)
-    try:
-        os.replace(tmp, target)
-    except BaseException:
-        os.replace(old, target)
-        raise
-    shutil.rmtree(old, ignore_errors=True)
 
 
 # --- the column cache ------------------------------------------------------------------------
@@ -264,6 +339,7 @@ def decode_columns(data: bytes, meta: TraceMeta, where: Path) -> RankTrace:
 def open_baseline(store: str | Path, name: str) -> StoredBaseline:
     """The baseline ``name`` of ``store``; BaselineError if it is missing or its manifest is bad."""
     check_name(name)
+    clean_stale_temps(Path(store))  # also brings back a baseline an interrupted replacement set aside
     path = Path(store) / name
     if not (path / MANIFEST).is_file():
         available = ", ".join(b.name for b in list_baselines(store)) or "none"
@@ -297,10 +373,42 @@ def migrate(manifest: Any, where: Path) -> dict:
         raise BaselineError(f"{where}: written by a newer perfreport (baseline schema {version}, this version "
                             f"reads up to {SCHEMA_VERSION}); upgrade perfreport")
     ranks = manifest.get("ranks")
-    if not isinstance(ranks, list) or not ranks or not all(isinstance(r, dict) and "rank" in r and "file" in r
-                                                            and "sha256" in r for r in ranks):
+    if not isinstance(ranks, list) or not ranks or not all(_valid_rank_entry(r) for r in ranks):
         raise BaselineError(f"{where}: manifest lists no valid ranks")
+    if version == 1:  # one run: its files at the top level
+        manifest = {**manifest, "runs": [{"run": 0, "created_utc": manifest.get("created_utc"),
+                                          "commit": manifest.get("commit"), "source": manifest.get("source"),
+                                          "ranks": ranks}]}
+    runs = manifest.get("runs")
+    if not isinstance(runs, list) or not runs or not all(isinstance(r, dict) and "run" in r and isinstance(
+            r.get("ranks"), list) and r["ranks"] for r in runs):
+        raise BaselineError(f"{where}: manifest lists no valid runs")
+    for run in [{"run": "top", "ranks": ranks}, *runs]:
+        for r in run["ranks"]:
+            if not _valid_rank_entry(r):
+                raise BaselineError(f"{where}: manifest lists an invalid rank in run {run['run']}")
+            for key in ("file", "cache"):
+                if r.get(key) is not None and not _inside(r[key]):
+                    raise BaselineError(f"{where}: rank {r['rank']}'s {key} {r[key]!r} is outside the baseline folder")
     return manifest
+
+
+def _valid_rank_entry(r: Any) -> bool:
+    """A manifest rank entry with the types every reader relies on."""
+    def sha(v: Any) -> bool:
+        return isinstance(v, str) and re.fullmatch(r"[0-9a-f]{64}", v) is not None
+
+    return (isinstance(r, dict) and type(r.get("rank")) is int and r["rank"] >= 0
+            and isinstance(r.get("file"), str) and sha(r.get("sha256"))
+            and (r.get("cache") is None or (isinstance(r["cache"], str) and sha(r.get("cache_sha256"))))
+            and (r.get("meta") is None or isinstance(r["meta"], dict)))
+
+
+def _inside(rel: str) -> bool:
+    """Whether a manifest's file path stays inside its baseline folder (a crafted manifest must
+    not make perfreport read /etc/passwd or another baseline)."""
+    parts = Path(rel).parts
+    return bool(parts) and not Path(rel).is_absolute() and ".." not in parts
 
 
 def resolve(ref: str | Path, store: str | Path = DEFAULT_STORE) -> StoredBaseline | None:
@@ -308,6 +416,7 @@ def resolve(ref: str | Path, store: str | Path = DEFAULT_STORE) -> StoredBaselin
     baseline of ``store`` by name, else None (a plain trace folder or file, loaded as is).
     Raises BaselineError for a name that is neither a path nor in the store."""
     path = Path(ref)
+    clean_stale_temps(Path(store))
     if path.is_dir() and (path / MANIFEST).is_file():
         return read_baseline(path)
     if path.exists():
@@ -332,28 +441,35 @@ def verify_file(path: Path, expected: str) -> bytes:
 
 
 def verify(baseline: StoredBaseline) -> None:
-    """Check every file the manifest lists (traces, and caches that are present)."""
-    for r in baseline.manifest["ranks"]:
+    """Check every file the manifest lists (traces, and caches that are present), every run."""
+    for r in (r for run in baseline.runs for r in run["ranks"]):
         verify_file(baseline.path / r["file"], r["sha256"])
         if r.get("cache") and (baseline.path / r["cache"]).exists():
             verify_file(baseline.path / r["cache"], r["cache_sha256"])
 
 
-def cache_usable(baseline: StoredBaseline) -> bool:
-    """Whether this version can read the baseline's column cache (same format and columns, files
-    present); a cache is derived data, so without it the rank files are loaded instead."""
+def cache_usable(baseline: StoredBaseline, ranks: list[Mapping[str, Any]] | None = None) -> bool:
+    """Whether this version can read the column cache of ``ranks`` (default: the newest run's;
+    same format and columns, files present); a cache is derived data, so without it the rank
+    files are loaded instead."""
     fmt = baseline.manifest.get("cache_format") or {}
     return (fmt.get("format") == CACHE_FORMAT and tuple(fmt.get("columns", ())) == COLUMNS
             and all(r.get("cache") and r.get("meta") is not None and (baseline.path / r["cache"]).is_file()
-                    for r in baseline.manifest["ranks"]))
+                    for r in (ranks if ranks is not None else baseline.manifest["ranks"])))
 
 
-def load_traces(baseline: StoredBaseline, *, fallback: Callable[[Mapping[int, Path]], TraceSet]) -> TraceSet:
-    """The TraceSet of a stored baseline, from its column cache when this version can read it,
-    else from its rank files via ``fallback`` (e.g. :func:`perfreport.load.load`). Every file
-    read is verified against the manifest first."""
-    ranks = baseline.manifest["ranks"]
-    if not cache_usable(baseline):
+def load_runs(baseline: StoredBaseline, *, fallback: Callable[[Mapping[int, Path]], TraceSet]) -> list[TraceSet]:
+    """Every run of a stored baseline, oldest first (see :func:`load_traces`)."""
+    return [load_traces(baseline, fallback=fallback, ranks=run["ranks"]) for run in baseline.runs]
+
+
+def load_traces(baseline: StoredBaseline, *, fallback: Callable[[Mapping[int, Path]], TraceSet],
+                ranks: list[Mapping[str, Any]] | None = None) -> TraceSet:
+    """The TraceSet of a stored baseline's ``ranks`` (default: the newest run), from its column
+    cache when this version can read it, else from its rank files via ``fallback`` (e.g.
+    :func:`perfreport.load.load`). Every file read is verified against the manifest first."""
+    ranks = ranks if ranks is not None else baseline.manifest["ranks"]
+    if not cache_usable(baseline, ranks):
         log.info("%s: column cache missing or from another version; loading the rank files", baseline.path)
         files = {}
         for r in ranks:
@@ -382,6 +498,7 @@ def list_baselines(store: str | Path) -> list[StoredBaseline]:
     store = Path(store)
     if not store.is_dir():
         return []
+    clean_stale_temps(store)
     out = []
     for folder in sorted(store.iterdir()):
         if folder.name.startswith(".") or not (folder / MANIFEST).is_file():
@@ -396,12 +513,11 @@ def list_baselines(store: str | Path) -> list[StoredBaseline]:
 def remove(store: str | Path, name: str) -> Path:
     """Delete the baseline ``name`` (moved aside atomically, then deleted); its former path."""
     baseline = open_baseline(store, name)
-    trash = baseline.path.with_name(f".{name}.rm-{os.getpid()}")
-    os.replace(baseline.path, trash)
-    shutil.rmtree(trash, ignore_errors=True)
+    with store_lock(store, name):
+        trash_dir(baseline.path)
     return baseline.path
 
 
-__all__ = ["StoredBaseline", "save", "open_baseline", "read_baseline", "resolve", "load_traces", "list_baselines",
+__all__ = ["StoredBaseline", "save", "append", "load_runs", "open_baseline", "read_baseline", "resolve", "load_traces", "list_baselines",
            "remove", "verify", "verify_file", "encode_columns", "decode_columns", "migrate", "check_name",
            "DEFAULT_STORE", "SCHEMA_VERSION", "CACHE_FORMAT", "COLUMNS"]

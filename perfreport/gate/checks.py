@@ -25,7 +25,18 @@ class Evidence:
     baseline). ``interval`` is the bootstrap interval of the ratio of medians (the difference,
     in points, for percentage metrics) at ``confidence_pct``, whichever test decides.
     ``baseline_values``/``candidate_values`` are the samples themselves (per step), so a
-    reader can re-check the statistics."""
+    reader can re-check the statistics.
+
+    What the verdict rests on: ``sample_kind`` is the unit the test counted - "step" (one
+    (rank, step), or one step aggregated over ranks), "run" (several runs on a side: a run's
+    median), "rank-step" (too few steps for a ``mean`` check: every (rank, step) pooled),
+    "kernel invocation" / "collective call" / "copy" / "GPU op call" (too few steps: matched
+    calls); ``baseline_samples``/``candidate_samples`` count those units, ``baseline_runs``/
+    ``candidate_runs`` and ``baseline_steps``/``candidate_steps`` the runs and steps behind
+    them. ``noise_width`` is the standard error of the change in the metric's unit (see
+    :mod:`perfreport.gate.noise`), ``noise_widths`` how many of them the change in the bad
+    direction is wide, ``required_noise_widths`` the configured minimum for a finding, and
+    ``between_run_sd`` the spread of run medians (runs only)."""
 
     test: str
     baseline_samples: int
@@ -39,6 +50,15 @@ class Evidence:
     significant: bool | None = None
     baseline_values: tuple[float, ...] = ()
     candidate_values: tuple[float, ...] = ()
+    sample_kind: str = "step"
+    baseline_runs: int | None = None
+    candidate_runs: int | None = None
+    baseline_steps: int | None = None
+    candidate_steps: int | None = None
+    noise_width: float | None = None
+    noise_widths: float | None = None
+    required_noise_widths: float | None = None
+    between_run_sd: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,11 +130,14 @@ class Note:
 
 def make_check(*, family: str, name: str, metric: Metric, subject: str | None, rank: int | None, aggregation: str,
                level: str, status: str, threshold: Threshold, b: np.ndarray, c: np.ndarray, evidence: Evidence,
-               message: str) -> Check:
-    """A :class:`Check` from the samples ``b``/``c`` of one group: medians, deltas, id, and the
-    samples kept in the evidence; a per-rank message gets a ``rank N:`` prefix."""
+               message: str, values: tuple[float, float] | None = None) -> Check:
+    """A :class:`Check` from the samples ``b``/``c`` of one group: medians (or ``values``, e.g.
+    the means of run medians), deltas, id, and the samples kept in the evidence; a per-rank
+    message gets a ``rank N:`` prefix."""
     b_val = float(np.median(b)) if len(b) else None
     c_val = float(np.median(c)) if len(c) else None
+    if values is not None:
+        b_val, c_val = values
     delta = c_val - b_val if b_val is not None and c_val is not None else None
     delta_pct = 100.0 * delta / abs(b_val) if delta is not None and b_val else None
     evidence = replace(evidence, baseline_values=tuple(float(v) for v in b),
@@ -148,10 +171,28 @@ def format_value(value: float, unit: str) -> str:
 
 
 def evidence_text(e: Evidence) -> str:
-    """The statistical evidence in one clause, for messages."""
+    """The statistical evidence in one clause, for messages: the test, and what it rests on."""
     if e.test == "bootstrap" and e.interval:
-        return (f"{e.confidence_pct:g} % bootstrap interval of the {e.interval_of.split(' (')[0]} "
+        text = (f"{e.confidence_pct:g} % bootstrap interval of the {e.interval_of.split(' (')[0]} "
                 f"[{e.interval[0]:.3g}, {e.interval[1]:.3g}], {e.baseline_samples} vs {e.candidate_samples} samples")
-    p = "n/a" if e.p_value is None else f"{e.p_value:.3g}"
-    return f"Mann-Whitney U p = {p}, α = {e.alpha:g}, {e.baseline_samples} vs {e.candidate_samples} samples"
+    else:
+        p = "n/a" if e.p_value is None else f"{e.p_value:.3g}"
+        name = {"mann-whitney-u": "Mann-Whitney U"}.get(e.test, e.test)
+        text = f"{name} p = {p}, α = {e.alpha:g}, {e.baseline_samples} vs {e.candidate_samples} samples"
+    text += f" ({rests_on(e)})"
+    if e.noise_widths is not None and math.isfinite(e.noise_widths):
+        text += f", {e.noise_widths:.1f} noise widths"
+    return text
 
+
+def rests_on(e: Evidence) -> str:
+    """What the samples are: "steps", "runs, 3 vs 1 (15 vs 5 steps)", "kernel invocations (1 vs 1 steps)"."""
+    plural = {"step": "steps", "run": "runs", "rank-step": "(rank, step) samples pooled over ranks",
+              "kernel invocation": "matched kernel invocations", "collective call": "matched collective calls",
+              "copy": "matched copies", "GPU op call": "matched GPU op calls"}.get(e.sample_kind, e.sample_kind)
+    text = plural
+    if e.sample_kind == "run":
+        text += f" {e.baseline_runs} vs {e.candidate_runs}"
+    if e.sample_kind != "step" and e.baseline_steps is not None:
+        text += f"; {e.baseline_steps} vs {e.candidate_steps} steps"
+    return text

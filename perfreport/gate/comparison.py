@@ -3,6 +3,7 @@ rank pairs, and the shared ways to group samples, list keys and test a change fo
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 
@@ -11,7 +12,9 @@ import pandas as pd
 
 from ..config import Config
 from .checks import Evidence
+from .hostwait import HostWait, host_wait_only
 from .metrics import HIGHER, Group, Metric, SideData, aggregate, key_of
+from .noise import Paired, paired_noise
 from .stats import bootstrap_interval, mann_whitney_u
 
 MEMORY_KEY = re.compile(r"^(Memcpy|Memset)")
@@ -29,6 +32,54 @@ class Comparison:
 
     def groups(self, b_values: pd.Series, c_values: pd.Series, aggregation: str, worse: str) -> list[Group]:
         return aggregate(self.b.steps, self.c.steps, b_values, c_values, aggregation, worse, self.pairs)
+
+    def pooled(self, column: str) -> Group:
+        """Every (rank, step) of ``column`` pooled over ranks: the samples of a ``mean`` check
+        whose per-step means are too few (NaN dropped)."""
+        out = []
+        for side in (self.b, self.c):
+            values = side.steps[column].to_numpy(np.float64)
+            keep = ~np.isnan(values)
+            out.append((values[keep], side.steps["run"].to_numpy()[keep]))
+        step = self.b.steps["step_time_us"].to_numpy(np.float64)
+        return Group(rank=None, baseline=out[0][0], candidate=out[1][0],
+                     baseline_step_us=float(np.nanmedian(step)) if len(step) else math.nan,
+                     baseline_runs=out[0][1], candidate_runs=out[1][1], sample_kind="rank-step")
+
+    def paired(self, rank: int | None, *, cls: str | None = None, key: str | None = None) -> Paired | None:
+        """Matched GPU op calls of the (candidate) ``rank`` (None: every rank pair): the i-th call
+        of a key (normalised name) on a rank in the baseline against the i-th on its paired rank
+        in the candidate, over the judged steps in order; ``cls`` or ``key`` select the calls.
+        None when a side has no call table or no ranks pair."""
+        tables = (self.b.invocations, self.c.invocations)
+        pairs = [(x, y) for x, y in self.pairs if rank is None or y == rank]
+        if any(t is None or not len(t) for t in tables) or not pairs:
+            return None
+        matched = []
+        for table, ranks, to_candidate in ((tables[0], [x for x, _ in pairs], dict(pairs)),
+                                           (tables[1], [y for _, y in pairs], None)):
+            mask = table["rank"].isin(ranks).to_numpy().copy()
+            if cls is not None:
+                mask &= (table["cls"] == cls).to_numpy()
+            if key is not None:
+                mask &= (table["key"].astype(str).str.strip() == key).to_numpy()
+            t = table[mask].sort_values(["rank", "key", "run", "step", "call"], kind="stable")
+            t = t.assign(n=t.groupby(["rank", "key"], sort=False).cumcount().to_numpy())
+            if to_candidate:
+                t = t.assign(rank=t["rank"].map(to_candidate))
+            matched.append(t[["rank", "key", "n", "dur_us"]])
+        both = matched[0].merge(matched[1], on=["rank", "key", "n"], suffixes=("_b", "_c"))
+        if not len(both):
+            return None
+        return paired_noise(both["dur_us_b"].to_numpy(), both["dur_us_c"].to_numpy())
+
+    @functools.cached_property
+    def host_wait(self) -> HostWait | None:
+        """Whether the sides differ only in host-side wait (:mod:`.hostwait`); None otherwise."""
+        launches = self.config.structural.get("launches")
+        return host_wait_only(self.b, self.c, gpu_tolerance_pct=self.stats.host_wait_gpu_tolerance_pct,
+                              min_change_us=self.config.relative["step_time"].min_change_us,
+                              launch_tolerance_pct=launches.tolerance_pct if launches else 1.0)
 
     def keys(self, table: str, key_columns: tuple[str, ...]) -> list[str]:
         """Keys of ``table`` ("op_steps" or "collectives_per_step") on either side, baseline first."""

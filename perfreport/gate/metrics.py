@@ -10,10 +10,17 @@ Every metric says its unit and which direction is worse, and comes from one per-
 * ``collectives_per_step`` - :func:`perfreport.analyses.collectives.collectives_per_step`,
   calls and time per (rank, step, collective kind, process group).
 
-A *sample* is one (rank, step) of ``step_metrics`` after ``steps.skip_first`` (the last step
-is already dropped there); the other tables are cut to the same samples, and a key absent from
-a sample counts 0 there. :func:`aggregate` turns a column into the sample vectors a check
-compares: per rank ("each"), or per step over ranks ("worst", "mean").
+A *sample* is one (run, rank, step) of ``step_metrics`` after ``steps.skip_first`` (the last
+step is already dropped there); the other tables are cut to the same samples, and a key absent
+from a sample counts 0 there. ``run`` numbers the recorded runs of one side (0 for a side of
+one run; a multi-run baseline or several ``--run`` candidates have 0, 1, ...): steps are
+nested in runs, so a step number of run 0 and the same number of run 1 are different samples.
+:func:`aggregate` turns a column into the sample vectors a check compares: per rank ("each"),
+or per (run, step) over ranks ("worst", "mean"), each with the run it came from.
+
+Below the step: ``invocations`` (:func:`perfreport.analyses.invocations.gpu_invocations`)
+lists every GPU op call of the samples, for sides with too few steps (see
+:mod:`perfreport.gate.noise`); ``cpu_ops`` is op_steps' CPU rows, for the CPU op structure.
 
 Edge cases: a trace without profiler steps has one sample per rank (step -1, the whole trace);
 a metric that is NaN in every sample (overlap without communication, GPU shares without GPU
@@ -131,7 +138,9 @@ class SideData:
 
     ``gpus``: GPU name per rank (None when the trace has no ``deviceProperties``);
     ``versions``: PyTorch/CUDA versions where known; ``skipped_steps``: samples dropped by
-    ``steps.skip_first``; ``warmup_steps``: step numbers dropped as warm-up.
+    ``steps.skip_first``; ``warmup_steps``: step numbers dropped as warm-up (in any run);
+    ``runs``: recorded runs on this side; ``cpu_ops``/``invocations``: see the module docstring
+    (empty when not built).
     """
 
     label: str
@@ -144,6 +153,9 @@ class SideData:
     versions: Mapping[str, str] | None = None
     skipped_steps: int = 0
     warmup_steps: tuple[int, ...] = ()
+    runs: int = 1
+    cpu_ops: pd.DataFrame | None = None
+    invocations: pd.DataFrame | None = None
 
     @property
     def has_steps(self) -> bool:
@@ -152,38 +164,60 @@ class SideData:
 
 def side_data(label: str, step_table: pd.DataFrame, op_table: pd.DataFrame, collective_table: pd.DataFrame, *,
               ranks: tuple[int, ...], gpus: Mapping[int, str | None], world_size: int | None = None,
-              versions: Mapping[str, str] | None = None, steps: StepsConfig | None = None) -> SideData:
-    """Build a :class:`SideData` from the three analysis tables of one TraceSet.
+              versions: Mapping[str, str] | None = None, steps: StepsConfig | None = None,
+              invocation_table: pd.DataFrame | None = None) -> SideData:
+    """Build a :class:`SideData` from the analysis tables of one side (one run, or several
+    concatenated with a ``run`` column; without it everything is run 0).
 
-    Drops the first ``steps.skip_first`` steps of every rank and then the warm-up steps
-    (:func:`warmup_steps`), never a rank's last remaining sample; adds the derived share
-    columns, and cuts the op and collective tables to the remaining samples.
+    Drops the first ``steps.skip_first`` steps of every (run, rank) and then each run's warm-up
+    steps (:func:`warmup_steps`), never a rank's last remaining sample; adds the derived share
+    columns, and cuts the op, collective and invocation tables to the remaining samples.
     """
     steps = steps or StepsConfig()
-    table = step_table.sort_values(["rank", "step"], kind="stable").reset_index(drop=True)
+    step_table, op_table, collective_table = (_with_run(t) for t in (step_table, op_table, collective_table))
+    table = step_table.sort_values(SAMPLE, kind="stable").reset_index(drop=True)
     skipped = 0
     if steps.skip_first > 0 and len(table):
-        position = table.groupby("rank").cumcount().to_numpy()
-        per_rank = table.groupby("rank")["step"].transform("size").to_numpy()
+        position = table.groupby(["run", "rank"]).cumcount().to_numpy()
+        per_rank = table.groupby(["run", "rank"])["step"].transform("size").to_numpy()
         keep = (position >= steps.skip_first) | (per_rank <= steps.skip_first)
         skipped = int((~keep).sum())
         table = table[keep].reset_index(drop=True)
-    warm: tuple[int, ...] = ()
-    if steps.auto_warmup:
-        warm = warmup_steps(table, steps.warmup_threshold_pct, steps.max_warmup_steps)
-        table = table[~table["step"].isin(warm)].reset_index(drop=True)
+    warm: set[int] = set()
+    if steps.auto_warmup and len(table):
+        drop = np.zeros(len(table), dtype=bool)
+        for rows in table.groupby("run").indices.values():  # a loop over the few runs
+            found = warmup_steps(table.iloc[rows], steps.warmup_threshold_pct, steps.max_warmup_steps)
+            warm.update(found)
+            drop[rows] = np.isin(table["step"].to_numpy()[rows], found)
+        table = table[~drop].reset_index(drop=True)
     launches = table["launches"].to_numpy(dtype=np.float64) if len(table) else np.empty(0)
     with np.errstate(divide="ignore", invalid="ignore"):
         table = table.assign(
             launch_delay_outlier_pct=np.where(launches > 0, 100.0 * table["launch_delay_outliers"] / launches, np.nan),
             short_kernel_pct=np.where(launches > 0, 100.0 * table["short_kernels"] / launches, np.nan),
         )
-    keys = pd.MultiIndex.from_frame(table[["rank", "step"]]) if len(table) else None
-    ops = op_table[op_table["kind"] == "gpu"] if len(op_table) else op_table
+    keys = pd.MultiIndex.from_frame(table[SAMPLE]) if len(table) else None
+    is_gpu = (op_table["kind"] == "gpu") if len(op_table) else None
+    ops = op_table[is_gpu] if len(op_table) else op_table
+    cpu_ops = op_table[~is_gpu] if len(op_table) else op_table
+    invocations = _with_run(invocation_table) if invocation_table is not None else None
     return SideData(label=label, steps=table, ops=_in_samples(ops, keys),
                     collectives=_in_samples(collective_table, keys),
                     ranks=tuple(ranks), gpus=dict(gpus), world_size=world_size, versions=dict(versions or {}),
-                    skipped_steps=skipped, warmup_steps=warm)
+                    skipped_steps=skipped, warmup_steps=tuple(sorted(warm)),
+                    runs=int(table["run"].nunique()) if len(table) else 1,
+                    cpu_ops=_in_samples(cpu_ops, keys),
+                    invocations=None if invocations is None else _in_samples(invocations, keys))
+
+
+SAMPLE = ["run", "rank", "step"]
+"""The columns that name one sample."""
+
+
+def _with_run(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` with a ``run`` column (0 where it has none: a side of one run)."""
+    return table if "run" in table.columns else table.assign(run=np.zeros(len(table), dtype=np.int64))
 
 
 def warmup_steps(table: pd.DataFrame, threshold_pct: float, max_steps: int) -> tuple[int, ...]:
@@ -215,19 +249,20 @@ def warmup_steps(table: pd.DataFrame, threshold_pct: float, max_steps: int) -> t
 def _in_samples(table: pd.DataFrame, keys: pd.MultiIndex | None) -> pd.DataFrame:
     if keys is None or not len(table):
         return table.iloc[0:0]
-    inside = pd.MultiIndex.from_frame(table[["rank", "step"]].astype(np.int64)).isin(keys)
+    inside = pd.MultiIndex.from_frame(table[SAMPLE].astype(np.int64)).isin(keys)
     return table[inside].reset_index(drop=True)
 
 
 def keyed_samples(side: SideData, table: str, key_columns: tuple[str, ...], value: str, keys: list) -> pd.DataFrame:
-    """A (rank, step) x key table of ``value`` from the op or collective table (0 where a key
-    has no row in a sample), over every sample of the side; columns are the ``keys``."""
-    frame = side.ops if table == "op_steps" else side.collectives
-    index = pd.MultiIndex.from_frame(side.steps[["rank", "step"]])
+    """A (run, rank, step) x key table of ``value`` from the op or collective table (0 where a
+    key has no row in a sample), over every sample of the side; columns are the ``keys``."""
+    frame = {"op_steps": side.ops, "cpu_ops": side.cpu_ops, "collectives_per_step": side.collectives}[table]
+    frame = frame if frame is not None else side.ops.iloc[0:0]
+    index = pd.MultiIndex.from_frame(side.steps[SAMPLE])
     if not len(frame) or not keys:
         return pd.DataFrame(0.0, index=index, columns=pd.Index(keys, dtype=object))
     frame = frame.assign(_key=key_of(frame, key_columns), **{value: frame[value].astype(np.float64)})
-    wide = frame.pivot_table(index=["rank", "step"], columns="_key", values=value, aggfunc="sum", fill_value=0.0)
+    wide = frame.pivot_table(index=SAMPLE, columns="_key", values=value, aggfunc="sum", fill_value=0.0)
     return wide.reindex(index=index, columns=keys, fill_value=0.0).astype(np.float64)
 
 
@@ -242,13 +277,18 @@ def key_of(frame: pd.DataFrame, key_columns: tuple[str, ...]) -> np.ndarray:
 @dataclass(frozen=True, slots=True)
 class Group:
     """The samples of one check target on each side: ``rank`` is the rank judged (None for an
-    aggregate over ranks), ``baseline``/``candidate`` the sample vectors (NaN dropped) and
-    ``baseline_step_us`` the baseline's median step time over the same samples (for floors)."""
+    aggregate over ranks), ``baseline``/``candidate`` the sample vectors (NaN dropped),
+    ``baseline_step_us`` the baseline's median step time over the same samples (for floors) and
+    ``baseline_runs``/``candidate_runs`` the run of each sample (None: all run 0);
+    ``sample_kind``: "step", or "rank-step" for every (rank, step) pooled over ranks."""
 
     rank: int | None
     baseline: np.ndarray
     candidate: np.ndarray
     baseline_step_us: float
+    baseline_runs: np.ndarray | None = None
+    candidate_runs: np.ndarray | None = None
+    sample_kind: str = "step"
 
 
 def rank_pairs(baseline: SideData, candidate: SideData) -> list[tuple[int, int]]:
@@ -264,15 +304,16 @@ def rank_pairs(baseline: SideData, candidate: SideData) -> list[tuple[int, int]]
     return []
 
 
-def _per_step(values: pd.Series, frame: pd.DataFrame, how: str, worse: str) -> np.ndarray:
-    """Per step over ranks: the worst rank's value (max if higher is worse) or the mean."""
-    data = pd.DataFrame({"step": frame["step"].to_numpy(), "v": values.to_numpy(dtype=np.float64)}).dropna()
+def _per_step(values: pd.Series, frame: pd.DataFrame, how: str, worse: str) -> tuple[np.ndarray, np.ndarray]:
+    """Per (run, step) over ranks: the worst rank's value (max if higher is worse) or the mean;
+    (values, run of each)."""
+    data = pd.DataFrame({"run": frame["run"].to_numpy(), "step": frame["step"].to_numpy(),
+                         "v": values.to_numpy(dtype=np.float64)}).dropna()
     if not len(data):
-        return np.empty(0)
-    g = data.groupby("step")["v"]
-    if how == "mean":
-        return g.mean().to_numpy()
-    return (g.max() if worse == HIGHER else g.min()).to_numpy()
+        return np.empty(0), np.empty(0, dtype=np.int64)
+    g = data.groupby(["run", "step"])["v"]
+    out = g.mean() if how == "mean" else g.max() if worse == HIGHER else g.min()
+    return out.to_numpy(), out.index.get_level_values("run").to_numpy(dtype=np.int64)
 
 
 def aggregate(baseline: pd.DataFrame, candidate: pd.DataFrame, b_values: pd.Series, c_values: pd.Series,
@@ -287,13 +328,17 @@ def aggregate(baseline: pd.DataFrame, candidate: pd.DataFrame, b_values: pd.Seri
             bm = (baseline["rank"] == b_rank).to_numpy()
             cm = (candidate["rank"] == c_rank).to_numpy()
             b, c = b_values[bm].to_numpy(np.float64), c_values[cm].to_numpy(np.float64)
+            b_runs, c_runs = baseline["run"].to_numpy()[bm], candidate["run"].to_numpy()[cm]
             groups.append(Group(rank=c_rank, baseline=b[~np.isnan(b)], candidate=c[~np.isnan(c)],
-                                baseline_step_us=_median(b_step[bm].to_numpy(np.float64))))
+                                baseline_step_us=_median(b_step[bm].to_numpy(np.float64)),
+                                baseline_runs=b_runs[~np.isnan(b)], candidate_runs=c_runs[~np.isnan(c)]))
         return groups
     how = "mean" if aggregation == "each" else aggregation
-    return [Group(rank=None, baseline=_per_step(b_values, baseline, how, worse),
-                  candidate=_per_step(c_values, candidate, how, worse),
-                  baseline_step_us=_median(_per_step(b_step, baseline, how, HIGHER)))]
+    b, b_runs = _per_step(b_values, baseline, how, worse)
+    c, c_runs = _per_step(c_values, candidate, how, worse)
+    return [Group(rank=None, baseline=b, candidate=c,
+                  baseline_step_us=_median(_per_step(b_step, baseline, how, HIGHER)[0]),
+                  baseline_runs=b_runs, candidate_runs=c_runs)]
 
 
 def _median(values: np.ndarray) -> float:
@@ -303,4 +348,4 @@ def _median(values: np.ndarray) -> float:
 
 __all__ = ["Metric", "METRICS", "RELATIVE_METRICS", "ABSOLUTE_METRICS", "STRUCTURAL_COUNTS", "SideData", "side_data",
            "keyed_samples", "key_of", "versions_of", "warmup_steps", "Group", "aggregate", "rank_pairs", "HIGHER",
-           "LOWER", "WHOLE_TRACE_STEP"]
+           "LOWER", "WHOLE_TRACE_STEP", "SAMPLE"]

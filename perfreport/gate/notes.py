@@ -45,6 +45,10 @@ def comparison_notes(b: SideData, c: SideData, config: Config) -> list[Note]:
     for key in sorted(set(b.versions or {}) & set(c.versions or {})):
         if b.versions[key] != c.versions[key]:
             notes.append(Note("versions", f"{key} differs: {b.versions[key]} → {c.versions[key]}"))
+    if b.runs > 1 or c.runs > 1:
+        notes.append(Note("runs", f"{b.runs} baseline run(s) ({len(b.steps)} samples), {c.runs} candidate run(s) "
+                                  f"({len(c.steps)} samples): relative checks judge run medians, so drift between "
+                                  f"runs widens what counts as a change"))
     for side, data in (("baseline", b), ("candidate", c)):
         if not len(data.steps):
             notes.append(Note("steps", f"the {side} has no samples (no ranks or no events)"))
@@ -68,7 +72,7 @@ def comparison_notes(b: SideData, c: SideData, config: Config) -> list[Note]:
 
 
 def _samples_per_rank(side: SideData) -> int:
-    return int(side.steps.groupby("rank").size().min()) if len(side.steps) else 0
+    return int(side.steps.groupby(["run", "rank"]).size().min()) if len(side.steps) else 0
 
 
 def _ranks(ranks: list[int]) -> str:

@@ -1,5 +1,16 @@
 """Relative checks: did a time or percentage get worse than in the baseline, beyond its
-threshold (and floor) and beyond noise?"""
+threshold (and floor) and beyond noise?
+
+A change is a finding only when it is (1) worse than the threshold and the floor, (2)
+significant, and (3) at least ``stats.noise_widths`` noise widths wide, where the noise comes
+from the data (:mod:`perfreport.gate.noise`): between steps of one run, between runs where a
+side has several, or - when a side has fewer than ``stats.min_samples`` steps - between matched
+GPU op calls (kernel time, compute, communication, copies, GPU busy) or between (rank, step)
+samples pooled over ranks (``mean`` checks). Without any of these it is ``inconclusive``.
+
+Without between-run information (one run per side), a timing finding whose only evidence is
+host-side wait (:mod:`.hostwait`) is lowered to ``stats.host_wait_level``.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +21,20 @@ import numpy as np
 import pandas as pd
 
 from ..config import RelativeCheck
-from .checks import INCONCLUSIVE, PASS, Check, Evidence, Threshold, evidence_text, format_value, make_check
+from ..model import COMMUNICATION, COMPUTATION, MEMORY
+from .checks import FAIL, INCONCLUSIVE, PASS, Check, Evidence, Threshold, evidence_text, format_value, make_check
 from .comparison import MEMORY_KEY, Comparison
+from .hostwait import HOST_WAIT_METRICS
 from .metrics import HIGHER, METRICS, RELATIVE_METRICS, Group, Metric, keyed_samples
+from .noise import run_noise, step_noise
+
+FINE_SAMPLES = {
+    "compute_us": ("kernel invocation", COMPUTATION),
+    "comm_us": ("collective call", COMMUNICATION),
+    "memory_us": ("copy", MEMORY),
+    "gpu_busy_us": ("GPU op call", None),
+}
+"""Metric -> (sample kind, kernel class) of the matched calls judged when a side has too few steps."""
 
 
 def relative_checks(cmp: Comparison) -> list[Check]:
@@ -30,7 +52,11 @@ def relative_checks(cmp: Comparison) -> list[Check]:
         elif len(cmp.b.steps) and len(cmp.c.steps):
             for g in cmp.groups(cmp.b.steps[metric.column], cmp.c.steps[metric.column], cfg.aggregation,
                                 metric.worse):
-                check = _relative_check(cmp, name, cfg, metric, g)
+                if cfg.aggregation == "mean" and _too_few(cmp, g) and g.rank is None:
+                    g = cmp.pooled(metric.column)
+                fine = FINE_SAMPLES.get(metric.column)
+                check = _relative_check(cmp, name, cfg, metric, g,
+                                        fine=None if fine is None else (fine[0], dict(cls=fine[1])))
                 out += [check] if check else []
     return out
 
@@ -47,7 +73,8 @@ def _keyed(cmp: Comparison, name: str, cfg: RelativeCheck, metric: Metric, table
     for key in keys:  # a loop over the few checked keys
         for g in cmp.groups(pd.Series(b_wide[key].to_numpy()), pd.Series(c_wide[key].to_numpy()),
                             cfg.aggregation, metric.worse):
-            check = _relative_check(cmp, name, cfg, metric, g, subject=key.strip())
+            fine = ("kernel invocation", dict(key=key.strip())) if table == "op_steps" else None
+            check = _relative_check(cmp, name, cfg, metric, g, subject=key.strip(), fine=fine)
             out += [check] if check else []
     return out
 
@@ -65,10 +92,18 @@ def _top_kernels(cmp: Comparison, top: int) -> list[str]:
     return keys
 
 
+def _runs(runs: np.ndarray | None) -> int:
+    return int(len(np.unique(runs))) if runs is not None and len(runs) else 1
+
+
+def _too_few(cmp: Comparison, g: Group) -> bool:
+    return min(len(g.baseline), len(g.candidate)) < cmp.stats.min_samples
+
+
 def _relative_check(cmp: Comparison, name: str, cfg: RelativeCheck, metric: Metric, g: Group,
-                    subject: str | None = None) -> Check | None:
-    """The check of one group: the median change against the threshold (and floor), then its
-    significance; None where the metric applies to neither side."""
+                    subject: str | None = None, fine: tuple[str, dict] | None = None) -> Check | None:
+    """The check of one group: the change against the threshold (and floor), its significance
+    and its width in noise widths; None where the metric applies to neither side."""
     b, c = g.baseline, g.candidate
     if not len(b) and not len(c):
         return None  # the metric does not apply to either side (e.g. overlap without communication)
@@ -81,9 +116,38 @@ def _relative_check(cmp: Comparison, name: str, cfg: RelativeCheck, metric: Metr
                           message=f"{metric.label}: not measured in the {side} (nothing to compare)")
     if not np.any(b) and not np.any(c):
         return None  # zero on both sides: nothing of this kind runs (no communication, no copies)
-    b_med, c_med = float(np.median(b)), float(np.median(c))
+    s = cmp.stats
+    b_runs, c_runs = _runs(g.baseline_runs), _runs(g.candidate_runs)
+    multi = max(b_runs, c_runs) >= 2
+    if multi:
+        noise = run_noise(b, _or_zero(g.baseline_runs, b), c, _or_zero(g.candidate_runs, c), metric.worse == HIGHER)
+        evidence = Evidence("t-test on run medians", len(b), len(c), p_value=noise.p_value, alpha=s.alpha,
+                            method=f"{noise.df} df", significant=bool(noise.p_value < s.alpha), sample_kind="run",
+                            between_run_sd=noise.between_run_sd)
+        enough = len(b) >= 2 and len(c) >= 2
+    else:
+        noise = step_noise(b, c)
+        evidence = cmp.evidence(b, c, metric)
+        evidence = replace(evidence, sample_kind=g.sample_kind)
+        enough = not _too_few(cmp, g)
+    b_med, c_med = noise.baseline, noise.candidate
     delta = c_med - b_med
     worse_delta = delta if metric.worse == HIGHER else -delta
+    widths = noise.widths(worse_delta)
+    width = noise.width
+    if not enough and fine is not None:  # too few steps: matched GPU op calls are the samples
+        paired = cmp.paired(g.rank, **fine[1])
+        if paired is not None and paired.pairs >= s.min_samples:
+            enough = True
+            width = paired.se * abs(b_med)
+            widths = paired.widths()
+            evidence = Evidence("sign test", paired.pairs, paired.pairs, p_value=paired.p_value, alpha=s.alpha,
+                                method=paired.method, interval=None,
+                                significant=bool(paired.p_value < s.alpha and paired.ratio > 1.0),
+                                sample_kind=fine[0])
+    evidence = replace(evidence, baseline_runs=b_runs, candidate_runs=c_runs, baseline_steps=len(b),
+                       candidate_steps=len(c), noise_width=width, noise_widths=widths,
+                       required_noise_widths=s.noise_widths)
     if metric.unit == "pct":
         exceeds = worse_delta > cfg.threshold
         change = f"{delta:+.1f} points"
@@ -97,9 +161,7 @@ def _relative_check(cmp: Comparison, name: str, cfg: RelativeCheck, metric: Metr
         exceeds = worse_delta > floor and relative > cfg.threshold
         change = f"{100.0 * delta / abs(b_med):+.1f} %" if b_med else \
             f"{'+' if delta > 0 else ''}{format_value(delta, metric.unit)} (from 0)"
-    evidence = cmp.evidence(b, c, metric)
     values = f"{format_value(b_med, metric.unit)} → {format_value(c_med, metric.unit)}"
-    enough = len(b) >= cmp.stats.min_samples and len(c) >= cmp.stats.min_samples
     text = f"{metric.label} {change} ({values}"
     if not exceeds:
         status, why = PASS, f"within {threshold.describe(metric.unit)}"
@@ -108,11 +170,24 @@ def _relative_check(cmp: Comparison, name: str, cfg: RelativeCheck, metric: Metr
     elif not enough:
         status = INCONCLUSIVE
         why = (f"beyond {threshold.describe(metric.unit)}, but too few samples to tell from noise "
-               f"({len(b)} vs {len(c)}; at least {cmp.stats.min_samples} per side)")
+               f"({len(b)} vs {len(c)}; at least {s.min_samples} per side)")
     elif not evidence.significant:
         status = INCONCLUSIVE
         why = f"beyond {threshold.describe(metric.unit)}, but not significant ({evidence_text(evidence)})"
+    elif widths < s.noise_widths:
+        status = INCONCLUSIVE
+        why = (f"beyond {threshold.describe(metric.unit)}, but within the noise: {widths:.1f} noise widths of "
+               f"{format_value(width, metric.unit)}, at least {s.noise_widths:g} needed ({evidence_text(evidence)})")
     else:
         status = cfg.level
         why = f"beyond {threshold.describe(metric.unit)}; significant ({evidence_text(evidence)})"
-    return make_check(**base, status=status, b=b, c=c, evidence=evidence, message=f"{text}): {why}")
+        host = cmp.host_wait if not multi and metric.column in HOST_WAIT_METRICS else None
+        if host is not None:  # one run per side and nothing but host-side wait changed
+            status = s.host_wait_level if status == FAIL else status
+            why += f"; {host.explanation()}"
+    return make_check(**base, status=status, b=b, c=c, evidence=evidence, message=f"{text}): {why}",
+                      values=(b_med, c_med))
+
+
+def _or_zero(runs: np.ndarray | None, values: np.ndarray) -> np.ndarray:
+    return runs if runs is not None else np.zeros(len(values), dtype=np.int64)

@@ -18,8 +18,10 @@ than one number. Two tools answer the question:
   where a resampled median can only take a handful of values).
 
 Why not a t-test: it assumes normality and equal-ish variances, which per-step times violate
-(react_on_rails saw near-random t-test alerts on CI runners). Why not a z-score over history
-(conbench): a gate comparing two traces has no history, and within-run steps are what it has.
+(react_on_rails saw near-random t-test alerts on CI runners). Steps of one run cannot show drift
+between runs; where a side has several runs, :mod:`perfreport.gate.noise` makes the run the
+unit (a t-test on run medians) and every relative check also needs a change several noise
+widths wide.
 
 Edge cases: fewer than 2 samples on a side gives p = 1 (nothing can be concluded); all
 values equal on both sides gives p = 1; NaN samples are dropped by the callers.

@@ -121,6 +121,6 @@ def _group_medians(cmp: Comparison, b_wide: pd.DataFrame, c_wide: pd.DataFrame,
         c = c_wide.groupby(level="rank").median().reindex([y for _, y in cmp.pairs])
         return [y for _, y in cmp.pairs], b.fillna(0.0).to_numpy(), c.fillna(0.0).to_numpy()
     how = "max" if aggregation == "worst" else "mean"
-    b = b_wide.groupby(level="step").agg(how).median() if len(b_wide) else b_wide.sum()
-    c = c_wide.groupby(level="step").agg(how).median() if len(c_wide) else c_wide.sum()
+    b = b_wide.groupby(level=["run", "step"]).agg(how).median() if len(b_wide) else b_wide.sum()
+    c = c_wide.groupby(level=["run", "step"]).agg(how).median() if len(c_wide) else c_wide.sum()
     return [None], b.fillna(0.0).to_numpy()[None, :], c.fillna(0.0).to_numpy()[None, :]

@@ -5,7 +5,8 @@ A check's status is one of:
 * ``pass`` - within its threshold (or the change is not worse);
 * ``warn`` / ``fail`` - beyond its threshold, significant where statistics apply; the check's
   configured ``level`` (structural decreases use ``decrease_level``);
-* ``inconclusive`` - beyond its threshold but not significant, too few samples on a side, a
+* ``inconclusive`` - beyond its threshold but not significant or within the noise (fewer than
+  ``stats.noise_widths`` noise widths), too few samples on a side (and no finer samples), a
   side without the metric, or GPUs differ with ``hardware_mismatch = "inconclusive"``. Shown,
   never a failure: a gate that cannot tell must not block.
 

@@ -12,11 +12,10 @@ from ..errors import TraceError
 from ..model import RankTrace, TraceSet
 from .discover import RankFile, discover
 from .kineto import load_rank_file
+from .memory import PEAK_PER_JSON_BYTE
+from .memory import available_memory as _available_memory
 
 log = logging.getLogger(__name__)
-
-PEAK_PER_JSON_BYTE = 2.0
-"""Peak memory of loading one rank, per byte of its JSON text (measured by benchmarks/load.py)."""
 
 
 def load(source: str | Path | Mapping[int, str | Path], *, workers: int | None = None) -> TraceSet:
@@ -47,6 +46,8 @@ def load(source: str | Path | Mapping[int, str | Path], *, workers: int | None =
             )
         if trace.meta.rank_source == "default":
             log.warning("%s: no rank in distributedInfo or the file name; using rank 0", trace.meta.path)
+        if trace.meta.dropped:
+            log.warning("%s: %s", trace.meta.path, trace.meta.dropped_note)
         by_rank[trace.rank] = trace
     return TraceSet(ranks=by_rank, source=str(source if not isinstance(source, Mapping) else "<mapping>"))
 
@@ -58,17 +59,6 @@ def _worker_count(files: list[RankFile]) -> int:
     per_worker = max(largest * PEAK_PER_JSON_BYTE, 1)
     by_memory = int(_available_memory() * 0.8 // per_worker)
     return max(1, min(cores, len(files), by_memory))
-
-
-def _available_memory() -> int:
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
 
 
 __all__ = ["load", "discover", "load_rank_file"]

@@ -35,8 +35,9 @@
  * Deliberate differences from scan_py, all on input that scan_py rejects or crashes on:
  *  - non-object array elements are events with every field missing (scan_py's typed decoder
  *    raises on them);
- *  - texts that are not valid UTF-8 are decoded with "surrogateescape" (lossless and injective,
- *    so one text still gets one code) where scan_py raises UnicodeDecodeError;
+ *  - (none for text that is not valid UTF-8: both decode it with "replace", U+FFFD for each
+ *    invalid sequence. Two byte strings can then decode to one text: the Python wrapper merges
+ *    their codes, see scanner.unique_strings);
  *  - a hexadecimal string beyond the float range in an 'f' field gives +-inf where scan_py's
  *    float(int(s, 16)) raises OverflowError;
  *  - an integer literal of more than 4300 digits in an 'i' field is INT64_MIN where scan_py's
@@ -295,7 +296,7 @@ static PyObject *interner_to_list(const Interner *I)
     for (size_t code = 0; code < I->n; code++) {
         const InternEntry *e = &I->entries[code];
         PyObject *s = PyUnicode_DecodeUTF8(I->text.data + e->off, (Py_ssize_t)e->len,
-                                           "surrogateescape");
+                                           "replace");
         if (!s) {
             Py_DECREF(list);
             return NULL;
@@ -1120,7 +1121,7 @@ static int clear_value_error(void)
 /* The text as a Python str, stripped as str.strip() does. */
 static PyObject *py_stripped(const char *s, size_t n)
 {
-    PyObject *u = PyUnicode_DecodeUTF8(s, (Py_ssize_t)n, "surrogateescape");
+    PyObject *u = PyUnicode_DecodeUTF8(s, (Py_ssize_t)n, "replace");
     if (!u)
         return NULL;
     PyObject *t = PyObject_CallMethod(u, "strip", NULL);

@@ -46,13 +46,16 @@ def discover(source: str | Path | Mapping[int, str | Path]) -> list[RankFile]:
         for rank, path in source.items():
             p = Path(path)
             if not p.is_file():
-                raise TraceError(p, "file not found")
+                raise TraceError(p, "a symbolic link to nothing (broken, or a symlink loop)" if p.is_symlink()
+                                 and not p.exists() else "not a regular file" if p.exists() else "file not found")
             files.append(RankFile(p, int(rank), "mapping"))
         if not files:
             raise TraceError("<mapping>", "no trace files given")
         return sorted(files, key=lambda f: f.rank_hint)
     path = Path(source)
     if not path.exists():
+        if path.is_symlink():
+            raise TraceError(path, "a symbolic link to nothing (broken, or a symlink loop)")
         raise TraceError(path, "no such file or directory")
     if path.is_dir():
         found = sorted(p for p in path.iterdir() if is_trace_file(p))

@@ -11,7 +11,10 @@ needs them, CPU<->GPU links and profiler-step numbers computed with whole-array 
 
 from __future__ import annotations
 
+import math
 import mmap
+import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,20 +23,36 @@ import numpy as np
 
 from .._io import read_trace_bytes
 from ..errors import TraceError
+from ..limits import Limits
+from ..limits import current as current_limits
 from ..model import GPU_SIDE_CATEGORIES, RUNTIME_CATEGORIES, STEP_NAME, TEXT_ID_BASE, RankTrace, TraceMeta
 from .discover import RankFile
 from .fields import INT_MISSING, ScanResult
+from .memory import check_memory
+from .sanitize import check_sizes, drop_absurd
+from .scan_py import decode_lenient
 from .scanner import scan, scan_document
 
+UTF8_BOM = b"\xef\xbb\xbf"
 _top_decoder = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _FLOW_CATEGORIES = ("ac2g", "async", "async_cpu_to_gpu")
 """Categories of the CPU->GPU launch flow arrows (modern, June-2021, and 2022 spellings)."""
 
 
-def load_rank_file(rank_file: RankFile) -> RankTrace:
-    """Load one rank file. Raises TraceError naming the file for anything unusable."""
+def load_rank_file(rank_file: RankFile, limits: Limits | None = None) -> RankTrace:
+    """Load one rank file. Raises TraceError naming the file for anything unusable.
+
+    ``limits`` (default: :func:`perfreport.limits.current`) bound the memory, decompression,
+    event count and string length; events with absurd times are dropped (see :mod:`.sanitize`).
+    """
     path = rank_file.path
-    data = read_trace_bytes(path, allow_mmap=True)
+    limits = limits or current_limits()
+    check_memory(path, limits)
+    data = read_trace_bytes(path, allow_mmap=True, limits=limits)
+    if data[:3] == UTF8_BOM:  # written by some Windows tools; JSON parsers reject it
+        text = data[3:]  # a copy (rare): the map can go
+        _release(data)
+        data = text
     json_bytes = len(data)
     try:
         result, metadata = _scan_trace(path, data)
@@ -42,7 +61,11 @@ def load_rank_file(rank_file: RankFile) -> RankTrace:
         raise
     _release(data)  # the raw text is no longer needed: free it before building
     del data
+    check_sizes(path, result, limits)
+    result, dropped = drop_absurd(result, limits)
     meta = _make_meta(rank_file, metadata, json_bytes, ts_origin_us=ts_origin_us(result))
+    if dropped:
+        meta = replace(meta, dropped=dropped)
     return build_rank_trace(result, meta)
 
 
@@ -60,6 +83,8 @@ def _release(data: bytes | mmap.mmap, strict: bool = True) -> None:
 
 def _scan_trace(path: Path, data) -> tuple[ScanResult, dict[str, Any]]:
     """The columns of the trace's events and its decoded top-level metadata."""
+    if _is_array_form(data):
+        return _scan_array_form(path, data), {}
     one_pass = _scan_one_pass(data)
     if one_pass is not None:
         return one_pass
@@ -89,9 +114,30 @@ def _scan_one_pass(data) -> tuple[ScanResult, dict[str, Any]] | None:
         result, members = done
         spans = dict(members)  # duplicate keys: the last wins, in the first one's place (as msgspec)
         # slicing copies (bytes or mmap alike): the decoded values hold no view into ``data``
-        return result, {key: msgspec.json.decode(data[start:end]) for key, (start, end) in spans.items()}
+        return result, {key: decode_lenient(data[start:end]) for key, (start, end) in spans.items()}
     except ValueError:  # includes msgspec.DecodeError and UnicodeDecodeError
         return None
+
+
+def _is_array_form(data) -> bool:
+    """The Trace Event Format's array form: the file is a bare JSON list of events."""
+    return bytes(data[:4096]).lstrip(b" \t\r\n")[:1] == b"["
+
+
+def _scan_array_form(path: Path, data) -> ScanResult:
+    """Scan a bare event list. As chrome://tracing and Perfetto do, a missing closing ``]`` is
+    allowed (a producer that was killed, or one that streams events, never writes it)."""
+    try:
+        return scan(data)
+    except ValueError as first_error:
+        text = bytes(data).rstrip(b" \t\r\n")
+        if text.endswith(b"]"):
+            raise TraceError(path, f"invalid JSON in the event list ({first_error}){_literal_hint(data, first_error)}") \
+                from None
+    try:
+        return scan(text.rstrip(b", \t\r\n") + b"]")
+    except ValueError as exc:
+        raise TraceError(path, f"invalid JSON in the event list ({exc}){_literal_hint(text, exc)}") from None
 
 
 def ts_origin_us(result: ScanResult) -> int:
@@ -113,7 +159,7 @@ def _split_top_level(path: Path, data) -> dict[str, msgspec.Raw]:
     except msgspec.ValidationError:
         raise TraceError(path, "not a Kineto trace: the top level is not a JSON object") from None
     except (msgspec.DecodeError, UnicodeDecodeError) as exc:  # UnicodeDecodeError: a key not UTF-8
-        raise TraceError(path, f"invalid JSON ({_short(exc)})") from None
+        raise TraceError(path, f"invalid JSON ({_short(exc)}){_literal_hint(data, exc)}") from None
     except RecursionError:
         raise TraceError(path, "invalid JSON (nested too deep)") from None
     error = None
@@ -130,6 +176,15 @@ def _split_top_level(path: Path, data) -> dict[str, msgspec.Raw]:
     return top
 
 
+def _literal_hint(data, exc: Exception) -> str:
+    """A hint when the JSON error is at a NaN or Infinity literal: Python's json.dumps writes
+    them by default, but they are not JSON (and a trace with them has no usable number there)."""
+    m = re.search(r"byte (\d+)", str(exc))
+    if m and bytes(data[int(m.group(1)):int(m.group(1)) + 9]).lstrip(b"-").startswith((b"NaN", b"Infinity")):
+        return "; NaN and Infinity are not valid JSON: write null (or a number) instead"
+    return ""
+
+
 def _short(exc: Exception) -> str:
     return str(exc) or type(exc).__name__
 
@@ -139,7 +194,7 @@ def _decode_values(top: dict[str, msgspec.Raw]) -> tuple[dict[str, Any], str | N
     metadata: dict[str, Any] = {}
     for key, raw in top.items():
         try:
-            metadata[key] = msgspec.json.decode(raw)
+            metadata[key] = decode_lenient(raw)
         except msgspec.DecodeError as exc:  # e.g. "Number out of range": the split only skims values
             return metadata, f"invalid JSON in {key!r} ({_short(exc)})"
     return metadata, None
@@ -235,15 +290,25 @@ def _resolve_ids(id_codes: np.ndarray, strings: list[str]) -> np.ndarray:
     lut = np.full(len(strings) + 1, -1, dtype=np.int64)  # slot 0 = missing (code -1)
     present = np.flatnonzero(np.bincount(id_codes.astype(np.int64) + 1, minlength=len(lut))) - 1
     for code in present[present >= 0]:  # loop over distinct ids, not events
-        text = strings[code]
-        try:
-            lut[code + 1] = int(text)
-        except ValueError:
-            try:
-                lut[code + 1] = int(float(text))
-            except ValueError:
-                lut[code + 1] = TEXT_ID_BASE - int(code)
+        number = _id_number(strings[code])
+        lut[code + 1] = number if number is not None else TEXT_ID_BASE - int(code)
     return lut[id_codes.astype(np.int64) + 1]
+
+
+def _id_number(text: str) -> int | None:
+    """A pid/tid text as its integer, None when it is not one that fits (then it is a text id:
+    numbers beyond ±2**62 would collide with the text ids below TEXT_ID_BASE)."""
+    try:
+        value = int(text)
+    except ValueError:
+        try:
+            number = float(text)
+        except ValueError:
+            return None
+        if not math.isfinite(number):
+            return None
+        value = int(number)
+    return value if TEXT_ID_BASE < value < -TEXT_ID_BASE else None
 
 
 def _mask(cat: np.ndarray, codes: dict[str, int], names) -> np.ndarray:
@@ -337,7 +402,11 @@ def _iterations(cols, codes: dict[str, int], strings: np.ndarray, linked: np.nda
     if not step_codes:
         return iteration
     complete = cols["ph"] == codes.get("X", -2)
-    step_rows = np.flatnonzero(complete & np.isin(cols["name"], list(step_codes)) & np.isfinite(cols["dur"]))
+    gpu_side = complete & _mask(cols["cat"], codes, GPU_SIDE_CATEGORIES)
+    # CPU-side spans only: torch >= 2.4 also writes each ProfilerStep as a gpu_user_annotation,
+    # whose shorter GPU-timeline span would cut the CPU step short (events after it got -1).
+    step_rows = np.flatnonzero(complete & ~gpu_side & np.isin(cols["name"], list(step_codes))
+                               & np.isfinite(cols["dur"]))
     if not len(step_rows):
         return iteration
     order = np.argsort(cols["ts"][step_rows], kind="stable")
@@ -345,7 +414,6 @@ def _iterations(cols, codes: dict[str, int], strings: np.ndarray, linked: np.nda
     starts = cols["ts"][step_rows]
     ends = starts + cols["dur"][step_rows]
     numbers = np.array([step_codes[c] for c in cols["name"][step_rows]], dtype=np.int64)
-    gpu_side = complete & _mask(cols["cat"], codes, GPU_SIDE_CATEGORIES)
     cpu = np.flatnonzero(~gpu_side & np.isfinite(cols["ts"]))
     pos = np.searchsorted(starts, cols["ts"][cpu], side="right") - 1
     inside = (pos >= 0) & (cols["ts"][cpu] < ends[np.clip(pos, 0, None)])

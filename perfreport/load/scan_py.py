@@ -25,7 +25,30 @@ _args_decoder = msgspec.json.Decoder(dict[str, msgspec.Raw])
 
 def _event(raw: msgspec.Raw) -> dict[str, msgspec.Raw]:
     """An element's keys; a non-object element is an event with every field missing."""
-    return _args_decoder.decode(raw) if bytes(raw).lstrip()[:1] == b"{" else {}
+    return _object(raw) if bytes(raw).lstrip()[:1] == b"{" else {}
+
+
+def _object(raw: msgspec.Raw) -> dict[str, msgspec.Raw]:
+    """An object's members as raw values; keys that are not UTF-8 are decoded with replacement."""
+    try:
+        return _args_decoder.decode(raw)
+    except UnicodeDecodeError:
+        return _args_decoder.decode(_replace_invalid_utf8(raw))
+
+
+def _replace_invalid_utf8(raw: bytes) -> bytes:
+    """The text with every invalid UTF-8 sequence replaced by U+FFFD (as ``bytes.decode(errors=
+    "replace")`` does). Escapes only ever produce whole characters, so replacing before or after
+    unescaping gives the same text: this matches the C scanner, which unescapes first."""
+    return bytes(raw).decode("utf-8", "replace").encode("utf-8")
+
+
+def decode_lenient(raw: bytes):
+    """``msgspec.json.decode`` where invalid UTF-8 in strings is replaced instead of fatal."""
+    try:
+        return msgspec.json.decode(raw)
+    except UnicodeDecodeError:
+        return msgspec.json.decode(_replace_invalid_utf8(raw))
 
 
 def minify(raw: bytes) -> str:
@@ -46,7 +69,7 @@ def minify(raw: bytes) -> str:
             out.append(b)
         elif b not in _WS:
             out.append(b)
-    return out.decode("utf-8")
+    return out.decode("utf-8", "replace")
 
 
 def _is_number_text(raw: bytes) -> bool:
@@ -81,7 +104,7 @@ def to_int(raw: bytes) -> int:
         else:
             value = int(text)
     elif raw[:1] == b'"':
-        value = _parse_int_text(msgspec.json.decode(raw))
+        value = _parse_int_text(decode_lenient(raw))
     else:
         value = None
     if value is None or not _INT64_MIN < value <= _INT64_MAX:
@@ -95,7 +118,7 @@ def to_float(raw: bytes) -> float:
     if _is_number_text(raw):
         return float(raw)
     if raw[:1] == b'"':
-        s = msgspec.json.decode(raw).strip()
+        s = decode_lenient(raw).strip()
         if s[:2].lower() == "0x" or s[:3].lower() in ("-0x", "+0x"):
             try:
                 return float(int(s, 16))
@@ -116,7 +139,7 @@ def to_ns(raw: bytes) -> int:
     if _is_number_text(raw):
         text = raw.decode()
     elif raw[:1] == b'"':
-        text = msgspec.json.decode(raw).strip()
+        text = decode_lenient(raw).strip()
         if text[:2].lower() == "0x" or text[:3].lower() in ("-0x", "+0x"):
             try:
                 ns = int(text, 16) * 1000
@@ -139,7 +162,7 @@ def to_text(raw: bytes) -> str:
     """Kind ``s`` of one raw JSON value: a string's text, else the minified JSON text."""
     raw = bytes(raw).strip()
     if raw[:1] == b'"':
-        return msgspec.json.decode(raw)
+        return decode_lenient(raw)
     return minify(raw)
 
 
@@ -166,7 +189,7 @@ def scan(events_json: bytes | memoryview) -> ScanResult:
         raw_args = ev.get("args")
         if raw_args is None or bytes(raw_args).lstrip()[:1] != b"{":
             continue
-        for key, value in _args_decoder.decode(raw_args).items():
+        for key, value in _object(raw_args).items():
             if key in arg_rows:
                 arg_rows[key].append(row)
                 arg_raws[key].append(value)

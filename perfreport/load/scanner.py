@@ -34,7 +34,7 @@ def scan_document(document) -> tuple[ScanResult, list[tuple[str, tuple[int, int]
     if _scan is None or not hasattr(_scan, "scan_document"):
         return None
     n, top, rows, values, strings, members = _scan.scan_document(document, TOP_FIELDS, ARG_FIELDS)
-    return _columns(n, top, rows, values, strings), members
+    return unique_strings(_columns(n, top, rows, values, strings)), members
 
 
 def _columns(n, top, rows, values, strings) -> ScanResult:
@@ -53,10 +53,36 @@ def _columns(n, top, rows, values, strings) -> ScanResult:
 def scan(events_json) -> ScanResult:
     """Columns of a ``traceEvents`` JSON array, by the fastest scanner available."""
     if _scan is not None:
-        return scan_c(events_json)
+        return unique_strings(scan_c(events_json))
     from .scan_py import scan as scan_py
 
-    return scan_py(events_json)
+    return unique_strings(scan_py(events_json))
+
+
+def unique_strings(result: ScanResult) -> ScanResult:
+    """The result with one code per distinct text.
+
+    Scanners intern the *bytes* of a string; text that is not valid UTF-8 is decoded with
+    replacement, so two different byte strings (``"k\\xff"``, ``"k\\xfe"``) can become one text
+    (``"k\\ufffd"``). The model maps text -> code, so such codes are merged here (rare: only
+    traces with invalid UTF-8 pay the remapping)."""
+    strings = result.strings
+    if len(set(strings)) == len(strings):
+        return result
+    first: dict[str, int] = {}
+    remap = np.array([first.setdefault(s, len(first)) for s in strings] + [-1], dtype=np.int32)  # [-1]: missing
+
+    def fix(codes: np.ndarray) -> np.ndarray:
+        return remap[codes]  # code -1 (missing) reads the last slot, -1
+
+    s_top = {key for key, kind in TOP_FIELDS if kind == "s"}
+    s_args = {key for key, kind in ARG_FIELDS if kind == "s"}
+    return ScanResult(
+        n_events=result.n_events,
+        top={k: fix(v) if k in s_top else v for k, v in result.top.items()},
+        args={k: SparseColumn(v.rows, fix(v.values)) if k in s_args else v for k, v in result.args.items()},
+        strings=list(first),
+    )
 
 
 def scanner_name() -> str:

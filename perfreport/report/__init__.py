@@ -15,14 +15,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from .._io import atomic_write, json_text
+from .._io import atomic_files, json_text
 from ..errors import ConfigError
 from .build import build_report
 from .model import Report
 
 FORMATS = ("html", "pdf", "md", "json", "junit")
+INTEROP_FORMATS = ("benchmark-json", "bmf")
+"""Exports for other dashboards (:mod:`.interop`): written when asked for, never by default."""
 FILENAMES = {"html": "report.html", "pdf": "report.pdf", "md": "report.md", "json": "report.json",
-             "junit": "report.junit.xml"}
+             "junit": "report.junit.xml", "benchmark-json": "benchmark.json", "bmf": "bmf.json"}
 
 
 def available_formats() -> tuple[str, ...]:
@@ -40,15 +42,17 @@ def parse_formats(text: str | Iterable[str] | None) -> tuple[str, ...]:
     items = [t.strip().lower() for t in (text.split(",") if isinstance(text, str) else text) if t.strip()]
     if items == ["all"]:
         return available_formats()
-    unknown = [t for t in items if t not in FORMATS]
+    known = FORMATS + INTEROP_FORMATS
+    unknown = [t for t in items if t not in known]
     if unknown or not items:
         raise ConfigError(f"unknown report format {', '.join(unknown) or '(none)'}: choose from "
-                          f"{', '.join(FORMATS)} (comma-separated) or all")
-    return tuple(f for f in FORMATS if f in items)
+                          f"{', '.join(known)} (comma-separated) or all")
+    return tuple(f for f in known if f in items)
 
 
-def render(report: Report, fmt: str) -> str | bytes:
-    """One format of the report: text for html/md/json/junit, bytes for pdf."""
+def render(report: Report, fmt: str, *, pdf_appendix: bool = False) -> str | bytes:
+    """One format of the report: text for html/md/json/junit/benchmark-json/bmf, bytes for pdf (a
+    brief unless ``pdf_appendix``)."""
     if fmt == "html":
         from .html import render_html
 
@@ -56,7 +60,7 @@ def render(report: Report, fmt: str) -> str | bytes:
     if fmt == "pdf":
         from .pdf import render_pdf
 
-        return render_pdf(report)
+        return render_pdf(report, appendix=pdf_appendix)
     if fmt == "md":
         from .markdown import render_markdown
 
@@ -67,20 +71,26 @@ def render(report: Report, fmt: str) -> str | bytes:
         from .junit import render_junit
 
         return render_junit(report)
+    if fmt in INTEROP_FORMATS:
+        from .interop import benchmark_json, bmf
+
+        if report.kind != "compare":
+            raise ConfigError(f"--format {fmt} exports a comparison's checks: use it with perfreport compare")
+        return json_text(benchmark_json(report.document) if fmt == "benchmark-json" else bmf(report.document))
     raise ConfigError(f"unknown report format {fmt!r}: choose from {', '.join(FORMATS)}")
 
 
-def write_reports(report: Report, out_dir: str | Path, formats: Iterable[str] | str | None = None) -> list[Path]:
-    """Write ``out_dir/report.<ext>`` for each format (default: every available one), each
-    atomically; returns the paths written, in :data:`FORMATS` order."""
-    out = Path(out_dir)
-    written = []
-    for fmt in parse_formats(formats):
-        path = out / FILENAMES[fmt]
-        atomic_write(path, render(report, fmt))
-        written.append(path)
-    return written
+def write_reports(report: Report, out_dir: str | Path, formats: Iterable[str] | str | None = None,
+                  extra: dict[str, str | bytes] | None = None, *, pdf_appendix: bool = False) -> list[Path]:
+    """Write ``out_dir/report.<ext>`` for each format (default: every available one) and the
+    ``extra`` files ({name: content}) as one set: everything is rendered first, then written
+    with :func:`perfreport._io.atomic_files` (a run killed meanwhile leaves the previous set).
+    The PDF is a brief unless ``pdf_appendix``. Returns the paths written: the extra files, then
+    the reports in :data:`FORMATS` order."""
+    files = dict(extra or {})
+    files.update({FILENAMES[fmt]: render(report, fmt, pdf_appendix=pdf_appendix) for fmt in parse_formats(formats)})
+    return atomic_files(Path(out_dir), files)
 
 
-__all__ = ["FORMATS", "FILENAMES", "Report", "available_formats", "build_report", "parse_formats", "render",
+__all__ = ["FORMATS", "FILENAMES", "INTEROP_FORMATS", "Report", "available_formats", "build_report", "parse_formats", "render",
            "write_reports"]

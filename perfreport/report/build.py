@@ -19,13 +19,17 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._io import json_text
-from .blocks import MAX_ROWS, TOP_ROWS, Side, records, sorted_rows
+from .blocks import MAX_ROWS, TOP_ROWS, Side, records, series_figure, sorted_rows, stacked_bars
 from .comparison import (
     BANNER_CHECKS, COMPARE_KIND, SIDES, check_of, checks_sections, comparison_provenance, comparison_verdict,
     movers_section, ordered_checks,
 )
+from .findings import group_findings
+from .guidance import analysis_headline, suggestions
 from .model import Link, Report, Value
+from .overview import comparison_headline, step_time_figure, waterfall_figure
 from .sections import analysis_sections, metadata_section
+from .setups import MULTI_KIND, multi_report
 
 __all__ = ["BANNER_CHECKS", "COMPARE_KIND", "MAX_ROWS", "TOP_ROWS", "analysis_report", "build_report",
            "comparison_report"]
@@ -34,6 +38,8 @@ __all__ = ["BANNER_CHECKS", "COMPARE_KIND", "MAX_ROWS", "TOP_ROWS", "analysis_re
 def build_report(document: Mapping[str, Any]) -> Report:
     """The :class:`Report` of a summary document (one run) or a comparison document."""
     doc = json.loads(json_text(document))  # exactly what report.json holds: NaN -> null, numpy unwrapped
+    if doc.get("kind") == MULTI_KIND:
+        return multi_report(doc)
     if doc.get("kind") == COMPARE_KIND or isinstance(doc.get("checks"), list):
         return comparison_report(doc)
     return analysis_report(doc)
@@ -49,16 +55,24 @@ def analysis_report(doc: dict) -> Report:
     sections = analysis_sections(sides)
     meta = metadata_section(sides)
     notes = tuple(f"rank {r.get('rank')}: {r['note']}" for r in records(sides[0], "summary") if r.get("note"))
+    overview = tuple(f for f in (
+        series_figure("step_time_overview", "Step time per profiler step", sides, "step_time", "profiler step",
+                      "step time", one_panel=True),
+        stacked_bars("temporal_overview", "Where the GPU time goes, per rank", sides, "temporal_breakdown",
+                     [("compute_pct", "compute"), ("non_compute_pct", "non-compute"), ("idle_pct", "idle")],
+                     "share of the GPU span (%)", "pct")) if f is not None)
     return Report(
         kind="analyze", title="perfreport analysis", subtitle=str(doc.get("source", "")),
         created_utc=str(doc.get("created_utc") or ""), verdict=None,
         sections=tuple(sections + ([meta] if meta else [])), command=command, notes=notes,
-        links=default_links(), highlights=highlights(sides[0]), document=doc)
+        links=default_links(), highlights=highlights(sides[0]), headline=analysis_headline(doc),
+        suggestions=suggestions(doc), overview=overview, document=doc)
 
 
 def highlights(side: Side) -> tuple[tuple[str, Value], ...]:
-    """Key figures of the rank with the longest mean step (else the first rank): picked, not computed."""
-    steps = sorted_rows(records(side, "step_times"), ["wall_us_mean"], descending=True)
+    """Key figures of the rank with the longest median step (else the first rank): picked, not
+    computed; the median, as in the headline and the gate."""
+    steps = sorted_rows(records(side, "step_times"), ["wall_us_median"], descending=True)
     ranks = [r.get("rank") for r in records(side, "summary")]
     rank = steps[0].get("rank") if steps else (ranks[0] if ranks else None)
     if rank is None:
@@ -70,7 +84,7 @@ def highlights(side: Side) -> tuple[tuple[str, Value], ...]:
     who = f" · rank {rank}" if len(ranks) > 1 else ""
     out = []
     if steps:
-        out.append((f"mean step time{who}", Value(steps[0].get("wall_us_mean"), "us")))
+        out.append((f"median step time{who}", Value(steps[0].get("wall_us_median"), "us")))
     for label, table_name, key in (("GPU busy", "summary", "gpu_busy_pct"),
                                    ("compute", "temporal_breakdown", "compute_pct"),
                                    ("GPU idle", "temporal_breakdown", "idle_pct")):
@@ -86,20 +100,27 @@ def default_links() -> tuple[Link, ...]:
 
 
 def comparison_report(doc: dict) -> Report:
-    """The report of a comparison document: verdict, checks, movers, then both sides' analyses."""
+    """The report of a comparison document: verdict and headline, findings, where the time
+    went, then both sides' analyses."""
     sides = [Side(label, (doc.get(label) or {}).get("analyses") or {}) for label in SIDES]
-    checks = ordered_checks([check_of(r) for r in doc.get("checks") or [] if isinstance(r, dict)])
-    verdict = comparison_verdict(doc, checks)
+    raw = [r for r in doc.get("checks") or [] if isinstance(r, dict)]
+    checks = ordered_checks([check_of(r) for r in raw])
+    groups = tuple(group_findings(raw))
+    headline = comparison_headline(doc, groups)
+    verdict = comparison_verdict(doc, checks, headline)
     b_src = (doc.get("baseline") or {}).get("source", "BASELINE")
     c_src = (doc.get("candidate") or {}).get("source", "CANDIDATE")
     command = str(doc.get("command") or f"perfreport compare {b_src} {c_src} --out DIR")
-    sections = [*checks_sections(checks)]
+    sections = [*checks_sections(groups)]
     movers = movers_section(doc)
     sections += [movers] if movers else []
     sections += analysis_sections(sides)
     meta = metadata_section(sides, comparison_provenance(doc))
     sections += [meta] if meta else []
+    x = doc.get("explanation") if isinstance(doc.get("explanation"), dict) else {}
+    judged = {"baseline": x.get("baseline_steps") or (), "candidate": x.get("candidate_steps") or ()}
+    overview = tuple(f for f in (step_time_figure(sides, judged), waterfall_figure(x) if x else None) if f)
     return Report(
         kind="compare", title="perfreport comparison", subtitle=f"{b_src} → {c_src}",
         created_utc=str(doc.get("created_utc") or ""), verdict=verdict, sections=tuple(sections), command=command,
-        links=default_links(), document=doc)
+        links=default_links(), headline=headline, findings=groups, overview=overview, document=doc)

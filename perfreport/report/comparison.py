@@ -8,16 +8,19 @@ provenance lines.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
-from .blocks import MAX_ROWS, Side, make_section, records, table
-from .model import STATUSES, Check, Column, Interval, Paragraph, Section, Table, Value, Verdict
+from .blocks import MAX_ROWS, TOP_ROWS, Side, make_section, records, table
+from .findings import FindingGroup
+from .model import STATUSES, Check, Column, Headline, Paragraph, Section, Table, Verdict
+from .overview import breakdown_figure, headline_line, signed_ms, top_kernels_figure
 
 SIDES = ("baseline", "candidate")
 COMPARE_KIND = "perfreport.compare"
 """``kind`` of a comparison document (perfreport.report.json_report)."""
 BANNER_CHECKS = 10
-"""Failed and warned checks listed in the verdict banner; the checks table has all."""
+"""Failed and warned findings listed in the verdict banner; the findings table has all."""
 
 
 def status_rank(status: str) -> int:
@@ -29,9 +32,7 @@ def check_of(r: dict) -> Check:
     threshold = r.get("threshold") or {}
     waiver = r.get("waiver") or {}
     interval = e.get("interval")
-    samples = ""
-    if e.get("baseline_samples") is not None:
-        samples = f", {e.get('baseline_samples')} vs {e.get('candidate_samples')} samples"
+    samples = f", {samples_text(e)}" if samples_text(e) else ""
     return Check(
         name=str(r.get("id") or r.get("name") or "?"), status=str(r.get("status") or "?"),
         message=str(r.get("message") or ""), unit=str(r.get("unit") or "number"),
@@ -46,91 +47,109 @@ def check_of(r: dict) -> Check:
         counted=bool(r.get("counted", not waiver)))
 
 
+def samples_text(e: dict) -> str:
+    """How many samples a verdict rests on, of which kind: "4 vs 5 samples" (steps), "3 vs 2 runs
+    (24 vs 16 steps)", "812 vs 812 kernel calls"; "" when the evidence has no counts."""
+    if e.get("baseline_samples") is None:
+        return ""
+    kind = e.get("sample_kind") or "step"
+    if kind == "run":
+        return (f"{e.get('baseline_runs')} vs {e.get('candidate_runs')} runs "
+                f"({e.get('baseline_steps')} vs {e.get('candidate_steps')} steps)")
+    if kind != "step":
+        return f"{e.get('baseline_samples')} vs {e.get('candidate_samples')} {str(kind).replace('_', ' ')}s"
+    return f"{e.get('baseline_samples')} vs {e.get('candidate_samples')} samples"
+
+
 def ordered_checks(checks: Sequence[Check]) -> tuple[Check, ...]:
     """Counted checks before waived ones, then fail, warn, inconclusive, pass (stable)."""
     return tuple(sorted(checks, key=lambda c: (not c.counted, status_rank(c.status))))
 
 
-def _delta_unit(unit: str) -> str:
-    return "pp" if unit == "pct" else unit
+def finding_evidence(g: FindingGroup) -> str:
+    """What the finding's status rests on, in a few words: "Mann-Whitney U, 4 vs 5 samples"."""
+    e = g.checks[0].get("evidence") or {}
+    test = {"mann-whitney-u": "Mann-Whitney U", "median count per step": "median per step"}.get(
+        str(e.get("test") or ""), str(e.get("test") or ""))
+    if samples_text(e) and (e.get("baseline_samples") or e.get("candidate_samples")):
+        test += f", {samples_text(e)}"
+    if len(g.checks) > 1:
+        test += f"; {len(g.checks)} checks"
+    return test.strip(", ")
 
 
-def checks_table(tid: str, title: str, checks: Sequence[Check], *, with_message: bool, collapsed: bool) -> Table | None:
-    """The checks as a table of cells that carry their own unit (each check has its own)."""
-    if not checks:
+def findings_table(tid: str, title: str, groups: Sequence[FindingGroup], *, collapsed: bool) -> Table | None:
+    """One row per finding (:func:`group_findings`): status, the finding in one line (values,
+    change, ranks), its threshold and evidence; per-rank detail stays in the JSON."""
+    if not groups:
         return None
-    cols = [Column("status", "status", "status"), Column("check", "check", "name"),
-            Column("baseline", "baseline", "mixed"), Column("candidate", "candidate", "mixed"),
-            Column("delta", "change", "mixed"), Column("delta_pct", "change %", "pct", signed=True),
-            Column("threshold", "threshold", "text"), Column("p_value", "p-value", "p_value"),
-            Column("interval", "interval", "mixed")]
-    if with_message:
-        cols.append(Column("message", "details", "text"))
-    if any(c.waiver for c in checks):
-        cols.append(Column("waiver", "waiver", "name"))
-    rows = []
-    for c in checks[:MAX_ROWS]:
-        interval_unit = "pp" if c.unit == "pct" else "number"
-        cells = {"status": c.status, "check": c.label or c.name, "baseline": Value(c.baseline, c.unit),
-                 "candidate": Value(c.candidate, c.unit), "delta": Value(c.delta, _delta_unit(c.unit), True),
-                 "delta_pct": c.delta_pct if c.unit != "pct" else None, "threshold": c.threshold,
-                 "p_value": c.p_value,
-                 "interval": Interval(*c.interval, interval_unit) if c.interval else None,
-                 "message": c.message, "waiver": c.waiver}
-        rows.append(tuple(cells[col.key] for col in cols))
-    marked = tuple(i for i, c in enumerate(checks[:MAX_ROWS]) if c.status in ("fail", "warn"))
-    note = "Interval: confidence interval of the ratio of medians (candidate / baseline; of the difference in " \
-           "points for shares)." if any(c.interval for c in checks) else ""
-    if len(checks) > MAX_ROWS:
-        note += f" First {MAX_ROWS} of {len(checks)} checks; the JSON has all."
-    return Table(tid, title, tuple(cols), tuple(rows), len(checks), marked, collapsed, note.strip())
+    cols = (Column("status", "status", "status"), Column("finding", "finding", "text"),
+            Column("threshold", "threshold", "text"), Column("evidence", "evidence", "text"))
+    shown = groups[:MAX_ROWS]
+    rows = tuple((g.status, g.summary + (" (waived)" if g.waived else ""),
+                  str((g.checks[0].get("threshold") or {}).get("text") or ""), finding_evidence(g)) for g in shown)
+    marked = tuple(i for i, g in enumerate(shown) if g.status in ("fail", "warn") and g.counted)
+    note = f"First {MAX_ROWS} of {len(groups)} findings; the JSON has all." if len(groups) > MAX_ROWS else ""
+    return Table(tid, title, cols, rows, len(groups), marked, collapsed, note)
 
 
-def checks_sections(checks: Sequence[Check]) -> list[Section]:
-    findings = [c for c in checks if c.counted and c.status != "pass"]
-    rest = [c for c in checks if not c.counted or c.status == "pass"]
+def checks_sections(groups: Sequence[FindingGroup]) -> list[Section]:
+    """Findings that failed, warned or were inconclusive (open), then the passed and waived
+    ones as one compact folded table."""
+    findings = [g for g in groups if g.counted and g.status != "pass"]
+    rest = [g for g in groups if not g.counted or g.status == "pass"]
     out = []
     if findings:
-        out.append(Section("checks", "Checks that failed, warned or were inconclusive", (
-            checks_table("findings", "Findings", findings, with_message=True, collapsed=False),), 0,
-            "checks beyond their thresholds"))
-    table_rest = checks_table("passed", "Passed and waived checks", rest, with_message=True, collapsed=True)
+        out.append(Section("checks", "Findings", (
+            findings_table("findings", "Failed, warned and inconclusive findings", findings, collapsed=False),), 0,
+            "findings beyond their thresholds"))
+    table_rest = findings_table("passed", "Passed and waived checks", rest, collapsed=True)
     if table_rest is not None:
         out.append(Section("passed", "Passed and waived checks", (table_rest,), 1 if findings else 0,
-                           "checks within their thresholds, and waived ones"))
+                           f"{len(rest)} findings within their thresholds, or waived"))
     return out
 
 
 def movers_section(doc: dict) -> Section | None:
-    """What changed: the attribution of the step-time change, and ops found in one run only."""
+    """Where the time went: the attribution of the mean step time (its parts add up), the step
+    split by kind, the top kernels of both runs, and ops and kernels found in one run only."""
     x = doc.get("explanation")
     if not isinstance(x, dict):
         note = doc.get("explanation_note")
-        return Section("movers", "What changed", (Paragraph(str(note)),), 0, "no attribution") if note else None
+        return Section("movers", "Where the time went", (Paragraph(str(note)),), 1, "no attribution") if note else None
     side = Side("", x)
+    sides = [Side(label, (doc.get(label) or {}).get("analyses") or {}) for label in SIDES]
     one_sided = [dict(r, change="added") for r in records(side, "added")] + \
                 [dict(r, change="removed") for r in records(side, "removed")]
-    lines = [str(line) for line in x.get("lines") or []]
+    basis = (f"Means over the {x.get('baseline_samples')} baseline and {x.get('candidate_samples')} candidate "
+             f"(rank, step) samples the gate judged: {x.get('baseline_step_ms', math.nan):.1f} → "
+             f"{x.get('candidate_step_ms', math.nan):.1f} ms/step ({signed_ms(1000.0 * (x.get('delta_ms') or 0.0))}/step, "
+             f"{x.get('delta_pct') or 0.0:+.1f} %). The parts add up to this change of the mean; the step-time check "
+             f"compares medians. GPU idle here is any time of the step with nothing on the GPU (waits before the "
+             f"step's first kernel included); the GPU idle checks count only the gaps between the step's first and "
+             f"last GPU work.")
     return make_section(
-        "movers", "What changed: where the step time went", 0, "the parts that moved the step time",
-        *(Paragraph(line) for line in lines[1:3]),
-        table("contributions", "Top movers: time per step and share of the step-time change", [side], "contributions",
-              [("label", "part", "name"), ("change", "change", "text"), ("baseline_us", "baseline per step", "us"),
-               ("candidate_us", "candidate per step", "us"), Column("delta_us", "change per step", "us", True),
-               Column("share_pct", "share of change %", "pct", True)], sort=(), collapsed=False),
-        table("by_kind", "Change by kind", [side], "by_kind",
-              [("label", "kind", "text"), ("baseline_us", "baseline per step", "us"),
-               ("candidate_us", "candidate per step", "us"), Column("delta_us", "change per step", "us", True),
-               Column("share_pct", "share of change %", "pct", True)], sort=(), collapsed=False),
-        table("added_removed", "Added and removed ops and kernels", [Side("", {"rows": one_sided})], "rows",
+        "movers", "Where the time went", 1, "the parts that moved the mean step time",
+        Paragraph(basis),
+        breakdown_figure(x),
+        table("contributions", "Largest parts of the change (time per step)", [side], "contributions",
+              [("label", "part", "name"), ("baseline_us", "baseline", "us"), ("candidate_us", "candidate", "us"),
+               Column("delta_us", "change", "us", True), Column("share_pct", "share of change %", "pct", True)],
+              sort=(), collapsed=False),
+        table("by_kind", "Change by kind (time per step)", [side], "by_kind",
+              [("label", "kind", "text"), ("baseline_us", "baseline", "us"), ("candidate_us", "candidate", "us"),
+               Column("delta_us", "change", "us", True), Column("share_pct", "share of change %", "pct", True)],
+              sort=(), collapsed=False),
+        top_kernels_figure(sides),
+        table("added_removed", "Ops and kernels in one run only", [Side("", {"rows": one_sided})], "rows",
               [("change", "change", "text"), ("kind", "kind", "text"), ("key", "name", "name"),
                ("count_per_step", "calls per step", "number"), ("dur_per_step_us", "time per step", "us")],
-              sort=(), collapsed=False),
+              sort=("dur_per_step_us",), descending=True, top=TOP_ROWS, collapsed=False),
         table("collective_changes", "Collectives that changed", [side], "collectives",
               ["collective", ("changes", "what changed", "text"), ("baseline_count_per_step", "baseline calls/step"),
                ("candidate_count_per_step", "candidate calls/step"),
-               ("baseline_msg_nelems", "baseline elements/call", "number"),
-               ("candidate_msg_nelems", "candidate elements/call", "number")], sort=()),
+               ("baseline_msg_bytes", "baseline bytes/call", "bytes"),
+               ("candidate_msg_bytes", "candidate bytes/call", "bytes")], sort=()),
     )
 
 
@@ -147,16 +166,9 @@ def comparison_provenance(doc: dict) -> list[str]:
     return out
 
 
-def comparison_verdict(doc: dict, checks: tuple[Check, ...]) -> Verdict:
-    """The verdict banner: status, headline (without the status it repeats), the first line of
-    the explanation (or the note saying why there is none), the checks and the document's notes."""
-    x = doc.get("explanation") if isinstance(doc.get("explanation"), dict) else {}
-    lines = [str(line) for line in (x or {}).get("lines") or []]
-    status = str(doc.get("status") or "inconclusive")
-    headline = str(doc.get("headline") or status.upper()).split(" — ")[0]
-    if headline.upper().startswith(status.upper() + ": "):  # the badge already says it
-        headline = headline[len(status) + 2:]
-    return Verdict(status=status, headline=headline,
-                   explanation=lines[0] if lines else str(doc.get("explanation_note") or ""),
-                   checks=checks, notes=tuple(str(n.get("message")) for n in doc.get("notes") or []
-                                              if isinstance(n, dict)))
+def comparison_verdict(doc: dict, checks: tuple[Check, ...], headline: Headline) -> Verdict:
+    """The verdict banner: status, the headline number with its first cause, the basis of the
+    causes (or the note saying why there are none), the checks and the document's notes."""
+    return Verdict(status=str(doc.get("status") or "inconclusive"), headline=headline_line(headline),
+                   explanation=headline.basis, checks=checks,
+                   notes=tuple(str(n.get("message")) for n in doc.get("notes") or [] if isinstance(n, dict)))

@@ -24,7 +24,7 @@ import matplotlib
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
-from .model import BarFigure, LineFigure
+from .model import BarFigure, LineFigure, WaterfallFigure
 from .templates import clean_text, shorten
 
 WIDTH_IN = 10.0
@@ -33,10 +33,14 @@ PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b
            "#bab0ac")
 SEGMENT_COLOURS = {"compute": "#4e79a7", "non-compute": "#f28e2b", "idle": "#bab0ac", "host_wait": "#e15759",
                    "kernel_wait": "#f28e2b", "other": "#bab0ac", "overlapped with compute": "#59a14f",
-                   "exposed": "#e15759"}
+                   "exposed": "#e15759", "baseline": "#7f7f7f", "candidate": "#e15759",
+                   "compute kernels": "#4e79a7", "exposed communication": "#f28e2b",
+                   "exposed memcpy/memset": "#76b7b2", "GPU idle": "#bab0ac"}
 """Fixed colours for fixed categories, so a colour means the same thing in every figure."""
 LABEL_CHARS = 48
+WATERFALL_LABEL_CHARS = 64
 SIDES = ("baseline", "candidate")
+SIDE_COLOURS = {"baseline": "#7f7f7f", "candidate": "#e15759"}
 RC = {
     "svg.fonttype": "none",
     "svg.hashsalt": "perfreport",
@@ -87,18 +91,24 @@ def _label(text: str) -> str:
     return shorten(clean_text(text), LABEL_CHARS)
 
 
-def render_svg(figure: BarFigure | LineFigure) -> str:
-    """The figure as an SVG element (text), ready to inline in HTML."""
+def render_svg(figure: BarFigure | LineFigure | WaterfallFigure, width_in: float = WIDTH_IN) -> str:
+    """The figure as an SVG element (text), ready to inline in HTML; ``width_in`` narrower for
+    figures shown side by side (fonts keep their size)."""
     with matplotlib.rc_context(RC):
-        fig = _draw_bars(figure) if isinstance(figure, BarFigure) else _draw_lines(figure)
+        if isinstance(figure, WaterfallFigure):
+            fig = _draw_waterfall(figure, width_in)
+        elif isinstance(figure, BarFigure):
+            fig = _draw_bars(figure, width_in)
+        else:
+            fig = _draw_lines(figure, width_in)
         buf = io.StringIO()
         fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": "perfreport"})
     return inline_svg(buf.getvalue(), f"fig-{re.sub(r'[^A-Za-z0-9_-]', '', figure.id)}", figure.title)
 
 
-def _draw_bars(f: BarFigure) -> Figure:
+def _draw_bars(f: BarFigure, width_in: float = WIDTH_IN) -> Figure:
     n = len(f.bars)
-    fig = Figure(figsize=(WIDTH_IN, 1.1 + 0.28 * max(n, 1)), dpi=DPI, layout="constrained")
+    fig = Figure(figsize=(width_in, 1.1 + 0.28 * max(n, 1)), dpi=DPI, layout="constrained")
     ax = fig.add_subplot()
     values = [v for b in f.bars for v in b.values]
     divisor, unit_text = axis_scale(f.unit, values if not f.stacked else [
@@ -125,9 +135,9 @@ def _draw_bars(f: BarFigure) -> Figure:
     return fig
 
 
-def _draw_lines(f: LineFigure) -> Figure:
+def _draw_lines(f: LineFigure, width_in: float = WIDTH_IN) -> Figure:
     panels = f.panels
-    fig = Figure(figsize=(WIDTH_IN, 0.9 + 2.3 * len(panels)), dpi=DPI, layout="constrained")
+    fig = Figure(figsize=(width_in, 0.9 + 2.3 * len(panels)), dpi=DPI, layout="constrained")
     axes = fig.subplots(len(panels), 1, sharex=True, sharey=True, squeeze=False)[:, 0]
     xs = [v for p in panels for line in p.lines for v in line.x]
     ys = [v for p in panels for line in p.lines for v in line.y]
@@ -139,10 +149,19 @@ def _draw_lines(f: LineFigure) -> Figure:
             key, _, side = line.label.rpartition(" · ")
             if side not in SIDES:
                 key, side = line.label, ""
-            colour = colours.setdefault(key, PALETTE[len(colours) % len(PALETTE)])  # same line, same colour
+            if not key and side in SIDES:  # a line per run: one colour per run
+                colour = SIDE_COLOURS[side]
+            else:
+                colour = colours.setdefault(key, PALETTE[len(colours) % len(PALETTE)])  # same line, same colour
             y = [float("nan") if v is None else v for v in line.y]
             dashed = side == "baseline"
-            ax.plot(line.x, y, drawstyle="steps-post" if f.drawstyle == "steps-post" else "default",
+            style = "steps-post" if f.drawstyle == "steps-post" else "default"
+            if line.faded:  # the whole series pale, then the judged points on top
+                ax.plot(line.x, y, drawstyle=style, linewidth=1.0, color=colour, alpha=0.3,
+                        linestyle="--" if dashed else "-", marker="o" if len(line.x) <= 40 else None, markersize=3)
+                faded = set(line.faded)
+                y = [float("nan") if i in faded else v for i, v in enumerate(y)]
+            ax.plot(line.x, y, drawstyle=style,
                     linewidth=1.0, color=colour, linestyle="--" if dashed else "-",
                     marker="o" if len(line.x) <= 40 else None, markersize=3, label=_label(line.label))
             if line.marked:
@@ -160,6 +179,32 @@ def _draw_lines(f: LineFigure) -> Figure:
     axes[-1].xaxis.set_major_formatter(_formatter(x_div))
     if f.x_unit == "step":
         axes[-1].xaxis.set_major_locator(MaxNLocator(integer=True))
+    return fig
+
+
+def _draw_waterfall(f: WaterfallFigure, width_in: float = WIDTH_IN) -> Figure:
+    """Horizontal waterfall, top to bottom: the start bar, each part floating from the running
+    total (red: adds time, green: saves time) with its signed value, the end bar."""
+    rows = [(f.start[0], 0.0, f.start[1], "#8c8c8c")]
+    level = f.start[1]
+    for label, delta in f.steps:
+        rows.append((label, level, delta, "#e15759" if delta > 0 else "#59a14f"))
+        level += delta  # drawing position, not a reported number
+    rows.append((f.end[0], 0.0, f.end[1], "#4e79a7"))
+    fig = Figure(figsize=(width_in, 0.8 + 0.3 * len(rows)), dpi=DPI, layout="constrained")
+    ax = fig.add_subplot()
+    divisor, unit_text = axis_scale(f.unit, [r[1] + r[2] for r in rows] + [r[1] for r in rows])
+    ys = list(range(len(rows)))[::-1]
+    for y, (label, left, width, colour) in zip(ys, rows):
+        ax.barh(y, width, left=left, height=0.6, color=colour)
+        text = f"{'+' if width > 0 and colour != '#8c8c8c' and colour != '#4e79a7' else ''}{width / divisor:,.3g}"
+        ax.annotate(text, (max(left, left + width), y), xytext=(3, 0), textcoords="offset points", va="center",
+                    fontsize=8)
+    ax.set_yticks(ys, [shorten(clean_text(r[0]), WATERFALL_LABEL_CHARS) for r in rows])
+    ax.grid(axis="y", visible=False)
+    ax.xaxis.set_major_formatter(_formatter(divisor))
+    ax.set_xlabel(_axis_label(f.value_label, unit_text))
+    ax.set_xlim(0, max(r[1] + max(r[2], 0) for r in rows) * 1.12)
     return fig
 
 

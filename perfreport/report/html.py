@@ -10,40 +10,52 @@ the browser supports ``::details-content``.
 
 from __future__ import annotations
 
-from .comparison import BANNER_CHECKS
 from .figures import render_svg
-from .model import BarFigure, LineFigure, Paragraph, Report, Table
+from .model import Section, BarFigure, LineFigure, Paragraph, Report, Table, WaterfallFigure
 from . import templates
 
 TEMPLATE = "report.html.j2"
 
 
-def _blocks(section, svgs: dict[str, str]) -> list[dict]:
+OVERVIEW_WIDTH_IN = 6.4
+"""Width of the first-screen figures, drawn two side by side."""
+
+
+def _blocks(section, svgs: dict[str, str], width_in: float | None = None) -> list[dict]:
     out = []
     for block in section.blocks:
         if isinstance(block, Paragraph):
             out.append({"kind": "paragraph", "block": block, "svg": ""})
         elif isinstance(block, Table):
             out.append({"kind": "table", "block": block, "svg": ""})
-        elif isinstance(block, (LineFigure, BarFigure)):
+        elif isinstance(block, (LineFigure, BarFigure, WaterfallFigure)):
             if block.id not in svgs:
-                svgs[block.id] = render_svg(block)
+                svgs[block.id] = render_svg(block) if width_in is None else render_svg(block, width_in)
             out.append({"kind": "figure", "block": block, "svg": svgs[block.id]})
     return out
 
 
-def context(report: Report, *, paged: bool = False) -> dict:
-    """Template context: sections with their figures drawn, and the checks to list first."""
+BRIEF_IMPORTANCE = {"compare": 1, "analyze": 2}
+"""A brief (the default PDF) has the sections up to this importance (by report kind); the rest
+is the appendix."""
+
+
+def context(report: Report, *, paged: bool = False, brief: bool = False) -> dict:
+    """Template context: the first-screen figures and the sections with their figures drawn;
+    ``brief`` keeps only the sections up to :data:`BRIEF_IMPORTANCE` and names the others."""
     svgs: dict[str, str] = {}
-    sections = [{"section": s, "blocks": _blocks(s, svgs)} for s in report.sections]
-    first = [c for c in (report.verdict.checks if report.verdict else ()) if c.status in ("fail", "warn") and c.counted]
-    return {"report": report, "sections": sections, "checks_first": first[:BANNER_CHECKS],
-            "more_checks": len(first) > BANNER_CHECKS, "paged": paged}
+    limit = BRIEF_IMPORTANCE.get(report.kind, 1)
+    kept = [s for s in report.sections if not brief or s.importance <= limit]
+    sections = [{"section": s, "blocks": _blocks(s, svgs)} for s in kept]
+    overview = _blocks(Section("overview", "", report.overview), svgs, OVERVIEW_WIDTH_IN)
+    left_out = [s for s in report.sections if s not in kept]
+    return {"report": report, "sections": sections, "overview": overview, "paged": paged, "left_out": left_out}
 
 
-def render_html(report: Report, *, paged: bool = False) -> str:
-    """The report page. ``paged`` renders for print media (tables unfolded), as the PDF uses it."""
-    return render_page(context(report, paged=paged))
+def render_html(report: Report, *, paged: bool = False, brief: bool = False) -> str:
+    """The report page. ``paged`` renders for print media (tables unfolded), as the PDF uses
+    it; ``brief`` leaves the less important sections out (named at the end)."""
+    return render_page(context(report, paged=paged, brief=brief))
 
 
 def render_page(ctx: dict) -> str:

@@ -18,7 +18,7 @@ from typing import Any
 from .. import __version__
 from .._io import json_text
 from ..config import Config
-from ..gate.verdict import FAIL, WARN, Check, Verdict
+from ..gate.verdict import Check, Verdict
 
 REPORT_SCHEMA_VERSION = 1
 KIND = "perfreport.compare"
@@ -53,6 +53,10 @@ def check_record(check: Check) -> dict:
             "interval": list(e.interval) if e.interval else None, "interval_of": e.interval_of,
             "confidence_pct": e.confidence_pct, "significant": e.significant,
             "baseline_values": list(e.baseline_values), "candidate_values": list(e.candidate_values),
+            "sample_kind": e.sample_kind, "baseline_runs": e.baseline_runs, "candidate_runs": e.candidate_runs,
+            "baseline_steps": e.baseline_steps, "candidate_steps": e.candidate_steps,
+            "noise_width": e.noise_width, "noise_widths": e.noise_widths,
+            "required_noise_widths": e.required_noise_widths, "between_run_sd": e.between_run_sd,
         },
         "message": check.message,
         "title": None,
@@ -85,20 +89,17 @@ def change_text(record: Mapping[str, Any]) -> str:
     return f"{record['delta']:+g}"
 
 
-def headline(verdict: Verdict) -> str:
-    """One line for people: the status, the counts and the most severe finding."""
-    counts = verdict.counts()
-    parts = [f"{counts[FAIL]} failed", f"{counts[WARN]} warned", f"{counts['inconclusive']} inconclusive",
-             f"{counts['pass']} passed"]
-    if counts["waived"]:
-        parts.append(f"{counts['waived']} waived")
-    text = f"{verdict.status.upper()}: " + ", ".join(parts)
-    if verdict.findings:
-        top = check_record(verdict.findings[0])
-        text += f"; {top['status']}: {title(top)} {change_text(top)}"
-        if len(verdict.findings) > 1:
-            text += f" and {len(verdict.findings) - 1} more finding(s)"
-    return text
+def headline(document: Mapping[str, Any]) -> str:
+    """The report's one line for people, as every format shows it: the verdict, the headline
+    number (the step-time check's statistic, or the most severe finding) and the top cause —
+    "FAIL · step time +39.4 % (126.55 → 176.47 ms/step, p = 0.0079) — GPU idle while …". Built
+    from the document's checks and explanation by :mod:`perfreport.report.overview`, the one
+    definition of the headline."""
+    from .findings import group_findings
+    from .overview import comparison_headline, headline_line
+
+    h = comparison_headline(document, group_findings(document.get("checks") or []))
+    return f"{str(document.get('status', '')).upper()} · {headline_line(h)}"
 
 
 def side_record(analysis: Any, analyses: Mapping[str, Any], stored: Any = None) -> dict:
@@ -123,13 +124,13 @@ def compare_document(*, verdict: Verdict, config: Config, explanation: Mapping[s
     """The report document (see the module docstring and docs/report-schema.md)."""
     now = now or _dt.datetime.now(_dt.timezone.utc)
     counts = verdict.counts()
-    return _clean({
+    document = _clean({
         "schema_version": REPORT_SCHEMA_VERSION,
         "kind": KIND,
         "perfreport_version": __version__,
         "created_utc": now.astimezone(_dt.timezone.utc).isoformat(timespec="seconds"),
         "status": verdict.status,
-        "headline": headline(verdict),
+        "headline": "",
         "summary": {"checks": len(verdict.checks), **counts, "findings": len(verdict.findings)},
         "findings": [c.id for c in verdict.findings],
         "notes": [{"kind": n.kind, "message": n.message} for n in verdict.notes],
@@ -141,6 +142,8 @@ def compare_document(*, verdict: Verdict, config: Config, explanation: Mapping[s
         "candidate": dict(candidate),
         "timings_s": {k: round(float(v), 3) for k, v in (timings_s or {}).items()},
     })
+    document["headline"] = headline(document)
+    return document
 
 
 def render(document: Mapping[str, Any]) -> str:

@@ -1,8 +1,12 @@
 """Report -> GitHub-flavoured Markdown for a PR comment or a job summary, within a size budget.
 
-Order: the verdict line (status, headline), the explanation, links to the full report, then the
-sections of importance 0 open (checks, top movers) and every other section folded in
-``<details>``. Plots are not drawn (the full report has them).
+This text is the body of the PR comment (the GitHub glue prepends its own hidden marker). Order:
+line 1 the verdict and the headline number with its first cause; line 2 the finding counts,
+what was compared and the links (the full HTML report artifact, the run); then the sections of
+importance 0 open (the failed and warned findings, one row per finding across ranks), the top
+causes with the statistic they are measured in, the notes, and every other section folded in
+``<details>`` with at most :data:`DETAIL_ROWS` rows per table. Plots are not drawn (the full
+report has them).
 
 GitHub rejects a comment over 65,536 characters, so the text is kept under ``max_chars``
 (default 60,000, which leaves room for a wrapper the caller adds). When the whole report does
@@ -25,6 +29,11 @@ MAX_CHARS = 60_000
 """Default budget: under GitHub's 65,536-character limit for comments, with room to spare."""
 COMPACT_ROWS = 5
 """Rows per table of a shortened section."""
+LISTED_IMPORTANCE = 3
+"""In a comparison, sections this unimportant (the per-run analyses beyond the step) are only
+named, with what they show, in one folded list: the PR comment links to the full report."""
+DETAIL_ROWS = 10
+"""Rows per table of a folded section: a PR comment points at the full report for the rest."""
 HEAD_ROWS = (50, 20, 5)
 """Row limits tried, in turn, for the open sections when the head alone is over budget."""
 NAME_CHARS = 100
@@ -53,7 +62,9 @@ def render_markdown(report: Report, *, max_chars: int = MAX_CHARS, links: Sequen
     links = report.links if links is None else tuple(links)
     views = [_view(s) for s in report.sections]
     open_views = [v for v in views if v["section"].importance == 0]
-    folded = [v for v in views if v["section"].importance > 0]
+    listed_from = LISTED_IMPORTANCE if report.verdict is not None else None
+    listed = [v["section"] for v in views if listed_from is not None and v["section"].importance >= listed_from]
+    folded = [v for v in views if v["section"].importance > 0 and v["section"] not in listed]
 
     head = _block(macros.head(report, links))
     opened = "".join(_block(macros.open_section(v, None)) for v in open_views)
@@ -61,8 +72,9 @@ def render_markdown(report: Report, *, max_chars: int = MAX_CHARS, links: Sequen
         if len(head) + len(opened) <= max_chars * 3 // 4:
             break
         opened = "".join(_block(macros.open_section(v, limit)) for v in open_views)
+    opened += _block(macros.causes(report))
 
-    full = [_block(macros.folded_section(v, None)) for v in folded]
+    full = [_block(macros.folded_section(v, DETAIL_ROWS)) for v in folded]
     compact = [_block(macros.folded_section(v, COMPACT_ROWS)) for v in folded]
     stub = [_block(macros.omitted_section(v)) for v in folded]
     chosen = list(full)
@@ -70,8 +82,11 @@ def render_markdown(report: Report, *, max_chars: int = MAX_CHARS, links: Sequen
     # least important first; among equals the later section first
     order = sorted(range(len(folded)), key=lambda i: (-folded[i]["section"].importance, -i))
 
+    listing = _block(macros.listed_sections(listed))
+
     def total(names: list[str]) -> int:
-        return len(head) + len(opened) + sum(len(c) for c in chosen) + len(_block(macros.tail(report, names)))
+        return (len(head) + len(opened) + sum(len(c) for c in chosen) + len(listing)
+                + len(_block(macros.tail(report, names))))
 
     for stage in (compact, stub):
         for i in order:
@@ -86,7 +101,8 @@ def render_markdown(report: Report, *, max_chars: int = MAX_CHARS, links: Sequen
         if total(shortened) <= max_chars:
             break
         chosen[i] = ""
-    text = (head + opened + "".join(chosen) + _block(macros.tail(report, shortened))).strip("\n") + "\n"
+    text = (head + opened + "".join(chosen) + _block(macros.listed_sections(listed))
+            + _block(macros.tail(report, shortened))).strip("\n") + "\n"
     return text if len(text) <= max_chars else hard_cut(text, max_chars)
 
 

@@ -84,6 +84,8 @@ class Line:
     x: tuple[float, ...]
     y: tuple[float | None, ...]
     marked: tuple[int, ...] = ()
+    faded: tuple[int, ...] = ()
+    """Point indices drawn faded: samples shown for context but not judged (warm-up steps)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,11 +133,27 @@ class BarFigure:
 
 
 @dataclass(frozen=True, slots=True)
+class WaterfallFigure:
+    """A change split into parts: a start bar, one floating bar per part (its signed delta),
+    an end bar. ``start``/``end`` are (label, value); ``steps`` (label, delta), in order."""
+
+    id: str
+    title: str
+    value_label: str
+    unit: str
+    start: tuple[str, float]
+    steps: tuple[tuple[str, float], ...]
+    end: tuple[str, float]
+    note: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class Paragraph:
     text: str
 
 
-Block = Union[Paragraph, Table, LineFigure, BarFigure]
+Figure = Union[LineFigure, BarFigure, WaterfallFigure]
+Block = Union[Paragraph, Table, LineFigure, BarFigure, WaterfallFigure]
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,7 +171,7 @@ class Section:
 
     @property
     def figures(self) -> tuple[LineFigure | BarFigure, ...]:
-        return tuple(b for b in self.blocks if isinstance(b, (LineFigure, BarFigure)))
+        return tuple(b for b in self.blocks if isinstance(b, (LineFigure, BarFigure, WaterfallFigure)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,6 +213,39 @@ class Verdict:
 
 
 @dataclass(frozen=True, slots=True)
+class Cause:
+    """One ranked cause of the headline change: "GPU idle while the CPU runs X", +61.3 ms/step."""
+
+    text: str
+    delta_us: float | None
+    share_pct: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Headline:
+    """The one number that matters most and its top causes. ``text``: "step time +39.4 %
+    (126.55 → 176.47 ms/step, p = 0.0079)" (the gate's statistic); ``causes``: the parts of
+    the attribution that moved the same way, largest first; ``basis``: how the causes were
+    measured when that is another statistic than the headline's (means vs the gate's medians);
+    ``counts``: "1 failed · 4 warned · 24 passed findings (35 checks)"."""
+
+    text: str
+    causes: tuple[Cause, ...] = ()
+    basis: str = ""
+    counts: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Suggestion:
+    """Something to try, derived from the numbers (HTA's guidance), with the evidence it rests on:
+    ``evidence`` names the figures, ``section`` the report section that shows them."""
+
+    text: str
+    evidence: str
+    section: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class Link:
     label: str
     href: str
@@ -215,6 +266,12 @@ class Report:
     links: tuple[Link, ...] = ()
     highlights: tuple[tuple[str, Value], ...] = ()
     """Key figures for the top of the report (label, value), picked from the document."""
+    headline: Headline | None = None
+    findings: tuple[Any, ...] = ()
+    """:class:`perfreport.report.findings.FindingGroup` of the verdict's checks, severity first."""
+    suggestions: tuple[Suggestion, ...] = ()
+    overview: tuple[Block, ...] = ()
+    """Figures for the first screen (step time per step, the attribution waterfall)."""
     document: Mapping[str, Any] = field(default_factory=dict, repr=False)
     """The JSON document the report was built from: what the ``json`` format writes."""
 

@@ -1,6 +1,7 @@
 """Report -> PDF through WeasyPrint: the HTML page laid out for A4 paper.
 
-The same template as the HTML, rendered ``paged``: long tables unfolded, table headers repeated
+The same template as the HTML, rendered ``paged`` and, by default, as a brief (the sections a
+reader needs first; ``appendix=True`` adds every analysis): long tables unfolded, table headers repeated
 on every page, rows never split across pages, figures kept whole and vector (inline SVG), and a
 running header with the title, the verdict and the date (CSS ``string-set`` from the page's own
 heading, so no text is pasted into CSS). WeasyPrint is an optional import: without it
@@ -34,13 +35,15 @@ def _refuse(url: str, *args, **kwargs):
     raise ValueError(f"perfreport reports fetch nothing (refused {url[:80]!r})")
 
 
-def render_pdf(report: Report) -> bytes:
-    """The report as PDF bytes. Raises PerfreportError when WeasyPrint is not installed."""
+def render_pdf(report: Report, *, appendix: bool = False) -> bytes:
+    """The report as PDF bytes: a brief (verdict, headline, figures, findings, where the time
+    went, the step) unless ``appendix``, which adds every analysis section. Raises
+    PerfreportError when WeasyPrint is not installed."""
     try:
         import weasyprint
     except Exception as exc:
         raise PerfreportError(f"PDF output needs WeasyPrint (pip install weasyprint): {exc}") from None
-    html = render_html(report, paged=True)
+    html = render_html(report, paged=True, brief=not appendix)
     quiet = logging.getLogger("weasyprint")
     quiet.addFilter(_below_error)  # it warns about every screen-only CSS property it skips
     try:

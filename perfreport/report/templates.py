@@ -78,7 +78,8 @@ def html_environment() -> jinja2.Environment:
 
 def _add_filters(env: jinja2.Environment) -> None:
     env.filters.update(us=format_us, pct=format_pct, bytes=format_bytes, value=format_value, shorten=shorten,
-                       status_label=status_label, status_icon=status_icon, clean=clean_text)
+                       status_label=status_label, status_icon=status_icon, clean=clean_text,
+                       signed_duration=lambda us: format_value(us, "us", True))
     env.globals.update(STATUS_STYLES=STATUS_STYLES, format_cell=format_cell)
 
 

@@ -1,0 +1,62 @@
+"""One row per GPU op invocation: the gate's samples below the step.
+
+A trace with one or two profiler steps per rank gives too few per-step samples to tell a
+change from noise, but every kernel, copy and collective call in it is a sample of its own:
+the i-th call of a kernel in the baseline ran the same work as the i-th call of that kernel in
+the candidate (same model, same inputs), so a ratio per matched call measures a slowdown with
+as many samples as there are calls. :func:`gpu_invocations` lists them with the key that
+matches them (the normalised kernel name, as :func:`perfreport.analyses.diff.op_steps` keys
+them) and their call order within (rank, step, key).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..model import KERNEL_CLASS_NAMES, TraceSet
+from .diff import _common_steps, _in_steps, _normalized
+
+COLUMNS = ("rank", "step", "key", "cls", "call", "dur_us")
+"""``cls``: COMPUTATION / COMMUNICATION / MEMORY / OTHER (:func:`perfreport.model.kernel_class`);
+``call``: 0-based order of the invocation among the rank's calls of ``key`` in ``step``."""
+
+
+def gpu_invocations(traces: TraceSet, exact: bool = False) -> pd.DataFrame:
+    """Every GPU op (kernel, memcpy, memset) in the steps common to all ranks (the whole trace,
+    step -1, when there are none), in start order per rank: rank, step, key, cls, call, dur_us (µs)."""
+    steps = _common_steps(traces)
+    frames = []
+    for t in traces:  # a loop over ranks
+        frame = rank_invocations(t, exact)
+        if len(steps):
+            frame = frame[_in_steps(frame["step"].to_numpy(), steps)]
+        else:
+            frame = frame.assign(step=np.int64(-1))
+        if not len(frame):
+            continue
+        frame = frame.assign(call=frame.groupby(["step", "key"], sort=False).cumcount().astype(np.int64))
+        frames.append(frame[list(COLUMNS)])
+    if not frames:
+        return pd.DataFrame({c: pd.Series(dtype=object if c in ("key", "cls") else np.int64 if c != "dur_us"
+                                          else np.float64) for c in COLUMNS})
+    return pd.concat(frames, ignore_index=True)
+
+
+def rank_invocations(trace, exact: bool = False) -> pd.DataFrame:
+    """One rank's GPU ops in start order: rank, step (its profiler step, -1 outside any), key,
+    cls, dur_us. Memoised per rank, so a digest can carry it (the parent filters the common steps)."""
+    return trace.memo(("invocations", exact), lambda: _rank_invocations(trace, exact))
+
+
+def _rank_invocations(t, exact: bool) -> pd.DataFrame:
+    rows = t.gpu_work_rows()
+    rows = rows[np.argsort(t.ts[rows], kind="stable")]
+    codes, label = np.unique(t.name[rows], return_inverse=True)
+    keys = t.decode(codes) if exact else _normalized(t, codes)
+    return pd.DataFrame({"rank": np.full(len(rows), t.rank, dtype=np.int64),
+                         "step": t.iteration[rows].astype(np.int64), "key": keys[label.ravel()],
+                         "cls": KERNEL_CLASS_NAMES[t.gpu_class()[rows]], "dur_us": t.dur[rows].astype(np.float64)})
+
+
+__all__ = ["gpu_invocations", "rank_invocations", "COLUMNS"]

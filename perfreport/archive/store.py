@@ -1,0 +1,224 @@
+"""The release archive on disk: a folder that GitHub Pages serves as is.
+
+    SITE/index.html               the release list and trend charts (static, self-contained)
+    SITE/index.json               releases in order: tag, date, commit, verdict, key metrics, files
+    SITE/releases/TAG/report.*    each release's report set (HTML, PDF, Markdown, JSON, JUnit)
+    SITE/.nojekyll                serve files as they are
+
+``index.json`` is the truth; ``index.html`` is drawn from it alone (never from the release
+folders), so adding release 201 reads one small file, not 200 reports.
+
+Every update is atomic and serialised: an exclusive lock on ``SITE/.lock``; a release
+folder built under a temporary name and renamed into place (a replaced one set aside first and
+restored if the run dies before the index names the new one); ``index.json`` and
+``index.html`` replaced by rename. A run killed at any point leaves the previous site whole, and
+the next run clears what it left behind.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import gzip
+import json
+import os
+import re
+import shutil
+import uuid
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+
+from .. import __version__
+from .._io import atomic_write, json_text, store_lock
+from ..errors import ArchiveError
+from .metrics import release_metrics
+
+INDEX_JSON, INDEX_HTML, RELEASES = "index.json", "index.html", "releases"
+SCHEMA_VERSION = 1
+REPORT_FILES = ("report.html", "report.pdf", "report.md", "report.json", "report.junit.xml")
+"""What a release keeps of a report folder (report.json is required; kept as report.json.gz, so
+200 releases stay far inside GitHub Pages' 1 GB)."""
+_TAG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,99}$")
+ID_FILE = ".id"
+"""Each release folder's id, also in its index entry: tells a killed run's leftovers apart."""
+
+
+def check_tag(tag: str) -> str:
+    """A release tag usable as a folder and URL segment."""
+    if not _TAG.match(tag or "") or ".." in tag:
+        raise ArchiveError(f"release tag {tag!r}: use letters, digits, '.', '_', '+', '-' (up to 100, "
+                           "starting with a letter or digit)")
+    return tag
+
+
+def read_index(site: Path) -> dict:
+    """``index.json`` of ``site`` (an empty index when the site is new)."""
+    path = site / INDEX_JSON
+    if not path.exists():
+        return {"schema_version": SCHEMA_VERSION, "releases": []}
+    try:
+        index = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ArchiveError(f"{path}: cannot read the archive index ({exc})") from None
+    if not isinstance(index, dict) or not isinstance(index.get("releases"), list):
+        raise ArchiveError(f"{path}: not a perfreport archive index (no releases list)")
+    if index.get("schema_version", 0) > SCHEMA_VERSION:
+        raise ArchiveError(f"{path}: written by a newer perfreport (schema {index['schema_version']}); upgrade")
+    return index
+
+
+def find(index: Mapping, tag: str) -> dict | None:
+    return next((r for r in index["releases"] if r.get("tag") == tag), None)
+
+
+@contextmanager
+def locked(site: Path) -> Iterator[None]:
+    """Hold the site's lock (:func:`perfreport._io.store_lock`, released by the kernel if the
+    holder dies) and first undo what a killed run left (:func:`recover`)."""
+    site.mkdir(parents=True, exist_ok=True)
+    with store_lock(site):
+        recover(site)
+        yield
+
+
+def recover(site: Path) -> None:
+    """Undo what a killed run left. A release set aside (``.old-TAG-*``) goes back when the index
+    still names it (its ``.id`` is the index entry's ``id``: the run died before publishing the
+    new index); otherwise it is deleted. Temporary folders and index files are removed, and a
+    page older than its index is drawn again."""
+    releases = site / RELEASES
+    if releases.is_dir():
+        index = read_index(site)
+        for item in sorted(releases.iterdir()):
+            if item.name.startswith(".old-"):
+                tag = item.name[len(".old-"):].rsplit("-", 1)[0]
+                entry = find(index, tag)
+                target = releases / tag
+                if entry is not None and _folder_id(item) == entry.get("id") != _folder_id(target):
+                    if target.exists():
+                        shutil.rmtree(target)
+                    os.replace(item, target)
+                else:
+                    shutil.rmtree(item, ignore_errors=True)
+            elif item.name.startswith(".tmp-"):
+                shutil.rmtree(item, ignore_errors=True)
+    for item in site.glob(f".{INDEX_JSON}.*.tmp"):
+        item.unlink(missing_ok=True)
+    for item in site.glob(f".{INDEX_HTML}.*.tmp"):
+        item.unlink(missing_ok=True)
+    index_json, index_html = site / INDEX_JSON, site / INDEX_HTML
+    if index_json.exists() and (not index_html.exists() or index_html.stat().st_mtime_ns < index_json.stat().st_mtime_ns):
+        publish(site, read_index(site))  # killed between the two writes: draw the page again
+
+
+def _folder_id(folder: Path) -> str | None:
+    try:
+        return (folder / ID_FILE).read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+
+
+def add(site: str | Path, tag: str, report_dir: str | Path, *, force: bool = False, commit: str = "",
+        date: str = "") -> dict:
+    """Archive a report folder as release ``tag``; returns its index entry. Refuses an existing
+    tag without ``force`` before changing anything."""
+    site, report = Path(site), Path(report_dir)
+    check_tag(tag)
+    document = _read_report(report)
+    metrics, kernels = release_metrics(document)
+    with locked(site):
+        index = read_index(site)
+        if find(index, tag) is not None and not force:
+            raise ArchiveError(f"{site}: release {tag} is already archived (use --force to replace it)")
+        entry = {
+            "tag": tag,
+            "id": uuid.uuid4().hex,
+            "date": date or _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
+            "commit": commit,
+            "status": document.get("status", ""),
+            "headline": str(document.get("headline", "")),
+            "baseline": str((document.get("baseline") or {}).get("source", "")),
+            "report_created_utc": document.get("created_utc", ""),
+            "metrics": metrics,
+            "kernels": kernels,
+            "files": [],
+        }
+        old = _stage_release(site, tag, report, entry)
+        others = [r for r in index["releases"] if r.get("tag") != tag]
+        index = {"schema_version": SCHEMA_VERSION, "generator": f"perfreport {__version__}",
+                 "releases": sorted([*others, entry], key=lambda r: (str(r.get("date", "")), str(r["tag"])))}
+        publish(site, index)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    return entry
+
+
+def remove(site: str | Path, tag: str) -> dict:
+    """Drop release ``tag`` from the index and delete its folder; returns the removed entry."""
+    site = Path(site)
+    check_tag(tag)
+    with locked(site):
+        index = read_index(site)
+        entry = find(index, tag)
+        if entry is None:
+            raise ArchiveError(f"{site}: no archived release {tag}")
+        index = {**index, "releases": [r for r in index["releases"] if r.get("tag") != tag]}
+        folder = site / RELEASES / tag
+        aside = site / RELEASES / f".old-{tag}-{uuid.uuid4().hex[:8]}"
+        publish(site, index)  # the index first: a kill after this leaves a folder nobody links
+        if folder.exists():
+            os.replace(folder, aside)
+            shutil.rmtree(aside, ignore_errors=True)
+    return entry
+
+
+def publish(site: Path, index: dict) -> None:
+    """Write ``index.json``, then ``index.html`` drawn from it, each by rename."""
+    from .site import render_index
+
+    atomic_write(site / INDEX_JSON, json_text(index))
+    atomic_write(site / INDEX_HTML, render_index(index))
+    nojekyll = site / ".nojekyll"
+    if not nojekyll.exists():
+        atomic_write(nojekyll, "")
+
+
+def _read_report(report: Path) -> dict:
+    path = report / "report.json"
+    if not path.is_file():
+        raise ArchiveError(f"{report}: no report.json (archive a folder written by perfreport compare --out)")
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ArchiveError(f"{path}: cannot read the report ({exc})") from None
+    if not isinstance(document, dict):
+        raise ArchiveError(f"{path}: not a perfreport report")
+    return document
+
+
+def _stage_release(site: Path, tag: str, report: Path, entry: dict) -> Path | None:
+    """Copy the report set into ``releases/TAG`` by way of a temporary folder; returns the folder
+    an existing release was set aside to (deleted once the new index is written)."""
+    releases = site / RELEASES
+    releases.mkdir(parents=True, exist_ok=True)
+    tmp = releases / f".tmp-{tag}-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir()
+    (tmp / ID_FILE).write_text(entry["id"], encoding="utf-8")
+    for name in REPORT_FILES:
+        if not (report / name).is_file():
+            continue
+        if name == "report.json":  # both sides' analyses: a few MB that gzip shrinks 20-30x
+            name_gz = name + ".gz"
+            with open(report / name, "rb") as src, gzip.GzipFile(tmp / name_gz, "wb", mtime=0) as dst:
+                shutil.copyfileobj(src, dst)
+            entry["files"].append(f"{RELEASES}/{tag}/{name_gz}")
+        else:
+            shutil.copyfile(report / name, tmp / name)
+            entry["files"].append(f"{RELEASES}/{tag}/{name}")
+    target = releases / tag
+    old = None
+    if target.exists():
+        old = releases / f".old-{tag}-{uuid.uuid4().hex[:8]}"
+        os.replace(target, old)
+    os.replace(tmp, target)
+    return old

@@ -1,0 +1,45 @@
+"""How much memory loading a rank needs, how much is free, and the check between the two."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .._io import uncompressed_size
+from ..errors import TraceError
+from ..limits import Limits, how_to_raise
+from ..units import format_bytes
+
+PEAK_PER_JSON_BYTE = 2.0
+"""Peak memory of loading one rank, per byte of its JSON text (measured by benchmarks/load.py)."""
+
+
+def available_memory() -> int:
+    """Bytes the kernel says can be allocated without swapping (MemAvailable)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+
+
+def check_memory(path: Path, limits: Limits) -> None:
+    """Refuse (TraceError) to load a rank whose estimated peak exceeds the free memory: a clear
+    line now instead of the OS killing the process half-way (no message, lost work)."""
+    if not limits.memory_check:
+        return
+    try:  # a gzip trailer can claim anything (truncated, crafted): never more than the limit
+        size = path.stat().st_size
+        json_bytes = min(uncompressed_size(path), max(size, limits.decompressed_limit(size)))
+    except OSError:
+        return  # unreadable: reading it says why
+    need = int(json_bytes * PEAK_PER_JSON_BYTE)
+    free = available_memory()
+    if need > free:
+        raise TraceError(path, f"loading it needs about {format_bytes(need)} of memory ({format_bytes(json_bytes)} "
+                               f"of JSON) but only {format_bytes(free)} is free; use fewer workers (--workers 1), "
+                               f"the Dask executor (--executor dask) on machines with more memory, or "
+                               f"{how_to_raise('memory_check', 'off')} to try anyway")

@@ -1,0 +1,88 @@
+"""Guard the model against what a scanner faithfully read but no analysis should use.
+
+Two kinds of problems, two answers:
+
+* *Too big* (more events or a longer string than the limits allow): the whole file is refused
+  with a :class:`TraceError` naming the limit and how to raise it (:func:`check_sizes`).
+* *Absurd times* on single events (a duration of 1e308 µs, a negative one, ``"abc"`` or an
+  object where a number belongs, a timestamp years away from every other event): the event is
+  dropped and counted, so no sum ever sees it and the rank's note says how many went
+  (:func:`drop_absurd`). Dropping happens on the scanner's columns, before anything is derived.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import TraceError
+from ..limits import Limits, how_to_raise
+from ..model import SparseColumn
+from .fields import INT_MISSING, ScanResult
+
+
+def check_sizes(path, result: ScanResult, limits: Limits) -> None:
+    """Refuse a file with more events, or a longer string, than ``limits`` allow."""
+    if result.n_events > limits.max_events:
+        raise TraceError(path, f"{result.n_events:,} events, more than the limit of {limits.max_events:,}; "
+                               + how_to_raise("max_events", limits.max_events * 2))
+    longest = max(map(len, result.strings), default=0)
+    if longest > limits.max_name_chars:
+        raise TraceError(path, f"a string (event name, category or argument) of {longest:,} characters, longer than "
+                               f"the limit of {limits.max_name_kb:g} KiB; "
+                               + how_to_raise("max_name_kb", f"{max(longest / 1024 * 2, 1):.0f}"))
+
+
+def drop_absurd(result: ScanResult, limits: Limits) -> tuple[ScanResult, dict[str, int]]:
+    """The result without events whose times cannot be real, and {reason: count} of those.
+
+    Every event needs a phase (``ph``: an element that is not an object has none). A complete
+    event (``ph: X``) needs a timestamp and a duration that are finite numbers, with
+    0 <= duration <= ``max_span_s``. Any timed event (every phase but metadata ``M``, whose ts is
+    often 0) must start within ``max_span_s`` of the median start of the complete events: one
+    event at ts -1e15 would otherwise stretch the rank's span over decades.
+    """
+    strings = {s: i for i, s in enumerate(result.strings)}
+    ph = result.top["ph"]
+    ts_ns, dur = result.top["ts"], result.top["dur"]
+    complete = ph == strings.get("X", -2)
+    has_ts = ts_ns != INT_MISSING
+    limit_ns = limits.max_span_us * 1000.0
+    with np.errstate(invalid="ignore"):  # NaN comparisons are False, which is what is meant
+        reasons = {
+            'without a phase ("ph"), e.g. not a JSON object': ph == -1,
+            "without a numeric timestamp": complete & ~has_ts,
+            "without a finite duration": complete & has_ts & ~np.isfinite(dur),
+            "with a negative duration": complete & has_ts & (dur < 0),
+            f"with a duration over {limits.max_span_s:g} s": complete & has_ts & (dur > limits.max_span_us),
+        }
+    timed = has_ts & (ph != strings.get("M", -2))
+    anchor = ts_ns[complete & has_ts] if (complete & has_ts).any() else ts_ns[timed]
+    if len(anchor):
+        median = float(np.median(anchor))
+        far = timed & (np.abs(ts_ns.astype(np.float64) - median) > limit_ns)
+        reasons[f"starting more than {limits.max_span_s:g} s from the others"] = far
+    drop = np.zeros(result.n_events, dtype=bool)
+    counts = {}
+    for reason, mask in reasons.items():
+        new = mask & ~drop  # each event counted once, under its first reason
+        if new.any():
+            counts[reason] = int(new.sum())
+            drop |= new
+    if not counts:
+        return result, {}
+    return keep_rows(result, ~drop), counts
+
+
+def keep_rows(result: ScanResult, keep: np.ndarray) -> ScanResult:
+    """The rows of ``result`` where ``keep`` is True (sparse args renumbered to match)."""
+    new_row = np.cumsum(keep) - 1
+    args = {}
+    for key, col in result.args.items():
+        kept = keep[col.rows]
+        args[key] = SparseColumn(rows=new_row[col.rows[kept]], values=col.values[kept])
+    return ScanResult(
+        n_events=int(keep.sum()),
+        top={key: values[keep] for key, values in result.top.items()},
+        args=args,
+        strings=result.strings,
+    )

@@ -1,0 +1,178 @@
+"""The GitHub Action end to end: action.yml's steps run one by one (tests/action_runner.py) in a
+GitHub-like pull_request environment against a REST API stand-in on 127.0.0.1
+(tests/github_stub.py) holding 120 older comments, on the real demo comparison (exit 1: FAIL).
+
+Checked as a user would see it: the comment is created, then the job fails — after the comment;
+the summary, outputs and at most 10 error annotations are written and the artifact upload is
+asked for; a second run updates the same comment; a fork's read-only token gets a warning, not
+a failed step; the token appears in no output, file or request body.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.action_runner import parse_outputs, run_action
+from tests.github_stub import GitHubStub
+
+REPO = Path(__file__).resolve().parent.parent
+TOKEN = "ghs_TESTTOKEN0123456789abcdefSECRET"
+PR = 7
+INPUTS = {"baseline": "demo", "candidate": str(REPO / "examples" / "resnet50-workers0"),
+          "store": str(REPO / "baselines"), "formats": "html,md,json,junit"}
+
+
+def environment(workspace: Path, api_url: str, *, fork: bool = False) -> dict:
+    event = {"number": PR, "pull_request": {
+        "number": PR, "head": {"sha": "c0ffee", "repo": {"full_name": "forker/widgets" if fork else "octo/widgets"}},
+        "base": {"repo": {"full_name": "octo/widgets"}}}}
+    (workspace / "event.json").write_text(json.dumps(event))
+    summary = workspace / "summary.md"
+    summary.write_text("")
+    return {"PATH": str(Path("/usr/bin")) + ":/bin", "HOME": str(workspace), "GITHUB_ACTIONS": "true",
+            "GITHUB_EVENT_NAME": "pull_request", "GITHUB_EVENT_PATH": str(workspace / "event.json"),
+            "GITHUB_REPOSITORY": "octo/widgets", "GITHUB_API_URL": api_url,
+            "GITHUB_SERVER_URL": "https://github.example", "GITHUB_RUN_ID": "99", "GITHUB_SHA": "c0ffee",
+            "GITHUB_STEP_SUMMARY": str(summary), "GITHUB_TOKEN": TOKEN, "MPLBACKEND": "Agg"}
+
+
+@pytest.fixture(scope="module")
+def first_run(tmp_path_factory):
+    """The whole action once (the install step skipped: perfreport is installed here)."""
+    workspace = tmp_path_factory.mktemp("action")
+    with GitHubStub() as gh:
+        gh.add_comments(PR, 120)
+        env = environment(workspace, gh.url)
+        job = run_action(REPO, INPUTS, env, workspace, skip=("install",))
+    return workspace, gh, job, env
+
+
+def test_first_run_comments_then_fails(first_run):
+    workspace, gh, job, _ = first_run
+    compare = job.step("compare with the baseline")
+    assert compare.exit_code == 0 and compare.outputs["exit-code"] == "1"  # FAIL verdict, step itself passes
+    comment_step = job.step("pr comment")
+    assert comment_step.ran and comment_step.exit_code == 0, comment_step.stderr
+    verdict = job.step("verdict")
+    assert verdict.exit_code == 1 and job.failed
+    order = [s.name for s in job.steps if s.ran]
+    assert order.index(comment_step.name) < order.index(verdict.name)
+    # the comment: created once, after listing both pages of the 120 older comments
+    lists = [r for r in gh.state.requests if r.method == "GET" and r.path.endswith(f"/issues/{PR}/comments")]
+    assert [r.query.get("page") for r in lists] == ["1", "2"] and all(r.query["per_page"] == "100" for r in lists)
+    posts = gh.writes()
+    assert [r.method for r in posts] == ["POST"]
+    body = posts[0].body["body"]
+    assert body.startswith("<!-- perfreport:default -->") and len(body) <= 65_536
+    assert "FAIL" in body.split("\n", 3)[1] or "FAIL" in body.split("\n", 3)[2]
+    assert "https://github.example/octo/widgets/actions/runs/99/artifacts/4242" in body
+    assert "https://github.example/octo/widgets/actions/runs/99" in body
+    assert posts[0].headers["Authorization"] == f"Bearer {TOKEN}"
+
+
+def test_first_run_summary_outputs_annotations_upload(first_run):
+    workspace, _, job, env = first_run
+    summary = Path(env["GITHUB_STEP_SUMMARY"]).read_text()
+    assert "FAIL" in summary and len(summary.encode()) <= 1024 * 1024
+    report = job.step("job summary")
+    outputs = report.outputs
+    assert outputs["status"] == "fail"
+    assert Path(outputs["report-dir"]) == Path("perfreport-out")
+    assert (workspace / outputs["markdown-file"]).is_file()
+    assert job.outputs["status"] == "fail"
+    assert job.outputs["artifact-url"].endswith("/artifacts/4242")
+    errors = [line for line in report.stdout.splitlines() if line.startswith("::error ")]
+    warnings = [line for line in report.stdout.splitlines() if line.startswith("::warning ")]
+    assert 1 <= len(errors) <= 10 and len(warnings) <= 10
+    assert "step time" in errors[0]
+    upload = job.step("upload the report")
+    assert upload.uses.startswith("actions/upload-artifact@") and upload.with_["path"] == "perfreport-out"
+    assert upload.with_["name"] == "perfreport-report"
+
+
+def test_token_appears_nowhere(first_run):
+    workspace, gh, job, env = first_run
+    assert TOKEN not in job.text
+    for path in workspace.rglob("*"):
+        if path.is_file() and path.name != "event.json":
+            assert TOKEN.encode() not in path.read_bytes(), path
+    for r in gh.state.requests:
+        assert TOKEN not in json.dumps(r.body or {})
+
+
+def test_second_run_updates_the_same_comment(first_run, tmp_path):
+    workspace, _, _, _ = first_run
+    with GitHubStub() as gh:
+        gh.add_comments(PR, 120)
+        env = environment(workspace, gh.url)
+        first = run_action(REPO, INPUTS, env, workspace, only=("compare", "pr comment"))
+        created = [c for c in gh.state.comments[PR] if c["body"].startswith("<!-- perfreport:")]
+        second = run_action(REPO, INPUTS, env, workspace, only=("compare", "pr comment"))
+        ours = [c for c in gh.state.comments[PR] if c["body"].startswith("<!-- perfreport:")]
+        assert first.step("pr comment").exit_code == 0 and second.step("pr comment").exit_code == 0
+        assert len(created) == 1 and len(ours) == 1 and ours[0]["id"] == created[0]["id"]
+        assert [r.method for r in gh.writes()] == ["POST", "PATCH"]
+        assert len(gh.state.comments[PR]) == 121
+
+
+def test_fork_run_warns_and_does_not_fail_the_comment_step(first_run):
+    workspace, _, _, _ = first_run
+    with GitHubStub() as gh:
+        gh.state.write_status = 403
+        env = environment(workspace, gh.url, fork=True)
+        job = run_action(REPO, INPUTS, env, workspace, skip=("install",))
+    step = job.step("pr comment")
+    assert step.exit_code == 0
+    assert "::warning" in step.stdout and "pull-requests: write" in step.stdout
+    assert job.step("verdict").exit_code == 1  # the verdict still fails the job
+    assert TOKEN not in job.text
+
+
+def test_fail_on_never_passes_the_job_and_bad_input_fails_it(first_run, tmp_path):
+    workspace, _, _, _ = first_run
+    with GitHubStub() as gh:
+        env = environment(workspace, gh.url)
+        never = run_action(REPO, {**INPUTS, "fail-on": "never", "comment": "false"}, env, workspace,
+                           skip=("install", "upload"))
+        broken = run_action(REPO, {**INPUTS, "candidate": str(tmp_path / "missing"), "comment": "false"}, env,
+                            workspace, skip=("install",))
+        assert gh.state.requests == []
+    assert not never.failed and never.step("verdict").exit_code == 0
+    assert broken.step("compare").outputs["exit-code"] == "2"
+    assert not broken.step("pr comment").ran and not broken.step("upload").ran
+    assert broken.step("verdict").exit_code == 2
+    assert "::error title=perfreport could not compare::" in broken.step("compare").stdout
+
+
+def test_action_declares_every_input_with_description_and_defaults():
+    import yaml
+
+    spec = yaml.safe_load((REPO / "action.yml").read_text())
+    assert spec["runs"]["using"] == "composite"
+    expected = {"baseline", "candidate", "config", "store", "formats", "out", "comment", "comment-id", "fail-on",
+                "upload-artifact", "artifact-name", "python-version", "github-token"}
+    assert set(spec["inputs"]) == expected
+    for name, spec_input in spec["inputs"].items():
+        assert spec_input.get("description"), name
+        assert spec_input.get("required") or "default" in spec_input, name
+    assert spec["inputs"]["formats"]["default"] == "html,pdf,md,json,junit"
+    assert spec["inputs"]["github-token"]["default"] == "${{ github.token }}"
+    assert set(spec["outputs"]) == {"status", "report-dir", "markdown-file", "artifact-url"}
+    for step in spec["runs"]["steps"]:
+        if "run" in step:
+            assert step["shell"] == "bash" and "${{" not in step["run"]
+    install = next(s for s in spec["runs"]["steps"] if "install" in s.get("name", "").lower())
+    assert install["env"]["ACTION_PATH"] == "${{ github.action_path }}"
+
+
+def test_outputs_parser_reads_heredocs():
+    text = "a=1\nb<<ghadelimiter_x\nline1\nline2\nghadelimiter_x\nc=\n"
+    assert parse_outputs(text) == {"a": "1", "b": "line1\nline2", "c": ""}
+
+
+def test_runner_has_bash():
+    assert shutil.which("bash")

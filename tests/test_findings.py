@@ -1,0 +1,156 @@
+"""Grouped findings (perfreport.report.findings): one row per finding across ranks, on the demo
+comparison and on a synthetic 8-rank check list built with the gate's own check records."""
+
+from __future__ import annotations
+
+import functools
+import json
+
+import numpy as np
+
+from perfreport._io import json_text
+from perfreport.gate.checks import Evidence, Threshold, make_check
+from perfreport.gate.metrics import METRICS, Metric
+from perfreport.report.findings import FindingGroup, group_findings, ranks_text
+from perfreport.report.json_report import check_record
+
+from .conftest import shared_trace
+
+
+@functools.lru_cache(maxsize=None)
+def demo_document() -> dict:
+    from perfreport.pipeline import compare, report_document
+
+    pair = shared_trace("pair_kineto_resnet50_v100_dataloader")
+    return json.loads(json_text(report_document(compare(pair / "workers4", pair / "workers0", workers=1))))
+
+
+def count_check(name: str, column: str, rank: int, b: float, c: float, status: str, subject: str | None) -> dict:
+    return check_record(make_check(
+        family="structural", name=name, metric=METRICS[column], subject=subject, rank=rank, aggregation="each",
+        level="fail", status=status, threshold=Threshold("max_change", 0.0), b=np.full(4, b), c=np.full(4, c),
+        evidence=Evidence("median count per step", 4, 4), message=f"{column} per step {b:g} → {c:g}"))
+
+
+def kernel_time_check(rank: int, b_us: float, c_us: float, status: str) -> dict:
+    return check_record(make_check(
+        family="relative", name="kernel_time", metric=METRICS["dur_us"], subject="volta_sgemm_128x64_nn", rank=rank,
+        aggregation="each", level="warn", status=status, threshold=Threshold("max_increase_pct", 10.0),
+        b=np.full(5, b_us), c=np.full(5, c_us), evidence=Evidence("mann-whitney-u", 5, 5, p_value=0.008),
+        message="kernel time"))
+
+
+def synthetic_8_rank_checks() -> list[dict]:
+    """A new D2H copy on ranks 0-7 (counted per rank: copies 2 -> 3, D2H 0 -> 1, the copy kind
+    added), rank 7 also copying twice; a kernel slower on every rank by 12-19 %; counts passing."""
+    added = Metric("count", "kernels", "count", "higher")
+    out = []
+    for r in range(8):
+        out.append(count_check("memcpy", "memcpy_count", r, 2, 3 if r < 7 else 4, "fail", "memcpy_count"))
+        out.append(count_check("memcpy", "memcpy_dtoh_count", r, 0, 1, "fail", "memcpy_dtoh_count"))
+        out.append(check_record(make_check(
+            family="structural", name="memcpy", metric=added, subject="added: Memcpy DtoH (Device -> Pageable)",
+            rank=r, aggregation="each", level="fail", status="fail", threshold=Threshold("max_change", 0.0),
+            b=np.zeros(4), c=np.ones(4), evidence=Evidence("median count per step", 4, 4), message="added")))
+        out.append(kernel_time_check(r, 1000.0, 1120.0 + 10 * r, "warn"))
+        out.append(count_check("syncs", "syncs", r, 2, 2, "pass", None))
+    return out
+
+
+def test_ranks_text_ranges_lists_and_single_ranks() -> None:
+    assert ranks_text(range(8)) == "ranks 0–7"
+    assert ranks_text([5, 0, 2]) == "ranks 0, 2, 5"
+    assert ranks_text([3]) == "rank 3"
+    assert ranks_text([]) == ""
+    assert ranks_text([0, 1, 2, 3, 6]) == "ranks 0–3, 6"
+    assert ranks_text(list(range(0, 40, 2)), max_parts=3) == "ranks 0, 2, 4 and 17 more"
+
+
+def test_eight_ranks_become_one_row_per_finding() -> None:
+    checks = synthetic_8_rank_checks()
+    groups = group_findings(checks)
+    assert sum(len(g.checks) for g in groups) == len(checks) == 40
+    assert [g.status for g in groups] == ["fail", "fail", "fail", "fail", "warn", "pass"]
+    by_summary = {g.summary: g for g in groups}
+    dtoh = by_summary["device-to-host copies per step 0 → 1 on ranks 0–7"]
+    assert dtoh.ranks == tuple(range(8)) and dtoh.ranks_text == "ranks 0–7" and len(dtoh.check_ids) == 8
+    assert dtoh.check_ids[0] == "structural.memcpy[memcpy_dtoh_count]@rank0"
+    # the same count with another change stays its own finding
+    assert "memory copies per step 2 → 3 on ranks 0–6" in by_summary
+    assert "memory copies per step 2 → 4 on rank 7" in by_summary
+    added = next(g for g in groups if g.subject == "added: Memcpy DtoH (Device -> Pageable)")
+    assert added.title == "copy kind added: Memcpy DtoH (Device -> Pageable)" and added.ranks_text == "ranks 0–7"
+    kernel = next(g for g in groups if g.name == "kernel_time")
+    assert kernel.status == "warn" and kernel.ranks == tuple(range(8))
+    assert kernel.summary == ("kernel time [volta_sgemm_128x64_nn] +12.0 % to +19.0 % (1.00 → 1.12–1.19 ms/step) "
+                              "on ranks 0–7")
+    assert groups[-1].summary == "synchronisations per step 2 → 2 on ranks 0–7"
+    # deterministic: any input order gives the same groups
+    again = group_findings(list(reversed(checks)))
+    assert [g.summary for g in again] == [g.summary for g in groups]
+    assert [sorted(g.check_ids) for g in again] == [sorted(g.check_ids) for g in groups]
+
+
+def test_added_kernels_fold_into_one_finding_per_rank_set() -> None:
+    added = Metric("count", "kernels", "count", "higher")
+    checks = []
+    for r in range(8):
+        for name, calls in (("gemm_a", 1), ("gemm_b", 3)):
+            checks.append(check_record(make_check(
+                family="structural", name="kernels", metric=added, subject=f"added: {name}", rank=r,
+                aggregation="each", level="warn", status="warn", threshold=Threshold("max_change", 0.0),
+                b=np.zeros(3), c=np.full(3, float(calls)), evidence=Evidence("median count per step", 3, 3),
+                message="added")))
+    [group] = group_findings(checks)
+    assert group.title == "kernels added" and group.subject == "added" and len(group.checks) == 16
+    assert group.summary == "2 kernels added on ranks 0–7: gemm_b (3/step), gemm_a (1/step)"
+
+
+def test_demo_findings_with_real_numbers() -> None:
+    doc = demo_document()
+    groups = group_findings(doc["checks"])
+    assert all(isinstance(g, FindingGroup) for g in groups)
+    assert sum(len(g.checks) for g in groups) == len(doc["checks"])
+    first = groups[0]
+    step = next(c for c in doc["checks"] if c["id"] == "relative.step_time")
+    assert first.name == "step_time" and first.status == step["status"] == "fail" and first.ranks == ()
+    assert first.summary == (f"step time {step['delta_pct']:+.1f} % ({step['baseline_value'] / 1e3:.2f} → "
+                             f"{step['candidate_value'] / 1e3:.2f} ms/step, p = {step['evidence']['p_value']:.2g})")
+    assert first.summary.startswith("step time +39.4 % (126.55 → 176.47 ms/step")
+    # the six kernels cuDNN added on rank 0 are one finding, not six rows
+    added = next(g for g in groups if g.title == "kernels added")
+    assert added.status == "warn" and len(added.checks) == 6 and added.ranks_text == "rank 0"
+    assert added.summary.startswith("6 kernels added on rank 0: volta_scudnn_128x128_stridedB_interior_nn_v1 (3/step)")
+    statuses = [g.status for g in groups]
+    assert statuses == sorted(statuses, key=["fail", "warn", "inconclusive", "pass"].index)
+    assert statuses.count("fail") == 1 and statuses.count("warn") == 4
+
+
+# --- the analyze report: headline and suggestions from the numbers -------------------------------------
+def test_analysis_headline_and_suggestions_point_at_evidence() -> None:
+    from perfreport.pipeline import analyze, summary_document
+    from perfreport.report import build_report
+
+    doc = json.loads(json_text(summary_document(analyze(shared_trace("pair_kineto_resnet50_v100_dataloader")
+                                                        / "workers0", workers=1))))
+    report = build_report(doc)
+    steps = doc["step_times"][0]
+    temporal = doc["temporal_breakdown"][0]
+    assert report.headline.text == (f"step time {steps['wall_us_median'] / 1e3:.2f} ms (median of {steps['steps']} "
+                                    f"steps), GPU idle {temporal['idle_pct']:.1f} % of its span on rank 0")
+    assert report.headline.causes[0].delta_us == temporal["compute_us"]
+    host = next(r for r in doc["idle_breakdown"] if r["idle_category"] == "host_wait")
+    assert report.headline.causes[1].text.startswith("GPU idle, mostly host wait on stream")
+    # the DataLoader run: the GPU waits for the host, and most launches are short
+    texts = [s.text for s in report.suggestions]
+    assert texts[0].startswith("The GPU waits for the host") and report.suggestions[0].section == "idle"
+    assert f"{host['idle_share_pct']:.0f} % of the idle time is host wait" in report.suggestions[0].evidence
+    short = sum(r["short_kernels"] for r in doc["launch_stats"])
+    assert any(s.section == "launch" and f"{short:,}" in s.evidence for s in report.suggestions)
+    assert not any(s.section == "overlap" for s in report.suggestions)  # one GPU: no communication to overlap
+    assert [f.id for f in report.overview] == ["step_time_overview", "temporal_overview"]
+
+
+def test_a_time_from_zero_is_written_as_a_time() -> None:
+    [g] = group_findings([kernel_time_check(0, 0.0, 4522.0, "warn")])
+    assert g.summary == "kernel time [volta_sgemm_128x64_nn] +4.52 ms (0.0 µs → 4.52 ms/step, p = 0.008) on rank 0"

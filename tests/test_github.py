@@ -1,0 +1,277 @@
+"""perfreport.github: the REST client's retries and pagination, the sticky comment, the job
+summary, annotations and outputs — against a GitHub API stand-in on 127.0.0.1."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from perfreport.errors import GitHubError
+from perfreport.github import comment, workflow
+from perfreport.github.api import Client
+from perfreport.github.context import Context, Secret, from_environment
+from tests.github_stub import GitHubStub
+
+REPO = Path(__file__).resolve().parent.parent
+TOKEN = "ghp_UNITTESTTOKEN_do_not_print_42"
+
+
+@pytest.fixture(scope="module")
+def demo_document(tmp_path_factory) -> dict:
+    """The demo comparison's report.json (FAIL), made once."""
+    from perfreport.config import load_config
+    from perfreport.pipeline import compare, report_document
+
+    result = compare("demo", REPO / "examples" / "resnet50-workers0", config=load_config(), store=REPO / "baselines")
+    return json.loads(json.dumps(report_document(result)))
+
+
+@pytest.fixture(scope="module")
+def report_dir(tmp_path_factory, demo_document) -> Path:
+    folder = tmp_path_factory.mktemp("report")
+    (folder / "report.json").write_text(json.dumps(demo_document))
+    return folder
+
+
+def _client(gh: GitHubStub, **kw) -> tuple[Client, list[float]]:
+    sleeps: list[float] = []
+    return Client(gh.url, Secret(TOKEN), sleep=sleeps.append, **kw), sleeps
+
+
+# --- the client --------------------------------------------------------------------------------
+def test_paginates_every_page_with_per_page_100():
+    with GitHubStub() as gh:
+        gh.add_comments(5, 250)
+        client, _ = _client(gh)
+        items = list(client.paginate(f"repos/{gh.state.repo}/issues/5/comments"))
+    assert len(items) == 250 and items[-1]["body"] == "older comment 249"
+    assert [r.query["page"] for r in gh.state.requests] == ["1", "2", "3"]
+    assert {r.query["per_page"] for r in gh.state.requests} == {"100"}
+
+
+def test_retries_5xx_and_rate_limits_then_succeeds():
+    with GitHubStub() as gh:
+        gh.state.fail_first = [(502, {}), (429, {"retry-after": "3"}),
+                               (403, {"x-ratelimit-remaining": "0", "x-ratelimit-reset": "1000010"})]
+        sleeps: list[float] = []
+        client = Client(gh.url, Secret(TOKEN), sleep=sleeps.append, clock=lambda: 1_000_000.0)
+        assert client.get(f"repos/{gh.state.repo}/issues/1/comments") == []
+    assert sleeps == [1.0, 3.0, 11.0] and client.requests == 4
+
+
+def test_retries_are_bounded_in_attempts_and_waiting():
+    with GitHubStub() as gh:
+        gh.state.fail_first = [(500, {})] * 10
+        client, sleeps = _client(gh, max_attempts=3)
+        with pytest.raises(GitHubError) as err:
+            client.get("repos/octo/widgets/issues/1/comments")
+        assert err.value.status == 500 and "after 3 attempt(s)" in str(err.value)
+        assert len(gh.state.requests) == 3 and sleeps == [1.0, 2.0]
+        gh.state.fail_first = [(429, {"retry-after": "600"})]
+        client, sleeps = _client(gh, max_wait_s=60)
+        with pytest.raises(GitHubError):
+            client.get("repos/octo/widgets/issues/1/comments")
+        assert sleeps == []  # waiting 600 s would break the bound: give up at once
+
+
+def test_plain_403_is_not_retried_and_the_token_is_never_in_messages():
+    with GitHubStub() as gh:
+        gh.state.write_status = 403
+        client, sleeps = _client(gh)
+        with pytest.raises(GitHubError) as err:
+            client.post("repos/octo/widgets/issues/1/comments", {"body": "x"})
+    assert err.value.status == 403 and sleeps == [] and TOKEN not in str(err.value)
+    assert "Secret('***')" == repr(Secret(TOKEN)) and f"{Secret(TOKEN)}" == "***"
+
+
+def test_a_next_link_to_another_host_is_not_followed():
+    with GitHubStub() as gh:
+        gh.add_comments(3, 150)
+        client = Client(gh.url.replace("127.0.0.1", "localhost"), Secret(TOKEN), sleep=lambda s: None)
+        with pytest.raises(GitHubError, match="not followed"):
+            list(client.paginate("repos/octo/widgets/issues/3/comments"))
+
+
+def test_no_server_is_an_error_after_bounded_retries():
+    client = Client("http://127.0.0.1:9", Secret(TOKEN), max_attempts=2, sleep=lambda s: None)
+    with pytest.raises(GitHubError, match="no response"):
+        client.get("repos/o/r/issues/1/comments")
+
+
+# --- context ---------------------------------------------------------------------------------------
+def test_context_reads_the_event_and_hides_the_token(tmp_path):
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps({"pull_request": {"number": 12}}))
+    ctx = from_environment({"GITHUB_EVENT_PATH": str(event), "GITHUB_REPOSITORY": "o/r", "GITHUB_RUN_ID": "5",
+                            "GITHUB_API_URL": "https://ghe.example/api/v3/", "MY_TOKEN": TOKEN}, token_env="MY_TOKEN")
+    assert ctx.pr_number_from_event() == 12 and ctx.api_url == "https://ghe.example/api/v3"
+    assert ctx.run_url == "https://github.com/o/r/actions/runs/5" and ctx.token.reveal() == TOKEN
+    assert TOKEN not in repr(ctx) and TOKEN not in str(ctx)
+    event.write_text("{not json")
+    with pytest.raises(GitHubError, match="event payload"):
+        from_environment({"GITHUB_EVENT_PATH": str(event)})
+
+
+# --- the comment ---------------------------------------------------------------------------------
+def test_comment_body_has_marker_links_and_verdict(demo_document):
+    body = comment.comment_body(demo_document, "gpu-a100", artifact_url="https://github.com/o/r/actions/runs/1/artifacts/2",
+                                run_url="https://github.com/o/r/actions/runs/1")
+    first_lines = body.split("\n")[:3]
+    assert first_lines[0] == "<!-- perfreport:gpu-a100 -->"
+    assert any("FAIL" in line and "step time" in line for line in first_lines[1:])
+    assert "(https://github.com/o/r/actions/runs/1/artifacts/2)" in body and len(body) <= 65_536
+
+
+def test_comment_body_stays_under_65536_for_thousands_of_findings(demo_document):
+    doc = copy.deepcopy(demo_document)
+    template = next(c for c in doc["checks"] if c["family"] == "structural")
+    for i in range(3000):
+        c = copy.deepcopy(template)
+        c.update(status="fail", rank=i, id=f"structural.kernels[added: k{i}]@rank{i}", subject=f"added: 🚀{'x' * 300}{i}",
+                 message=f"kernel {i} | added @team <script>alert(1)</script> 🚀")
+        doc["checks"].append(c)
+    body = comment.comment_body(doc, "")
+    assert comment.utf16_len(body) <= 65_536
+    assert "<script>" not in body and "@team" not in body.replace("@\u200bteam", "")
+
+
+def test_urls_that_could_break_markdown_are_refused(demo_document):
+    with pytest.raises(GitHubError):
+        comment.comment_body(demo_document, "", artifact_url="javascript:alert(1)")
+    with pytest.raises(GitHubError):
+        comment.comment_body(demo_document, "", artifact_url="https://x/a) [evil](https://y")
+    with pytest.raises(GitHubError):
+        comment.marker("a b")
+
+
+def _pr_context(gh: GitHubStub, **event) -> Context:
+    return Context(repository=gh.state.repo, api_url=gh.url, event_name="pull_request",
+                   event=event or {"pull_request": {"number": 7}}, token=Secret(TOKEN))
+
+
+def test_post_comment_updates_ours_and_not_a_quote_of_it():
+    with GitHubStub() as gh:
+        gh.add_comments(7, 130)
+        gh.add_comments(7, 1, body="> <!-- perfreport:default --> quoted by a human")
+        client, _ = _client(gh)
+        ctx = _pr_context(gh)
+        mark = comment.marker("")
+        first = comment.post_comment(client, ctx, mark + "\none", mark, 7)
+        second = comment.post_comment(client, ctx, mark + "\ntwo", mark, 7)
+        other = comment.post_comment(client, ctx, comment.marker("b") + "\nthree", comment.marker("b"), 7)
+    assert (first.action, second.action, other.action) == ("created", "updated", "created")
+    assert first.comment_id == second.comment_id != other.comment_id
+    assert [c["body"] for c in gh.state.comments[7][-2:]] == [mark + "\ntwo", "<!-- perfreport:b -->\nthree"]
+
+
+def test_workflow_run_from_a_fork_finds_the_pr_by_head_commit():
+    with GitHubStub() as gh:
+        gh.state.pulls = [{"number": 3, "head": {"sha": "aaa"}, "head_label": "forker:feature"},
+                          {"number": 4, "head": {"sha": "bbb"}, "head_label": "forker:feature"}]
+        client, _ = _client(gh)
+        run = {"workflow_run": {"head_sha": "bbb", "head_branch": "feature", "pull_requests": [],
+                                "head_repository": {"owner": {"login": "forker"}}}}
+        ctx = Context(repository=gh.state.repo, api_url=gh.url, event_name="workflow_run", event=run,
+                      token=Secret(TOKEN))
+        assert comment.find_pull_request(client, ctx, None) == 4
+        assert comment.find_pull_request(client, ctx, 4) == 4
+        with pytest.raises(GitHubError, match="not the workflow run's head"):
+            comment.find_pull_request(client, ctx, 3)  # a number from an artifact cannot redirect the comment
+
+
+# --- the CLI, as a step runs it --------------------------------------------------------------------
+def _perfreport(args: list[str], env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "perfreport", *args], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, **env}, cwd=REPO)
+
+
+def test_cli_comment_fork_403_warns_and_exits_0(report_dir, tmp_path):
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps({"pull_request": {"number": 9}}))
+    with GitHubStub() as gh:
+        gh.state.write_status = 403
+        proc = _perfreport(["github", "comment", "--report", str(report_dir)], {
+            "GITHUB_EVENT_PATH": str(event), "GITHUB_EVENT_NAME": "pull_request", "GITHUB_REPOSITORY": gh.state.repo,
+            "GITHUB_API_URL": gh.url, "GITHUB_TOKEN": TOKEN})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("::warning title=perfreport comment::") and "pull-requests: write" in proc.stdout
+    assert TOKEN not in proc.stdout + proc.stderr
+
+
+def test_cli_comment_outside_a_pr_does_nothing(report_dir, tmp_path):
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps({"ref": "refs/heads/main"}))
+    proc = _perfreport(["github", "comment", "--report", str(report_dir)],
+                       {"GITHUB_EVENT_PATH": str(event), "GITHUB_EVENT_NAME": "push", "GITHUB_TOKEN": TOKEN})
+    assert proc.returncode == 0 and "not a pull request event (push)" in proc.stdout
+
+
+def test_cli_missing_report_is_one_line_exit_2(tmp_path):
+    proc = _perfreport(["github", "annotate", "--report", str(tmp_path)], {})
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and str(tmp_path) in proc.stderr
+
+
+def test_cli_summary_and_outputs(report_dir, tmp_path):
+    summary, output = tmp_path / "summary.md", tmp_path / "output"
+    summary.write_text("earlier step\n")
+    env = {"GITHUB_STEP_SUMMARY": str(summary), "GITHUB_OUTPUT": str(output)}
+    assert _perfreport(["github", "summary", "--report", str(report_dir)], env).returncode == 0
+    proc = _perfreport(["github", "outputs", "--report", str(report_dir), "--set", "note=a\nb"], env)
+    assert proc.returncode == 0, proc.stderr
+    text = summary.read_text()
+    assert text.startswith("earlier step\n") and "FAIL" in text
+    from tests.action_runner import parse_outputs
+
+    values = parse_outputs(output.read_text())
+    assert values["status"] == "fail" and values["note"] == "a\nb" and values["report-dir"] == str(report_dir)
+    assert values["markdown-file"] == ""  # no report.md in this folder
+
+
+# --- summary, annotations, outputs (pure) --------------------------------------------------------
+def test_summary_fits_what_is_left_of_1_mib(demo_document):
+    text = workflow.summary_markdown(demo_document, used_bytes=1024 * 1024 - 20_000)
+    assert len(text.encode("utf-8")) <= 20_000 - 16 and "FAIL" in text
+    with pytest.raises(GitHubError, match="no room"):
+        workflow.summary_markdown(demo_document, used_bytes=1024 * 1024 - 10)
+
+
+def test_annotations_cannot_inject_workflow_commands():
+    check = {"id": "relative.kernel_time[x]", "family": "relative", "name": "kernel_time", "status": "fail",
+             "level": "fail", "counted": True, "unit": "us", "worse": "higher", "rank": None,
+             "subject": "evil\n::set-output name=x::1\r%0A,:", "label": "kernel time", "title": "kernel time [evil]",
+             "baseline_value": 1.0, "candidate_value": 2.0, "delta": 1.0, "delta_pct": 100.0,
+             "message": "boom\n::error::injected", "evidence": {}, "waiver": None}
+    lines = workflow.annotation_lines({"checks": [check]})
+    assert len(lines) == 1 and "\n" not in lines[0] and "\r" not in lines[0]
+    assert lines[0].startswith("::error title=perfreport FAIL%3A ")
+    title = lines[0].split("::")[1]
+    assert "," not in title.split("title=", 1)[1] and ":" not in title.split("title=", 1)[1]
+
+
+def test_annotations_at_most_10_per_kind_most_important_first():
+    checks = []
+    for i in range(25):
+        checks.append({"id": f"relative.kernel_time[k{i}]", "family": "relative", "name": "kernel_time",
+                       "status": "fail", "level": "fail", "counted": True, "unit": "us", "worse": "higher",
+                       "rank": None, "subject": f"k{i}", "label": "kernel time", "title": f"kernel time [k{i}]",
+                       "baseline_value": 100.0, "candidate_value": 100.0 + i, "delta": float(i),
+                       "delta_pct": float(i), "message": "", "evidence": {}, "waiver": None})
+    lines = workflow.annotation_lines({"checks": checks})
+    assert len(lines) == 10 and all(line.startswith("::error ") for line in lines)
+    assert "k24" in lines[0] and "16 more" in lines[-1]
+
+
+def test_output_text_uses_heredocs_for_multiline_values():
+    text = workflow.output_text({"status": "fail", "headline": "a\nb"})
+    assert text.startswith("status=fail\nheadline<<ghadelimiter_")
+    from tests.action_runner import parse_outputs
+
+    assert parse_outputs(text) == {"status": "fail", "headline": "a\nb"}
+    with pytest.raises(GitHubError):
+        workflow.output_text({"bad name": "x"})
