@@ -24,7 +24,7 @@ from .analyses.step_metrics import step_metrics
 from .config import Config
 from .errors import TraceError
 from .gate.baselines import DEFAULT_STORE, StoredBaseline
-from .gate.baselines import load_runs
+from .gate.baseline_runs import load_runs
 from .gate.baselines import load_traces as load_stored
 from .gate.baselines import read_baseline
 from .gate.baselines import resolve as resolve_baseline

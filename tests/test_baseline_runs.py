@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from perfreport.gate.baselines import load_runs, read_baseline
+from perfreport.gate.baseline_runs import load_runs
+from perfreport.gate.baselines import read_baseline
 from perfreport.load import load
 
 from .test_compare import REPO, check, compare, run, tiny_job
