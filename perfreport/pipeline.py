@@ -17,7 +17,7 @@ from .analyses import ANALYSES
 from .analyses.attribution import Explanation, explain
 from .analyses.collectives import collectives_per_step
 from .analyses.diff import op_steps
-from .analyses.invocations import gpu_invocations
+from .analyses.invocations import collective_calls, gpu_invocations
 from .analyses.memory import memory_note
 from .analyses.series import time_series
 from .analyses.step_metrics import step_metrics
@@ -160,6 +160,12 @@ def few_steps(traces: TraceSet, config: Config) -> bool:
     return any(len(t.step_numbers()) < config.stats.min_samples + margin for t in traces)
 
 
+def _calls(traces: TraceSet, config: Config) -> pd.DataFrame:
+    """Every GPU op call and collective call: the gate's samples below the step."""
+    return pd.concat([gpu_invocations(traces, exact=config.exact_kernel_names), collective_calls(traces)],
+                     ignore_index=True)
+
+
 def gate_side(label: str, traces: TraceSet | Sequence[TraceSet], config: Config, *,
               invocations: bool | None = None) -> SideData:
     """One side reduced to the gate's per-step inputs (:mod:`perfreport.gate.metrics`); a list of
@@ -174,7 +180,7 @@ def gate_side(label: str, traces: TraceSet | Sequence[TraceSet], config: Config,
                              runtime_cutoff_us=config.steps.runtime_cutoff_us)
         few = invocations if invocations is not None else len(runs) == 1 and few_steps(t, config)
         for i, table in enumerate((steps, op_steps(t, exact=config.exact_kernel_names), collectives_per_step(t),
-                                   gpu_invocations(t, exact=config.exact_kernel_names) if few else None)):
+                                   _calls(t, config) if few else None)):
             if table is not None:
                 tables[i].append(table.assign(run=run))
     steps, ops, collectives = (pd.concat(parts, ignore_index=True) for parts in tables[:3])

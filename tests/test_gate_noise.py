@@ -55,7 +55,7 @@ def test_noise_widths_step_run_and_paired():
     # matched calls: every call +15 %: ratio 1.15, no residual noise, sign test 2^-n
     p = paired_noise(np.array([10.0, 20, 30, 40, 50, 60]), np.array([11.5, 23, 34.5, 46, 57.5, 69]))
     assert p.ratio == pytest.approx(1.15) and p.se == pytest.approx(0.0, abs=1e-12)
-    assert p.p_value == pytest.approx(1 / 64) and p.pairs == 6 and p.widths() > 1e12
+    assert p.p_value == pytest.approx(1 / 64) and p.pairs == 6 and p.widths() == math.inf
 
 
 def _runs_side(runs: list[list[float]], **extra) -> object:
@@ -182,6 +182,9 @@ def test_one_step_per_rank_judged_from_matched_kernel_calls():
     comm = one(v, "relative.communication")
     assert comm.status == WARN and comm.evidence.sample_kind == "collective call"
     assert comm.evidence.baseline_samples == 40 and comm.evidence.p_value == pytest.approx(2.0 ** -40)
+    gathers = one(v, "relative.collective_time[all_gather]")  # each collective call of one kind
+    assert gathers.status == WARN and gathers.evidence.sample_kind == "collective call"
+    assert gathers.evidence.baseline_samples == 8 and gathers.evidence.p_value == pytest.approx(2.0 ** -8)
     same = evaluate(b, gate_side("c", eight, config), config)
     assert same.status == PASS and not [c for c in same.checks if c.status != PASS]
 

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from ..config import RelativeCheck
-from ..model import COMMUNICATION, COMPUTATION, MEMORY
+from ..model import COLLECTIVE, COMPUTATION, MEMORY
 from .checks import FAIL, INCONCLUSIVE, PASS, Check, Evidence, Threshold, evidence_text, format_value, make_check
 from .comparison import MEMORY_KEY, Comparison
 from .hostwait import HOST_WAIT_METRICS
@@ -30,7 +30,7 @@ from .noise import run_noise, step_noise
 
 FINE_SAMPLES = {
     "compute_us": ("kernel invocation", COMPUTATION),
-    "comm_us": ("collective call", COMMUNICATION),
+    "comm_us": ("collective call", COLLECTIVE),
     "memory_us": ("copy", MEMORY),
     "gpu_busy_us": ("GPU op call", None),
 }
@@ -73,7 +73,8 @@ def _keyed(cmp: Comparison, name: str, cfg: RelativeCheck, metric: Metric, table
     for key in keys:  # a loop over the few checked keys
         for g in cmp.groups(pd.Series(b_wide[key].to_numpy()), pd.Series(c_wide[key].to_numpy()),
                             cfg.aggregation, metric.worse):
-            fine = ("kernel invocation", dict(key=key.strip())) if table == "op_steps" else None
+            fine = ("kernel invocation", dict(key=key.strip())) if table == "op_steps" else \
+                ("collective call", dict(key=key.strip(), cls=COLLECTIVE))
             check = _relative_check(cmp, name, cfg, metric, g, subject=key.strip(), fine=fine)
             out += [check] if check else []
     return out
