@@ -140,12 +140,7 @@ def load_candidate(ref: str | Path, *, store: str | Path = DEFAULT_STORE,
     """(traces, load seconds) for a CANDIDATE argument: a trace folder/file, or a stored
     baseline (its folder, or a name in ``store`` that is not a path) to compare two baselines."""
     t0 = time.perf_counter()
-    path = Path(ref)
-    stored = None
-    if path.is_dir() and (path / "manifest.json").is_file():
-        stored = read_baseline(path)
-    elif not path.exists() and (Path(store) / str(ref) / "manifest.json").is_file():
-        stored = read_baseline(Path(store) / str(ref))
+    stored = stored_candidate(ref, store)
     if stored is not None:
         traces = load_stored(stored, fallback=lambda files: load(files, workers=workers))
     else:
@@ -164,6 +159,17 @@ def _calls(traces: TraceSet, config: Config) -> pd.DataFrame:
     """Every GPU op call and collective call: the gate's samples below the step."""
     return pd.concat([gpu_invocations(traces, exact=config.exact_kernel_names), collective_calls(traces)],
                      ignore_index=True)
+
+
+def stored_candidate(ref: str | Path, store: str | Path = DEFAULT_STORE) -> StoredBaseline | None:
+    """The stored baseline a CANDIDATE argument names (its folder, or a name in ``store`` that is
+    not a path), else None (a trace folder or file)."""
+    path = Path(ref)
+    if path.is_dir() and (path / "manifest.json").is_file():
+        return read_baseline(path)
+    if not path.exists() and (Path(store) / str(ref) / "manifest.json").is_file():
+        return read_baseline(Path(store) / str(ref))
+    return None
 
 
 def gate_side(label: str, traces: TraceSet | Sequence[TraceSet], config: Config, *,
@@ -203,8 +209,9 @@ def compare(baseline: str | Path, candidate: str | Path, *, config: Config | Non
 
     Loads and analyses both sides, judges them with ``config`` (default: ``Config()``) and
     explains the step-time change. Every run of a multi-run stored baseline is judged;
-    ``candidate_runs`` are further runs of the candidate (trace folders or files). The analyses
-    and the explanation describe the newest baseline run and the first candidate run. Raises
+    ``candidate_runs`` are further runs of the candidate (trace folders or files); a multi-run
+    stored candidate brings every run. The analyses and the explanation describe the newest
+    baseline run and CANDIDATE (the newest run of a stored one). Raises
     TraceError/BaselineError for unusable inputs.
     """
     config = config or Config()
@@ -214,6 +221,9 @@ def compare(baseline: str | Path, candidate: str | Path, *, config: Config | Non
     if stored is not None and len(stored.runs) > 1:  # the earlier runs, oldest first, then the newest
         b_runs = load_runs(stored, fallback=lambda files: load(files, workers=workers))[:-1] + [b_traces]
     c_runs = [c_traces] + [load(path, workers=workers) for path in candidate_runs]
+    c_stored = stored_candidate(candidate, store)
+    if c_stored is not None and len(c_stored.runs) > 1:  # a multi-run stored candidate: every run
+        c_runs = load_runs(c_stored, fallback=lambda files: load(files, workers=workers))[:-1] + c_runs
     b_analysis, c_analysis = analyze_loaded(b_traces, b_load_s), analyze_loaded(c_traces, c_load_s)
     t0 = time.perf_counter()
     fine = len(b_runs) == len(c_runs) == 1 and (few_steps(b_traces, config) or few_steps(c_traces, config))
@@ -223,7 +233,8 @@ def compare(baseline: str | Path, candidate: str | Path, *, config: Config | Non
     explanation, note = None, None
     try:  # attribute over the very steps the gate judged (warm-up and skipped steps left out)
         explanation = explain(b_traces, c_traces, exact_names=config.exact_kernel_names,
-                              baseline_steps=judged_steps(b_side), candidate_steps=judged_steps(c_side, 0))
+                              baseline_steps=judged_steps(b_side),
+                              candidate_steps=judged_steps(c_side, next(i for i, r in enumerate(c_runs) if r is c_traces)))
     except TraceError as exc:
         note = f"no attribution: {exc.problem}"
     except Exception as exc:  # the attribution explains; it must never take the verdict down with it

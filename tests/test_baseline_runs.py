@@ -70,6 +70,10 @@ def test_compare_judges_every_run(tmp_path, capsys):
     # a candidate inside the baseline runs' spread passes
     code, doc, _ = compare(tmp_path, capsys, "main", tiny_job(tmp_path / "same", scale=1.005), "--store", store)
     assert code == 0 and check(doc, "relative.step_time")["status"] == "pass"
+    # a multi-run stored candidate brings every run: the baseline against itself, 3 vs 3 runs
+    code, doc, _ = compare(tmp_path, capsys, "main", "main", "--store", store)
+    e = check(doc, "relative.step_time")["evidence"]
+    assert code == 0 and doc["status"] == "pass" and (e["baseline_runs"], e["candidate_runs"]) == (3, 3)
 
 
 def test_demo_baseline_of_schema_one_reads_as_one_run():
