@@ -164,7 +164,8 @@ def _row(c: dict) -> tuple[str, ...]:
     evidence = f"{e['baseline_samples']} vs {e['candidate_samples']} samples"
     kind = e.get("sample_kind") or "step"
     if kind == "run":
-        evidence = f"{e['baseline_runs']} vs {e['candidate_runs']} runs ({e['baseline_steps']} vs {e['candidate_steps']} steps)"
+        evidence = (f"{e['baseline_runs']} vs {e['candidate_runs']} runs "
+                    f"({e['baseline_steps']} vs {e['candidate_steps']} steps)")
     elif kind != "step":
         evidence = f"{e['baseline_samples']} vs {e['candidate_samples']} {kind}s"
     if e["p_value"] is not None:

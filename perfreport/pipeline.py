@@ -231,10 +231,10 @@ def compare(baseline: str | Path, candidate: str | Path, *, config: Config | Non
     c_side = gate_side("candidate", c_runs, config, invocations=fine)
     verdict = evaluate(b_side, c_side, config)
     explanation, note = None, None
+    c_run = next(i for i, r in enumerate(c_runs) if r is c_traces)
     try:  # attribute over the very steps the gate judged (warm-up and skipped steps left out)
         explanation = explain(b_traces, c_traces, exact_names=config.exact_kernel_names,
-                              baseline_steps=judged_steps(b_side),
-                              candidate_steps=judged_steps(c_side, next(i for i, r in enumerate(c_runs) if r is c_traces)))
+                              baseline_steps=judged_steps(b_side), candidate_steps=judged_steps(c_side, c_run))
     except TraceError as exc:
         note = f"no attribution: {exc.problem}"
     except Exception as exc:  # the attribution explains; it must never take the verdict down with it

@@ -21,10 +21,11 @@ another model version (other columns, other format) is ignored and the traces ar
 from their JSON instead, through the loader the caller passes in (this layer does not import
 the loader).
 
-Several runs (schema 2, :mod:`perfreport.gate.baseline_runs`): ``baseline save NAME DIR --append`` adds a run of the same job (same
-ranks and GPUs) under ``runs/<id>/traces`` and ``runs/<id>/cache``; the manifest's ``runs`` list
-names every run with its own ranks, files, creation time, commit and source, and ``--keep N``
-drops the oldest runs beyond N (the last N main-branch runs). The top-level ``ranks`` are the
+Several runs (schema 2, :mod:`perfreport.gate.baseline_runs`): ``baseline save NAME DIR
+--append`` adds a run of the same job (same ranks and GPUs) under ``runs/<id>/traces`` and
+``runs/<id>/cache``; the manifest's ``runs`` list names every run with its own ranks, files,
+creation time, commit and source, and ``--keep N`` drops the oldest runs beyond N (the last N
+main-branch runs). The top-level ``ranks`` are the
 newest run's, so a reader of one run (``analyze``, an older perfreport) sees the newest. A
 schema-1 manifest (one run, files under ``traces/`` and ``cache/``) reads as one run.
 
