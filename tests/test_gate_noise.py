@@ -18,7 +18,7 @@ from perfreport.gate.verdict import FAIL, INCONCLUSIVE, PASS, WARN, evaluate
 from perfreport.pipeline import gate_side
 
 from .conftest import TRACES, load_cached, shared_trace
-from .inject import host_wait, replicate_ranks, slow_kernels
+from .inject import host_wait, rename_op, replicate_ranks, slow_kernels
 from .test_verdict import coll_table, one, ops_table, steps_table
 
 PAIR = "pair_kineto_resnet50_v100_dataloader"
@@ -128,6 +128,12 @@ def test_host_side_wait_alone_warns_on_one_run_and_names_the_op():
     assert one(v, "relative.compute").status == PASS
     strict = config_from_mapping({"stats": {"host_wait_level": "fail"}})
     assert evaluate(b, c, strict).status == FAIL
+    # a structural change of the CPU ops next to it keeps the level: another DataLoader iterator
+    other = rename_op(host_wait(traces, LOADER, 20_000.0), r"_SingleProcessDataLoaderIter",
+                      "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__")
+    v = evaluate(b, gate_side("c", other, config), config)
+    assert v.status == FAIL and one(v, "relative.step_time").status == FAIL
+    assert "host-side wait" not in one(v, "relative.step_time").message
     # a GPU-side change next to it keeps the level: every kernel 10 % slower as well
     both = gate_side("c", slow_kernels(host_wait(traces, LOADER, 20_000.0), 1.10), config)
     v = evaluate(b, both, config)
