@@ -86,7 +86,7 @@ def test_drift_between_baseline_runs_widens_what_counts_as_a_change():
     # t = 8.016 ms / hypot(s/√2, s) = 1.155 at 1 df
     assert check.evidence.noise_widths == pytest.approx(1.155, abs=0.001)
     assert check.evidence.p_value == pytest.approx(t_sf(1.155, 1), abs=1e-3) and check.evidence.p_value > 0.2
-    assert "runs 2 vs 1; 10 vs 5 steps" in check.message
+    assert "2 vs 1 runs (10 vs 5 steps)" in check.message
     # two steady baseline runs: the same candidate run is far beyond their drift
     steady_runs = _runs_side([steady, [v * 1.004 for v in steady]])
     check = one(evaluate(steady_runs, candidate, Config()), "relative.step_time")
