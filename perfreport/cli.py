@@ -245,7 +245,8 @@ def _cut(text: str, width: int) -> str:
 # --- baseline store --------------------------------------------------------------------------
 def cmd_baseline_save(args: argparse.Namespace) -> int:
     from .errors import BaselineError
-    from .gate.baselines import append, check_name, save
+    from .gate.baseline_runs import append
+    from .gate.baselines import check_name, save
     from .load import load
 
     check_name(args.name)

@@ -17,14 +17,14 @@ from .analyses import ANALYSES
 from .analyses.attribution import Explanation, explain
 from .analyses.collectives import collectives_per_step
 from .analyses.diff import op_steps
-from .analyses.invocations import gpu_invocations
+from .analyses.invocations import collective_calls, gpu_invocations
 from .analyses.memory import memory_note
 from .analyses.series import time_series
 from .analyses.step_metrics import step_metrics
 from .config import Config
 from .errors import TraceError
 from .gate.baselines import DEFAULT_STORE, StoredBaseline
-from .gate.baselines import load_runs
+from .gate.baseline_runs import load_runs
 from .gate.baselines import load_traces as load_stored
 from .gate.baselines import read_baseline
 from .gate.baselines import resolve as resolve_baseline
@@ -141,12 +141,7 @@ def load_candidate(ref: str | Path, *, store: str | Path = DEFAULT_STORE,
     """(traces, load seconds) for a CANDIDATE argument: a trace folder/file, or a stored
     baseline (its folder, or a name in ``store`` that is not a path) to compare two baselines."""
     t0 = time.perf_counter()
-    path = Path(ref)
-    stored = None
-    if path.is_dir() and (path / "manifest.json").is_file():
-        stored = read_baseline(path)
-    elif not path.exists() and (Path(store) / str(ref) / "manifest.json").is_file():
-        stored = read_baseline(Path(store) / str(ref))
+    stored = stored_candidate(ref, store)
     if stored is not None:
         traces = load_stored(stored, fallback=lambda files: load(files, workers=workers))
     else:
@@ -159,6 +154,23 @@ def few_steps(traces: TraceSet, config: Config) -> bool:
     last, skipped and warm-up steps are dropped: then the gate needs the calls below the step."""
     margin = 1 + config.steps.skip_first + (config.steps.max_warmup_steps if config.steps.auto_warmup else 0)
     return any(len(t.step_numbers()) < config.stats.min_samples + margin for t in traces)
+
+
+def _calls(traces: TraceSet, config: Config) -> pd.DataFrame:
+    """Every GPU op call and collective call: the gate's samples below the step."""
+    return pd.concat([gpu_invocations(traces, exact=config.exact_kernel_names), collective_calls(traces)],
+                     ignore_index=True)
+
+
+def stored_candidate(ref: str | Path, store: str | Path = DEFAULT_STORE) -> StoredBaseline | None:
+    """The stored baseline a CANDIDATE argument names (its folder, or a name in ``store`` that is
+    not a path), else None (a trace folder or file)."""
+    path = Path(ref)
+    if path.is_dir() and (path / "manifest.json").is_file():
+        return read_baseline(path)
+    if not path.exists() and (Path(store) / str(ref) / "manifest.json").is_file():
+        return read_baseline(Path(store) / str(ref))
+    return None
 
 
 def gate_side(label: str, traces: TraceSet | Sequence[TraceSet], config: Config, *,
@@ -175,7 +187,7 @@ def gate_side(label: str, traces: TraceSet | Sequence[TraceSet], config: Config,
                              runtime_cutoff_us=config.steps.runtime_cutoff_us)
         few = invocations if invocations is not None else len(runs) == 1 and few_steps(t, config)
         for i, table in enumerate((steps, op_steps(t, exact=config.exact_kernel_names), collectives_per_step(t),
-                                   gpu_invocations(t, exact=config.exact_kernel_names) if few else None)):
+                                   _calls(t, config) if few else None)):
             if table is not None:
                 tables[i].append(table.assign(run=run))
     steps, ops, collectives = (pd.concat(parts, ignore_index=True) for parts in tables[:3])
@@ -198,8 +210,9 @@ def compare(baseline: str | Path, candidate: str | Path, *, config: Config | Non
 
     Loads and analyses both sides, judges them with ``config`` (default: ``Config()``) and
     explains the step-time change. Every run of a multi-run stored baseline is judged;
-    ``candidate_runs`` are further runs of the candidate (trace folders or files). The analyses
-    and the explanation describe the newest baseline run and the first candidate run. Raises
+    ``candidate_runs`` are further runs of the candidate (trace folders or files); a multi-run
+    stored candidate brings every run. The analyses and the explanation describe the newest
+    baseline run and CANDIDATE (the newest run of a stored one). Raises
     TraceError/BaselineError for unusable inputs.
     """
     return compare_many(baseline, [candidate], config=config, store=store, workers=workers,
@@ -223,6 +236,9 @@ def compare_many(baseline: str | Path, candidates: list[str | Path], *, config: 
     for candidate in candidates:
         c_traces, c_load_s = load_candidate(candidate, store=store, workers=workers)
         c_runs = [c_traces] + [load(path, workers=workers) for path in candidate_runs]
+        c_stored = stored_candidate(candidate, store)
+        if c_stored is not None and len(c_stored.runs) > 1:  # a multi-run stored candidate: every run
+            c_runs = load_runs(c_stored, fallback=lambda files: load(files, workers=workers))[:-1] + c_runs
         c_analysis = analyze_loaded(c_traces, c_load_s)
         t0 = time.perf_counter()
         fine = len(b_runs) == len(c_runs) == 1 and (few_steps(b_traces, config) or few_steps(c_traces, config))
@@ -232,9 +248,10 @@ def compare_many(baseline: str | Path, candidates: list[str | Path], *, config: 
         c_side = gate_side("candidate", c_runs, config, invocations=fine)
         verdict = evaluate(b_side, c_side, config)
         explanation, note = None, None
+        c_run = next(i for i, r in enumerate(c_runs) if r is c_traces)
         try:  # attribute over the very steps the gate judged (warm-up and skipped steps left out)
             explanation = explain(b_traces, c_traces, exact_names=config.exact_kernel_names,
-                                  baseline_steps=judged_steps(b_side), candidate_steps=judged_steps(c_side, 0))
+                                  baseline_steps=judged_steps(b_side), candidate_steps=judged_steps(c_side, c_run))
         except TraceError as exc:
             note = f"no attribution: {exc.problem}"
         except Exception as exc:  # the attribution explains; it must never take the verdict down with it
