@@ -498,7 +498,10 @@ def json_text(value) -> str:
     import msgspec
 
     try:
-        raw = msgspec.json.encode(value, enc_hook=_numpy_hook)
-    except (TypeError, NotImplementedError):
-        raw = msgspec.json.encode(_plain(value))
+        try:
+            raw = msgspec.json.encode(value, enc_hook=_numpy_hook)
+        except (TypeError, NotImplementedError):
+            raw = msgspec.json.encode(_plain(value))
+    except UnicodeEncodeError:  # a lone surrogate (hostile names): UTF-8 cannot hold it, a str can
+        return json.dumps(_plain(value), indent=2, ensure_ascii=False) + "\n"
     return msgspec.json.format(raw, indent=2).decode() + "\n"

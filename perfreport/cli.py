@@ -279,7 +279,8 @@ def _cut(text: str, width: int) -> str:
 # --- baseline store --------------------------------------------------------------------------
 def cmd_baseline_save(args: argparse.Namespace) -> int:
     from .errors import BaselineError
-    from .gate.baselines import append, check_name, save
+    from .gate.baseline_runs import append
+    from .gate.baselines import check_name, save
     from .load import load
 
     check_name(args.name)
@@ -312,7 +313,11 @@ def _store_digests(stored, config_path) -> None:
     from .digest_cache import write_for_baseline
     from .pipeline import analysis_options
 
-    write_for_baseline(stored, analysis_options(load_config(config_path)))
+    options = analysis_options(load_config(config_path))
+    try:  # another save of this name may replace the baseline meanwhile: each digest names its rank file
+        write_for_baseline(stored, options)
+    except (PerfreportError, OSError) as exc:  # derived data: a compare recomputes what is missing
+        log.warning("%s: analyses not stored (%s); comparisons will recompute them", stored.path, exc)
 
 
 def cmd_baseline_list(args: argparse.Namespace) -> int:

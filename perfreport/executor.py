@@ -74,7 +74,10 @@ def run_job(job: RankJob, options: AnalysisOptions, use_digest_cache: bool = Tru
         from . import digest_cache
 
         from_cache = digest_cache.read(digest_cache.path_for(job.cache), options, job.path)
-        if from_cache is not None:
+        if from_cache is not None and from_cache.sha256 == job.sha256:  # of this very rank file
+            from .gate.baselines import verify_file
+
+            verify_file(Path(job.cache), job.cache_sha256)  # damaged stored columns: the load's error line
             from_cache.load_s = time.perf_counter() - t0
             from_cache.worker_peak_rss = _peak_rss()
             return from_cache

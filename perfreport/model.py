@@ -84,6 +84,9 @@ COMPUTATION, COMMUNICATION, MEMORY, OTHER = "COMPUTATION", "COMMUNICATION", "MEM
 KERNEL_CLASS_NAMES = np.array([COMPUTATION, COMMUNICATION, MEMORY, OTHER], dtype=object)
 CLASS_INDEX = {name: i for i, name in enumerate(KERNEL_CLASS_NAMES)}
 """Kernel class name -> its index in KERNEL_CLASS_NAMES (the values of ``RankTrace.gpu_class``)."""
+COLLECTIVE = "COLLECTIVE"
+"""Not a kernel class: the class of a whole collective call (which may run several kernels) in
+:mod:`perfreport.analyses.invocations`."""
 _COMM_NAME = re.compile(r"^(nccl|rccl|hccl)|ncclKernel|ncclDevKernel|^c10d::|^gloo", re.IGNORECASE)
 _MEM_NAME = re.compile(r"^(Memcpy|Memset|dma)")
 

@@ -16,7 +16,7 @@ from . import __version__
 from .analyses.attribution import Explanation, explain
 from .analyses.collectives import collectives_per_step
 from .analyses.diff import op_steps
-from .analyses.invocations import gpu_invocations
+from .analyses.invocations import collective_calls, gpu_invocations
 from .analyses.memory import memory_note
 from .analyses.series import time_series
 from .analyses.step_metrics import step_metrics
@@ -214,12 +214,8 @@ def resolve_side(ref: str | Path, store: str | Path = DEFAULT_STORE, *, candidat
     CANDIDATE (a trace folder/file, or a stored baseline's folder or name when no such path exists)."""
     path = Path(ref) if "://" not in str(ref) else None
     stored = None
-    if not candidate:
-        stored = resolve_baseline(ref, store) if path is not None else None
-    elif path is not None and path.is_dir() and (path / "manifest.json").is_file():
-        stored = read_baseline(path)
-    elif path is not None and not path.exists() and (Path(store) / str(ref) / "manifest.json").is_file():
-        stored = read_baseline(Path(store) / str(ref))
+    if path is not None:
+        stored = stored_candidate(ref, store) if candidate else resolve_baseline(ref, store)
     if stored is not None:
         return baseline_jobs(stored), str(stored.path), stored
     return trace_jobs(str(ref) if path is None else ref), _label(ref), None
@@ -238,6 +234,23 @@ def few_steps(traces: TraceSet, config: Config) -> bool:
     return any(len(t.step_numbers()) < few_steps_limit(config) for t in traces)
 
 
+def _calls(traces: TraceSet, config: Config) -> pd.DataFrame:
+    """Every GPU op call and collective call: the gate's samples below the step."""
+    return pd.concat([gpu_invocations(traces, exact=config.exact_kernel_names), collective_calls(traces)],
+                     ignore_index=True)
+
+
+def stored_candidate(ref: str | Path, store: str | Path = DEFAULT_STORE) -> StoredBaseline | None:
+    """The stored baseline a CANDIDATE argument names (its folder, or a name in ``store`` that is
+    not a path), else None (a trace folder or file)."""
+    path = Path(ref)
+    if path.is_dir() and (path / "manifest.json").is_file():
+        return read_baseline(path)
+    if not path.exists() and (Path(store) / str(ref) / "manifest.json").is_file():
+        return read_baseline(Path(store) / str(ref))
+    return None
+
+
 def gate_side(label: str, traces: TraceSet | Sequence[TraceSet], config: Config, *,
               invocations: bool | None = None) -> SideData:
     """One side reduced to the gate's per-step inputs (:mod:`perfreport.gate.metrics`); a list of
@@ -252,7 +265,7 @@ def gate_side(label: str, traces: TraceSet | Sequence[TraceSet], config: Config,
                              runtime_cutoff_us=config.steps.runtime_cutoff_us)
         few = invocations if invocations is not None else len(runs) == 1 and few_steps(t, config)
         for i, table in enumerate((steps, op_steps(t, exact=config.exact_kernel_names), collectives_per_step(t),
-                                   gpu_invocations(t, exact=config.exact_kernel_names) if few else None)):
+                                   _calls(t, config) if few else None)):
             if table is not None:
                 tables[i].append(table.assign(run=run))
     steps, ops, collectives = (pd.concat(parts, ignore_index=True) for parts in tables[:3])
@@ -275,8 +288,9 @@ def compare(baseline: str | Path, candidate: str | Path, *, config: Config | Non
 
     Loads and analyses both sides, judges them with ``config`` (default: ``Config()``) and
     explains the step-time change. Every run of a multi-run stored baseline is judged;
-    ``candidate_runs`` are further runs of the candidate (trace folders or files). The analyses
-    and the explanation describe the newest baseline run and the first candidate run. Raises
+    ``candidate_runs`` are further runs of the candidate (trace folders or files); a multi-run
+    stored candidate brings every run. The analyses and the explanation describe the newest
+    baseline run and CANDIDATE (the newest run of a stored one). Raises
     TraceError/BaselineError for unusable inputs.
     """
     return compare_many(baseline, [candidate], config=config, store=store, workers=workers, executor=executor,
@@ -297,8 +311,10 @@ def compare_many(baseline: str | Path, candidates: list[str | Path], *, config: 
         if stored is not None and len(stored.runs) > 1 else []  # the earlier runs, oldest first
     c_sides = []
     for candidate in candidates:
-        c_jobs, c_label, _ = resolve_side(candidate, store, candidate=True)
-        c_sides.append([(c_jobs, c_label)] + [(trace_jobs(path), _label(path)) for path in candidate_runs])
+        c_jobs, c_label, c_stored = resolve_side(candidate, store, candidate=True)
+        c_earlier = [(baseline_jobs(c_stored, run["ranks"]), c_label) for run in c_stored.runs[:-1]] \
+            if c_stored is not None and len(c_stored.runs) > 1 else []  # a multi-run stored candidate: every run
+        c_sides.append(c_earlier + [(c_jobs, c_label)] + [(trace_jobs(path), _label(path)) for path in candidate_runs])
     if progress is not None:
         progress.phase("loading and analysing baseline and candidate" + ("s" if len(candidates) > 1 else ""))
     sides = [(b_jobs, b_label), *earlier, *(side for runs in c_sides for side in runs)]
@@ -312,12 +328,13 @@ def compare_many(baseline: str | Path, candidates: list[str | Path], *, config: 
     out = []
     for runs in c_sides:
         c_analyses, analyses = analyses[:len(runs)], analyses[len(runs):]
-        c_analysis = c_analyses[0]
+        c_run = len(runs) - 1 - len(candidate_runs)  # CANDIDATE's own run: after a stored one's earlier runs
+        c_analysis = c_analyses[c_run]
         c_traces, c_runs = c_analysis.traces, [a.traces for a in c_analyses]
         t0 = time.perf_counter()
         fine = len(b_runs) == len(c_runs) == 1 and (few_steps(b_traces, config) or few_steps(c_traces, config))
         if fine:  # a side with many steps did not list its calls in the worker: list them now
-            _add_invocations([t for t in (b_traces, c_traces)], jobs_of, config, workers, executor)
+            _add_invocations([b_traces, c_traces], jobs_of, config, workers, executor)
         if fine not in b_sides:
             b_sides[fine] = gate_side("baseline", b_runs, config, invocations=fine)
         b_side = b_sides[fine]
@@ -326,7 +343,7 @@ def compare_many(baseline: str | Path, candidates: list[str | Path], *, config: 
         explanation, note = None, None
         try:  # attribute over the very steps the gate judged (warm-up and skipped steps left out)
             explanation = explain(b_traces, c_traces, exact_names=config.exact_kernel_names,
-                                  baseline_steps=judged_steps(b_side), candidate_steps=judged_steps(c_side, 0))
+                                  baseline_steps=judged_steps(b_side), candidate_steps=judged_steps(c_side, c_run))
         except TraceError as exc:
             note = f"no attribution: {exc.problem}"
         except Exception as exc:  # the attribution explains; it must never take the verdict down with it

@@ -56,3 +56,17 @@ def replicate_ranks(traces: TraceSet, n: int) -> TraceSet:
         t = originals[i % len(originals)]
         ranks[i] = dataclasses.replace(t, meta=dataclasses.replace(t.meta, rank=i), _memo={})
     return TraceSet(ranks=ranks, source=f"{traces.source} (x{n} ranks)")
+
+
+def rename_op(traces: TraceSet, op: str, new_name: str) -> TraceSet:
+    """Every CPU event whose name matches ``op`` (a regex) renamed to ``new_name`` (another
+    DataLoader iterator, say): a change of the CPU op structure and nothing else."""
+    pattern = re.compile(op)
+    ranks = {}
+    for t in traces:
+        codes = t.codes_where(lambda s: pattern.search(s) is not None)
+        strings = np.append(t.strings, np.array([new_name], dtype=object))
+        name = np.where(np.isin(t.name, codes) & ~t.gpu_side(), len(t.strings), t.name).astype(t.name.dtype)
+        ranks[t.rank] = dataclasses.replace(t, strings=strings, name=name,
+                                            _codes={s: i for i, s in enumerate(strings.tolist())}, _memo={})
+    return TraceSet(ranks=ranks, source=f"{traces.source} ({op} renamed)")

@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from perfreport.gate.baselines import load_runs, read_baseline
+from perfreport.gate.baseline_runs import load_runs
+from perfreport.gate.baselines import read_baseline
 from perfreport.load import load
 
 from .test_compare import REPO, check, compare, run, tiny_job
@@ -56,7 +57,8 @@ def test_compare_judges_every_run(tmp_path, capsys):
         assert run(["baseline", "save", "main", tiny_job(tmp_path / f"b{i}", scale=scale), "--store", store,
                     "--append"], capsys)[0] == 0
     slow = [tiny_job(tmp_path / f"c{i}", scale=1.10 + i / 200) for i in range(2)]
-    code, doc, out = compare(tmp_path, capsys, "main", slow[0], "--run", slow[1], "--store", store)
+    code, doc, out = compare(tmp_path, capsys, "main", slow[0], "--run", slow[1], "--store", store,
+                           "--format", "json")
     step = check(doc, "relative.step_time")
     e = step["evidence"]
     assert code == 1 and step["status"] == "fail"
@@ -67,8 +69,13 @@ def test_compare_judges_every_run(tmp_path, capsys):
     assert "3 vs 2 runs (21 vs 14 steps)" in out
     assert [n["kind"] for n in doc["notes"]] == ["runs"]
     # a candidate inside the baseline runs' spread passes
-    code, doc, _ = compare(tmp_path, capsys, "main", tiny_job(tmp_path / "same", scale=1.005), "--store", store)
+    code, doc, _ = compare(tmp_path, capsys, "main", tiny_job(tmp_path / "same", scale=1.005), "--store", store,
+                           "--format", "json")
     assert code == 0 and check(doc, "relative.step_time")["status"] == "pass"
+    # a multi-run stored candidate brings every run: the baseline against itself, 3 vs 3 runs
+    code, doc, _ = compare(tmp_path, capsys, "main", "main", "--store", store, "--format", "json")
+    e = check(doc, "relative.step_time")["evidence"]
+    assert code == 0 and doc["status"] == "pass" and (e["baseline_runs"], e["candidate_runs"]) == (3, 3)
 
 
 def test_demo_baseline_of_schema_one_reads_as_one_run():

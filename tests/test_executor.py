@@ -263,3 +263,42 @@ def test_a_url_through_fsspec_gives_the_local_results(tmp_path, capsys):
     assert [f["sha256"] for f in a["files"]] == [f["sha256"] for f in b["files"]]
     for key in set(a) - {"source", "files", "ranks"}:
         assert a[key] == b[key], key
+
+
+def test_samples_below_the_step_come_from_the_digests(tmp_path):
+    """A compare where a side has few steps judges matched GPU op and collective calls: the
+    short ranks send their calls in the digest, a long side is analysed again for them; the
+    invocation tables equal those built from the loaded events."""
+    import sys
+
+    from pandas.testing import assert_frame_equal
+
+    from perfreport.config import Config
+    from perfreport.pipeline import compare, few_steps_limit, gate_side
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from trace_edit import keep_steps, read_trace, write_trace
+
+    def same_calls(digested, path):
+        got = gate_side("x", digested, config, invocations=True).invocations
+        want = gate_side("x", load(path, workers=1), config, invocations=True).invocations
+        assert len(want) > 100
+        assert_frame_equal(got.reset_index(drop=True), want.reset_index(drop=True))
+
+    config = Config()
+    short = TRACES.parent / "recorded" / "short_multirank"
+    run1, run2 = short / "ddp_w2_gloo_1step_run1", short / "ddp_w2_gloo_1step_run2"
+    c = compare(run1, run2, config=config, workers=1)
+    assert any(ch.evidence.sample_kind == "kernel invocation" for ch in c.verdict.checks if ch.evidence)
+    assert all(("invocations", False) in t._memo for t in c.candidate.traces)  # sent by the workers
+    same_calls(c.candidate.traces, run2)
+
+    long_run = TRACES.parent / "recorded" / "repeat_base" / "run1"  # 8 steps: its digest leaves the calls out
+    doc = read_trace(long_run / "rank0.pt.trace.json.gz")
+    steps = sorted({int(e["name"].split("#")[1]) for e in doc["traceEvents"]
+                    if str(e.get("name", "")).startswith("ProfilerStep#")})
+    assert len(steps) >= few_steps_limit(config)
+    write_trace(keep_steps(doc, set(steps[:4])), tmp_path / "short" / "rank0.json")
+    mixed = compare(long_run, tmp_path / "short", config=config, workers=1)
+    assert any(ch.evidence.sample_kind == "kernel invocation" for ch in mixed.verdict.checks if ch.evidence)
+    same_calls(mixed.baseline.traces, long_run)

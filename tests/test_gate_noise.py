@@ -18,7 +18,7 @@ from perfreport.gate.verdict import FAIL, INCONCLUSIVE, PASS, WARN, evaluate
 from perfreport.pipeline import gate_side
 
 from .conftest import TRACES, load_cached, shared_trace
-from .inject import host_wait, replicate_ranks, slow_kernels
+from .inject import host_wait, rename_op, replicate_ranks, slow_kernels
 from .test_verdict import coll_table, one, ops_table, steps_table
 
 PAIR = "pair_kineto_resnet50_v100_dataloader"
@@ -55,7 +55,7 @@ def test_noise_widths_step_run_and_paired():
     # matched calls: every call +15 %: ratio 1.15, no residual noise, sign test 2^-n
     p = paired_noise(np.array([10.0, 20, 30, 40, 50, 60]), np.array([11.5, 23, 34.5, 46, 57.5, 69]))
     assert p.ratio == pytest.approx(1.15) and p.se == pytest.approx(0.0, abs=1e-12)
-    assert p.p_value == pytest.approx(1 / 64) and p.pairs == 6 and p.widths() > 1e12
+    assert p.p_value == pytest.approx(1 / 64) and p.pairs == 6 and p.widths() == math.inf
 
 
 def _runs_side(runs: list[list[float]], **extra) -> object:
@@ -86,7 +86,7 @@ def test_drift_between_baseline_runs_widens_what_counts_as_a_change():
     # t = 8.016 ms / hypot(s/√2, s) = 1.155 at 1 df
     assert check.evidence.noise_widths == pytest.approx(1.155, abs=0.001)
     assert check.evidence.p_value == pytest.approx(t_sf(1.155, 1), abs=1e-3) and check.evidence.p_value > 0.2
-    assert "runs 2 vs 1; 10 vs 5 steps" in check.message
+    assert "2 vs 1 runs (10 vs 5 steps)" in check.message
     # two steady baseline runs: the same candidate run is far beyond their drift
     steady_runs = _runs_side([steady, [v * 1.004 for v in steady]])
     check = one(evaluate(steady_runs, candidate, Config()), "relative.step_time")
@@ -128,6 +128,12 @@ def test_host_side_wait_alone_warns_on_one_run_and_names_the_op():
     assert one(v, "relative.compute").status == PASS
     strict = config_from_mapping({"stats": {"host_wait_level": "fail"}})
     assert evaluate(b, c, strict).status == FAIL
+    # a structural change of the CPU ops next to it keeps the level: another DataLoader iterator
+    other = rename_op(host_wait(traces, LOADER, 20_000.0), r"_SingleProcessDataLoaderIter",
+                      "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__")
+    v = evaluate(b, gate_side("c", other, config), config)
+    assert v.status == FAIL and one(v, "relative.step_time").status == FAIL
+    assert "host-side wait" not in one(v, "relative.step_time").message
     # a GPU-side change next to it keeps the level: every kernel 10 % slower as well
     both = gate_side("c", slow_kernels(host_wait(traces, LOADER, 20_000.0), 1.10), config)
     v = evaluate(b, both, config)
@@ -182,6 +188,9 @@ def test_one_step_per_rank_judged_from_matched_kernel_calls():
     comm = one(v, "relative.communication")
     assert comm.status == WARN and comm.evidence.sample_kind == "collective call"
     assert comm.evidence.baseline_samples == 40 and comm.evidence.p_value == pytest.approx(2.0 ** -40)
+    gathers = one(v, "relative.collective_time[all_gather]")  # each collective call of one kind
+    assert gathers.status == WARN and gathers.evidence.sample_kind == "collective call"
+    assert gathers.evidence.baseline_samples == 8 and gathers.evidence.p_value == pytest.approx(2.0 ** -8)
     same = evaluate(b, gate_side("c", eight, config), config)
     assert same.status == PASS and not [c for c in same.checks if c.status != PASS]
 

@@ -14,12 +14,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..model import KERNEL_CLASS_NAMES, TraceSet
+from ..model import COLLECTIVE, KERNEL_CLASS_NAMES, TraceSet
+from .collectives import collectives
 from .diff import _common_steps, _in_steps, _normalized
 
 COLUMNS = ("rank", "step", "key", "cls", "call", "dur_us")
-"""``cls``: COMPUTATION / COMMUNICATION / MEMORY / OTHER (:func:`perfreport.model.kernel_class`);
-``call``: 0-based order of the invocation among the rank's calls of ``key`` in ``step``."""
+"""``cls``: COMPUTATION / COMMUNICATION / MEMORY / OTHER (:func:`perfreport.model.kernel_class`),
+or COLLECTIVE for :func:`collective_calls`; ``call``: 0-based order of the invocation among the
+rank's calls of ``key`` in ``step``."""
 
 
 def gpu_invocations(traces: TraceSet, exact: bool = False) -> pd.DataFrame:
@@ -37,10 +39,7 @@ def gpu_invocations(traces: TraceSet, exact: bool = False) -> pd.DataFrame:
             continue
         frame = frame.assign(call=frame.groupby(["step", "key"], sort=False).cumcount().astype(np.int64))
         frames.append(frame[list(COLUMNS)])
-    if not frames:
-        return pd.DataFrame({c: pd.Series(dtype=object if c in ("key", "cls") else np.int64 if c != "dur_us"
-                                          else np.float64) for c in COLUMNS})
-    return pd.concat(frames, ignore_index=True)
+    return pd.concat(frames, ignore_index=True) if frames else _empty()
 
 
 def rank_invocations(trace, exact: bool = False) -> pd.DataFrame:
@@ -59,4 +58,24 @@ def _rank_invocations(t, exact: bool) -> pd.DataFrame:
                          "cls": KERNEL_CLASS_NAMES[t.gpu_class()[rows]], "dur_us": t.dur[rows].astype(np.float64)})
 
 
-__all__ = ["gpu_invocations", "rank_invocations", "COLUMNS"]
+def collective_calls(traces: TraceSet) -> pd.DataFrame:
+    """Every collective call (:func:`perfreport.analyses.collectives.collectives`) as rows of
+    :data:`COLUMNS`: key ``"<kind> <process group>"`` (as the gate's collective checks name
+    them), cls COLLECTIVE, its call order per (rank, step, key)."""
+    calls = collectives(traces)
+    if not len(calls):
+        return _empty()
+    calls = calls.sort_values(["rank", "ts_us"], kind="stable")
+    frame = pd.DataFrame({"rank": calls["rank"].to_numpy(np.int64), "step": calls["step"].to_numpy(np.int64),
+                          "key": (calls["kind"].astype(str) + " " + calls["process_group"].astype(str)).to_numpy(),
+                          "cls": COLLECTIVE, "dur_us": calls["dur_us"].to_numpy(np.float64)})
+    frame["call"] = frame.groupby(["rank", "step", "key"], sort=False).cumcount().astype(np.int64)
+    return frame[list(COLUMNS)].reset_index(drop=True)
+
+
+def _empty() -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype=object if c in ("key", "cls") else np.int64 if c != "dur_us"
+                                      else np.float64) for c in COLUMNS})
+
+
+__all__ = ["gpu_invocations", "rank_invocations", "collective_calls", "COLUMNS", "COLLECTIVE"]

@@ -7,7 +7,8 @@
   between matched GPU op calls (t and sign tests);
 * :mod:`~perfreport.gate.hostwait` - whether two sides differ only in host-side wait;
 * :mod:`~perfreport.gate.verdict` - (baseline, candidate, Config) -> :class:`Verdict`;
-* :mod:`~perfreport.gate.baselines` - the versioned, checksummed baseline store.
+* :mod:`~perfreport.gate.baselines` - the versioned, checksummed baseline store (its column
+  cache in :mod:`~perfreport.gate.colcache`, several runs in :mod:`~perfreport.gate.baseline_runs`).
 
 Layering: imports core modules (config, model, errors, units) and nothing from ``load``,
 ``analyses`` functions, ``report`` or the shells; the pipeline builds the inputs.

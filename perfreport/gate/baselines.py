@@ -21,10 +21,11 @@ another model version (other columns, other format) is ignored and the traces ar
 from their JSON instead, through the loader the caller passes in (this layer does not import
 the loader).
 
-Several runs (schema 2): ``baseline save NAME DIR --append`` adds a run of the same job (same
-ranks and GPUs) under ``runs/<id>/traces`` and ``runs/<id>/cache``; the manifest's ``runs`` list
-names every run with its own ranks, files, creation time, commit and source, and ``--keep N``
-drops the oldest runs beyond N (the last N main-branch runs). The top-level ``ranks`` are the
+Several runs (schema 2, :mod:`perfreport.gate.baseline_runs`): ``baseline save NAME DIR
+--append`` adds a run of the same job (same ranks and GPUs) under ``runs/<id>/traces`` and
+``runs/<id>/cache``; the manifest's ``runs`` list names every run with its own ranks, files,
+creation time, commit and source, and ``--keep N`` drops the oldest runs beyond N (the last N
+main-branch runs). The top-level ``ranks`` are the
 newest run's, so a reader of one run (``analyze``, an older perfreport) sees the newest. A
 schema-1 manifest (one run, files under ``traces/`` and ``cache/``) reads as one run.
 
@@ -48,45 +49,29 @@ import gzip
 import hashlib
 import json
 import logging
-import os
 import re
 import shutil
-import struct
-import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from .. import __version__
 from .._io import GZIP_MAGIC, atomic_dir, atomic_write, checkpoint, clean_stale_temps, json_text, store_lock, trash_dir
 from ..errors import BaselineError
-from ..model import RankTrace, SparseColumn, TraceMeta, TraceSet
+from ..model import RankTrace, TraceMeta, TraceSet
+from .colcache import CACHE_FORMAT, COLUMNS, decode_columns, encode_columns
 from .metrics import versions_of
 
-try:  # ISA-L (a declared dependency) decompresses about twice as fast as zlib
-    from isal import isal_zlib as _zlib
-except ImportError:  # pragma: no cover
-    import zlib as _zlib  # type: ignore[no-redef]
 
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 2
 """Version of manifest.json; bumped when its meaning changes (older ones are migrated).
 2: the ``runs`` list (several runs of one job)."""
-CACHE_FORMAT = 1
-"""Version of the .cols container."""
 DEFAULT_STORE = Path("baselines")
 MANIFEST = "manifest.json"
-CACHE_MAGIC = b"PRFCOLS1"
-CACHE_LEVEL = 3
-"""zlib level of the cache: as small as the gzip trace, and decompression speed hardly depends on it."""
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-_NOT_COLUMNS = {"meta", "strings", "args", "_codes", "_memo"}
-COLUMNS = tuple(f.name for f in dataclasses.fields(RankTrace) if f.name not in _NOT_COLUMNS)
-"""The per-event numpy columns of RankTrace, as the cache stores them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,7 +135,7 @@ def save(store: str | Path, name: str, traces: TraceSet, *, force: bool = False,
                 (tmp / "cache").mkdir()
                 ranks = []
                 for trace in traces:
-                    ranks.append(_save_rank(tmp, trace))
+                    ranks.append(save_rank(tmp, trace))
                     checkpoint("baseline.rank")
                 manifest = _manifest(name, traces, ranks, commit, now)
                 atomic_write(tmp / MANIFEST, json_text(manifest))
@@ -166,7 +151,8 @@ def check_name(name: str) -> None:
                             f"(starting with a letter or digit, at most 128 characters)")
 
 
-def _save_rank(folder: Path, trace: RankTrace) -> dict:
+def save_rank(folder: Path, trace: RankTrace) -> dict:
+    """Write one rank's file (gzip) and column cache under ``folder``; its manifest entry."""
     source = Path(trace.meta.path)
     try:
         data = source.read_bytes()
@@ -209,76 +195,13 @@ def _manifest(name: str, traces: TraceSet, ranks: list[dict], commit: str | None
         "versions": versions,
         "cache_format": {"format": CACHE_FORMAT, "columns": list(COLUMNS)},
         "ranks": ranks,
-        "runs": [_run_entry(0, traces, ranks, commit, created)],
+        "runs": [run_entry(0, traces, ranks, commit, created)],
     }
 
 
-def _run_entry(run: int, traces: TraceSet, ranks: list[dict], commit: str | None, created: str) -> dict:
+def run_entry(run: int, traces: TraceSet, ranks: list[dict], commit: str | None, created: str) -> dict:
+    """One entry of the manifest's ``runs`` list."""
     return {"run": run, "created_utc": created, "commit": commit, "source": traces.source, "ranks": ranks}
-
-
-def append(store: str | Path, name: str, traces: TraceSet, *, commit: str | None = None, keep: int | None = None,
-           now: _dt.datetime | None = None) -> StoredBaseline:
-    """Add ``traces`` as a new run of the baseline ``name`` (created when missing); with ``keep``,
-    drop the oldest runs beyond that many. Raises BaselineError when the run's ranks or GPUs
-    differ from the baseline's (another job is another baseline)."""
-    check_name(name)
-    if keep is not None and keep < 1:
-        raise BaselineError(f"--keep must be at least 1, got {keep}")
-    if not (Path(store) / name / MANIFEST).is_file():
-        return save(store, name, traces, commit=commit, now=now)
-    if not len(traces):
-        raise BaselineError(f"{traces.source}: no ranks to store")
-    path = Path(store) / name
-    with store_lock(Path(store), name):  # the lock save takes: appends and saves of one name in turn
-        baseline = read_baseline(path)  # re-read under the lock: another append may have landed
-        m = dict(baseline.manifest)
-        ranks_now = sorted(int(r["rank"]) for r in m["ranks"])
-        gpus = sorted({t.meta.gpu_name() for t in traces if t.meta.gpu_name()})
-        if sorted(traces.rank_ids) != ranks_now:
-            raise BaselineError(f"{traces.source}: ranks {_list(traces.rank_ids)} differ from baseline {name!r} "
-                                f"(ranks {_list(ranks_now)}); store another job as another baseline")
-        if gpus and m.get("gpus") and gpus != list(m["gpus"]):
-            raise BaselineError(f"{traces.source}: recorded on {', '.join(gpus)}, baseline {name!r} on "
-                                f"{', '.join(m['gpus'])}; store other hardware as another baseline")
-        run = max(int(r["run"]) for r in m["runs"]) + 1
-        folder = f"runs/{run}"
-        tmp = Path(tempfile.mkdtemp(dir=path, prefix=".run.", suffix=".tmp"))
-        try:
-            (tmp / "traces").mkdir()
-            (tmp / "cache").mkdir()
-            ranks = [_save_rank(tmp, trace) for trace in traces]
-            for r in ranks:
-                r["file"], r["cache"] = f"{folder}/{r['file']}", f"{folder}/{r['cache']}"
-            (path / "runs").mkdir(exist_ok=True)
-            os.replace(tmp, path / folder)
-        except OSError as exc:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise BaselineError(f"{path}: cannot write the run ({exc.strerror or exc})") from None
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        now = now or _dt.datetime.now(_dt.timezone.utc)
-        runs = list(m["runs"]) + [_run_entry(run, traces, ranks, commit, now.astimezone(_dt.timezone.utc)
-                                             .isoformat(timespec="seconds"))]
-        dropped = runs[:-keep] if keep is not None and len(runs) > keep else []
-        runs = runs[len(dropped):]
-        m.update(schema_version=SCHEMA_VERSION, runs=runs, ranks=ranks, commit=commit or m.get("commit"),
-                 perfreport_version=__version__)
-        atomic_write(path / MANIFEST, json_text(m))
-        for old in dropped:  # after the new manifest is in place: nothing it names is deleted
-            for r in old["ranks"]:
-                for key in ("file", "cache"):
-                    if r.get(key):
-                        (path / r[key]).unlink(missing_ok=True)
-            if int(old["run"]) > 0:
-                shutil.rmtree(path / f"runs/{old['run']}", ignore_errors=True)
-    return StoredBaseline(name=name, path=path, manifest=m)
-
-
-def _list(ranks) -> str:
-    ranks = list(ranks)
-    return ", ".join(map(str, ranks[:8])) + (" …" if len(ranks) > 8 else "")
 
 
 def _carry_over(target: Path, tmp: Path) -> None:
@@ -290,49 +213,6 @@ def _carry_over(target: Path, tmp: Path) -> None:
         if item.is_file() and item.name != MANIFEST and not item.name.endswith((".json", ".gz")) \
                 and not (tmp / item.name).exists():
             shutil.copy2(item, tmp / item.name)
-
-
-# --- the column cache ------------------------------------------------------------------------
-def encode_columns(trace: RankTrace) -> bytes:
-    """One rank's model columns as a .cols container: magic, header length (u32 little-endian),
-    a JSON header naming each array's dtype, shape and compressed size, then the arrays."""
-    arrays: list[tuple[str, np.ndarray]] = [(c, getattr(trace, c)) for c in COLUMNS]
-    strings = json.dumps(list(trace.strings), ensure_ascii=False).encode("utf-8")
-    arrays.append(("strings", np.frombuffer(strings, dtype=np.uint8)))
-    keys = list(trace.args)
-    for i, key in enumerate(keys):
-        arrays += [(f"args.{i}.rows", trace.args[key].rows), (f"args.{i}.values", trace.args[key].values)]
-    blobs, entries = [], []
-    for name, array in arrays:
-        blob = _zlib.compress(np.ascontiguousarray(array).tobytes(), CACHE_LEVEL)
-        entries.append({"name": name, "dtype": array.dtype.str, "shape": list(array.shape), "bytes": len(blob)})
-        blobs.append(blob)
-    header = json.dumps({"format": CACHE_FORMAT, "arrays": entries, "args": keys}).encode("utf-8")
-    return CACHE_MAGIC + struct.pack("<I", len(header)) + header + b"".join(blobs)
-
-
-def decode_columns(data: bytes, meta: TraceMeta, where: Path) -> RankTrace:
-    """The RankTrace of a .cols container (arrays read-only, as the loader makes them)."""
-    try:
-        if data[:8] != CACHE_MAGIC:
-            raise ValueError("not a perfreport column cache")
-        (size,) = struct.unpack("<I", data[8:12])
-        header = json.loads(data[12:12 + size])
-        offset = 12 + size
-        arrays = {}
-        for e in header["arrays"]:
-            raw = _zlib.decompress(data[offset:offset + e["bytes"]])
-            arrays[e["name"]] = np.frombuffer(raw, dtype=np.dtype(e["dtype"])).reshape(e["shape"])
-            offset += e["bytes"]
-        strings_list = json.loads(bytes(arrays.pop("strings")).decode("utf-8"))
-        args = {key: SparseColumn(arrays[f"args.{i}.rows"], arrays[f"args.{i}.values"])
-                for i, key in enumerate(header["args"])}
-        columns = {c: arrays[c] for c in COLUMNS}
-    except (ValueError, KeyError, struct.error, _zlib.error) as exc:
-        raise BaselineError(f"{where}: unreadable column cache ({exc})") from None
-    strings = np.array(strings_list, dtype=object)
-    return RankTrace(meta=meta, strings=strings, args=args, _codes={s: i for i, s in enumerate(strings_list)},
-                     **columns)
 
 
 # --- opening and loading ---------------------------------------------------------------------
@@ -458,11 +338,6 @@ def cache_usable(baseline: StoredBaseline, ranks: list[Mapping[str, Any]] | None
                     for r in (ranks if ranks is not None else baseline.manifest["ranks"])))
 
 
-def load_runs(baseline: StoredBaseline, *, fallback: Callable[[Mapping[int, Path]], TraceSet]) -> list[TraceSet]:
-    """Every run of a stored baseline, oldest first (see :func:`load_traces`)."""
-    return [load_traces(baseline, fallback=fallback, ranks=run["ranks"]) for run in baseline.runs]
-
-
 def load_traces(baseline: StoredBaseline, *, fallback: Callable[[Mapping[int, Path]], TraceSet],
                 ranks: list[Mapping[str, Any]] | None = None) -> TraceSet:
     """The TraceSet of a stored baseline's ``ranks`` (default: the newest run), from its column
@@ -518,6 +393,6 @@ def remove(store: str | Path, name: str) -> Path:
     return baseline.path
 
 
-__all__ = ["StoredBaseline", "save", "append", "load_runs", "open_baseline", "read_baseline", "resolve", "load_traces", "list_baselines",
+__all__ = ["StoredBaseline", "save", "open_baseline", "read_baseline", "resolve", "load_traces", "list_baselines",
            "remove", "verify", "verify_file", "encode_columns", "decode_columns", "migrate", "check_name",
            "DEFAULT_STORE", "SCHEMA_VERSION", "CACHE_FORMAT", "COLUMNS"]

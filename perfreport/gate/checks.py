@@ -174,25 +174,25 @@ def evidence_text(e: Evidence) -> str:
     """The statistical evidence in one clause, for messages: the test, and what it rests on."""
     if e.test == "bootstrap" and e.interval:
         text = (f"{e.confidence_pct:g} % bootstrap interval of the {e.interval_of.split(' (')[0]} "
-                f"[{e.interval[0]:.3g}, {e.interval[1]:.3g}], {e.baseline_samples} vs {e.candidate_samples} samples")
+                f"[{e.interval[0]:.3g}, {e.interval[1]:.3g}], {rests_on(e)}")
     else:
         p = "n/a" if e.p_value is None else f"{e.p_value:.3g}"
         name = {"mann-whitney-u": "Mann-Whitney U"}.get(e.test, e.test)
-        text = f"{name} p = {p}, α = {e.alpha:g}, {e.baseline_samples} vs {e.candidate_samples} samples"
-    text += f" ({rests_on(e)})"
+        text = f"{name} p = {p}, α = {e.alpha:g}, {rests_on(e)}"
     if e.noise_widths is not None and math.isfinite(e.noise_widths):
         text += f", {e.noise_widths:.1f} noise widths"
     return text
 
 
 def rests_on(e: Evidence) -> str:
-    """What the samples are: "steps", "runs, 3 vs 1 (15 vs 5 steps)", "kernel invocations (1 vs 1 steps)"."""
-    plural = {"step": "steps", "run": "runs", "rank-step": "(rank, step) samples pooled over ranks",
-              "kernel invocation": "matched kernel invocations", "collective call": "matched collective calls",
-              "copy": "matched copies", "GPU op call": "matched GPU op calls"}.get(e.sample_kind, e.sample_kind)
-    text = plural
+    """What the test counted: "4 vs 5 steps", "2 vs 1 runs (10 vs 5 steps)", "4476 vs 4476
+    matched kernel invocations (1 vs 1 steps)"."""
     if e.sample_kind == "run":
-        text += f" {e.baseline_runs} vs {e.candidate_runs}"
-    if e.sample_kind != "step" and e.baseline_steps is not None:
-        text += f"; {e.baseline_steps} vs {e.candidate_steps} steps"
+        return f"{e.baseline_runs} vs {e.candidate_runs} runs ({e.baseline_steps} vs {e.candidate_steps} steps)"
+    unit = {"step": "steps", "rank-step": "(rank, step) samples pooled over ranks",
+            "kernel invocation": "matched kernel invocations", "collective call": "matched collective calls",
+            "copy": "matched copies", "GPU op call": "matched GPU op calls"}.get(e.sample_kind, e.sample_kind)
+    text = f"{e.baseline_samples} vs {e.candidate_samples} {unit}"
+    if e.sample_kind not in ("step", "rank-step") and e.baseline_steps is not None:
+        text += f" ({e.baseline_steps} vs {e.candidate_steps} steps)"
     return text

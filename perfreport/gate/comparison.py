@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from ..config import Config
+from ..model import COLLECTIVE
 from .checks import Evidence
 from .hostwait import HostWait, host_wait_only
 from .metrics import HIGHER, Group, Metric, SideData, aggregate, key_of
@@ -59,8 +60,7 @@ class Comparison:
         for table, ranks, to_candidate in ((tables[0], [x for x, _ in pairs], dict(pairs)),
                                            (tables[1], [y for _, y in pairs], None)):
             mask = table["rank"].isin(ranks).to_numpy().copy()
-            if cls is not None:
-                mask &= (table["cls"] == cls).to_numpy()
+            mask &= (table["cls"] == cls).to_numpy() if cls is not None else (table["cls"] != COLLECTIVE).to_numpy()
             if key is not None:
                 mask &= (table["key"].astype(str).str.strip() == key).to_numpy()
             t = table[mask].sort_values(["rank", "key", "run", "step", "call"], kind="stable")

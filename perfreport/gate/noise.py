@@ -161,6 +161,7 @@ def paired_noise(baseline: np.ndarray, candidate: np.ndarray) -> Paired:
     ratio = float(c.sum()) / total
     residual = c - ratio * b
     se = math.sqrt(float((residual ** 2).sum()) * n / max(n - 1, 1)) / total
+    se = 0.0 if se < 1e-12 * max(ratio, 1.0) else se  # rounding residue of an exact ratio, not noise
     p, method = sign_test(int((c > b).sum()), int((c != b).sum()))
     return Paired(ratio, se, p, n, method)
 

@@ -54,7 +54,9 @@ def comparison_notes(b: SideData, c: SideData, config: Config) -> list[Note]:
             notes.append(Note("steps", f"the {side} has no samples (no ranks or no events)"))
         elif not data.has_steps:
             notes.append(Note("steps", f"the {side} has no ProfilerStep events: each rank is one sample (the whole "
-                                       f"trace), so relative checks are inconclusive and counts are not per step"))
+                                       f"trace), so counts are not per step, and relative checks judge matched GPU "
+                                       f"op calls where they apply (kernels, compute, communication, copies) and "
+                                       f"are inconclusive elsewhere"))
         elif "gpu_busy_us" in data.steps and data.steps["gpu_busy_us"].isna().all():
             notes.append(Note("steps", f"the {side} has no GPU activity in its steps"))
         if data.warmup_steps:
@@ -67,7 +69,8 @@ def comparison_notes(b: SideData, c: SideData, config: Config) -> list[Note]:
         n = _samples_per_rank(data)
         if data.has_steps and n < config.stats.min_samples:
             notes.append(Note("steps", f"the {side} has {n} step(s) per rank after dropping the last and warm-up "
-                                       f"steps; relative checks need {config.stats.min_samples} to be conclusive"))
+                                       f"steps; relative checks need {config.stats.min_samples} to be conclusive "
+                                       f"(kernel, compute, communication and copy checks judge matched calls instead)"))
     return notes
 
 

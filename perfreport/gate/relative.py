@@ -15,13 +15,13 @@ host-side wait (:mod:`.hostwait`) is lowered to ``stats.host_wait_level``.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 
 from ..config import RelativeCheck
-from ..model import COMMUNICATION, COMPUTATION, MEMORY
+from ..model import COLLECTIVE, COMPUTATION, MEMORY
 from .checks import FAIL, INCONCLUSIVE, PASS, Check, Evidence, Threshold, evidence_text, format_value, make_check
 from .comparison import MEMORY_KEY, Comparison
 from .hostwait import HOST_WAIT_METRICS
@@ -30,7 +30,7 @@ from .noise import run_noise, step_noise
 
 FINE_SAMPLES = {
     "compute_us": ("kernel invocation", COMPUTATION),
-    "comm_us": ("collective call", COMMUNICATION),
+    "comm_us": ("collective call", COLLECTIVE),
     "memory_us": ("copy", MEMORY),
     "gpu_busy_us": ("GPU op call", None),
 }
@@ -73,7 +73,8 @@ def _keyed(cmp: Comparison, name: str, cfg: RelativeCheck, metric: Metric, table
     for key in keys:  # a loop over the few checked keys
         for g in cmp.groups(pd.Series(b_wide[key].to_numpy()), pd.Series(c_wide[key].to_numpy()),
                             cfg.aggregation, metric.worse):
-            fine = ("kernel invocation", dict(key=key.strip())) if table == "op_steps" else None
+            fine = ("kernel invocation", dict(key=key.strip())) if table == "op_steps" else \
+                ("collective call", dict(key=key.strip(), cls=COLLECTIVE))
             check = _relative_check(cmp, name, cfg, metric, g, subject=key.strip(), fine=fine)
             out += [check] if check else []
     return out
@@ -100,6 +101,50 @@ def _too_few(cmp: Comparison, g: Group) -> bool:
     return min(len(g.baseline), len(g.candidate)) < cmp.stats.min_samples
 
 
+@dataclass(frozen=True, slots=True)
+class _Judged:
+    """What one group's samples say: the two central values, the noise width of their
+    difference and the change in noise widths, the evidence, and whether it can decide."""
+
+    baseline: float
+    candidate: float
+    width: float
+    widths: float
+    evidence: Evidence
+    enough: bool
+
+
+def _judge(cmp: Comparison, metric: Metric, g: Group, fine: tuple[str, dict] | None) -> _Judged:
+    """The noise and evidence of one group, at the level where its samples are independent:
+    runs (≥ 2 on a side), steps, or matched calls when the steps are too few."""
+    s = cmp.stats
+    b, c = g.baseline, g.candidate
+    b_runs, c_runs = _runs(g.baseline_runs), _runs(g.candidate_runs)
+    if max(b_runs, c_runs) >= 2:
+        noise = run_noise(b, _or_zero(g.baseline_runs, b), c, _or_zero(g.candidate_runs, c), metric.worse == HIGHER)
+        evidence = Evidence("t-test on run medians", len(b), len(c), p_value=noise.p_value, alpha=s.alpha,
+                            method=f"{noise.df} df", significant=bool(noise.p_value < s.alpha), sample_kind="run",
+                            between_run_sd=noise.between_run_sd)
+        enough = len(b) >= 2 and len(c) >= 2
+    else:
+        noise = step_noise(b, c)
+        evidence = replace(cmp.evidence(b, c, metric), sample_kind=g.sample_kind)
+        enough = not _too_few(cmp, g)
+    delta = noise.candidate - noise.baseline
+    width, widths = noise.width, noise.widths(delta if metric.worse == HIGHER else -delta)
+    if not enough and fine is not None:  # too few steps: matched GPU op calls are the samples
+        paired = cmp.paired(g.rank, **fine[1])
+        if paired is not None and paired.pairs >= s.min_samples:
+            enough, width, widths = True, paired.se * abs(noise.baseline), paired.widths()
+            evidence = Evidence("sign test", paired.pairs, paired.pairs, p_value=paired.p_value, alpha=s.alpha,
+                                method=paired.method, significant=bool(paired.p_value < s.alpha and paired.ratio > 1),
+                                sample_kind=fine[0])
+    evidence = replace(evidence, baseline_runs=b_runs, candidate_runs=c_runs, baseline_steps=len(b),
+                       candidate_steps=len(c), noise_width=width, noise_widths=widths,
+                       required_noise_widths=s.noise_widths)
+    return _Judged(noise.baseline, noise.candidate, width, widths, evidence, enough)
+
+
 def _relative_check(cmp: Comparison, name: str, cfg: RelativeCheck, metric: Metric, g: Group,
                     subject: str | None = None, fine: tuple[str, dict] | None = None) -> Check | None:
     """The check of one group: the change against the threshold (and floor), its significance
@@ -117,37 +162,10 @@ def _relative_check(cmp: Comparison, name: str, cfg: RelativeCheck, metric: Metr
     if not np.any(b) and not np.any(c):
         return None  # zero on both sides: nothing of this kind runs (no communication, no copies)
     s = cmp.stats
-    b_runs, c_runs = _runs(g.baseline_runs), _runs(g.candidate_runs)
-    multi = max(b_runs, c_runs) >= 2
-    if multi:
-        noise = run_noise(b, _or_zero(g.baseline_runs, b), c, _or_zero(g.candidate_runs, c), metric.worse == HIGHER)
-        evidence = Evidence("t-test on run medians", len(b), len(c), p_value=noise.p_value, alpha=s.alpha,
-                            method=f"{noise.df} df", significant=bool(noise.p_value < s.alpha), sample_kind="run",
-                            between_run_sd=noise.between_run_sd)
-        enough = len(b) >= 2 and len(c) >= 2
-    else:
-        noise = step_noise(b, c)
-        evidence = cmp.evidence(b, c, metric)
-        evidence = replace(evidence, sample_kind=g.sample_kind)
-        enough = not _too_few(cmp, g)
-    b_med, c_med = noise.baseline, noise.candidate
+    j = _judge(cmp, metric, g, fine)
+    b_med, c_med, evidence = j.baseline, j.candidate, j.evidence
     delta = c_med - b_med
     worse_delta = delta if metric.worse == HIGHER else -delta
-    widths = noise.widths(worse_delta)
-    width = noise.width
-    if not enough and fine is not None:  # too few steps: matched GPU op calls are the samples
-        paired = cmp.paired(g.rank, **fine[1])
-        if paired is not None and paired.pairs >= s.min_samples:
-            enough = True
-            width = paired.se * abs(b_med)
-            widths = paired.widths()
-            evidence = Evidence("sign test", paired.pairs, paired.pairs, p_value=paired.p_value, alpha=s.alpha,
-                                method=paired.method, interval=None,
-                                significant=bool(paired.p_value < s.alpha and paired.ratio > 1.0),
-                                sample_kind=fine[0])
-    evidence = replace(evidence, baseline_runs=b_runs, candidate_runs=c_runs, baseline_steps=len(b),
-                       candidate_steps=len(c), noise_width=width, noise_widths=widths,
-                       required_noise_widths=s.noise_widths)
     if metric.unit == "pct":
         exceeds = worse_delta > cfg.threshold
         change = f"{delta:+.1f} points"
@@ -167,21 +185,22 @@ def _relative_check(cmp: Comparison, name: str, cfg: RelativeCheck, metric: Metr
         status, why = PASS, f"within {threshold.describe(metric.unit)}"
     elif cmp.hw:
         status, why = INCONCLUSIVE, "beyond the threshold, but the GPUs differ (hardware_mismatch = inconclusive)"
-    elif not enough:
+    elif not j.enough:
         status = INCONCLUSIVE
         why = (f"beyond {threshold.describe(metric.unit)}, but too few samples to tell from noise "
                f"({len(b)} vs {len(c)}; at least {s.min_samples} per side)")
     elif not evidence.significant:
         status = INCONCLUSIVE
         why = f"beyond {threshold.describe(metric.unit)}, but not significant ({evidence_text(evidence)})"
-    elif widths < s.noise_widths:
+    elif j.widths < s.noise_widths:
         status = INCONCLUSIVE
-        why = (f"beyond {threshold.describe(metric.unit)}, but within the noise: {widths:.1f} noise widths of "
-               f"{format_value(width, metric.unit)}, at least {s.noise_widths:g} needed ({evidence_text(evidence)})")
+        why = (f"beyond {threshold.describe(metric.unit)}, but within the noise: {j.widths:.1f} noise widths of "
+               f"{format_value(j.width, metric.unit)}, at least {s.noise_widths:g} needed ({evidence_text(evidence)})")
     else:
         status = cfg.level
         why = f"beyond {threshold.describe(metric.unit)}; significant ({evidence_text(evidence)})"
-        host = cmp.host_wait if not multi and metric.column in HOST_WAIT_METRICS else None
+        one_run = evidence.sample_kind != "run"
+        host = cmp.host_wait if one_run and metric.column in HOST_WAIT_METRICS else None
         if host is not None:  # one run per side and nothing but host-side wait changed
             status = s.host_wait_level if status == FAIL else status
             why += f"; {host.explanation()}"
