@@ -128,13 +128,19 @@ def test_small_changes_pass_and_unprovable_ones_are_inconclusive():
 
 
 def test_floor_ignores_changes_too_small_to_matter():
-    """compute +40 % but only 40 µs per 100 ms step: under the 1 %-of-step floor (1 ms)."""
-    b = side({0: {"compute_us": [100.0, 101, 99, 100, 100]}})
-    c = side({0: {"compute_us": [140.0, 141, 139, 140, 140]}})
-    check = one(evaluate(b, c, Config()), "relative.compute")
+    """GPU busy +40 % but only 40 µs per 100 ms step: under the 1 %-of-step floor (1 ms). Compute
+    has no step-share floor (slower kernels matter even while the host hides them), only 50 µs."""
+    b = side({0: {"gpu_busy_us": [100.0, 101, 99, 100, 100], "compute_us": [100.0, 101, 99, 100, 100]}})
+    c = side({0: {"gpu_busy_us": [140.0, 141, 139, 140, 140], "compute_us": [140.0, 141, 139, 140, 140]}})
+    verdict = evaluate(b, c, Config())
+    check = one(verdict, "relative.gpu_busy")
     assert check.status == PASS and check.threshold.floor_us == pytest.approx(1000.0)
-    low_floor = config_from_mapping({"relative": {"compute": {"min_change_us": 10, "min_change_step_pct": 0}}})
+    compute = one(verdict, "relative.compute")
+    assert compute.status == PASS and compute.threshold.floor_us == pytest.approx(50.0)  # 40 µs < 50 µs
+    low_floor = config_from_mapping({"relative": {"compute": {"min_change_us": 10}}})
     assert one(evaluate(b, c, low_floor), "relative.compute").status == FAIL  # compute fails by default
+    slower = side({0: {"gpu_busy_us": [100.0, 101, 99, 100, 100], "compute_us": [200.0, 202, 198, 200, 200]}})
+    assert one(evaluate(b, slower, Config()), "relative.compute").status == FAIL  # +100 µs: beyond 50 µs
 
 
 def test_percentage_metrics_use_points():

@@ -81,6 +81,27 @@ class Comparison:
                               min_change_us=self.config.relative["step_time"].min_change_us,
                               launch_tolerance_pct=launches.tolerance_pct if launches else 1.0)
 
+    @functools.cached_property
+    def faster_step(self) -> str | None:
+        """A sentence when the candidate's steps are significantly faster beyond the step-time
+        threshold (one-sided Mann-Whitney U on every (run, rank, step) sample), else None. GPU
+        idle can then grow inside the GPU window while the step shrinks (a data wait that moved
+        from before the first kernel to between kernels): a change of where the GPU waits, not a
+        regression."""
+        b = self.b.steps["step_time_us"].to_numpy(dtype=float) if len(self.b.steps) else np.empty(0)
+        c = self.c.steps["step_time_us"].to_numpy(dtype=float) if len(self.c.steps) else np.empty(0)
+        b, c = b[np.isfinite(b)], c[np.isfinite(c)]
+        if min(len(b), len(c)) < self.stats.min_samples:
+            return None
+        b_med, c_med = float(np.median(b)), float(np.median(c))
+        limit = self.config.relative["step_time"].max_increase_pct
+        if not b_med or 100.0 * (b_med - c_med) / b_med <= limit:
+            return None
+        if mann_whitney_u(c, b, "less").p_value >= self.stats.alpha:
+            return None
+        return (f"the step got faster ({100.0 * (c_med - b_med) / b_med:+.1f} %, median "
+                f"{b_med / 1000:.2f} → {c_med / 1000:.2f} ms): the GPU waits elsewhere in a shorter step")
+
     def keys(self, table: str, key_columns: tuple[str, ...]) -> list[str]:
         """Keys of ``table`` ("op_steps" or "collectives_per_step") on either side, baseline first."""
         keys: list[str] = []

@@ -22,9 +22,12 @@ import pandas as pd
 
 from ..config import RelativeCheck
 from ..model import COLLECTIVE, COMPUTATION, MEMORY
-from .checks import FAIL, INCONCLUSIVE, PASS, Check, Evidence, Threshold, evidence_text, format_value, make_check
+from .checks import FAIL, INCONCLUSIVE, PASS, WARN, Check, Evidence, Threshold, evidence_text, format_value, make_check
 from .comparison import MEMORY_KEY, Comparison
 from .hostwait import HOST_WAIT_METRICS
+
+IDLE_METRICS = ("idle_us", "idle_pct")
+"""GPU idle inside the step's GPU window: lowered to warn when the step itself got faster."""
 from .metrics import HIGHER, METRICS, RELATIVE_METRICS, Group, Metric, keyed_samples
 from .noise import run_noise, step_noise
 
@@ -204,6 +207,10 @@ def _relative_check(cmp: Comparison, name: str, cfg: RelativeCheck, metric: Metr
         if host is not None:  # one run per side and nothing but host-side wait changed
             status = s.host_wait_level if status == FAIL else status
             why += f"; {host.explanation()}"
+        faster = cmp.faster_step if metric.column in IDLE_METRICS else None
+        if faster is not None and status == FAIL:  # idle moved inside a shorter step: shown, not failed
+            status = WARN
+            why += f"; {faster}"
     return make_check(**base, status=status, b=b, c=c, evidence=evidence, message=f"{text}): {why}",
                       values=(b_med, c_med))
 
