@@ -53,10 +53,9 @@ settings.register_profile("deep", max_examples=max(EXAMPLES, 1), deadline=None, 
 PROFILE = "deep" if EXAMPLES else "ci"
 
 TOL = 1e-6
-NOT_SHARES = {("step_times", "gpu_busy_pct"), ("stragglers", "wall_excess_pct"),
+NOT_SHARES = {("stragglers", "wall_excess_pct"),
               ("straggler_evidence", "wall_excess_pct")}
-"""Columns named *_pct that are not shares of a whole: a signed excess over the median, and the
-busy time of the GPU work a step launched over its CPU wall time (that work may run past it)."""
+"""Columns named *_pct that are not shares of a whole: a signed excess over the median."""
 
 # --- well-formed traces ----------------------------------------------------------------------------
 GPU_WORK = [

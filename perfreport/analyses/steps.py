@@ -23,7 +23,7 @@ from .grouping import Grouped
 from .intervals import covered
 
 STEP_COLUMNS = ("rank", "step", "start_us", "end_us", "wall_us", "gpu_events", "gpu_busy_us",
-                "gpu_start_us", "gpu_end_us")
+                "gpu_start_us", "gpu_end_us", "gpu_busy_in_step_us")
 STEP_TIME_COLUMNS = ("rank", "steps", "first_step", "last_step", "wall_us_mean", "wall_us_median",
                      "wall_us_min", "wall_us_max", "wall_us_std", "gpu_busy_us_mean", "gpu_busy_pct")
 
@@ -70,6 +70,8 @@ def _rank_steps(trace: RankTrace) -> pd.DataFrame:
     busy = []
     for a, b in zip(lo, hi):  # a loop over steps; each a vectorised interval union
         busy.append(covered(starts[a:b], ends[a:b]) if has_gpu else np.nan)
+    inside = _busy_in_windows(trace.ts[gpu], trace.ts[gpu] + trace.dur[gpu], spans["start_us"].to_numpy(),
+                              spans["end_us"].to_numpy()) if has_gpu else np.full(len(spans), np.nan)
     first = np.array([starts[a:b].min() if b > a else np.nan for a, b in zip(lo, hi)], dtype=np.float64)
     last = np.array([ends[a:b].max() if b > a else np.nan for a, b in zip(lo, hi)], dtype=np.float64)
     return pd.DataFrame({
@@ -82,12 +84,29 @@ def _rank_steps(trace: RankTrace) -> pd.DataFrame:
         "gpu_busy_us": np.array(busy, dtype=np.float64),
         "gpu_start_us": first,
         "gpu_end_us": last,
+        "gpu_busy_in_step_us": inside,
     }, columns=list(STEP_COLUMNS))
+
+
+def _busy_in_windows(starts: np.ndarray, ends: np.ndarray, w0: np.ndarray, w1: np.ndarray) -> np.ndarray:
+    """Per window [w0, w1): the time (µs) any of the intervals covers inside it, whichever step
+    launched them — how busy the GPU was during the step, so within 0 and the window's length.
+    Intervals sorted by start; a running maximum of ends finds the first that can reach a window."""
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order], ends[order]
+    reach = np.maximum.accumulate(e)
+    out = np.empty(len(w0), dtype=np.float64)
+    for k, (a, b) in enumerate(zip(w0, w1)):  # a loop over steps; each a vectorised union
+        i0 = int(np.searchsorted(reach, a, side="right"))
+        i1 = int(np.searchsorted(s, b, side="left"))
+        out[k] = covered(np.clip(s[i0:i1], a, b), np.clip(e[i0:i1], a, b)) if i1 > i0 else 0.0
+    return out
 
 
 def profiler_steps(traces: TraceSet) -> pd.DataFrame:
     """One row per (rank, step): start/end (trace µs), wall time (µs), the number of GPU events
-    launched in the step, their busy time (µs, union) and first start / last end (trace µs)."""
+    launched in the step, their busy time (µs, union), first start / last end (trace µs) and the
+    GPU's busy time inside the step's window, whichever step launched the work (µs)."""
     frames = [rank_steps(t) for t in traces]
     frames = [f for f in frames if len(f)]
     if not frames:
@@ -98,18 +117,20 @@ def profiler_steps(traces: TraceSet) -> pd.DataFrame:
 
 def step_times(traces: TraceSet) -> pd.DataFrame:
     """One row per rank with steps: step count, wall time statistics (µs, std with ddof=1,
-    NaN for one step), mean GPU busy time per step (µs) and GPU busy as % of total wall time."""
+    NaN for one step), mean GPU busy time per step (µs) and the share of the steps' wall time the
+    GPU was busy (%, within 0–100: the GPU work inside the step windows, whoever launched it)."""
     steps = profiler_steps(traces)
     rows = []
     for rank, g in steps.groupby("rank", sort=True):  # a loop over ranks
         wall = g["wall_us"].to_numpy()
         busy = g["gpu_busy_us"].to_numpy()
+        inside = g["gpu_busy_in_step_us"].to_numpy()
         rows.append({
             "rank": int(rank), "steps": len(g), "first_step": int(g["step"].min()), "last_step": int(g["step"].max()),
             "wall_us_mean": float(wall.mean()), "wall_us_median": float(np.median(wall)),
             "wall_us_min": float(wall.min()), "wall_us_max": float(wall.max()),
             "wall_us_std": float(wall.std(ddof=1)) if len(wall) > 1 else np.nan,
             "gpu_busy_us_mean": float(busy.mean()),
-            "gpu_busy_pct": pct(float(busy.sum()), float(wall.sum())),
+            "gpu_busy_pct": pct(float(inside.sum()), float(wall.sum())),
         })
     return pd.DataFrame(rows, columns=list(STEP_TIME_COLUMNS))
