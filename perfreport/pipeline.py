@@ -29,7 +29,7 @@ from .gate.baselines import resolve as resolve_baseline
 from .gate.metrics import SideData, side_data, versions_of
 from .gate.verdict import Verdict, evaluate
 from .load.scanner import scanner_name
-from .digest import INVOCATIONS_ALWAYS, AnalysisOptions, RankDigest, assemble, digest
+from .digest import INVOCATIONS_ALWAYS, AnalysisOptions, RankDigest, assemble
 from .executor import Executor, RankJob
 from .executor import run as run_executor
 from .model import TraceSet
@@ -178,14 +178,6 @@ class Comparison:
     baseline_ref: StoredBaseline | None = None
     explanation_note: str | None = None
     gate_s: float = 0.0
-
-
-def analyze_loaded(traces: TraceSet, load_s: float = 0.0, options: AnalysisOptions | None = None) -> Analysis:
-    """:func:`analyze` for traces already in memory (each rank digested here, in order)."""
-    t0 = time.perf_counter()
-    digests = [digest(t, options or AnalysisOptions()) for t in traces]
-    out, tables = assemble(digests, traces.source)
-    return Analysis(out, tables, load_s=load_s, analyze_s=time.perf_counter() - t0)
 
 
 def baseline_jobs(stored: StoredBaseline, ranks: list[Mapping] | None = None) -> list[RankJob]:

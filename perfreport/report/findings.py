@@ -26,6 +26,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from ..gate.checks import format_value
 from ..units import format_us
 
 STATUS_ORDER = ("fail", "warn", "inconclusive", "pass")
@@ -259,16 +260,6 @@ def _change(c: dict) -> str:
     return f"{delta:+g}"
 
 
-def _value(value, unit: str | None) -> str:
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return "n/a"
-    if unit == "us":
-        return format_us(value)
-    if unit == "pct":
-        return f"{value:.1f} %"
-    return f"{value:g}"
-
-
 def _pair(b: Sequence, c: Sequence, unit: str | None) -> str:
     """"126.55 → 176.47 ms": the baseline's unit dropped when both sides share it."""
     left, right = _span(b, unit), _span(c, unit)
@@ -283,7 +274,7 @@ def _span(values: Sequence, unit: str | None) -> str:
     xs = [x for x in values if isinstance(x, (int, float)) and math.isfinite(x)]
     if not xs:
         return "n/a"
-    lo, hi = _value(min(xs), unit), _value(max(xs), unit)
+    lo, hi = format_value(min(xs), unit), format_value(max(xs), unit)
     if lo == hi:
         return lo
     suffix = hi[hi.rfind(" "):] if " " in hi else ""

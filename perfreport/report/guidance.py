@@ -34,7 +34,8 @@ EXPOSED_COMM_PCT = 5.0
 MEMORY_BUSY_PCT = 10.0
 
 
-def _pace_rank(side: Side) -> Any:
+def pace_rank(side: Side) -> Any:
+    """The rank that sets the pace: the slowest median step, else the first rank listed."""
     steps = [r for r in records(side, "step_times") if isinstance(r.get("wall_us_median"), (int, float))]
     if steps:
         return max(steps, key=lambda r: r["wall_us_median"]).get("rank")
@@ -53,7 +54,7 @@ def _num(value: Any) -> float | None:
 def analysis_headline(doc: Mapping[str, Any]) -> Headline | None:
     """Step time, GPU idle share and what fills the GPU span, for the pace-setting rank."""
     side = Side("", doc)
-    rank = _pace_rank(side)
+    rank = pace_rank(side)
     if rank is None:
         return None
     multi = len(records(side, "summary")) > 1
@@ -87,7 +88,7 @@ def analysis_headline(doc: Mapping[str, Any]) -> Headline | None:
 def suggestions(doc: Mapping[str, Any]) -> tuple[Suggestion, ...]:
     """What to try, each with its evidence (see the module docstring for the rules)."""
     side = Side("", doc)
-    rank = _pace_rank(side)
+    rank = pace_rank(side)
     if rank is None:
         return ()
     out: list[Suggestion] = []

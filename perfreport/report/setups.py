@@ -22,9 +22,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .. import __version__
-from .blocks import Side, make_section, records, stacked_bars, table
+from .blocks import Side, records, stacked_bars
 from .comparison import checks_sections, finding_evidence, movers_section
 from .findings import group_findings
+from .guidance import pace_rank
 from .model import Column, Headline, Link, Paragraph, Report, Section, Table, Value, Verdict
 from .overview import comparison_headline, headline_line, signed_ms, step_time_figure
 from .sections import analysis_sections, metadata_section
@@ -67,14 +68,6 @@ def _pair_document(doc: Mapping[str, Any], comparison: Mapping[str, Any]) -> dic
     return {**comparison, "baseline": base, "candidate": by_label.get(comparison.get("label"), {})}
 
 
-def _slowest_rank(side: Side) -> Any:
-    steps = [r for r in records(side, "step_times") if isinstance(r.get("wall_us_median"), (int, float))]
-    if steps:
-        return max(steps, key=lambda r: r["wall_us_median"]).get("rank")
-    ranks = [r.get("rank") for r in records(side, "summary")]
-    return ranks[0] if ranks else None
-
-
 def _pick(side: Side, name: str, rank: Any) -> dict:
     return next((r for r in records(side, name) if r.get("rank") == rank), {})
 
@@ -83,7 +76,7 @@ def glance_table(sides: Sequence[Side], setups: Sequence[Mapping[str, Any]],
                  verdicts: Mapping[str, tuple[str, str]]) -> Table:
     """Metric rows, one column per setup; per-rank figures are those of the setup's slowest rank."""
     rows: list[tuple] = []
-    picked = [_slowest_rank(s) for s in sides]
+    picked = [pace_rank(s) for s in sides]
 
     def add(label: str, unit: str, values: Sequence[Any]) -> None:
         if any(v is not None for v in values):
