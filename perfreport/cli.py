@@ -142,21 +142,26 @@ def _store_argument(p: argparse.ArgumentParser) -> None:
 
 # --- compare ---------------------------------------------------------------------------------
 def cmd_compare(args: argparse.Namespace) -> int:
+    from .outputs import pdf_renderer
+    from .report import parse_formats
+
+    formats = parse_formats(args.format)  # before the slow part: a typo fails fast
+    labels = setup_labels(args.baseline, args.candidate, args.label)
+    with pdf_renderer(formats) as renderer:  # first: WeasyPrint's import overlaps everything below
+        return compare_one(args, labels, formats, renderer) if len(args.candidate) == 1 else \
+            compare_setups(args, labels, formats, renderer)
+
+
+def compare_one(args: argparse.Namespace, labels: list[str], formats, renderer) -> int:
+    """``compare BASELINE CANDIDATE``: the verdict table, the report files, exit 1 on a failure."""
     from .config import load_config
     from .outputs import write_reports
     from .pipeline import compare, report_document
     from .progress import make_progress
-    from .report import build_report, parse_formats
+    from .report import build_report
 
-    formats = parse_formats(args.format)  # before the slow part: a typo fails fast
-    labels = setup_labels(args.baseline, args.candidate, args.label)
     config = load_config(args.config)
     executor = _executor(args)
-    if len(args.candidate) > 1:
-        if args.runs:
-            raise PerfreportError("--run adds runs of one candidate; with several setups (CANDIDATE …) store each "
-                                  "setup's runs as a baseline instead")
-        return compare_setups(args, labels, formats, config, executor)
     progress = make_progress(args.quiet)
     try:
         comparison = compare(args.baseline, args.candidate[0], config=config, store=args.store, executor=executor,
@@ -169,7 +174,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     finally:
         progress.finish()
     try:  # report.json is always written: it is what machines and later renders read
-        paths = write_reports(report, out, ("json", *formats), pdf_appendix=args.pdf_appendix)
+        paths = write_reports(report, out, ("json", *formats), pdf_appendix=args.pdf_appendix, renderer=renderer,
+                              pdf_optional=args.format in (None, "all"))
     except OSError as exc:
         raise PerfreportError(f"{out}: cannot write the report ({exc.strerror or exc})") from None
     print("\n".join(verdict_lines(document, report=report)))
@@ -194,15 +200,21 @@ def setup_labels(baseline: str, candidates: list[str], labels: list[str] | None)
     return labels
 
 
-def compare_setups(args: argparse.Namespace, labels: list[str], formats, config, executor) -> int:
+def compare_setups(args: argparse.Namespace, labels: list[str], formats, renderer) -> int:
     """``compare BASELINE CANDIDATE CANDIDATE …``: each candidate judged against the baseline,
     one report with a column per setup; exit 1 when any fails."""
+    from .config import load_config
     from .outputs import write_reports
     from .pipeline import compare_many, report_document
     from .progress import make_progress
     from .report import build_report
     from .report.setups import multi_document
 
+    if args.runs:
+        raise PerfreportError("--run adds runs of one candidate; with several setups (CANDIDATE …) store each "
+                              "setup's runs as a baseline instead")
+    config = load_config(args.config)
+    executor = _executor(args)
     progress = make_progress(args.quiet)
     try:
         comparisons = compare_many(args.baseline, args.candidate, config=config, store=args.store, executor=executor,
@@ -214,7 +226,8 @@ def compare_setups(args: argparse.Namespace, labels: list[str], formats, config,
     finally:
         progress.finish()
     try:
-        paths = write_reports(report, out, ("json", *formats), pdf_appendix=args.pdf_appendix)
+        paths = write_reports(report, out, ("json", *formats), pdf_appendix=args.pdf_appendix, renderer=renderer,
+                              pdf_optional=args.format in (None, "all"))
     except OSError as exc:
         raise PerfreportError(f"{out}: cannot write the report ({exc.strerror or exc})") from None
     print(f"perfreport compare: {document['status'].upper()} · {report.headline.counts}")
@@ -370,12 +383,21 @@ def cmd_baseline_rm(args: argparse.Namespace) -> int:
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
+    from .outputs import pdf_renderer
+    from .report import parse_formats
+
+    formats = parse_formats(args.format)
+    with pdf_renderer(formats) as renderer:  # first: WeasyPrint's import overlaps the loading
+        return analyze_to(args, formats, renderer)
+
+
+def analyze_to(args: argparse.Namespace, formats, renderer) -> int:
+    """``analyze``: the summary table, summary.json/.md and the report files."""
     from .outputs import write_reports
     from .pipeline import resolve_side, run_jobs, summary_document
     from .progress import make_progress
-    from .report import build_report, parse_formats
+    from .report import build_report
 
-    formats = parse_formats(args.format)
     executor = _executor(args)
     progress = make_progress(args.quiet)
     try:  # a trace folder/file, or a stored baseline (its verified cache or traces)
@@ -392,7 +414,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     try:
         paths = write_reports(build_report(document), out, formats, extra={
             "summary.json": text, "summary.md": render_summary_markdown(document)},
-            pdf_appendix=args.pdf_appendix)
+            pdf_appendix=args.pdf_appendix, renderer=renderer, pdf_optional=args.format in (None, "all"))
     except OSError as exc:
         raise PerfreportError(f"{out}: cannot write the report ({exc.strerror or exc})") from None
     print(render_summary_table(analysis.tables["summary"]))

@@ -1,18 +1,23 @@
-"""Writing the report files of one command, the slow one (the PDF) alongside the others.
+"""Writing the report files of one command, the slow one (the PDF) beside the others.
 
-The PDF is laid out by WeasyPrint in pure Python: seconds, where every other format takes tens
-of milliseconds. It is rendered in a forked child process started first, while this process
-renders the other formats, so the command costs max(PDF, rest) instead of their sum; then every
-file is written as one set, as :func:`perfreport.report.write_reports` does. The
-renderers themselves are :func:`perfreport.report.render`'s, unchanged; this module only decides
-when and where they run. Without ``fork`` (Windows) everything is rendered here, in order.
+WeasyPrint lays the PDF out in pure Python: a second or two, where every other format takes
+milliseconds once the figures are drawn, and importing it takes half a second more. So a
+command that writes a PDF forks a :class:`PdfRenderer` as soon as it starts: the child imports
+WeasyPrint on the other core while the parent loads the traces, then waits. When the report is
+ready the parent draws the figures once, sends the PDF's page (HTML text) to the child, and
+renders the other formats with the same figures while the child lays out the PDF; then every
+file is written as one set, as :func:`perfreport.report.write_reports` does. The renderers are
+:mod:`perfreport.report`'s, unchanged; this module only decides when and where they run.
+Without ``fork`` (Windows) everything is rendered here, in order.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import traceback
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
 from ._io import atomic_files
@@ -20,81 +25,208 @@ from .errors import PerfreportError
 from .report import FILENAMES, parse_formats, render
 from .report.model import Report
 
-SLOW_FORMATS = ("pdf",)
+
+class PdfRenderer:
+    """A forked child that lays out one PDF: it imports WeasyPrint at once, then waits for the
+    page (:meth:`send`) and sends back the PDF (:meth:`result`). Closing it without sending
+    lets the child exit. Use :meth:`start`; None where the platform cannot fork."""
+
+    def __init__(self, pid: int, to_child: int, from_child: int) -> None:
+        self.pid, self._to_child, self._from_child = pid, to_child, from_child
+
+    @classmethod
+    def start(cls) -> PdfRenderer | None:
+        if not hasattr(os, "fork"):
+            return None
+        sys.stdout.flush()
+        sys.stderr.flush()
+        down_r, down_w = os.pipe()
+        up_r, up_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: never returns
+            os.close(down_w)
+            os.close(up_r)
+            _child(down_r, up_w)
+        os.close(down_r)
+        os.close(up_w)
+        return cls(pid, down_w, up_r)
+
+    def send(self, html: str) -> None:
+        """Give the child the page to lay out (then :meth:`result`)."""
+        self._send(html.encode("utf-8", "surrogatepass"))
+
+    def _send(self, page: bytes) -> None:
+        """The page's length (8 bytes), then the page. Worker processes forked later hold
+        copies of this pipe, so the child never waits for its end: an empty page means stop."""
+        fd, self._to_child = self._to_child, -1
+        if fd < 0:
+            return
+        try:
+            _write_all(fd, len(page).to_bytes(8, "little") + page)
+        except OSError:
+            pass  # the child is gone: result() says why
+        finally:
+            os.close(fd)
+
+    def result(self, path: Path) -> bytes:
+        """The PDF bytes. PdfUnavailable when WeasyPrint did not load in the child,
+        PerfreportError naming ``path`` for any other failure."""
+        from .report.pdf import PdfUnavailable
+
+        payload = self._collect()
+        if payload[:1] == b"O":
+            return payload[1:]
+        if payload[:1] == b"U":
+            raise PdfUnavailable(payload[1:].decode(errors="replace").strip())
+        if payload[:1] == b"E":
+            raise PerfreportError(f"{path}: cannot write the PDF report ({payload[1:].decode(errors='replace').strip()})")
+        raise PerfreportError(f"{path}: cannot write the PDF report (its renderer ended abnormally)")
+
+    def close(self) -> None:
+        """Stop the child if nothing was sent (an empty page), and reap it."""
+        self._send(b"")
+        self._collect()
+
+    def _collect(self) -> bytes:
+        if self._from_child < 0:
+            return b""
+        fd, self._from_child = self._from_child, -1
+        chunks = []
+        with os.fdopen(fd, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                chunks.append(block)
+        _, status = os.waitpid(self.pid, 0)
+        payload = b"".join(chunks)
+        return payload if os.waitstatus_to_exitcode(status) == 0 else b""
+
+    def __enter__(self) -> PdfRenderer:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _child(page_fd: int, result_fd: int) -> None:
+    """The renderer child: import WeasyPrint, read the page (see :meth:`PdfRenderer._send`), lay
+    it out, send b"O" + the PDF, b"U" + why WeasyPrint cannot load, or b"E" + one error line."""
+    code = 0
+    try:
+        from .report.pdf import PdfUnavailable, import_weasyprint, layout_pdf
+
+        try:
+            import_weasyprint()
+            missing = None
+        except PdfUnavailable as exc:
+            missing = str(exc)
+        with os.fdopen(page_fd, "rb") as f:
+            size = int.from_bytes(_read_exactly(f, 8) or bytes(8), "little")
+            html = _read_exactly(f, size).decode("utf-8", "surrogatepass")
+        if not html:
+            payload = b""
+        elif missing:
+            payload = b"U" + missing.encode()
+        else:
+            try:
+                payload = b"O" + layout_pdf(html)
+            except BaseException as exc:  # noqa: BLE001 - everything goes back to the parent as text
+                payload = b"E" + _describe(exc).encode()[:4000]
+        _write_all(result_fd, payload)
+    except BaseException:  # noqa: BLE001 - a child never returns into the parent's code
+        code = 1
+    finally:
+        os._exit(code)
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, (PerfreportError, OSError)):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc} ({traceback.format_exc(limit=3).strip().splitlines()[-1]})"
+
+
+def _read_exactly(f, size: int) -> bytes:
+    """``size`` bytes from ``f``, or fewer where the parent died meanwhile."""
+    chunks, left = [], size
+    while left > 0:
+        block = f.read(min(left, 1 << 20))
+        if not block:
+            break
+        chunks.append(block)
+        left -= len(block)
+    return b"".join(chunks)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def write_reports(report: Report, out_dir: str | Path, formats: Iterable[str] | str | None = None,
                   extra: Mapping[str, str | bytes] | None = None, *, pdf_appendix: bool = False,
-                  ready: Mapping[str, str | bytes] | None = None) -> list[Path]:
+                  ready: Mapping[str, str | bytes] | None = None, renderer: PdfRenderer | None = None,
+                  pdf_optional: bool = False) -> list[Path]:
     """:func:`perfreport.report.write_reports` (the report files and the ``extra`` files written as
-    one set, :func:`perfreport._io.atomic_files`) with the PDF rendered in a child process at the
-    same time as the other formats; ``ready`` holds formats already rendered (e.g. the JSON text
-    a command made anyway). Returns the paths: the extra files, then the reports in
+    one set, :func:`perfreport._io.atomic_files`) with the PDF laid out in a child process at the
+    same time as the other formats are rendered: ``renderer`` (started early by the command), or
+    one forked here. ``ready`` holds formats already rendered. ``pdf_optional``: the PDF was a
+    default, not asked for, so where WeasyPrint cannot load it is left out with a note on
+    stderr instead of failing. Returns the paths: the extra files, then the reports in
     :data:`perfreport.report.FORMATS` order. Raises OSError for a write that failed,
     PerfreportError for a PDF that failed (the other files are written all the same)."""
+    from .report import pdf
+
     out = Path(out_dir)
     formats = parse_formats(formats)
-    ready = dict(ready or {})
-    options = {"pdf_appendix": True} if pdf_appendix else {}
-    slow = [f for f in formats if f in SLOW_FORMATS and f not in ready]
-    children = {fmt: _start(report, out / FILENAMES[fmt], fmt, options) for fmt in slow} if hasattr(os, "fork") else {}
     files: dict[str, str | bytes] = dict(extra or {})
-    errors: list[str] = []
+    ready = dict(ready or {})
+    svgs: dict[str, str] = {}  # figures drawn once, for the page and the PDF's page
+    pdf_page = None
+    own = None
     try:
+        if "pdf" in formats and "pdf" not in ready:
+            if renderer is None:
+                renderer = own = PdfRenderer.start()
+            pdf_page = pdf.paged_html(report, appendix=pdf_appendix, svgs=svgs)
+            if renderer is not None:
+                renderer.send(pdf_page)
         for fmt in formats:
-            if fmt not in children:
-                files[FILENAMES[fmt]] = ready[fmt] if fmt in ready else render(report, fmt, **options)
+            if fmt in ready:
+                files[FILENAMES[fmt]] = ready[fmt]
+            elif fmt == "html":
+                from .report.html import render_html  # matplotlib: only when a page is drawn
+
+                files[FILENAMES[fmt]] = render_html(report, svgs=svgs)
+            elif fmt != "pdf":
+                files[FILENAMES[fmt]] = render(report, fmt)
+        error = None
+        if pdf_page is not None:
+            path = out / FILENAMES["pdf"]
+            try:
+                files[FILENAMES["pdf"]] = renderer.result(path) if renderer else pdf.layout_pdf(pdf_page)
+            except pdf.PdfUnavailable as exc:
+                if not pdf_optional:
+                    raise
+                print(f"perfreport: note: no PDF report ({exc})", file=sys.stderr)
+            except PerfreportError as exc:
+                error = exc
     finally:
-        for fmt, child in children.items():
-            data, error = _wait(child, fmt)
-            if error:
-                errors.append(error)
-            else:
-                files[FILENAMES[fmt]] = data
+        if own is not None:
+            own.close()
     order = [*(extra or {})] + [FILENAMES[f] for f in formats if FILENAMES[f] in files]
     atomic_files(out, {name: files[name] for name in order})
-    if errors:
-        raise PerfreportError("; ".join(errors))
+    if error:
+        raise error
     return [out / name for name in order]
 
 
-def _start(report: Report, path: Path, fmt: str, options: Mapping) -> tuple[int, int]:
-    """Fork a child that renders one format and sends it back through a pipe (b"O" + the
-    bytes, or b"E" + one error line); (pid, read end of the pipe)."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: render, send, never return
-        code = 0
-        try:
-            os.close(r)
-            data = render(report, fmt, **options)
-            payload = b"O" + (data.encode() if isinstance(data, str) else data)
-        except BaseException as exc:  # noqa: BLE001 - everything goes back to the parent as text
-            message = str(exc) if isinstance(exc, (PerfreportError, OSError)) else \
-                f"{type(exc).__name__}: {exc} ({traceback.format_exc(limit=3).strip().splitlines()[-1]})"
-            payload = b"E" + f"{path}: cannot write the {fmt.upper()} report ({message})".encode()[:4000]
-            code = 1
-        try:
-            view = memoryview(payload)
-            while view:
-                view = view[os.write(w, view):]
-        finally:
-            os._exit(code)
-    os.close(w)
-    return pid, r
-
-
-def _wait(child: tuple[int, int], fmt: str) -> tuple[bytes, str | None]:
-    """Wait for a child: (its rendering, None), or (b"", its error line)."""
-    pid, r = child
-    chunks = []
-    with os.fdopen(r, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            chunks.append(block)
-    _, status = os.waitpid(pid, 0)
-    payload = b"".join(chunks)
-    if payload[:1] == b"E":
-        return b"", payload[1:].decode(errors="replace").strip()
-    if payload[:1] != b"O" or os.waitstatus_to_exitcode(status) != 0:
-        return b"", f"the {fmt.upper()} renderer ended abnormally (status {status})"
-    return payload[1:], None
+@contextmanager
+def pdf_renderer(formats: Iterable[str]) -> Iterator[PdfRenderer | None]:
+    """A renderer started now when ``formats`` include the PDF (a command enters this first, so
+    WeasyPrint's import overlaps the loading), stopped on leaving; None otherwise or without
+    ``fork``."""
+    renderer = PdfRenderer.start() if "pdf" in formats else None
+    try:
+        yield renderer
+    finally:
+        if renderer is not None:
+            renderer.close()

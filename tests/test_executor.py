@@ -208,40 +208,6 @@ def test_a_digest_from_other_code_or_settings_is_not_used(tmp_path):
     assert digest_cache.decode(b"\x93garbage", AnalysisOptions(), "x") is None
 
 
-def test_the_pdf_renders_in_a_child_and_its_failure_is_one_clear_error(tmp_path, monkeypatch):
-    import os
-
-    from perfreport import outputs
-    from perfreport.errors import PerfreportError
-    from perfreport.pipeline import analyze, summary_document
-    from perfreport.report import build_report
-
-    report = build_report(summary_document(analyze(TWO_RANKS, workers=1)))
-    real = outputs.render
-    parent = os.getpid()
-
-    def render(r, fmt):
-        if fmt == "pdf":  # runs in the child: its pid differs, and it writes what the parent cannot see
-            assert os.getpid() != parent
-            return b"%PDF-1.7 from the child"
-        return real(r, fmt)
-
-    monkeypatch.setattr(outputs, "render", render)
-    paths = outputs.write_reports(report, tmp_path / "ok", ("md", "pdf", "json"))
-    assert [p.name for p in paths] == ["report.pdf", "report.md", "report.json"]
-    assert (tmp_path / "ok" / "report.pdf").read_bytes() == b"%PDF-1.7 from the child"
-
-    def broken(r, fmt):
-        if fmt == "pdf":
-            raise RuntimeError("no fonts")
-        return real(r, fmt)
-
-    monkeypatch.setattr(outputs, "render", broken)
-    with pytest.raises(PerfreportError, match=r"report\.pdf: cannot write the PDF report \(RuntimeError: no fonts"):
-        outputs.write_reports(report, tmp_path / "bad", ("md", "pdf"))
-    assert (tmp_path / "bad" / "report.md").is_file() and not (tmp_path / "bad" / "report.pdf").exists()
-
-
 def test_a_bad_rank_in_a_worker_is_the_usual_one_line_error(tmp_path, job8, capsys):
     bad = tmp_path / "job"
     shutil.copytree(job8, bad)

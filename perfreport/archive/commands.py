@@ -8,9 +8,6 @@ import os
 from pathlib import Path
 
 from ..errors import ArchiveError
-from ..report.templates import format_value
-from . import store
-from .metrics import KEY_METRICS
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -49,6 +46,8 @@ def _store_argument(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_add(args: argparse.Namespace) -> int:
+    from . import store
+
     commit = args.commit if args.commit is not None else os.environ.get("GITHUB_SHA", "")
     entry = store.add(args.store, args.release, args.report, force=args.force, commit=commit, date=args.date)
     print(f"archived {entry['tag']} ({entry['status'] or 'no verdict'}) in {args.store}: "
@@ -57,6 +56,9 @@ def cmd_add(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
+    from ..report.templates import format_value
+    from .metrics import KEY_METRICS
+
     index = _existing(args.store)
     if args.json:
         print(json.dumps(index["releases"], indent=2, ensure_ascii=False))
@@ -74,6 +76,10 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    from ..report.templates import format_value
+    from . import store
+    from .metrics import KEY_METRICS
+
     entry = store.find(_existing(args.store), args.tag)
     if entry is None:
         raise ArchiveError(f"{args.store}: no archived release {args.tag}")
@@ -89,12 +95,16 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_rm(args: argparse.Namespace) -> int:
+    from . import store
+
     entry = store.remove(args.store, args.tag)
     print(f"removed {entry['tag']} from {args.store}")
     return 0
 
 
 def _existing(site: str) -> dict:
+    from . import store
+
     if not (Path(site) / store.INDEX_JSON).is_file():
         raise ArchiveError(f"{site}: no archive here (no {store.INDEX_JSON}); create one with perfreport archive add")
     return store.read_index(Path(site))

@@ -61,6 +61,10 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#if defined(__unix__) || defined(__APPLE__)
+#include <sys/mman.h>
+#include <unistd.h>
+#endif
 
 #define MAX_DEPTH 1024          /* containers nested deeper than this are rejected */
 #define MAX_FIELDS 4096         /* per field spec; field indices are stored as int16 */
@@ -442,7 +446,35 @@ typedef struct {
     Buf scratch;   /* a decoded string or minified value being converted */
     Buf key_buf;   /* a decoded key that had escapes */
     int64_t n_events;
+
+    int release;           /* the buffer is a file mapping: hand back the pages scanned */
+    const char *released;  /* pages before this were handed back */
 } Scan;
+
+#define RELEASE_STEP (16 << 20) /* hand pages back every 16 MB scanned */
+#define RELEASE_KEEP (1 << 20)  /* the last 1 MB scanned stays mapped */
+
+/* A memory-mapped trace (scan_document's ``release``): the pages already scanned are handed
+ * back to the kernel (madvise MADV_DONTNEED), so the text never sits whole in memory beside
+ * the columns growing from it: the load's peak is the columns plus a few MB of text, not the
+ * columns plus the whole file. Only for a read-only file mapping, where a page handed back is
+ * read again from the page cache if touched later (the top-level members' spans are sliced
+ * after the scan); never for a heap buffer, whose contents it would zero. */
+static void release_scanned(Scan *S, const char *p)
+{
+#if defined(MADV_DONTNEED)
+    if (!S->release || p - S->released < RELEASE_STEP + RELEASE_KEEP)
+        return;
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t from = ((uintptr_t)S->released + page - 1) & ~(page - 1);
+    uintptr_t to = ((uintptr_t)(p - RELEASE_KEEP)) & ~(page - 1);
+    if (to > from && madvise((void *)from, to - from, MADV_DONTNEED) == 0)
+        S->released = (const char *)to;
+#else
+    (void)S;
+    (void)p;
+#endif
+}
 
 /* Raise ValueError for malformed JSON at ``at``; returns NULL so parsers can ``return`` it. */
 static const char *syntax_error(Scan *S, const char *at, const char *msg)
@@ -1709,6 +1741,7 @@ static const char *parse_events(Scan *S, const char *p)
         p = p < end && *p == '{' ? parse_event(S, p) : skip_value(S, p, 1, NULL);
         if (!p || finish_event(S) < 0)
             return NULL;
+        release_scanned(S, p);
         p = skip_ws(p, end);
         if (p < end && *p == ',')
             p = skip_ws(p + 1, end);
@@ -1944,14 +1977,17 @@ static PyObject *scan_document(PyObject *self, PyObject *args)
     PyObject *obj, *top_spec, *arg_spec, *members, *result = NULL;
     Py_buffer view;
     Scan S;
+    int release = 0;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OOO:scan_document", &obj, &top_spec, &arg_spec))
+    if (!PyArg_ParseTuple(args, "OOO|p:scan_document", &obj, &top_spec, &arg_spec, &release))
         return NULL;
     if (PyObject_GetBuffer(obj, &view, PyBUF_SIMPLE) < 0)
         return NULL;
     memset(&S, 0, sizeof S);
     S.base = view.buf;
     S.end = S.base + view.len;
+    S.release = release;
+    S.released = S.base;
     S.what = "invalid JSON";
     if ((members = PyList_New(0)) && scan_init(&S, top_spec, arg_spec) == 0 &&
         parse_trace_document(&S, members) == 0)
@@ -1971,14 +2007,15 @@ static PyMethodDef scan_methods[] = {
      "arg_rows[k], arg_values[k]: int64 event positions having args key arg_fields[k], and the\n"
      "values; strings: the string table. Raises ValueError for malformed JSON."},
     {"scan_document", scan_document, METH_VARARGS,
-     "scan_document(buf, top_fields, arg_fields)\n"
+     "scan_document(buf, top_fields, arg_fields, release=False)\n"
      "    -> (n_events, top, arg_rows, arg_values, strings, members)\n\n"
      "Scan a whole trace file (a JSON object) in one pass: its \"traceEvents\" array into columns,\n"
      "as scan() does, and every other top-level member into members, a list of\n"
      "(key, (start, end)): the byte span of the member's value in buf (duplicate keys all\n"
      "listed, in order; the last \"traceEvents\" is the one scanned). Raises ValueError for\n"
      "malformed JSON (with the byte offset in buf), a top level that is not an object, no\n"
-     "\"traceEvents\" key or a \"traceEvents\" that is not an array."},
+     "\"traceEvents\" key or a \"traceEvents\" that is not an array.\n"
+     "release: buf is a read-only file mapping whose pages may be handed back as they are scanned."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -108,7 +108,7 @@ def _scan_one_pass(data) -> tuple[ScanResult, dict[str, Any]] | None:
     """One pass of the C scanner over the whole text, then msgspec on the metadata values only;
     None when the extension is absent or anything is wrong (then the two-pass path decides)."""
     try:
-        done = scan_document(data)
+        done = scan_document(data, release=isinstance(data, mmap.mmap))
         if done is None:
             return None
         result, members = done
@@ -375,19 +375,31 @@ def _link_by_flows(cols, codes, cpu_side: np.ndarray, unlinked: np.ndarray, link
 
 def _match(keys_a: list[np.ndarray], keys_b: list[np.ndarray]) -> np.ndarray:
     """For each row of ``keys_a``, the position of a row of ``keys_b`` with equal keys (the last
-    one), else -1. Keys are parallel column arrays compared exactly."""
+    one), else -1. Keys are parallel column arrays compared exactly.
+
+    Only rows whose last key (the most selective: a timestamp, a flow id) occurs on the other
+    side can match, so the rows are first narrowed with a plain sort of that one column; the
+    sort of whole key tuples then runs on the candidates alone (a few orphan kernels against
+    a million flow events costs a few rows, not a million-row structured sort).
+    """
     n_a = len(keys_a[0])
+    out = np.full(n_a, -1, dtype=np.int64)
     if n_a == 0 or len(keys_b[0]) == 0:
-        return np.full(n_a, -1, dtype=np.int64)
+        return out
+    rows_a = np.flatnonzero(np.isin(keys_a[-1], keys_b[-1]))
+    rows_b = np.flatnonzero(np.isin(keys_b[-1], keys_a[-1]))
+    if not len(rows_a) or not len(rows_b):
+        return out
     dtype = [(f"k{i}", np.result_type(a.dtype, b.dtype)) for i, (a, b) in enumerate(zip(keys_a, keys_b))]
-    both = np.empty(n_a + len(keys_b[0]), dtype=dtype)
+    both = np.empty(len(rows_a) + len(rows_b), dtype=dtype)
     for i, (a, b) in enumerate(zip(keys_a, keys_b)):
-        both[f"k{i}"] = np.concatenate([a, b])
+        both[f"k{i}"] = np.concatenate([a[rows_a], b[rows_b]])
     _, inverse = np.unique(both, return_inverse=True)
     inverse = inverse.ravel()
     last_b = np.full(inverse.max() + 1, -1, dtype=np.int64)
-    last_b[inverse[n_a:]] = np.arange(len(keys_b[0]))  # repeated keys: the last assignment wins
-    return last_b[inverse[:n_a]]
+    last_b[inverse[len(rows_a):]] = rows_b  # repeated keys: the last assignment wins (rows_b ascends)
+    out[rows_a] = last_b[inverse[:len(rows_a)]]
+    return out
 
 
 def _iterations(cols, codes: dict[str, int], strings: np.ndarray, linked: np.ndarray) -> np.ndarray:

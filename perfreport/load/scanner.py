@@ -22,18 +22,21 @@ def scan_c(events_json) -> ScanResult:
     return _columns(*_scan.scan(events_json, TOP_FIELDS, ARG_FIELDS))
 
 
-def scan_document(document) -> tuple[ScanResult, list[tuple[str, tuple[int, int]]]] | None:
+def scan_document(document, release: bool = False) -> tuple[ScanResult, list[tuple[str, tuple[int, int]]]] | None:
     """One pass of the C scanner over a whole trace file (the JSON text of its top-level object).
 
     Returns the columns of its ``traceEvents`` and, for every other top-level member in file
     order (duplicate keys included), ``(key, (start, end))``: where its value's JSON text is in
     ``document``. None when the C extension (or a build of it with ``scan_document``) is absent.
     Raises ValueError for malformed JSON, a top level that is not an object, or a missing or
-    non-array ``traceEvents``. Nothing returned refers to ``document``'s memory.
+    non-array ``traceEvents``. Nothing returned refers to ``document``'s memory. ``release``:
+    ``document`` is a read-only ``mmap`` of the file, whose pages the scanner hands back to the
+    kernel as it goes (they are read again from the page cache if touched later), so the whole
+    text is never resident beside the columns.
     """
     if _scan is None or not hasattr(_scan, "scan_document"):
         return None
-    n, top, rows, values, strings, members = _scan.scan_document(document, TOP_FIELDS, ARG_FIELDS)
+    n, top, rows, values, strings, members = _scan.scan_document(document, TOP_FIELDS, ARG_FIELDS, release)
     return unique_strings(_columns(n, top, rows, values, strings)), members
 
 

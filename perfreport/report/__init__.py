@@ -17,7 +17,6 @@ from pathlib import Path
 
 from .._io import atomic_files, json_text
 from ..errors import ConfigError
-from .build import build_report
 from .model import Report
 
 FORMATS = ("html", "pdf", "md", "json", "junit")
@@ -27,11 +26,22 @@ FILENAMES = {"html": "report.html", "pdf": "report.pdf", "md": "report.md", "jso
              "junit": "report.junit.xml", "benchmark-json": "benchmark.json", "bmf": "bmf.json"}
 
 
-def available_formats() -> tuple[str, ...]:
-    """The formats that can be written here: all but pdf when WeasyPrint does not import."""
-    from .pdf import available
+def build_report(document: dict) -> Report:
+    """The report of a summary or comparison document (:func:`perfreport.report.build.build_report`,
+    imported when first needed: it brings pandas, and a command imports this package first to
+    check its ``--format`` and start the PDF renderer)."""
+    from .build import build_report as build
 
-    return tuple(f for f in FORMATS if f != "pdf" or available())
+    return build(document)
+
+
+def available_formats() -> tuple[str, ...]:
+    """The formats that can be written here: all but pdf when WeasyPrint is not installed (it
+    is not imported here: that costs half a second; a WeasyPrint that cannot load shows when
+    the PDF is rendered)."""
+    from .pdf import installed
+
+    return tuple(f for f in FORMATS if f != "pdf" or installed())
 
 
 def parse_formats(text: str | Iterable[str] | None) -> tuple[str, ...]:

@@ -40,10 +40,12 @@ BRIEF_IMPORTANCE = {"compare": 1, "analyze": 2}
 is the appendix."""
 
 
-def context(report: Report, *, paged: bool = False, brief: bool = False) -> dict:
+def context(report: Report, *, paged: bool = False, brief: bool = False, svgs: dict[str, str] | None = None) -> dict:
     """Template context: the first-screen figures and the sections with their figures drawn;
-    ``brief`` keeps only the sections up to :data:`BRIEF_IMPORTANCE` and names the others."""
-    svgs: dict[str, str] = {}
+    ``brief`` keeps only the sections up to :data:`BRIEF_IMPORTANCE` and names the others.
+    ``svgs`` ({figure id: SVG}) shares drawn figures between renderings of one report (the
+    page and the PDF's paged page draw the same figures): matplotlib is most of their cost."""
+    svgs = {} if svgs is None else svgs
     limit = BRIEF_IMPORTANCE.get(report.kind, 1)
     kept = [s for s in report.sections if not brief or s.importance <= limit]
     sections = [{"section": s, "blocks": _blocks(s, svgs)} for s in kept]
@@ -52,10 +54,11 @@ def context(report: Report, *, paged: bool = False, brief: bool = False) -> dict
     return {"report": report, "sections": sections, "overview": overview, "paged": paged, "left_out": left_out}
 
 
-def render_html(report: Report, *, paged: bool = False, brief: bool = False) -> str:
+def render_html(report: Report, *, paged: bool = False, brief: bool = False, svgs: dict[str, str] | None = None) -> str:
     """The report page. ``paged`` renders for print media (tables unfolded), as the PDF uses
-    it; ``brief`` leaves the less important sections out (named at the end)."""
-    return render_page(context(report, paged=paged, brief=brief))
+    it; ``brief`` leaves the less important sections out (named at the end); ``svgs`` as in
+    :func:`context`."""
+    return render_page(context(report, paged=paged, brief=brief, svgs=svgs))
 
 
 def render_page(ctx: dict) -> str:

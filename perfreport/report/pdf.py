@@ -16,10 +16,17 @@ from __future__ import annotations
 import logging
 
 from ..errors import PerfreportError
-from .html import render_html
 from .model import Report
 
 log = logging.getLogger(__name__)
+
+
+def installed() -> bool:
+    """Whether WeasyPrint is installed, without importing it (half a second): what the default
+    formats go by. Whether it also loads (it needs Pango) shows when a PDF is laid out."""
+    import importlib.util
+
+    return importlib.util.find_spec("weasyprint") is not None
 
 
 def available() -> bool:
@@ -35,15 +42,38 @@ def _refuse(url: str, *args, **kwargs):
     raise ValueError(f"perfreport reports fetch nothing (refused {url[:80]!r})")
 
 
-def render_pdf(report: Report, *, appendix: bool = False) -> bytes:
+class PdfUnavailable(PerfreportError):
+    """WeasyPrint is not installed or does not load (no Pango)."""
+
+
+def render_pdf(report: Report, *, appendix: bool = False, svgs: dict[str, str] | None = None) -> bytes:
     """The report as PDF bytes: a brief (verdict, headline, figures, findings, where the time
     went, the step) unless ``appendix``, which adds every analysis section. Raises
-    PerfreportError when WeasyPrint is not installed."""
+    PdfUnavailable when WeasyPrint is not installed."""
+    return layout_pdf(paged_html(report, appendix=appendix, svgs=svgs))
+
+
+def paged_html(report: Report, *, appendix: bool = False, svgs: dict[str, str] | None = None) -> str:
+    """The page the PDF is laid out from (see :func:`render_pdf`); ``svgs`` as in
+    :func:`perfreport.report.html.context`."""
+    from .html import render_html
+
+    return render_html(report, paged=True, brief=not appendix, svgs=svgs)
+
+
+def import_weasyprint():
+    """The weasyprint module; PdfUnavailable naming the cause when it is missing or cannot load."""
     try:
         import weasyprint
-    except Exception as exc:
-        raise PerfreportError(f"PDF output needs WeasyPrint (pip install weasyprint): {exc}") from None
-    html = render_html(report, paged=True, brief=not appendix)
+    except Exception as exc:  # ImportError, or OSError when the Pango library is missing
+        raise PdfUnavailable(f"PDF output needs WeasyPrint with Pango (pip install weasyprint): {exc}") from None
+    return weasyprint
+
+
+def layout_pdf(html: str) -> bytes:
+    """The page from :func:`paged_html` laid out as PDF bytes by WeasyPrint (seconds of pure
+    Python: :mod:`perfreport.outputs` runs it beside the other formats)."""
+    weasyprint = import_weasyprint()
     quiet = logging.getLogger("weasyprint")
     quiet.addFilter(_below_error)  # it warns about every screen-only CSS property it skips
     try:

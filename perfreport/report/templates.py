@@ -80,7 +80,7 @@ def _add_filters(env: jinja2.Environment) -> None:
     env.filters.update(us=format_us, pct=format_pct, bytes=format_bytes, value=format_value, shorten=shorten,
                        status_label=status_label, status_icon=status_icon, clean=clean_text,
                        signed_duration=lambda us: format_value(us, "us", True))
-    env.globals.update(STATUS_STYLES=STATUS_STYLES, format_cell=format_cell)
+    env.globals.update(STATUS_STYLES=STATUS_STYLES, format_cell=format_cell, column_widths_mm=column_widths_mm)
 
 
 def render(name: str, **context) -> str:
@@ -169,6 +169,46 @@ def status_label(status: str) -> str:
 
 def status_icon(status: str) -> str:
     return STATUS_STYLES.get(status, ("", "", "", ""))[1]
+
+
+# --- paged tables ------------------------------------------------------------------------------------
+PAGE_WIDTH_MM = 188.0
+"""The width of an A4 page's text in the PDF (210 mm less the 11 mm margins of ``report.css.j2``)."""
+CHAR_MM = 1.5
+"""Width of one character of a 7.2 pt table cell (Liberation Sans digits are 0.56 em; a bold
+header letter up to 0.72 em), generous so a number never overflows its column."""
+CELL_PADDING_MM = 3.0
+WRAPPED_MIN_MM = 24.0
+"""Narrowest a wrapping (name, text) column is squeezed to when a table is wider than the page."""
+_WRAPS = ("name", "text")
+
+
+def column_widths_mm(table) -> list[float]:
+    """Column widths in mm for a table laid out with ``table-layout: fixed`` in the PDF.
+
+    WeasyPrint's automatic table layout measures every cell's minimum and maximum width with
+    its line breaker (most of the PDF's rendering time); the widths here come from the
+    formatted text instead: each column as wide as its longest cell (numbers do not wrap) or
+    header word, names and text columns shrunk, down to :data:`WRAPPED_MIN_MM`, to fit the page.
+    """
+    widths, wraps = [], []
+    for i, column in enumerate(table.columns):
+        header = max((len(word) for word in str(column.label).split()), default=1)
+        cells = (len(shorten(format_cell(row[i], column))) for row in table.rows if i < len(row))
+        chars = max(header, max(cells, default=1))
+        if column.unit == "status":
+            chars += 2  # the pill's padding
+        widths.append(chars * CHAR_MM + CELL_PADDING_MM)
+        wraps.append(column.unit in _WRAPS)
+    excess = sum(widths) - PAGE_WIDTH_MM
+    shrinkable = sum(max(0.0, w - WRAPPED_MIN_MM) for w, wrap in zip(widths, wraps) if wrap)
+    if excess > 0 and shrinkable > 0:
+        cut = min(1.0, excess / shrinkable)
+        widths = [w - cut * max(0.0, w - WRAPPED_MIN_MM) if wrap else w for w, wrap in zip(widths, wraps)]
+    total = sum(widths)
+    if total > PAGE_WIDTH_MM:  # still too wide: every column in proportion (numbers may wrap)
+        widths = [w * PAGE_WIDTH_MM / total for w in widths]
+    return [round(w, 1) for w in widths]
 
 
 # --- escaping --------------------------------------------------------------------------------------
