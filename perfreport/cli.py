@@ -291,25 +291,40 @@ def _cut(text: str, width: int) -> str:
 
 # --- baseline store --------------------------------------------------------------------------
 def cmd_baseline_save(args: argparse.Namespace) -> int:
+    """Each rank is loaded, encoded and analysed by a worker (local processes or Dask, as for
+    analyze); this process gets back its column cache and digest and writes the store."""
+    import dataclasses
+
+    from .config import load_config
     from .errors import BaselineError
+    from .executor import run as run_executor
+    from .executor import save_job
     from .gate.baseline_runs import append
-    from .gate.baselines import check_name, save
-    from .load import load
+    from .gate.baselines import RankSet, check_name, save
+    from .pipeline import _label, analysis_options, trace_jobs
+    from .progress import make_progress
 
     check_name(args.name)
     if args.append and args.force:
         raise BaselineError("--append adds a run and --force replaces the baseline: use one of them")
     if args.keep is not None and not args.append:
         raise BaselineError("--keep applies with --append only")
-    if args.executor != "local":
-        raise PerfreportError("baseline save reads the traces here (it stores their columns): use --executor local")
-    traces = load(args.trace_path, workers=args.workers)
-    if args.append:
-        stored = append(args.store, args.name, traces, commit=args.commit, keep=args.keep)
-    else:
-        stored = save(args.store, args.name, traces, force=args.force, commit=args.commit)
-    del traces
-    _store_digests(stored, args.config if hasattr(args, "config") else None)
+    options = analysis_options(load_config(getattr(args, "config", None)))
+    executor = _executor(args)
+    progress = make_progress(args.quiet)
+    try:
+        jobs = trace_jobs(args.trace_path)
+        progress.start(len(jobs), sum(j.json_bytes for j in jobs))
+        saved = run_executor(jobs, dataclasses.replace(options, attribution=True), executor,
+                             on_done=progress.rank_done, task=save_job)
+        ranks = _rank_set(_label(args.trace_path), [s.payload for s in saved])
+        progress.phase("writing the baseline")
+        if args.append:
+            stored = append(args.store, args.name, ranks, commit=args.commit, keep=args.keep, options=options)
+        else:
+            stored = save(args.store, args.name, ranks, force=args.force, commit=args.commit, options=options)
+    finally:
+        progress.finish()
     m = stored.manifest
     steps = sum(len(r["steps"]) for r in m["ranks"])
     size = sum(r["bytes"] for r in m["ranks"]) + sum(r["cache_bytes"] for r in m["ranks"])
@@ -319,18 +334,23 @@ def cmd_baseline_save(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _store_digests(stored, config_path) -> None:
-    """The baseline's analyses for the gate's settings, kept next to its column cache
-    (:mod:`perfreport.digest_cache`): comparing against it later reads them."""
-    from .config import load_config
-    from .digest_cache import write_for_baseline
-    from .pipeline import analysis_options
+def _rank_set(source: str, payloads: list) -> "RankSet":
+    """The payloads in rank order, each rank once (as :func:`perfreport.load.load` checks)."""
+    from .errors import TraceError
+    from .gate.baselines import RankSet
 
-    options = analysis_options(load_config(config_path))
-    try:  # another save of this name may replace the baseline meanwhile: each digest names its rank file
-        write_for_baseline(stored, options)
-    except (PerfreportError, OSError) as exc:  # derived data: a compare recomputes what is missing
-        log.warning("%s: analyses not stored (%s); comparisons will recompute them", stored.path, exc)
+    by_rank = {}
+    for p in payloads:
+        other = by_rank.get(p.rank)
+        if other is not None:
+            raise TraceError(p.meta.path, f"claims rank {p.rank} ({p.meta.rank_source}), as does {other.meta.path} "
+                             f"({other.meta.rank_source}); pass an explicit {{rank: path}} mapping")
+        if p.meta.rank_source == "default":
+            log.warning("%s: no rank in distributedInfo or the file name; using rank 0", p.meta.path)
+        if p.meta.dropped:
+            log.warning("%s: %s", p.meta.path, p.meta.dropped_note)
+        by_rank[p.rank] = p
+    return RankSet(source, tuple(by_rank[r] for r in sorted(by_rank)))
 
 
 def cmd_baseline_list(args: argparse.Namespace) -> int:

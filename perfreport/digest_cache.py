@@ -1,6 +1,7 @@
 """A stored baseline's analyses, kept next to its column cache: re-analysing it is a file read.
 
-``baseline save`` writes ``cache/rank-N.digest`` per rank: that rank's
+``baseline save`` writes ``cache/rank-N.digest`` per rank (computed by the worker that loaded
+the rank, :func:`perfreport.executor.save_job`): that rank's
 :class:`~perfreport.digest.RankDigest` (its analysis tables and per-rank summaries) for the default
 gate settings. A later ``compare``/``analyze`` of the baseline with the same settings and the
 same perfreport code reads it instead of decoding the columns and running the analyses again.
@@ -93,23 +94,6 @@ def read(path: Path, options: AnalysisOptions, trace_path: str) -> RankDigest | 
 def path_for(cache_file: str | Path) -> Path:
     """Where the digest of the rank whose column cache is ``cache_file`` lives."""
     return Path(cache_file).with_suffix(".digest")
-
-
-def write_for_baseline(stored, options: AnalysisOptions) -> int:
-    """Digest every rank of a just-saved baseline (from its column cache) and store the digests
-    next to it; returns how many were written."""
-    from ._io import atomic_write
-    from .executor import run_job
-    from .pipeline import baseline_jobs
-
-    written = 0
-    for job in baseline_jobs(stored):
-        if job.cache is None:
-            continue
-        d = run_job(job, dataclasses.replace(options, attribution=True), use_digest_cache=False)
-        atomic_write(path_for(job.cache), encode(d, options))
-        written += 1
-    return written
 
 
 # --- values --------------------------------------------------------------------------------------

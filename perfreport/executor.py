@@ -21,9 +21,12 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .digest import AnalysisOptions, RankDigest, digest
 from .errors import PerfreportError
+from .limits import Limits
+from .limits import current as current_limits
 
 EXECUTORS = ("local", "dask")
 PEAK_PER_JSON_BYTE = 2.0
@@ -66,9 +69,12 @@ class Executor:
             raise PerfreportError("--executor dask needs --scheduler tcp://HOST:PORT (a running Dask scheduler)")
 
 
-def run_job(job: RankJob, options: AnalysisOptions, use_digest_cache: bool = True) -> RankDigest:
+def run_job(job: RankJob, options: AnalysisOptions, use_digest_cache: bool = True,
+            limits: Limits | None = None) -> RankDigest:
     """The per-rank task: load ``job``'s rank, analyse it alone, return its digest (a stored
-    baseline's: read from its digest cache when that was made by this code for these settings)."""
+    baseline's: read from its digest cache when that was made by this code for these settings).
+    ``limits``: the caller's (``--limit``, ``$PERFREPORT_LIMITS``), which a Dask worker, with an
+    environment of its own, would not otherwise see; default this process's."""
     t0 = time.perf_counter()
     if job.cache is not None and use_digest_cache:
         from . import digest_cache
@@ -81,7 +87,7 @@ def run_job(job: RankJob, options: AnalysisOptions, use_digest_cache: bool = Tru
             from_cache.load_s = time.perf_counter() - t0
             from_cache.worker_peak_rss = _peak_rss()
             return from_cache
-    trace, sha = _load(job)
+    trace, sha = _load(job, limits or current_limits())
     load_s = time.perf_counter() - t0
     result = digest(trace, options, sha256=sha, load_s=load_s)
     del trace
@@ -90,7 +96,36 @@ def run_job(job: RankJob, options: AnalysisOptions, use_digest_cache: bool = Tru
     return result
 
 
-def _load(job: RankJob):
+@dataclass
+class SavedRank:
+    """What ``baseline save`` gets back per rank (:func:`save_job`): the rank's digest, and
+    what the store keeps of it (:class:`perfreport.gate.baselines.RankPayload`: its column cache,
+    metadata and that digest); the rank file itself is copied by the store."""
+
+    payload: Any
+
+    @property
+    def meta(self):
+        return self.payload.meta
+
+
+def save_job(job: RankJob, options: AnalysisOptions, limits: Limits | None = None) -> SavedRank:
+    """The per-rank task of ``baseline save``: load the rank, encode its column cache and analyse
+    it (its digest, stored next to the cache so later compares read it), in the worker."""
+    from .gate.baselines import rank_payload
+
+    t0 = time.perf_counter()
+    trace, sha = _load(job, limits or current_limits())
+    load_s = time.perf_counter() - t0
+    result = digest(trace, options, sha256=sha, load_s=load_s)
+    payload = rank_payload(trace, result)
+    del trace
+    result.worker_peak_rss = _peak_rss()
+    _trim_heap()
+    return SavedRank(payload)
+
+
+def _load(job: RankJob, limits: Limits):
     from ._io import sha256_file
     from .load import load_rank_file
     from .load.discover import RankFile
@@ -101,25 +136,25 @@ def _load(job: RankJob):
         data = verify_file(Path(job.cache), job.cache_sha256)
         return decode_columns(data, _meta(job.meta_entry, Path(job.path)), Path(job.cache)), job.sha256
     if "://" in job.path:
-        return _load_remote(job)
+        return _load_remote(job, limits)
     path = Path(job.path)
     if job.verify:
         from .gate.baselines import verify_file
 
         verify_file(path, job.sha256)
     if job.sha256 or not path.is_file():
-        return load_rank_file(RankFile(path, job.rank_hint, job.hint_source)), job.sha256
+        return load_rank_file(RankFile(path, job.rank_hint, job.hint_source), limits), job.sha256
     # the checksum (provenance in summary.json) is hashed on a second thread while the rank
     # loads: hashlib releases the GIL, so on a spare core it costs no wall time (~0.5 s per GB)
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(1, thread_name_prefix="perfreport-sha256") as pool:
         checksum = pool.submit(sha256_file, path)
-        trace = load_rank_file(RankFile(path, job.rank_hint, job.hint_source))
+        trace = load_rank_file(RankFile(path, job.rank_hint, job.hint_source), limits)
         return trace, checksum.result()
 
 
-def _load_remote(job: RankJob):
+def _load_remote(job: RankJob, limits: Limits):
     """A trace on object storage: copied to a local temporary file by fsspec, loaded, removed."""
     import hashlib
     import shutil
@@ -140,17 +175,19 @@ def _load_remote(job: RankJob):
             for block in iter(lambda: src.read(1 << 22), b""):
                 h.update(block)
                 dst.write(block)
-        trace = load_rank_file(RankFile(local, job.rank_hint, job.hint_source))
+        trace = load_rank_file(RankFile(local, job.rank_hint, job.hint_source), limits)
         shutil.rmtree(tmp, ignore_errors=True)
     return dataclasses.replace(trace, meta=dataclasses.replace(trace.meta, path=job.path)), h.hexdigest()
 
 
 def run(jobs: Sequence[RankJob], options: AnalysisOptions, executor: Executor = Executor(),
-        on_done: Callable[[RankDigest], None] | None = None) -> list[RankDigest]:
-    """Every job's digest, in the order of ``jobs``. ``on_done`` is called with each digest as it
-    arrives (progress)."""
+        on_done: Callable[[RankDigest], None] | None = None, task: Callable = run_job) -> list[RankDigest]:
+    """Every job's digest (``task``'s result: :func:`run_job`, or :func:`save_job`), in the order
+    of ``jobs``. ``on_done`` is called with each result as it arrives (progress)."""
     done = on_done or (lambda d: None)
-    stream = _dask(jobs, options, executor) if executor.kind == "dask" else _local(jobs, options, executor)
+    limits = current_limits()  # the caller's, sent with every task
+    stream = _dask(jobs, options, executor, limits, task) if executor.kind == "dask" else \
+        _local(jobs, options, executor, limits, task)
     out: list[RankDigest | None] = [None] * len(jobs)
     for i, d in stream:
         done(d)
@@ -158,11 +195,12 @@ def run(jobs: Sequence[RankJob], options: AnalysisOptions, executor: Executor = 
     return out
 
 
-def _local(jobs: Sequence[RankJob], options: AnalysisOptions, executor: Executor) -> Iterator[RankDigest]:
+def _local(jobs: Sequence[RankJob], options: AnalysisOptions, executor: Executor, limits: Limits,
+           task: Callable) -> Iterator[tuple[int, RankDigest]]:
     n = executor.workers or worker_count(jobs)
     if n <= 1 or len(jobs) == 1:
         for i, job in enumerate(jobs):
-            yield i, run_job(job, options)
+            yield i, task(job, options, limits=limits)
         return
     import multiprocessing
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -175,7 +213,7 @@ def _local(jobs: Sequence[RankJob], options: AnalysisOptions, executor: Executor
 
         def submit(items):
             for i, job in items:
-                future = pool.submit(run_job, job, options)
+                future = pool.submit(task, job, options, limits=limits)
                 index[future] = i
                 yield future
 
@@ -201,7 +239,8 @@ def _take(it: Iterator, n: int) -> list:
     return out
 
 
-def _dask(jobs: Sequence[RankJob], options: AnalysisOptions, executor: Executor) -> Iterator[RankDigest]:
+def _dask(jobs: Sequence[RankJob], options: AnalysisOptions, executor: Executor, limits: Limits,
+          task: Callable) -> Iterator[tuple[int, RankDigest]]:
     try:
         from distributed import Client, as_completed
     except ImportError:
@@ -212,7 +251,7 @@ def _dask(jobs: Sequence[RankJob], options: AnalysisOptions, executor: Executor)
         raise PerfreportError(f"{executor.scheduler}: cannot reach the Dask scheduler ({exc})") from None
     try:
         with client.as_current():
-            futures = [client.submit(run_job, job, options, pure=False, key=f"perfreport-rank-{i}-{os.getpid()}")
+            futures = [client.submit(task, job, options, limits=limits, pure=False, key=f"perfreport-rank-{i}-{os.getpid()}")
                        for i, job in enumerate(jobs)]
             index = {f.key: i for i, f in enumerate(futures)}
             for future in as_completed(futures):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import re
 import shutil
 import time
 from pathlib import Path
@@ -119,14 +120,38 @@ def test_dask_cluster_gives_the_local_results(tmp_path, job8, capsys):
                      "--executor", "dask", "--scheduler", address]) == 0
         code = main(["compare", str(TWO_RANKS), str(job8), "--out", str(tmp_path / "dask-cmp"), "--format", "json",
                      "-q", "--executor", "dask", "--scheduler", address])
+        assert main(["baseline", "save", "job8", str(job8), "--store", str(tmp_path / "dask-store"), "-q",
+                     "--executor", "dask", "--scheduler", address]) == 0
+        capsys.readouterr()
+        # the caller's limits travel with the tasks (a Dask worker has an environment of its own)
+        assert main(["analyze", str(job8), "--out", str(tmp_path / "dask-limited"), "--format", "json", "-q",
+                     "--limit", "max_events=1000", "--executor", "dask", "--scheduler", address]) == 2
+        dask_limited = capsys.readouterr().err
         assert time.monotonic() - t0 < 120
     assert main(["analyze", str(job8), "--out", str(tmp_path / "local"), "--format", "json", "-q"]) == 0
     assert main(["compare", str(TWO_RANKS), str(job8), "--out", str(tmp_path / "local-cmp"), "--format", "json",
                  "-q"]) == code
+    assert main(["baseline", "save", "job8", str(job8), "--store", str(tmp_path / "local-store"), "-q"]) == 0
     capsys.readouterr()
+    assert main(["analyze", str(job8), "--out", str(tmp_path / "local-limited"), "--format", "json", "-q",
+                 "--limit", "max_events=1000"]) == 2
+    local_limited = capsys.readouterr().err
+    for err in (dask_limited, local_limited):  # whichever rank a worker finished first
+        assert re.fullmatch(r"perfreport: error: \S+/rank\d\.json\.gz: [\d,]+ events, more than the limit of 1,000; "
+                            r"raise it with --limit max_events=2000 \(or PERFREPORT_LIMITS=max_events=2000\)\n", err), err
     dask_doc, local_doc = _summary(tmp_path / "dask"), _summary(tmp_path / "local")
     assert len(dask_doc["ranks"]) == 8 and dask_doc == local_doc
     assert _report(tmp_path / "dask-cmp") == _report(tmp_path / "local-cmp")
+    # the same baseline, file for file: traces, column caches and the workers' digests
+    stores = [tmp_path / "dask-store" / "job8", tmp_path / "local-store" / "job8"]
+    manifests = [json.loads((s / "manifest.json").read_text()) for s in stores]
+    for m in manifests:
+        m.pop("created_utc"), [r.pop("created_utc") for r in m["runs"]]
+    assert manifests[0] == manifests[1] and len(manifests[0]["ranks"]) == 8
+    files = [sorted(p.relative_to(s) for p in s.rglob("*") if p.is_file()) for s in stores]
+    assert files[0] == files[1] and sum(p.suffix == ".digest" for p in files[0]) == 8
+    assert [p for p in files[0] if p.name != "manifest.json"  # (its dates differ: compared above)
+            and (stores[0] / p).read_bytes() != (stores[1] / p).read_bytes()] == []
 
 
 def test_dask_without_a_scheduler_is_a_usage_error(tmp_path, capsys):

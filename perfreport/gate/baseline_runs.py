@@ -21,20 +21,23 @@ from .._io import atomic_write, json_text, store_lock
 from ..errors import BaselineError
 from ..model import TraceSet
 from .baselines import (
-    MANIFEST, SCHEMA_VERSION, StoredBaseline, run_entry, save_rank, check_name, load_traces, read_baseline, save,
+    MANIFEST, SCHEMA_VERSION, RankSet, StoredBaseline, as_rank_set, run_entry, save_rank, check_name, load_traces,
+    read_baseline, save,
 )
 
 
-def append(store: str | Path, name: str, traces: TraceSet, *, commit: str | None = None, keep: int | None = None,
-           now: _dt.datetime | None = None) -> StoredBaseline:
+def append(store: str | Path, name: str, traces: TraceSet | RankSet, *, commit: str | None = None,
+           keep: int | None = None, now: _dt.datetime | None = None, options=None) -> StoredBaseline:
     """Add ``traces`` as a new run of the baseline ``name`` (created when missing); with ``keep``,
     drop the oldest runs beyond that many. Raises BaselineError when the run's ranks or GPUs
-    differ from the baseline's (another job is another baseline)."""
+    differ from the baseline's (another job is another baseline). ``traces`` and ``options``
+    as in :func:`save`."""
     check_name(name)
+    traces = as_rank_set(traces)
     if keep is not None and keep < 1:
         raise BaselineError(f"--keep must be at least 1, got {keep}")
     if not (Path(store) / name / MANIFEST).is_file():
-        return save(store, name, traces, commit=commit, now=now)
+        return save(store, name, traces, commit=commit, now=now, options=options)
     if not len(traces):
         raise BaselineError(f"{traces.source}: no ranks to store")
     path = Path(store) / name
@@ -55,7 +58,7 @@ def append(store: str | Path, name: str, traces: TraceSet, *, commit: str | None
         try:
             (tmp / "traces").mkdir()
             (tmp / "cache").mkdir()
-            ranks = [save_rank(tmp, trace) for trace in traces]
+            ranks = [save_rank(tmp, payload, options) for payload in traces]
             for r in ranks:
                 r["file"], r["cache"] = f"{folder}/{r['file']}", f"{folder}/{r['cache']}"
             (path / "runs").mkdir(exist_ok=True)

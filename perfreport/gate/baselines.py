@@ -75,6 +75,51 @@ NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
 @dataclass(frozen=True, slots=True)
+class RankPayload:
+    """What a baseline keeps of one rank besides its file: made where the rank was loaded (a
+    worker process or a Dask worker), so the process that writes the store never holds events.
+    ``digest``: the rank's analyses (:mod:`perfreport.digest_cache`), stored when given."""
+
+    rank: int
+    meta: TraceMeta
+    n_events: int
+    steps: tuple[int, ...]
+    cache: bytes
+    digest: Any = None
+
+
+def rank_payload(trace: RankTrace, digest: Any = None) -> RankPayload:
+    """The payload of a loaded rank: its metadata, steps and column cache."""
+    return RankPayload(trace.rank, trace.meta, trace.n_events, tuple(int(s) for s in trace.step_numbers()),
+                       encode_columns(trace), digest)
+
+
+@dataclass(frozen=True, slots=True)
+class RankSet:
+    """The ranks of one run to store, in rank order, and where they came from."""
+
+    source: str
+    ranks: tuple[RankPayload, ...]
+
+    @property
+    def rank_ids(self) -> list[int]:
+        return [r.rank for r in self.ranks]
+
+    def __iter__(self):
+        return iter(self.ranks)
+
+    def __len__(self) -> int:
+        return len(self.ranks)
+
+
+def as_rank_set(traces: TraceSet | RankSet) -> RankSet:
+    """A loaded TraceSet as payloads (its column caches encoded one rank at a time)."""
+    if isinstance(traces, RankSet):
+        return traces
+    return RankSet(traces.source, tuple(rank_payload(t) for t in traces))
+
+
+@dataclass(frozen=True, slots=True)
 class StoredBaseline:
     """A baseline in a store: its folder and its (validated) manifest."""
 
@@ -113,15 +158,18 @@ class StoredBaseline:
 
 
 # --- saving ----------------------------------------------------------------------------------
-def save(store: str | Path, name: str, traces: TraceSet, *, force: bool = False, commit: str | None = None,
-         now: _dt.datetime | None = None) -> StoredBaseline:
-    """Store ``traces`` (loaded from files, whose paths are in their metadata) as ``name``.
+def save(store: str | Path, name: str, traces: TraceSet | RankSet, *, force: bool = False,
+         commit: str | None = None, now: _dt.datetime | None = None, options: Any = None) -> StoredBaseline:
+    """Store ``traces`` (loaded from files, whose paths are in their metadata; or their payloads,
+    made by the workers that loaded them) as ``name``. ``options``: the analysis settings of
+    the payloads' digests, which are then stored too.
 
     Raises BaselineError for a bad name, an existing baseline without ``force``, an empty
     trace set or a rank whose source file is gone.
     """
     store = Path(store)
     check_name(name)
+    traces = as_rank_set(traces)
     if not len(traces):
         raise BaselineError(f"{traces.source}: no ranks to store")
     target = store / name
@@ -134,8 +182,8 @@ def save(store: str | Path, name: str, traces: TraceSet, *, force: bool = False,
                 (tmp / "traces").mkdir()
                 (tmp / "cache").mkdir()
                 ranks = []
-                for trace in traces:
-                    ranks.append(save_rank(tmp, trace))
+                for payload in traces:
+                    ranks.append(save_rank(tmp, payload, options))
                     checkpoint("baseline.rank")
                 manifest = _manifest(name, traces, ranks, commit, now)
                 atomic_write(tmp / MANIFEST, json_text(manifest))
@@ -151,31 +199,48 @@ def check_name(name: str) -> None:
                             f"(starting with a letter or digit, at most 128 characters)")
 
 
-def save_rank(folder: Path, trace: RankTrace) -> dict:
-    """Write one rank's file (gzip) and column cache under ``folder``; its manifest entry."""
-    source = Path(trace.meta.path)
-    try:
-        data = source.read_bytes()
-    except OSError as exc:
-        raise BaselineError(f"{source}: cannot read the rank file to store it ({exc.strerror})") from None
+def save_rank(folder: Path, payload: RankPayload, options: Any = None) -> dict:
+    """Write one rank's file (gzip), column cache and, with ``options``, its digest under
+    ``folder``; its manifest entry."""
+    source = payload.meta.path
+    data = _read_source(source)
     if data[:2] != GZIP_MAGIC:
         data = gzip.compress(data, compresslevel=6, mtime=0)
-    rel = f"traces/rank-{trace.rank}.json.gz"
+    rel = f"traces/rank-{payload.rank}.json.gz"
     (folder / rel).write_bytes(data)
-    cache_rel = f"cache/rank-{trace.rank}.cols"
-    cache = encode_columns(trace)
-    (folder / cache_rel).write_bytes(cache)
-    meta = {f.name: getattr(trace.meta, f.name) for f in dataclasses.fields(TraceMeta) if f.name != "path"}
+    sha = hashlib.sha256(data).hexdigest()
+    cache_rel = f"cache/rank-{payload.rank}.cols"
+    (folder / cache_rel).write_bytes(payload.cache)
+    if payload.digest is not None and options is not None:
+        from ..digest_cache import encode, path_for
+
+        path_for(folder / cache_rel).write_bytes(encode(dataclasses.replace(payload.digest, sha256=sha), options))
+    meta = {f.name: getattr(payload.meta, f.name) for f in dataclasses.fields(TraceMeta) if f.name != "path"}
     return {
-        "rank": trace.rank, "file": rel, "sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data),
-        "source_file": str(source), "json_bytes": trace.meta.json_bytes, "events": trace.n_events,
-        "steps": [int(s) for s in trace.step_numbers()], "gpu": trace.meta.gpu_name(),
-        "cache": cache_rel, "cache_sha256": hashlib.sha256(cache).hexdigest(), "cache_bytes": len(cache),
+        "rank": payload.rank, "file": rel, "sha256": sha, "bytes": len(data),
+        "source_file": str(source), "json_bytes": payload.meta.json_bytes, "events": payload.n_events,
+        "steps": list(payload.steps), "gpu": payload.meta.gpu_name(),
+        "cache": cache_rel, "cache_sha256": hashlib.sha256(payload.cache).hexdigest(), "cache_bytes": len(payload.cache),
         "meta": json.loads(json_text(meta)),
     }
 
 
-def _manifest(name: str, traces: TraceSet, ranks: list[dict], commit: str | None, now: _dt.datetime | None) -> dict:
+def _read_source(source: str) -> bytes:
+    """The bytes of a rank's file: a local path, or a URL through fsspec (a trace on object
+    storage that Dask workers analysed)."""
+    try:
+        if "://" in source:
+            import fsspec
+
+            with fsspec.open(source, "rb") as f:
+                return f.read()
+        return Path(source).read_bytes()
+    except (OSError, ImportError) as exc:
+        raise BaselineError(f"{source}: cannot read the rank file to store it "
+                            f"({getattr(exc, 'strerror', None) or exc})") from None
+
+
+def _manifest(name: str, traces: RankSet, ranks: list[dict], commit: str | None, now: _dt.datetime | None) -> dict:
     now = now or _dt.datetime.now(_dt.timezone.utc)
     created = now.astimezone(_dt.timezone.utc).isoformat(timespec="seconds")
     versions: dict[str, str] = {}
@@ -199,7 +264,7 @@ def _manifest(name: str, traces: TraceSet, ranks: list[dict], commit: str | None
     }
 
 
-def run_entry(run: int, traces: TraceSet, ranks: list[dict], commit: str | None, created: str) -> dict:
+def run_entry(run: int, traces: RankSet, ranks: list[dict], commit: str | None, created: str) -> dict:
     """One entry of the manifest's ``runs`` list."""
     return {"run": run, "created_utc": created, "commit": commit, "source": traces.source, "ranks": ranks}
 
