@@ -15,7 +15,7 @@ import struct
 import sys
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -467,6 +467,49 @@ def _unlink(path: Path) -> None:
         os.unlink(path)
     except FileNotFoundError:
         pass
+
+
+class Records(Sequence):
+    """The rows of one table of a JSON document (``summary.json``), as dicts made from the
+    table's DataFrame when they are read. A document of many ranks then never holds all its
+    rows as Python dicts at once (a dict per row takes ~10 × the DataFrame's columns): the JSON
+    encoder turns one table at a time into its list (:meth:`tolist`, as numpy's), and a report
+    takes the rows it shows. Read-only: a row changed after reading is not kept."""
+
+    __slots__ = ("frame",)
+    CHUNK = 4096
+
+    def __init__(self, frame) -> None:
+        self.frame = frame
+
+    def __len__(self) -> int:
+        return len(self.frame)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return self.frame.iloc[index].to_dict(orient="records")
+        n = len(self.frame)
+        i = index + n if index < 0 else index
+        if not 0 <= i < n:
+            raise IndexError(index)
+        return self.frame.iloc[i:i + 1].to_dict(orient="records")[0]
+
+    def __iter__(self) -> Iterator[dict]:
+        for start in range(0, len(self.frame), self.CHUNK):
+            yield from self.frame.iloc[start:start + self.CHUNK].to_dict(orient="records")
+
+    def tolist(self) -> list[dict]:
+        return self.frame.to_dict(orient="records")
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, (Records, list, tuple)):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Records({len(self)} rows)"
 
 
 def _plain(value):

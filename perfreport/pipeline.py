@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import __version__
+from ._io import Records
 from .analyses.attribution import Explanation, explain
 from .analyses.collectives import collectives_per_step
 from .analyses.diff import op_steps
@@ -157,7 +158,7 @@ def summary_document(analysis: Analysis) -> dict:
         "ranks": rank_metadata(analysis.traces),
         "files": [{"rank": t.rank, "file": t.meta.path, "sha256": analysis.checksums.get(t.rank)}
                   for t in analysis.traces],
-        **{name: df.to_dict(orient="records") for name, df in analysis.tables.items()},
+        **{name: Records(df) for name, df in analysis.tables.items()},
         "series": time_series(analysis.traces),
         "memory_note": memory_note(analysis.traces),
     }

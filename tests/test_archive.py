@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from perfreport._io import json_text
 from perfreport.archive import store
 from perfreport.archive.metrics import release_metrics
 from perfreport.errors import ArchiveError
@@ -36,7 +37,7 @@ def reports(tmp_path_factory) -> dict[str, Path]:
     for name, candidate in (("pass", REPO / "baselines" / "demo"), ("fail", REPO / "examples" / "resnet50-workers0")):
         folder = tmp_path_factory.mktemp(name)
         doc = report_document(compare("demo", candidate, config=load_config(), store=REPO / "baselines"))
-        write_reports(build_report(json.loads(json.dumps(doc))), folder, ("md", "json", "html"))
+        write_reports(build_report(json.loads(json_text(doc))), folder, ("md", "json", "html"))
         out[name] = folder
     return out
 
@@ -124,6 +125,7 @@ def test_an_analysis_is_refused_with_a_hint(tmp_path):
 
 KILLER = """
 import os, signal, sys
+from perfreport._io import json_text
 from perfreport.archive import store
 n = int(sys.argv[1]); calls = [0]
 real_replace = os.replace

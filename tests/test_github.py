@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from perfreport._io import json_text
 from perfreport.errors import GitHubError
 from perfreport.github import comment, workflow
 from perfreport.github.api import Client
@@ -29,7 +30,7 @@ def demo_document(tmp_path_factory) -> dict:
     from perfreport.pipeline import compare, report_document
 
     result = compare("demo", REPO / "examples" / "resnet50-workers0", config=load_config(), store=REPO / "baselines")
-    return json.loads(json.dumps(report_document(result)))
+    return json.loads(json_text(report_document(result)))
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from perfreport._io import json_text
 from perfreport.errors import ConfigError
 from perfreport.report import parse_formats
 from perfreport.report.interop import benchmark_json, bmf
@@ -26,7 +27,7 @@ def document() -> dict:
     from perfreport.pipeline import compare, report_document
 
     result = compare("demo", REPO / "examples" / "resnet50-workers0", config=load_config(), store=REPO / "baselines")
-    return json.loads(json.dumps(report_document(result)))
+    return json.loads(json_text(report_document(result)))
 
 
 def test_benchmark_json_carries_the_gate_medians_in_ms(document):

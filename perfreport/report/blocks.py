@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .._io import Records
 from .model import Bar, BarFigure, Block, Column, Line, LineFigure, Panel, Section, Table
 
 TOP_ROWS = 15
@@ -76,8 +77,10 @@ def _column(spec) -> Column:
 
 
 def records(side: Side, name: str) -> list[dict]:
+    """The rows of table ``name`` of a side's document (a list from report.json, or
+    :class:`perfreport._io.Records` fresh from the analyses); [] when absent or not a table."""
     rows = side.doc.get(name)
-    return [r for r in rows if isinstance(r, dict)] if isinstance(rows, list) else []
+    return [r for r in rows if isinstance(r, dict)] if isinstance(rows, (list, Records)) else []
 
 
 def order_key(value: Any) -> tuple:
