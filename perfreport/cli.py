@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from . import __version__
-from ._io import json_text
+from ._io import json_bytes, json_text
 from .errors import PerfreportError
 from .limits import override as override_limits
 from .units import format_bytes, format_pct, format_us
@@ -300,8 +300,8 @@ def cmd_baseline_save(args: argparse.Namespace) -> int:
     from .executor import run as run_executor
     from .executor import save_job
     from .gate.baseline_runs import append
-    from .gate.baselines import RankSet, check_name, save
-    from .pipeline import _label, analysis_options, trace_jobs
+    from .gate.baselines import check_name, save
+    from .pipeline import analysis_options, source_label, trace_jobs
     from .progress import make_progress
 
     check_name(args.name)
@@ -317,7 +317,7 @@ def cmd_baseline_save(args: argparse.Namespace) -> int:
         progress.start(len(jobs), sum(j.json_bytes for j in jobs))
         saved = run_executor(jobs, dataclasses.replace(options, attribution=True), executor,
                              on_done=progress.rank_done, task=save_job)
-        ranks = _rank_set(_label(args.trace_path), [s.payload for s in saved])
+        ranks = _rank_set(source_label(args.trace_path), [s.payload for s in saved])
         progress.phase("writing the baseline")
         if args.append:
             stored = append(args.store, args.name, ranks, commit=args.commit, keep=args.keep, options=options)
@@ -334,7 +334,7 @@ def cmd_baseline_save(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _rank_set(source: str, payloads: list) -> "RankSet":
+def _rank_set(source: str, payloads: list):
     """The payloads in rank order, each rank once (as :func:`perfreport.load.load` checks)."""
     from .errors import TraceError
     from .gate.baselines import RankSet
@@ -428,12 +428,13 @@ def analyze_to(args: argparse.Namespace, formats, renderer) -> int:
         out = Path(args.out)
         document = summary_document(analysis)
         document["command"] = reproduce_command(args)
-        text = json_text(document)  # summary.json
+        text = json_bytes(document)  # summary.json
     finally:
         progress.finish()
     try:
         paths = write_reports(build_report(document), out, formats, extra={
             "summary.json": text, "summary.md": render_summary_markdown(document)},
+            ready={"json": text},  # report.json is the same document: encoded once, held once
             pdf_appendix=args.pdf_appendix, renderer=renderer, pdf_optional=args.format in (None, "all"))
     except OSError as exc:
         raise PerfreportError(f"{out}: cannot write the report ({exc.strerror or exc})") from None

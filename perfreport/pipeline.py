@@ -60,7 +60,7 @@ def analyze(source: str | Path | Mapping[int, str | Path], *, workers: int | Non
             progress: Progress | None = None) -> Analysis:
     """Load and analyse every rank of ``source`` (one task per rank, see :mod:`perfreport.executor`),
     then the cross-rank analyses on the per-rank digests."""
-    return run_jobs(trace_jobs(source), _label(source), workers=workers, executor=executor, options=options,
+    return run_jobs(trace_jobs(source), source_label(source), workers=workers, executor=executor, options=options,
                     progress=progress)
 
 
@@ -77,7 +77,7 @@ def trace_jobs(source: str | Path | Mapping[int, str | Path]) -> list[RankJob]:
             for f in discover(source)]
 
 
-def _label(source) -> str:
+def source_label(source) -> str:
     return str(source if not isinstance(source, Mapping) else "<mapping>")
 
 
@@ -211,7 +211,7 @@ def resolve_side(ref: str | Path, store: str | Path = DEFAULT_STORE, *, candidat
         stored = stored_candidate(ref, store) if candidate else resolve_baseline(ref, store)
     if stored is not None:
         return baseline_jobs(stored), str(stored.path), stored
-    return trace_jobs(str(ref) if path is None else ref), _label(ref), None
+    return trace_jobs(str(ref) if path is None else ref), source_label(ref), None
 
 
 def few_steps_limit(config: Config) -> int:
@@ -307,7 +307,7 @@ def compare_many(baseline: str | Path, candidates: list[str | Path], *, config: 
         c_jobs, c_label, c_stored = resolve_side(candidate, store, candidate=True)
         c_earlier = [(baseline_jobs(c_stored, run["ranks"]), c_label) for run in c_stored.runs[:-1]] \
             if c_stored is not None and len(c_stored.runs) > 1 else []  # a multi-run stored candidate: every run
-        c_sides.append(c_earlier + [(c_jobs, c_label)] + [(trace_jobs(path), _label(path)) for path in candidate_runs])
+        c_sides.append(c_earlier + [(c_jobs, c_label)] + [(trace_jobs(path), source_label(path)) for path in candidate_runs])
     if progress is not None:
         progress.phase("loading and analysing baseline and candidate" + ("s" if len(candidates) > 1 else ""))
     sides = [(b_jobs, b_label), *earlier, *(side for runs in c_sides for side in runs)]

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from .._io import atomic_files, json_text
+from .._io import atomic_files, json_bytes, json_text
 from ..errors import ConfigError
 from .model import Report
 
@@ -76,7 +76,7 @@ def render(report: Report, fmt: str, *, pdf_appendix: bool = False) -> str | byt
 
         return render_markdown(report)
     if fmt == "json":
-        return json_text(report.document)
+        return json_bytes(report.document)
     if fmt == "junit":
         from .junit import render_junit
 

@@ -14,11 +14,10 @@ what changed). A single run has one *side* (label ""); a comparison has two, "ba
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
-from .._io import json_text
+from .._io import plain_document
 from .blocks import MAX_ROWS, TOP_ROWS, Side, records, series_figure, sorted_rows, stacked_bars
 from .comparison import (
     BANNER_CHECKS, COMPARE_KIND, SIDES, check_of, checks_sections, comparison_provenance, comparison_verdict,
@@ -37,7 +36,7 @@ __all__ = ["BANNER_CHECKS", "COMPARE_KIND", "MAX_ROWS", "TOP_ROWS", "analysis_re
 
 def build_report(document: Mapping[str, Any]) -> Report:
     """The :class:`Report` of a summary document (one run) or a comparison document."""
-    doc = json.loads(json_text(document))  # exactly what report.json holds: NaN -> null, numpy unwrapped
+    doc = plain_document(document)  # exactly what report.json holds: NaN -> null, numpy unwrapped
     if doc.get("kind") == MULTI_KIND:
         return multi_report(doc)
     if doc.get("kind") == COMPARE_KIND or isinstance(doc.get("checks"), list):

@@ -32,8 +32,8 @@ def installed() -> bool:
 def available() -> bool:
     """Whether WeasyPrint imports (it needs Pango; a minimal container may lack it)."""
     try:
-        import weasyprint  # noqa: F401
-    except Exception:  # ImportError, or OSError when the Pango library is missing
+        import_weasyprint()
+    except PdfUnavailable:
         return False
     return True
 
