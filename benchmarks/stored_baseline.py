@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import json
 import shutil
 import statistics
 import subprocess
@@ -43,13 +44,14 @@ def cpu_median(fn, repeat: int) -> float:
 
 
 def stored(trace: Path, store: Path) -> tuple[Path, Path]:
-    """(the stored baseline folder, its rank 0 JSON text in /dev/shm). A stored baseline
+    """(the stored baseline folder, its first rank's JSON text in /dev/shm). A stored baseline
     (``baselines/demo``) is saved again from its rank files, so its analyses are this code's."""
     source = trace / "traces" if (trace / "manifest.json").is_file() else trace  # a stored baseline: its files
     subprocess.run([sys.executable, "-m", "perfreport", "baseline", "save", "b", str(source), "--store", str(store),
                     "-q"], check=True, cwd=REPO, capture_output=True)
     folder = store / "b"
-    text = gzip.decompress((folder / "traces" / "rank-0.json.gz").read_bytes())
+    first = json.loads((folder / "manifest.json").read_text())["ranks"][0]["file"]
+    text = gzip.decompress((folder / first).read_bytes())
     shm = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path(tempfile.gettempdir())
     json_path = shm / f"perfreport-bench-{folder.name}-{len(text)}.json"
     json_path.write_bytes(text)

@@ -47,6 +47,9 @@ class AnalysisOptions:
     launch_delay_cutoff_us: float | None = None
     runtime_cutoff_us: float | None = None
     exact_kernel_names: bool = False
+    gate: bool = False
+    """Compare runs and stored baselines: the gate's per-rank inputs (step metrics, per-step op
+    and kernel sums); an ``analyze`` skips them (less work per rank, a smaller digest)."""
     attribution: bool = False
     """Compare runs: also the per-step parts of the step time (for the explanation)."""
     invocation_steps: int = 0
@@ -128,7 +131,8 @@ def digest(trace: RankTrace, options: AnalysisOptions = AnalysisOptions(), *, sh
     memory_note(one)
     trace.span_us()
     trace.step_numbers()
-    _precompute_gate(one, options)
+    if options.gate:
+        _precompute_gate(one, options)
     memo = {k: v for k, v in trace._memo.items() if (k[0] if isinstance(k, tuple) else k) in DIGEST_KEYS}
     return RankDigest(meta=trace.meta, tables=tables, memo=memo, sha256=sha256, n_events=trace.n_events,
                       load_s=load_s, analyze_s=time.perf_counter() - t0)

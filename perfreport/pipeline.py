@@ -353,7 +353,7 @@ def analysis_options(config: Config) -> AnalysisOptions:
     parts, and the GPU op calls of a rank with few steps (the samples below the step)."""
     return AnalysisOptions(launch_delay_cutoff_us=config.steps.launch_delay_cutoff_us,
                            runtime_cutoff_us=config.steps.runtime_cutoff_us,
-                           exact_kernel_names=config.exact_kernel_names, attribution=True,
+                           exact_kernel_names=config.exact_kernel_names, gate=True, attribution=True,
                            invocation_steps=few_steps_limit(config))
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import pickle
 import re
 import shutil
 import time
@@ -56,19 +57,26 @@ def job8(tmp_path_factory) -> Path:
     return eight_ranks(tmp_path_factory.mktemp("job8"))
 
 
-@pytest.mark.parametrize("source", ["two", "eight"])
-def test_digests_give_the_tables_of_the_whole_trace_set(source, job8):
+@pytest.mark.parametrize("source,compare", [("two", True), ("eight", True), ("eight", False)])
+def test_digests_give_the_tables_of_the_whole_trace_set(source, compare, job8):
+    """A compare's digests (gate inputs and attribution parts) and an analyze's (neither: a
+    smaller digest) give every table of the whole trace set."""
     path = TWO_RANKS if source == "two" else job8
     full = load(path, workers=1)
-    digests = [digest(t, AnalysisOptions(attribution=True)) for t in load(path, workers=1)]
+    options = AnalysisOptions(gate=True, attribution=True) if compare else AnalysisOptions()
+    digests = [digest(t, options) for t in load(path, workers=1)]
     traces, tables = assemble(digests, str(path))
     assert sorted(tables) == sorted(name for name, _ in ANALYSES)
     for name, fn in ANALYSES:
         assert plain(tables[name].to_dict(orient="records")) == plain(fn(full).to_dict(orient="records")), name
     assert plain(time_series(traces)) == plain(time_series(full))
     assert memory_note(traces) == memory_note(full)
-    # the explanation of a change reads only the digests too
-    assert plain(explain(traces, traces).to_dict()) == plain(explain(full, full).to_dict())
+    if compare:  # the explanation of a change reads only the digests too
+        assert plain(explain(traces, traces).to_dict()) == plain(explain(full, full).to_dict())
+    else:  # the gate's extra per-rank inputs are neither made nor sent
+        gated = [digest(t, AnalysisOptions(gate=True, attribution=True)) for t in full]
+        assert all(set(d.memo) < set(g.memo) for d, g in zip(digests, gated))
+        assert sum(len(pickle.dumps(d)) for d in digests) < sum(len(pickle.dumps(g)) for g in gated)
     if source == "eight":
         assert len(tables["stragglers"]) == 8 and tables["collective_skew"]["ranks"].max() == 8
 
@@ -223,7 +231,7 @@ def test_a_digest_from_other_code_or_settings_is_not_used(tmp_path):
     from perfreport import digest_cache
 
     (trace,) = load(TWO_RANKS / "sampled_rank-0.json.gz", workers=1)
-    d = digest(trace, AnalysisOptions(attribution=True))
+    d = digest(trace, AnalysisOptions(gate=True, attribution=True))
     data = digest_cache.encode(d, AnalysisOptions())
     back = digest_cache.decode(data, AnalysisOptions(), "x")
     assert back is not None and back.meta.path == "x" and set(back.memo) == set(d.memo)
