@@ -19,10 +19,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from . import __version__
-from ._io import json_bytes, json_text
+from ._io import json_bytes
 from .errors import PerfreportError
 from .limits import override as override_limits
-from .units import format_bytes, format_pct, format_us
+from .units import format_pct, format_us
 
 FORMAT_HELP = ("report formats, comma-separated: html,pdf,md,json,junit or all (default: all installed); "
                "also benchmark-json (github-action-benchmark) and bmf (Bencher) for compare")
@@ -48,9 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a folder of rank files, one .json/.json.gz file, or a stored baseline's folder")
     p.add_argument("--out", required=True, metavar="DIR", help="output folder (created if missing)")
     p.add_argument("--format", default=None, metavar="LIST", help=FORMAT_HELP)
-    _run_arguments(p)
+    run_arguments(p)
     p.add_argument("--pdf-appendix", action="store_true", help=APPENDIX_HELP)
-    _limit_argument(p)
+    limit_argument(p)
     p.set_defaults(run=cmd_analyze)
 
     p = sub.add_parser("compare", help="judge a candidate against a baseline; write DIR/report.json",
@@ -70,49 +70,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", default=None, metavar="LIST", help=FORMAT_HELP)
     p.add_argument("--config", metavar="FILE", default=None,
                    help="perfreport.toml or pyproject.toml (default: found from the current folder upwards)")
-    _store_argument(p)
-    _run_arguments(p)
+    store_argument(p)
+    run_arguments(p)
     p.add_argument("--pdf-appendix", action="store_true", help=APPENDIX_HELP)
-    _limit_argument(p)
+    limit_argument(p)
     p.set_defaults(run=cmd_compare)
 
-    p = sub.add_parser("baseline", help="manage stored baselines (save, list, show, rm)")
-    bsub = p.add_subparsers(dest="baseline_command", required=True, metavar="ACTION")
-    b = bsub.add_parser("save", help="store a trace folder as baseline NAME")
-    b.add_argument("name", metavar="NAME")
-    b.add_argument("trace_path", metavar="TRACE_DIR", help="a folder of rank files, or one trace file")
-    _store_argument(b)
-    b.add_argument("--force", action="store_true", help="replace an existing baseline of that name")
-    b.add_argument("--append", action="store_true",
-                   help="add the traces as another run of baseline NAME (created if missing)")
-    b.add_argument("--keep", type=int, default=None, metavar="N", help="with --append: keep only the newest N runs")
-    b.add_argument("--commit", metavar="SHA", default=None, help="source commit to record in the manifest")
-    _run_arguments(b)
-    _limit_argument(b)
-    b.set_defaults(run=cmd_baseline_save)
-    b = bsub.add_parser("list", help="list the stored baselines")
-    _store_argument(b)
-    b.set_defaults(run=cmd_baseline_list)
-    b = bsub.add_parser("show", help="show a baseline's manifest")
-    b.add_argument("name", metavar="NAME")
-    _store_argument(b)
-    b.add_argument("--json", action="store_true", help="print the manifest summary as JSON")
-    b.add_argument("--verify", action="store_true", help="also verify the checksum of every stored file")
-    b.set_defaults(run=cmd_baseline_show)
-    b = bsub.add_parser("rm", help="delete a stored baseline")
-    b.add_argument("name", metavar="NAME")
-    _store_argument(b)
-    b.set_defaults(run=cmd_baseline_rm)
-
     from .archive.commands import add_parser as add_archive
+    from .baseline_cli import add_parser as add_baseline
     from .github.commands import add_parser as add_github
 
+    add_baseline(sub)
     add_github(sub)
     add_archive(sub)
     return parser
 
 
-def _run_arguments(p: argparse.ArgumentParser) -> None:
+def run_arguments(p: argparse.ArgumentParser) -> None:
     """Where ranks load and analyse, and how loudly."""
     p.add_argument("--workers", type=int, default=None, metavar="N",
                    help="local processes for loading and analysing ranks (default: by cores and free memory)")
@@ -122,7 +96,7 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
 
 
-def _executor(args: argparse.Namespace):
+def executor_of(args: argparse.Namespace):
     from .executor import Executor
 
     if args.scheduler and args.executor != "dask":
@@ -130,13 +104,13 @@ def _executor(args: argparse.Namespace):
     return Executor(kind=args.executor, workers=args.workers, scheduler=args.scheduler)
 
 
-def _limit_argument(p: argparse.ArgumentParser) -> None:
+def limit_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", action="append", default=[], metavar="NAME=VALUE",
                    help="raise or lower a resource limit (repeatable; see README, Errors): gzip_ratio, gzip_max_gb, "
                         "max_events, max_name_kb, max_span_s, memory_check=on|off")
 
 
-def _store_argument(p: argparse.ArgumentParser) -> None:
+def store_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", metavar="DIR", default="baselines", help="baseline store folder (default: ./baselines)")
 
 
@@ -161,7 +135,7 @@ def compare_one(args: argparse.Namespace, labels: list[str], formats, renderer) 
     from .report import build_report
 
     config = load_config(args.config)
-    executor = _executor(args)
+    executor = executor_of(args)
     progress = make_progress(args.quiet)
     try:
         comparison = compare(args.baseline, args.candidate[0], config=config, store=args.store, executor=executor,
@@ -214,7 +188,7 @@ def compare_setups(args: argparse.Namespace, labels: list[str], formats, rendere
         raise PerfreportError("--run adds runs of one candidate; with several setups (CANDIDATE …) store each "
                               "setup's runs as a baseline instead")
     config = load_config(args.config)
-    executor = _executor(args)
+    executor = executor_of(args)
     progress = make_progress(args.quiet)
     try:
         comparisons = compare_many(args.baseline, args.candidate, config=config, store=args.store, executor=executor,
@@ -289,119 +263,6 @@ def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-# --- baseline store --------------------------------------------------------------------------
-def cmd_baseline_save(args: argparse.Namespace) -> int:
-    """Each rank is loaded, encoded and analysed by a worker (local processes or Dask, as for
-    analyze); this process gets back its column cache and digest and writes the store."""
-    import dataclasses
-
-    from .config import load_config
-    from .errors import BaselineError
-    from .executor import run as run_executor
-    from .executor import save_job
-    from .gate.baseline_runs import append
-    from .gate.baselines import check_name, save
-    from .pipeline import analysis_options, source_label, trace_jobs
-    from .progress import make_progress
-
-    check_name(args.name)
-    if args.append and args.force:
-        raise BaselineError("--append adds a run and --force replaces the baseline: use one of them")
-    if args.keep is not None and not args.append:
-        raise BaselineError("--keep applies with --append only")
-    options = analysis_options(load_config(getattr(args, "config", None)))
-    executor = _executor(args)
-    progress = make_progress(args.quiet)
-    try:
-        jobs = trace_jobs(args.trace_path)
-        progress.start(len(jobs), sum(j.json_bytes for j in jobs))
-        saved = run_executor(jobs, dataclasses.replace(options, attribution=True), executor,
-                             on_done=progress.rank_done, task=save_job)
-        ranks = _rank_set(source_label(args.trace_path), [s.payload for s in saved])
-        progress.phase("writing the baseline")
-        if args.append:
-            stored = append(args.store, args.name, ranks, commit=args.commit, keep=args.keep, options=options)
-        else:
-            stored = save(args.store, args.name, ranks, force=args.force, commit=args.commit, options=options)
-    finally:
-        progress.finish()
-    m = stored.manifest
-    steps = sum(len(r["steps"]) for r in m["ranks"])
-    size = sum(r["bytes"] for r in m["ranks"]) + sum(r["cache_bytes"] for r in m["ranks"])
-    runs = f" (run {len(stored.runs)} of {len(stored.runs)})" if args.append else ""
-    print(f"saved baseline {stored.name!r}{runs} in {stored.path}: {len(m['ranks'])} rank(s), {steps} profiler "
-          f"step(s), {', '.join(m['gpus']) or 'GPU unknown'}, {format_bytes(size)}")
-    return EXIT_OK
-
-
-def _rank_set(source: str, payloads: list):
-    """The payloads in rank order, each rank once (as :func:`perfreport.load.load` checks)."""
-    from .errors import TraceError
-    from .gate.baselines import RankSet
-
-    by_rank = {}
-    for p in payloads:
-        other = by_rank.get(p.rank)
-        if other is not None:
-            raise TraceError(p.meta.path, f"claims rank {p.rank} ({p.meta.rank_source}), as does {other.meta.path} "
-                             f"({other.meta.rank_source}); pass an explicit {{rank: path}} mapping")
-        if p.meta.rank_source == "default":
-            log.warning("%s: no rank in distributedInfo or the file name; using rank 0", p.meta.path)
-        if p.meta.dropped:
-            log.warning("%s: %s", p.meta.path, p.meta.dropped_note)
-        by_rank[p.rank] = p
-    return RankSet(source, tuple(by_rank[r] for r in sorted(by_rank)))
-
-
-def cmd_baseline_list(args: argparse.Namespace) -> int:
-    from .gate.baselines import list_baselines
-
-    baselines = list_baselines(args.store)
-    if not baselines:
-        print(f"no baselines in {args.store}")
-        return EXIT_OK
-    rows = [("name", "ranks", "GPU", "created (UTC)", "commit")]
-    for b in baselines:
-        rows.append((b.name, str(len(b.ranks)), ", ".join(b.gpus) or "-", b.created_utc, (b.commit or "-")[:12]))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    for r in rows:
-        print("  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip())
-    return EXIT_OK
-
-
-def cmd_baseline_show(args: argparse.Namespace) -> int:
-    from .gate.baselines import open_baseline, verify
-
-    stored = open_baseline(args.store, args.name)
-    if args.verify:
-        verify(stored)
-    summary = stored.summary()
-    if args.json:
-        print(json_text(summary), end="")
-        return EXIT_OK
-    print(f"baseline {stored.name!r} ({stored.path})")
-    for key in ("created_utc", "commit", "perfreport_version", "source", "gpus", "world_size", "versions"):
-        value = summary.get(key)
-        print(f"  {key}: {', '.join(value) if isinstance(value, list) else value if value not in ({}, None) else '-'}")
-    print(f"  runs: {len(summary['runs'])} (" + ", ".join(
-        f"{r['run']}: {r['created_utc']}, {r['steps']} steps" + (f", {r['commit'][:12]}" if r.get("commit") else "")
-        for r in summary["runs"]) + ")")
-    for r in summary["ranks"]:
-        print(f"  rank {r['rank']}: {r['file']} ({format_bytes(r['bytes'])}, sha256 {r['sha256'][:12]}…), "
-              f"{r['events']:,} events, steps {r['steps'] or '-'}, from {r['source_file']}")
-    if args.verify:
-        print("  checksums: all files verified")
-    return EXIT_OK
-
-
-def cmd_baseline_rm(args: argparse.Namespace) -> int:
-    from .gate.baselines import remove
-
-    path = remove(args.store, args.name)
-    print(f"removed baseline {args.name!r} ({path})")
-    return EXIT_OK
-
-
 def cmd_analyze(args: argparse.Namespace) -> int:
     from .outputs import pdf_renderer
     from .report import parse_formats
@@ -418,7 +279,7 @@ def analyze_to(args: argparse.Namespace, formats, renderer) -> int:
     from .progress import make_progress
     from .report import build_report
 
-    executor = _executor(args)
+    executor = executor_of(args)
     progress = make_progress(args.quiet)
     try:  # a trace folder/file, or a stored baseline (its verified cache or traces)
         jobs, label, _ = resolve_side(args.trace_path, candidate=True, store=Path(args.trace_path).parent)
