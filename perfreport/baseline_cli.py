@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import logging
 
-from ._io import json_text
+from .jsondoc import json_text
 from .cli import EXIT_OK, executor_of, limit_argument, run_arguments, store_argument
 from .units import format_bytes
 

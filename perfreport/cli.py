@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from . import __version__
-from ._io import json_bytes
+from .jsondoc import json_bytes
 from .errors import PerfreportError
 from .limits import override as override_limits
 from .units import format_pct, format_us

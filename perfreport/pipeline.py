@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import __version__
-from ._io import Records
+from .jsondoc import Records
 from .analyses.attribution import Explanation, explain
 from .analyses.collectives import collectives_per_step
 from .analyses.diff import op_steps

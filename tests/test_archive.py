@@ -6,7 +6,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import os
 import re
 import shutil
 import signal
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from perfreport._io import json_text
+from perfreport.jsondoc import json_text
 from perfreport.archive import store
 from perfreport.archive.metrics import release_metrics
 from perfreport.errors import ArchiveError
@@ -125,7 +124,7 @@ def test_an_analysis_is_refused_with_a_hint(tmp_path):
 
 KILLER = """
 import os, signal, sys
-from perfreport._io import json_text
+from perfreport.jsondoc import json_text
 from perfreport.archive import store
 n = int(sys.argv[1]); calls = [0]
 real_replace = os.replace
@@ -180,7 +179,7 @@ def test_two_hundred_releases_stay_small_and_ordered(tmp_path, reports):
     releases = []
     for i in range(1, 200):
         r = copy.deepcopy(template)
-        r.update(tag=f"v{i}", id=f"{i:032x}", date=f"2020-01-01T00:00:00+00:00".replace("2020", str(2020 + i // 12))
+        r.update(tag=f"v{i}", id=f"{i:032x}", date="2020-01-01T00:00:00+00:00".replace("2020", str(2020 + i // 12))
                  .replace("-01-01", f"-{i % 12 + 1:02d}-01"))
         r["metrics"]["step_time_us"] = 100_000.0 * (1.1 if i % 50 == 0 else 1.0)
         releases.append(r)

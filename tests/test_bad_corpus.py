@@ -11,7 +11,6 @@ import os
 import pwd
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import warnings

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from perfreport._io import json_text
+from perfreport.jsondoc import json_text
 from perfreport.errors import GitHubError
 from perfreport.github import comment, workflow
 from perfreport.github.api import Client

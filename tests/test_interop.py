@@ -8,7 +8,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from perfreport._io import json_text
+from perfreport.jsondoc import json_text
 from perfreport.errors import ConfigError
 from perfreport.report import parse_formats
 from perfreport.report.interop import benchmark_json, bmf

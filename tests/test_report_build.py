@@ -12,14 +12,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from perfreport._io import json_text
+from perfreport.jsondoc import json_text
 from perfreport.analyses.series import downsample, time_series
 from perfreport.load import load
 from perfreport.pipeline import analyze, compare, report_document, summary_document
 from perfreport.report import build_report
 from perfreport.report.build import MAX_ROWS, TOP_ROWS
 from perfreport.report.findings import group_findings
-from perfreport.report.model import BarFigure, Interval, LineFigure, Value
+from perfreport.report.model import BarFigure, LineFigure
 
 from .conftest import TRACES
 from .test_launch import tiny_events, write_trace

@@ -29,7 +29,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .. import __version__
-from .._io import atomic_write, json_text, store_lock
+from .._io import atomic_write, store_lock
+from ..jsondoc import json_text
 from ..errors import ArchiveError
 from .metrics import release_metrics
 

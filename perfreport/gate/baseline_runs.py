@@ -17,7 +17,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from .. import __version__
-from .._io import atomic_write, json_text, store_lock
+from .._io import atomic_write, store_lock
+from ..jsondoc import json_text
 from ..errors import BaselineError
 from ..model import TraceSet
 from .baselines import (

@@ -57,7 +57,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from .._io import GZIP_MAGIC, atomic_dir, atomic_write, checkpoint, clean_stale_temps, json_text, store_lock, trash_dir
+from .._io import GZIP_MAGIC, atomic_dir, atomic_write, checkpoint, clean_stale_temps, store_lock, trash_dir
+from ..jsondoc import json_text
 from ..errors import BaselineError
 from ..model import RankTrace, TraceMeta, TraceSet
 from .colcache import CACHE_FORMAT, COLUMNS, decode_columns, encode_columns

@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from .._io import atomic_files, json_bytes, json_text
+from .._io import atomic_files
+from ..jsondoc import json_bytes, json_text
 from ..errors import ConfigError
 from .model import Report
 

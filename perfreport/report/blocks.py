@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._io import Records
+from ..jsondoc import Records
 from .model import Bar, BarFigure, Block, Column, Line, LineFigure, Panel, Section, Table
 
 TOP_ROWS = 15

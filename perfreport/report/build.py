@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .._io import plain_document
+from ..jsondoc import plain_document
 from .blocks import MAX_ROWS, TOP_ROWS, Side, records, series_figure, sorted_rows, stacked_bars
 from .comparison import (
     BANNER_CHECKS, COMPARE_KIND, SIDES, check_of, checks_sections, comparison_provenance, comparison_verdict,

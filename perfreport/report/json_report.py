@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import __version__
-from .._io import json_text
+from ..jsondoc import json_text
 from ..config import Config
 from ..gate.verdict import Check, Verdict
 

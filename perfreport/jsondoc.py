@@ -1,0 +1,130 @@
+"""JSON documents: how summary.json and report.json are encoded, and their tables.
+
+One encoder for every JSON file perfreport writes (:func:`json_bytes`, :func:`json_text`):
+msgspec in C, indented, NaN and inf as null, numpy values unwrapped. A document's tables may be
+:class:`Records` (rows made from a DataFrame when read), so a document of many ranks never
+holds every row as a Python dict; :func:`plain_document` is a document as its JSON reads back,
+what reports are built from.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator, Sequence
+
+
+class Records(Sequence):
+    """The rows of one table of a JSON document (``summary.json``), as dicts made from the
+    table's DataFrame when they are read. A document of many ranks then never holds all its
+    rows as Python dicts at once (a dict per row takes ~10 × the DataFrame's columns): the JSON
+    encoder turns one table at a time into its list (:meth:`tolist`, as numpy's), and a report
+    takes the rows it reads. Rows are what the JSON holds (NaN and inf are None). Read-only:
+    a row changed after reading is not kept."""
+
+    __slots__ = ("frame",)
+    CHUNK = 4096
+
+    def __init__(self, frame) -> None:
+        self.frame = frame
+
+    def __len__(self) -> int:
+        return len(self.frame)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return self._rows(self.frame.iloc[index])
+        n = len(self.frame)
+        i = index + n if index < 0 else index
+        if not 0 <= i < n:
+            raise IndexError(index)
+        return self._rows(self.frame.iloc[i:i + 1])[0]
+
+    def __iter__(self) -> Iterator[dict]:
+        for start in range(0, len(self.frame), self.CHUNK):
+            yield from self._rows(self.frame.iloc[start:start + self.CHUNK])
+
+    def tolist(self) -> list[dict]:
+        return self._rows(self.frame)
+
+    @staticmethod
+    def _rows(frame) -> list[dict]:
+        rows = frame.to_dict(orient="records")
+        loose = [c for c in frame.columns if frame[c].dtype.kind in "fO"]  # where NaN/inf can be
+        if loose and rows:
+            for row in rows:
+                for c in loose:
+                    v = row[c]
+                    if type(v) is float and not math.isfinite(v):
+                        row[c] = None
+        return rows
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, (Records, list, tuple)):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Records({len(self)} rows)"
+
+
+def _plain(value, keep_records: bool = False):
+    """JSON-ready Python value: numpy scalars/arrays unwrapped, NaN/inf -> None, keys as text,
+    tuples as lists: what reading back the JSON of ``value`` gives. ``keep_records``: tables
+    stay :class:`Records` (already JSON-ready, made into rows when read)."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v, keep_records) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v, keep_records) for v in value]
+    if isinstance(value, Records):
+        return value if keep_records else value.tolist()
+    if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):  # numpy scalar / array
+        return _plain(value.tolist())
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def plain_document(document):
+    """``document`` as its JSON would read back (see :func:`_plain`), tables left as Records:
+    what a report is built from, without encoding and parsing the whole document."""
+    return _plain(document, keep_records=True)
+
+
+def _numpy_hook(value):
+    """msgspec encoder hook: numpy scalars and arrays as plain Python values."""
+    if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
+        return value.tolist()
+    raise NotImplementedError(type(value).__name__)
+
+
+def json_text(value) -> str:
+    """Stable, readable JSON (sorted keys off: the order of sections is meaningful): the text
+    of :func:`json_bytes`."""
+    return json_bytes(value).decode()
+
+
+def json_bytes(value) -> bytes:
+    """Stable, readable JSON as UTF-8 bytes, what files are written from (a document of many
+    ranks is tens of MB: no str copy of it is made).
+
+    Encoded by msgspec in C (NaN and inf become null there too): the standard library's
+    indenting encoder is pure Python and took ~0.1 s per 10 MB report, twice per command.
+    Values it cannot take directly (numpy keys) go through :func:`_plain` first; tables held
+    as :class:`Records` are listed one at a time as the encoder reaches them."""
+    import msgspec
+
+    try:
+        try:
+            raw = msgspec.json.encode(value, enc_hook=_numpy_hook)
+        except (TypeError, NotImplementedError):
+            raw = msgspec.json.encode(_plain(value))
+    except UnicodeEncodeError:  # a lone surrogate (hostile names): UTF-8 cannot hold it, a \u escape can
+        return (json.dumps(_plain(value), indent=2, ensure_ascii=True) + "\n").encode("ascii")
+    text = msgspec.json.format(raw, indent=2)
+    del raw  # the compact copy goes before the newline is added
+    return text + b"\n"
+
+
