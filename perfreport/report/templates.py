@@ -175,8 +175,10 @@ def status_icon(status: str) -> str:
 PAGE_WIDTH_MM = 188.0
 """The width of an A4 page's text in the PDF (210 mm less the 11 mm margins of ``report.css.j2``)."""
 CHAR_MM = 1.5
-"""Width of one character of a 7.2 pt table cell (Liberation Sans digits are 0.56 em; a bold
-header letter up to 0.72 em), generous so a number never overflows its column."""
+"""Width of a lower-case letter or digit in a 7.2 pt table cell (Liberation Sans digits are
+0.56 em of 2.54 mm), generous so a number never overflows its column."""
+UPPER_MM = 1.9
+"""…and of a capital (up to 0.72 em, bold in the header)."""
 CELL_PADDING_MM = 3.0
 WRAPPED_MIN_MM = 24.0
 """Narrowest a wrapping (name, text) column is squeezed to when a table is wider than the page."""
@@ -193,12 +195,12 @@ def column_widths_mm(table) -> list[float]:
     """
     widths, wraps = [], []
     for i, column in enumerate(table.columns):
-        header = max((len(word) for word in str(column.label).split()), default=1)
-        cells = (len(shorten(format_cell(row[i], column))) for row in table.rows if i < len(row))
-        chars = max(header, max(cells, default=1))
+        header = max((_text_mm(word) for word in str(column.label).split()), default=CHAR_MM)
+        cells = (_text_mm(shorten(format_cell(row[i], column))) for row in table.rows if i < len(row))
+        width = max(header, max(cells, default=CHAR_MM))
         if column.unit == "status":
-            chars += 2  # the pill's padding
-        widths.append(chars * CHAR_MM + CELL_PADDING_MM)
+            width += 2 * CHAR_MM  # the pill's padding
+        widths.append(width + CELL_PADDING_MM)
         wraps.append(column.unit in _WRAPS)
     excess = sum(widths) - PAGE_WIDTH_MM
     shrinkable = sum(max(0.0, w - WRAPPED_MIN_MM) for w, wrap in zip(widths, wraps) if wrap)
@@ -209,6 +211,12 @@ def column_widths_mm(table) -> list[float]:
     if total > PAGE_WIDTH_MM:  # still too wide: every column in proportion (numbers may wrap)
         widths = [w * PAGE_WIDTH_MM / total for w in widths]
     return [round(w, 1) for w in widths]
+
+
+def _text_mm(text: str) -> float:
+    """Printed width of ``text`` in a PDF table cell, by :data:`CHAR_MM` and :data:`UPPER_MM`."""
+    upper = sum(1 for c in text if c.isupper())
+    return upper * UPPER_MM + (len(text) - upper) * CHAR_MM
 
 
 # --- escaping --------------------------------------------------------------------------------------
