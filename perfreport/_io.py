@@ -13,7 +13,7 @@ import struct
 import sys
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -257,11 +257,13 @@ def atomic_write(path: Path, data: bytes | str) -> None:
     atomic_write_bytes(path, data.encode("utf-8") if isinstance(data, str) else data)
 
 
-def atomic_files(folder: Path, files: dict[str, bytes | str]) -> list[Path]:
+def atomic_files(folder: Path, files: Mapping[str, bytes | str | Iterable[bytes]]) -> list[Path]:
     """Write a set of files into ``folder`` (e.g. the reports of one run): all are written and
     fsynced as temporaries first, then renamed into place in one burst. A run killed while
     rendering or writing leaves every previous file untouched; only a kill inside the burst of
-    renames (microseconds) can leave some files new and some old, each of them complete."""
+    renames (microseconds) can leave some files new and some old, each of them complete. A
+    file's content is text, bytes, or an iterable of byte chunks (a large JSON document,
+    :class:`perfreport.jsondoc.JsonChunks`, written as it is encoded)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     clean_stale_temps(folder)
@@ -272,7 +274,11 @@ def atomic_files(folder: Path, files: dict[str, bytes | str]) -> list[Path]:
             tmp = temp_name(target)
             staged.append((tmp, target))
             with open(tmp, "xb") as f:
-                f.write(data.encode("utf-8") if isinstance(data, str) else data)
+                if isinstance(data, (str, bytes, bytearray, memoryview)):
+                    f.write(data.encode("utf-8") if isinstance(data, str) else data)
+                else:
+                    for chunk in data:
+                        f.write(chunk)
                 f.flush()
                 os.fsync(f.fileno())
         checkpoint("files.staged")

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from . import __version__
-from .jsondoc import json_bytes
+from .jsondoc import JsonChunks
 from .errors import PerfreportError
 from .limits import override as override_limits
 from .units import format_pct, format_us
@@ -289,13 +289,13 @@ def analyze_to(args: argparse.Namespace, formats, renderer) -> int:
         out = Path(args.out)
         document = summary_document(analysis)
         document["command"] = reproduce_command(args)
-        text = json_bytes(document)  # summary.json
+        text = JsonChunks(document)  # summary.json, encoded as it is written
     finally:
         progress.finish()
     try:
         paths = write_reports(build_report(document), out, formats, extra={
             "summary.json": text, "summary.md": render_summary_markdown(document)},
-            ready={"json": text},  # report.json is the same document: encoded once, held once
+            ready={"json": text},  # report.json is the same document
             pdf_appendix=args.pdf_appendix, renderer=renderer, pdf_optional=args.format in (None, "all"))
     except OSError as exc:
         raise PerfreportError(f"{out}: cannot write the report ({exc.strerror or exc})") from None

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 
 class Records(Sequence):
@@ -127,4 +127,33 @@ def json_bytes(value) -> bytes:
     del raw  # the compact copy goes before the newline is added
     return text + b"\n"
 
+
+class JsonChunks(Iterable[bytes]):
+    """The bytes of :func:`json_bytes` for a document, made member by member as they are
+    iterated (each time afresh): a file is written from them without the whole text ever being
+    in memory, only one table's at a time (a summary of thousands of ranks is GBs of JSON)."""
+
+    __slots__ = ("document",)
+
+    def __init__(self, document) -> None:
+        self.document = document
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield from _chunks(self.document, b"")
+        yield b"\n"
+
+
+def _chunks(value, indent: bytes) -> Iterator[bytes]:
+    """``value``'s indented JSON at nesting ``indent``, without the final newline: a non-empty
+    mapping member by member (the layout msgspec's ``format(indent=2)`` gives), anything else
+    in one piece."""
+    if not isinstance(value, Mapping) or not value:
+        yield json_bytes(value)[:-1].replace(b"\n", b"\n" + indent)
+        return
+    inner = indent + b"  "
+    yield b"{"
+    for i, (key, member) in enumerate(value.items()):
+        yield (b",\n" if i else b"\n") + inner + json_bytes(str(key))[:-1] + b": "
+        yield from _chunks(member, inner)
+    yield b"\n" + indent + b"}"
 

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from .._io import atomic_files
-from ..jsondoc import json_bytes, json_text
+from ..jsondoc import JsonChunks, json_text
 from ..errors import ConfigError
 from .model import Report
 
@@ -61,9 +61,10 @@ def parse_formats(text: str | Iterable[str] | None) -> tuple[str, ...]:
     return tuple(f for f in known if f in items)
 
 
-def render(report: Report, fmt: str, *, pdf_appendix: bool = False) -> str | bytes:
-    """One format of the report: text for html/md/json/junit/benchmark-json/bmf, bytes for pdf (a
-    brief unless ``pdf_appendix``)."""
+def render(report: Report, fmt: str, *, pdf_appendix: bool = False) -> str | bytes | JsonChunks:
+    """One format of the report: text for html/md/junit/benchmark-json/bmf, bytes for pdf (a
+    brief unless ``pdf_appendix``), for json the document's chunks (``b"".join`` them for the
+    bytes)."""
     if fmt == "html":
         from .html import render_html
 
@@ -77,7 +78,7 @@ def render(report: Report, fmt: str, *, pdf_appendix: bool = False) -> str | byt
 
         return render_markdown(report)
     if fmt == "json":
-        return json_bytes(report.document)
+        return JsonChunks(report.document)  # encoded as it is written
     if fmt == "junit":
         from .junit import render_junit
 

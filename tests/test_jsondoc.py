@@ -1,0 +1,64 @@
+"""JSON documents (perfreport.jsondoc): tables held as Records, written in chunks, byte for byte
+what one encode of the whole document gives."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from perfreport._io import atomic_files
+from perfreport.jsondoc import JsonChunks, Records, json_bytes, json_text, plain_document
+
+from .conftest import TRACES
+
+
+@pytest.fixture(scope="module")
+def frame() -> pd.DataFrame:
+    return pd.DataFrame({"rank": np.array([0, 1, 2], dtype=np.int64), "name": ["a", "b", None],
+                         "us": [1.5, float("nan"), float("inf")], "mixed": pd.Series([1.0, "x", float("nan")],
+                                                                                     dtype=object)})
+
+
+def test_records_read_as_the_json_rows(frame):
+    rows = Records(frame)
+    want = [{"rank": 0, "name": "a", "us": 1.5, "mixed": 1.0}, {"rank": 1, "name": "b", "us": None, "mixed": "x"},
+            {"rank": 2, "name": None, "us": None, "mixed": None}]
+    assert len(rows) == 3 and list(rows) == want and rows.tolist() == want
+    assert rows[0] == want[0] and rows[-1] == want[2] and rows[1:] == want[1:]
+    assert type(rows[0]["rank"]) is int and rows == want and rows != want[:2]
+    with pytest.raises(IndexError):
+        rows[3]
+    assert json.loads(json_text({"t": rows})) == {"t": want}
+    doc = plain_document({"t": rows, "k": (1, np.float64(2.5)), 3: float("nan")})
+    assert doc["t"] is rows and doc["k"] == [1, 2.5] and doc["3"] is None
+
+
+def test_records_iterate_in_chunks_over_long_tables():
+    big = pd.DataFrame({"i": np.arange(10_000), "x": np.where(np.arange(10_000) % 7 == 0, np.nan, 1.0)})
+    rows = list(Records(big))
+    assert len(rows) == 10_000 and rows[9_999] == {"i": 9_999, "x": 1.0} and rows[7] == {"i": 7, "x": None}
+
+
+@pytest.mark.parametrize("value", [{}, [], "s", 1.5, {"a": {}}, {"a": [], "b": {"c": [1, {"d": 2}], "e": math.nan}},
+                                   {3: "x\ny", "u": "\ud800"}, {"µ": ["é"]}, {"t": "placeholder"}])
+def test_chunks_are_the_bytes_of_one_encode(value, frame):
+    if value == {"t": "placeholder"}:
+        value = {"t": Records(frame), "n": {"deeper": {"t": Records(frame)}}}
+    assert b"".join(JsonChunks(value)) == json_bytes(value)
+    assert json.loads(b"".join(JsonChunks(value))) == json.loads(json_bytes(value))
+
+
+def test_a_summary_written_in_chunks_is_the_summary(tmp_path):
+    from perfreport.pipeline import analyze, summary_document
+
+    doc = summary_document(analyze(TRACES / "hta_sampled_2of128rank", workers=1))
+    assert any(isinstance(v, Records) for v in doc.values())
+    chunks = JsonChunks(doc)
+    assert len(list(chunks)) > 2 * len(doc)  # member by member, not one piece
+    paths = atomic_files(tmp_path, {"a.json": chunks, "b.json": chunks})  # iterated afresh each time
+    assert paths[0].read_bytes() == paths[1].read_bytes() == json_bytes(doc)
+    assert json.loads(paths[0].read_text())["summary"] == doc["summary"].tolist()
