@@ -161,9 +161,13 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
+Content = str | bytes | Iterable[bytes]
+"""A file's content as :func:`perfreport._io.atomic_files` takes it (chunks: a JSON document)."""
+
+
 def write_reports(report: Report, out_dir: str | Path, formats: Iterable[str] | str | None = None,
-                  extra: Mapping[str, str | bytes] | None = None, *, pdf_appendix: bool = False,
-                  ready: Mapping[str, str | bytes] | None = None, renderer: PdfRenderer | None = None,
+                  extra: Mapping[str, Content] | None = None, *, pdf_appendix: bool = False,
+                  ready: Mapping[str, Content] | None = None, renderer: PdfRenderer | None = None,
                   pdf_optional: bool = False) -> list[Path]:
     """:func:`perfreport.report.write_reports` (the report files and the ``extra`` files written as
     one set, :func:`perfreport._io.atomic_files`) with the PDF laid out in a child process at the
@@ -177,7 +181,7 @@ def write_reports(report: Report, out_dir: str | Path, formats: Iterable[str] | 
 
     out = Path(out_dir)
     formats = parse_formats(formats)
-    files: dict[str, str | bytes] = dict(extra or {})
+    files: dict[str, Content] = dict(extra or {})
     ready = dict(ready or {})
     svgs: dict[str, str] = {}  # figures drawn once, for the page and the PDF's page
     pdf_page = None
