@@ -145,8 +145,16 @@ class JsonChunks(Iterable[bytes]):
 
 def _chunks(value, indent: bytes) -> Iterator[bytes]:
     """``value``'s indented JSON at nesting ``indent``, without the final newline: a non-empty
-    mapping member by member (the layout msgspec's ``format(indent=2)`` gives), anything else
-    in one piece."""
+    mapping member by member and a table (:class:`Records`) a few thousand rows at a time (the
+    layout msgspec's ``format(indent=2)`` gives), anything else in one piece."""
+    if isinstance(value, Records) and len(value):
+        inner = indent + b"  "
+        yield b"["
+        for start in range(0, len(value), Records.CHUNK):
+            rows = json_bytes(value[start:start + Records.CHUNK])[:-1]  # "[\n  {...},\n  {...}\n]"
+            yield (b",\n" if start else b"\n") + inner + rows[4:-2].replace(b"\n", b"\n" + indent)
+        yield b"\n" + indent + b"]"
+        return
     if not isinstance(value, Mapping) or not value:
         yield json_bytes(value)[:-1].replace(b"\n", b"\n" + indent)
         return

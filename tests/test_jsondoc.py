@@ -62,3 +62,13 @@ def test_a_summary_written_in_chunks_is_the_summary(tmp_path):
     paths = atomic_files(tmp_path, {"a.json": chunks, "b.json": chunks})  # iterated afresh each time
     assert paths[0].read_bytes() == paths[1].read_bytes() == json_bytes(doc)
     assert json.loads(paths[0].read_text())["summary"] == doc["summary"].tolist()
+
+
+def test_a_long_table_is_written_a_chunk_of_rows_at_a_time(monkeypatch, frame):
+    monkeypatch.setattr(Records, "CHUNK", 2)
+    table = Records(pd.DataFrame({"i": np.arange(20), "s": list("abcdefghijklmnopqrst"),
+                                  "x": np.where(np.arange(20) % 3 == 0, np.nan, 0.5)}))
+    doc = {"deep": {"t": table, "empty": Records(frame.iloc[:0])}, "t": table}
+    pieces = list(JsonChunks(doc))
+    assert b"".join(pieces) == json_bytes(doc)
+    assert max(len(p) for p in pieces) < len(json_bytes(table)) / 4  # never the whole table at once
