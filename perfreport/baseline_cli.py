@@ -8,13 +8,10 @@ executors, as ``analyze`` does (:func:`perfreport.executor.save_job`).
 from __future__ import annotations
 
 import argparse
-import logging
 
 from .jsondoc import json_text
 from .cli import EXIT_OK, executor_of, limit_argument, run_arguments, store_argument
 from .units import format_bytes
-
-log = logging.getLogger("perfreport")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -75,7 +72,7 @@ def cmd_baseline_save(args: argparse.Namespace) -> int:
         progress.start(len(jobs), sum(j.json_bytes for j in jobs))
         saved = run_executor(jobs, dataclasses.replace(options, attribution=True), executor,
                              on_done=progress.rank_done, task=save_job)
-        ranks = _rank_set(source_label(args.trace_path), [s.payload for s in saved])
+        ranks = _rank_set(source_label(args.trace_path), saved)
         progress.phase("writing the baseline")
         if args.append:
             stored = append(args.store, args.name, ranks, commit=args.commit, keep=args.keep, options=options)
@@ -94,20 +91,10 @@ def cmd_baseline_save(args: argparse.Namespace) -> int:
 
 def _rank_set(source: str, payloads: list):
     """The payloads in rank order, each rank once (as :func:`perfreport.load.load` checks)."""
-    from .errors import TraceError
     from .gate.baselines import RankSet
+    from .load import one_per_rank
 
-    by_rank = {}
-    for p in payloads:
-        other = by_rank.get(p.rank)
-        if other is not None:
-            raise TraceError(p.meta.path, f"claims rank {p.rank} ({p.meta.rank_source}), as does {other.meta.path} "
-                             f"({other.meta.rank_source}); pass an explicit {{rank: path}} mapping")
-        if p.meta.rank_source == "default":
-            log.warning("%s: no rank in distributedInfo or the file name; using rank 0", p.meta.path)
-        if p.meta.dropped:
-            log.warning("%s: %s", p.meta.path, p.meta.dropped_note)
-        by_rank[p.rank] = p
+    by_rank = one_per_rank(payloads)
     return RankSet(source, tuple(by_rank[r] for r in sorted(by_rank)))
 
 

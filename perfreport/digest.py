@@ -163,15 +163,9 @@ def assemble(digests: Iterable[RankDigest], source: str) -> tuple[TraceSet, dict
     per-rank tables put together in rank order (common-clock times shifted), the cross-rank
     ones computed on the digests."""
     from .analyses import ANALYSES
-    from .errors import TraceError
+    from .load import one_per_rank
 
-    by_rank: dict[int, RankDigest] = {}
-    for d in digests:
-        other = by_rank.get(d.meta.rank)
-        if other is not None:
-            raise TraceError(d.meta.path, f"claims rank {d.meta.rank} ({d.meta.rank_source}), as does "
-                             f"{other.meta.path} ({other.meta.rank_source}); pass an explicit {{rank: path}} mapping")
-        by_rank[d.meta.rank] = d
+    by_rank: dict[int, RankDigest] = one_per_rank(digests, warn=False)  # the caller warns
     traces = TraceSet(ranks={r: DigestTrace(d.meta, dict(d.memo), d.n_events) for r, d in by_rank.items()},
                       source=source)
     order = sorted(by_rank)

@@ -21,7 +21,6 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from .digest import AnalysisOptions, RankDigest, digest
 from .errors import PerfreportError
@@ -29,8 +28,6 @@ from .limits import Limits
 from .limits import current as current_limits
 
 EXECUTORS = ("local", "dask")
-PEAK_PER_JSON_BYTE = 2.0
-"""A worker's peak memory per byte of the JSON it loads (benchmarks/README.md: ~1.4-2.2)."""
 
 
 @dataclass(frozen=True)
@@ -87,42 +84,30 @@ def run_job(job: RankJob, options: AnalysisOptions, use_digest_cache: bool = Tru
             from_cache.load_s = time.perf_counter() - t0
             from_cache.worker_peak_rss = _peak_rss()
             return from_cache
+    return _analyse(job, options, limits, t0)[0]
+
+
+def save_job(job: RankJob, options: AnalysisOptions, limits: Limits | None = None):
+    """The per-rank task of ``baseline save``: what the store keeps of the rank
+    (:class:`perfreport.gate.baselines.RankPayload`: its column cache, metadata and digest, so
+    later compares read the analyses), made in the worker that loaded it."""
+    return _analyse(job, options, limits, time.perf_counter(), payload=True)[1]
+
+
+def _analyse(job: RankJob, options: AnalysisOptions, limits: Limits | None, t0: float, payload: bool = False):
+    """(digest, the baseline payload when ``payload`` else None) of ``job``'s rank, loaded
+    here; the rank's memory is given back before returning."""
     trace, sha = _load(job, limits or current_limits())
-    load_s = time.perf_counter() - t0
-    result = digest(trace, options, sha256=sha, load_s=load_s)
+    result = digest(trace, options, sha256=sha, load_s=time.perf_counter() - t0)
+    stored = None
+    if payload:
+        from .gate.baselines import rank_payload
+
+        stored = rank_payload(trace, result)
     del trace
     result.worker_peak_rss = _peak_rss()
     _trim_heap()
-    return result
-
-
-@dataclass
-class SavedRank:
-    """What ``baseline save`` gets back per rank (:func:`save_job`): the rank's digest, and
-    what the store keeps of it (:class:`perfreport.gate.baselines.RankPayload`: its column cache,
-    metadata and that digest); the rank file itself is copied by the store."""
-
-    payload: Any
-
-    @property
-    def meta(self):
-        return self.payload.meta
-
-
-def save_job(job: RankJob, options: AnalysisOptions, limits: Limits | None = None) -> SavedRank:
-    """The per-rank task of ``baseline save``: load the rank, encode its column cache and analyse
-    it (its digest, stored next to the cache so later compares read it), in the worker."""
-    from .gate.baselines import rank_payload
-
-    t0 = time.perf_counter()
-    trace, sha = _load(job, limits or current_limits())
-    load_s = time.perf_counter() - t0
-    result = digest(trace, options, sha256=sha, load_s=load_s)
-    payload = rank_payload(trace, result)
-    del trace
-    result.worker_peak_rss = _peak_rss()
-    _trim_heap()
-    return SavedRank(payload)
+    return result, stored
 
 
 def _load(job: RankJob, limits: Limits):
@@ -262,13 +247,10 @@ def _dask(jobs: Sequence[RankJob], options: AnalysisOptions, executor: Executor,
 
 
 def worker_count(jobs: Sequence[RankJob]) -> int:
-    """Local processes: at most one per core, and few enough that their peaks fit in memory."""
-    from .load import _available_memory
+    """Local processes for ``jobs``: see :func:`perfreport.load.memory.worker_count`."""
+    from .load.memory import worker_count as by_cores_and_memory
 
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    largest = max((j.json_bytes for j in jobs), default=0)
-    by_memory = int(_available_memory() * 0.8 // max(largest * PEAK_PER_JSON_BYTE, 1))
-    return max(1, min(cores, len(jobs), by_memory))
+    return by_cores_and_memory([j.json_bytes for j in jobs])
 
 
 def _peak_rss() -> int:

@@ -99,12 +99,6 @@ class PdfRenderer:
         payload = b"".join(chunks)
         return payload if os.waitstatus_to_exitcode(status) == 0 else b""
 
-    def __enter__(self) -> PdfRenderer:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
 
 def _child(page_fd: int, result_fd: int) -> None:
     """The renderer child: import WeasyPrint, read the page (see :meth:`PdfRenderer._send`), lay

@@ -26,6 +26,14 @@ def available_memory() -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
 
 
+def worker_count(json_bytes: list[int]) -> int:
+    """Processes to load ranks of these JSON sizes: at most one per core and per rank, and few
+    enough that their peaks (:data:`PEAK_PER_JSON_BYTE` × the largest) fit in free memory."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    per_worker = max(max(json_bytes, default=0) * PEAK_PER_JSON_BYTE, 1)
+    return max(1, min(cores, len(json_bytes), int(available_memory() * 0.8 // per_worker)))
+
+
 def check_memory(path: Path, limits: Limits) -> None:
     """Refuse (TraceError) to load a rank whose estimated peak exceeds the free memory: a clear
     line now instead of the OS killing the process half-way (no message, lost work)."""
