@@ -15,8 +15,9 @@ import pandas as pd
 import pytest
 
 from perfreport.analyses.diff import (
-    DIFF_COLUMNS, PROFILE_COLUMNS, STEP_COLUMNS, added_removed, normalize_kernel_name, op_profile, op_steps, ops_diff,
+    DIFF_COLUMNS, PROFILE_COLUMNS, STEP_COLUMNS, added_removed, normalize_kernel_name, op_steps, ops_diff,
 )
+from perfreport.analyses.op_profile import op_profile
 from perfreport.load import load
 
 from .conftest import ORACLE, TRACES, load_cached

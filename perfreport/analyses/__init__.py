@@ -7,7 +7,7 @@ their units; ``*_per_step`` variants give one row per profiler step, the gate's 
 from .annotations import gpu_user_annotation_breakdown
 from .callstack import op_kernels
 from .collectives import collective_skew, collective_summary, collectives, collectives_per_step, straggler_evidence
-from .diff import op_profile
+from .op_profile import op_profile
 from .launch import aten_op_launch_delays, aten_op_launch_delays_by_step, launch_summary, launch_summary_by_step
 from .memory import memory_by_op, memory_peaks, memory_per_step, memory_timeline
 from .memory_bw import memory_bw_by_direction, memory_bw_by_step, memory_bw_summary

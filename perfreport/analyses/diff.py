@@ -34,7 +34,6 @@ import numpy as np
 import pandas as pd
 
 from ..model import CPU_OP_CATEGORIES, RankTrace, TraceSet
-from .grouping import Grouped
 
 KINDS = ("cpu_op", "gpu")
 STEP_COLUMNS = ("rank", "step", "kind", "key", "count", "dur_us")
@@ -288,14 +287,6 @@ def _rank_groups(trace: RankTrace, steps: np.ndarray, exact: bool) -> pd.DataFra
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=_GROUP_COLUMNS)
 
 
-def _label_codes(labels: list[np.ndarray], local: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """(code per item, distinct strings sorted): item j of part i is ``labels[i][local[i][j]]``;
-    equal strings of different parts (ranks) share a code."""
-    table, inverse = np.unique(np.concatenate(labels), return_inverse=True)
-    offsets = np.cumsum([0] + [len(x) for x in labels[:-1]])
-    return np.concatenate([inverse.ravel()[o + codes] for o, codes in zip(offsets, local)]), table
-
-
 def _key_sums(key: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(distinct keys ascending, rows per key, sum of ``weights`` per key).
 
@@ -332,38 +323,6 @@ def op_steps(traces: TraceSet, exact: bool = False) -> pd.DataFrame:
         return pd.DataFrame({c: pd.Series(dtype=object if c in ("kind", "key") else float) for c in STEP_COLUMNS})
     out = events.groupby(["rank", "step", "kind", "key"], sort=True)[["count", "dur_us"]].sum().reset_index()
     return out.astype({"rank": np.int64, "step": np.int64, "count": np.int64, "dur_us": np.float64})[list(STEP_COLUMNS)]
-
-
-def op_profile(traces: TraceSet, exact: bool = False) -> pd.DataFrame:
-    """Per (kind, key): ``count_per_step``, ``dur_per_step_us`` (means per rank and step, see
-    the module docstring), ``dur_per_call_us``, the number of ``samples`` averaged and of raw
-    ``names`` merged into the key. Sorted by kind, then by time per step, largest first.
-
-    Grouped on integer (kind, key) codes over the (rank, step, name) sums in the order of
-    :func:`op_steps`' rows, so the sums are the ones a grouping by the strings gives.
-    """
-    steps = _common_steps(traces)
-    pairs = [p for t in traces for p in _rank_pairs(t, steps, exact)]
-    if not pairs:
-        return _empty(PROFILE_COLUMNS)
-    samples = len(traces) * (len(steps) if len(steps) else 1)
-    key, keys = _label_codes([p.keys for p in pairs], [p.label for p in pairs])
-    name, names = _label_codes([p.names for p in pairs], [p.label for p in pairs])
-    kind = np.concatenate([np.full(len(p.label), KINDS.index(p.kind)) for p in pairs])
-    group = kind * len(keys) + key
-    g = Grouped({"group": group}, ["group"])  # the order is immaterial: sorted below
-    ids = group[g.first]
-    distinct_names = np.unique(group * len(names) + name) // len(names)  # one per (group, raw name)
-    out = pd.DataFrame({"kind": np.array(KINDS, dtype=object)[ids // len(keys)], "key": keys[ids % len(keys)],
-                        "count": g.sum(np.concatenate([p.count for p in pairs])),
-                        "dur_us": g.sum(np.concatenate([p.dur_us for p in pairs]))})
-    out["names"] = np.bincount(distinct_names, minlength=len(KINDS) * len(keys))[ids]
-    out["samples"] = samples
-    out["count_per_step"] = out["count"] / samples
-    out["dur_per_step_us"] = out["dur_us"] / samples
-    out["dur_per_call_us"] = out["dur_us"] / out["count"]
-    out = out.sort_values(["kind", "dur_per_step_us", "key"], ascending=[True, False, True], ignore_index=True)
-    return out[list(PROFILE_COLUMNS)].astype({"samples": np.int64, "names": np.int64})
 
 
 def ops_diff(control: TraceSet, test: TraceSet, exact: bool = False) -> pd.DataFrame:
@@ -434,4 +393,4 @@ def _empty(columns) -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series(dtype=object if c in text else float) for c in columns})
 
 
-__all__ = ["normalize_kernel_name", "op_steps", "op_profile", "ops_diff", "added_removed"]
+__all__ = ["normalize_kernel_name", "op_steps", "ops_diff", "added_removed"]

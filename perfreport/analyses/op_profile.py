@@ -1,0 +1,141 @@
+"""The op profile: per operator and kernel, calls and time per (rank, step), over all ranks.
+
+:func:`op_profile` is the table (see :mod:`perfreport.analyses.diff` for what a sample is and
+how names become keys). It is built by :class:`OpProfileFold`, which takes the ranks one at a
+time and keeps sums per (kind, raw name, step) only, never per rank: the parent of a
+many-rank run folds each rank's per-step sums in as its digest arrives and drops them, so its
+memory does not grow with the number of ranks (:mod:`perfreport.assemble`).
+
+Which steps count is only known once every rank is in (the steps common to all of them), so
+the fold keeps the sums of every step a rank has, and those over each rank's whole trace for
+when the ranks share no step.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..model import TraceSet
+from .diff import KINDS, PROFILE_COLUMNS, _common_steps, _empty, _Pairs, _rank_pairs
+
+_STEP_SHIFT = 24
+"""A (step, name) pair is one int64: ``(step + 1) << 24 | name code`` (16.7 M distinct names)."""
+
+
+class _Sums:
+    """Per (kind, step, name code): calls and µs summed over the ranks added so far."""
+
+    def __init__(self) -> None:
+        self.kind = np.empty(0, dtype=np.int64)
+        self.pair = np.empty(0, dtype=np.int64)
+        self.count = np.empty(0, dtype=np.int64)
+        self.dur_us = np.empty(0, dtype=np.float64)
+
+    def add(self, kind: np.ndarray, pair: np.ndarray, count: np.ndarray, dur_us: np.ndarray) -> None:
+        """Merge one rank's sums: a (kind, pair) already held adds the rank's to its sums (held
+        first: a stable sort keeps them ahead), so the ranks' order fixes every rounding."""
+        kinds, pairs = np.concatenate([self.kind, kind]), np.concatenate([self.pair, pair])
+        order = np.lexsort((pairs, kinds))
+        kinds, pairs = kinds[order], pairs[order]
+        first = np.r_[True, (kinds[1:] != kinds[:-1]) | (pairs[1:] != pairs[:-1])]
+        group, n = np.cumsum(first) - 1, int(first.sum())
+        self.count = _int_sums(group, np.concatenate([self.count, count])[order], n)
+        self.dur_us = np.bincount(group, weights=np.concatenate([self.dur_us, dur_us])[order], minlength=n)
+        self.kind, self.pair = kinds[first], pairs[first]
+
+
+class OpProfileFold:
+    """:func:`op_profile` of ranks added one at a time with :meth:`add`, held as sums per
+    (kind, raw name, step) over the ranks so far: its size is that of one rank's sums, whatever
+    the number of ranks. Ranks added in the same order give the same table to the last bit."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, int] = {}
+        """Every raw name seen (of either kind), its code."""
+        self.keys: list[str] = []
+        """Per name code: its key (the normalised kernel name; a CPU op's own name)."""
+        self.steps = _Sums()
+        self.whole = _Sums()
+        self.common: np.ndarray | None = None
+        self.ranks = 0
+        self.without_whole = 0
+        """Ranks added without their whole-trace sums: the table needs common steps then."""
+
+    def add(self, steps: np.ndarray, own: list[_Pairs] | None, whole: list[_Pairs] | None) -> None:
+        """One rank: its step numbers, its sums per step over those steps (None when it has
+        none), and per name over its whole trace (step -1; None: the caller knows the ranks
+        share a step)."""
+        steps = np.asarray(steps, dtype=np.int64)
+        self.common = steps if self.common is None else np.intersect1d(self.common, steps)
+        self.ranks += 1
+        self.without_whole += whole is None
+        for sums, pairs in ((self.steps, own), (self.whole, whole)):
+            for p in pairs or ():
+                codes = self._codes(p)
+                sums.add(np.full(len(p.label), KINDS.index(p.kind), dtype=np.int64),
+                         (p.step.astype(np.int64) + 1) << _STEP_SHIFT | codes[p.label], p.count, p.dur_us)
+
+    def _codes(self, p: _Pairs) -> np.ndarray:
+        """The fold's code of each of ``p``'s distinct names (a loop over distinct names)."""
+        out = np.empty(len(p.names), dtype=np.int64)
+        for i, (name, key) in enumerate(zip(p.names.tolist(), p.keys.tolist())):
+            code = self.names.get(name)
+            if code is None:
+                code = self.names[name] = len(self.keys)
+                self.keys.append(key)
+            out[i] = code
+        return out
+
+    def table(self) -> pd.DataFrame:
+        """The :func:`op_profile` table of the ranks added."""
+        common = self.common if self.common is not None else np.empty(0, dtype=np.int64)
+        if not len(common) and self.without_whole:
+            raise ValueError(f"op profile: the ranks share no step and {self.without_whole} came without "
+                             "their whole-trace sums")
+        sums = self.steps if len(common) else self.whole
+        keep = np.isin((sums.pair >> _STEP_SHIFT) - 1, common) if len(common) else np.ones(len(sums.pair), dtype=bool)
+        kind, code = sums.kind[keep], sums.pair[keep] & ((1 << _STEP_SHIFT) - 1)
+        if not len(kind):
+            return _empty(PROFILE_COLUMNS)
+        keys = np.array(self.keys, dtype=object)
+        key_labels, key = np.unique(keys[code], return_inverse=True)
+        group_ids, group = np.unique(kind * len(key_labels) + key.ravel(), return_inverse=True)
+        group = group.ravel()
+        samples = self.ranks * (len(common) if len(common) else 1)
+        distinct_names = np.unique(group.astype(np.int64) * len(keys) + code) // len(keys)
+        out = pd.DataFrame({"kind": np.array(KINDS, dtype=object)[group_ids // len(key_labels)],
+                            "key": key_labels[group_ids % len(key_labels)],
+                            "count": _int_sums(group, sums.count[keep], len(group_ids)),
+                            "dur_us": np.bincount(group, weights=sums.dur_us[keep], minlength=len(group_ids))})
+        out["names"] = np.bincount(distinct_names, minlength=len(group_ids))
+        out["samples"] = samples
+        out["count_per_step"] = out["count"] / samples
+        out["dur_per_step_us"] = out["dur_us"] / samples
+        out["dur_per_call_us"] = out["dur_us"] / out["count"]
+        out = out.sort_values(["kind", "dur_per_step_us", "key"], ascending=[True, False, True], ignore_index=True)
+        return out[list(PROFILE_COLUMNS)].astype({"samples": np.int64, "names": np.int64})
+
+
+def _int_sums(group: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
+    out = np.zeros(n, dtype=np.int64)
+    np.add.at(out, group, values.astype(np.int64))
+    return out
+
+
+def op_profile(traces: TraceSet, exact: bool = False) -> pd.DataFrame:
+    """Per (kind, key): ``count_per_step``, ``dur_per_step_us`` (means per rank and step, see
+    :mod:`perfreport.analyses.diff`), ``dur_per_call_us``, the number of ``samples`` averaged and
+    of raw ``names`` merged into the key. Sorted by kind, then by time per step, largest first.
+
+    The ranks in rank order through :class:`OpProfileFold`; each gives only the sums the
+    table needs (those of the common steps, or of its whole trace when there are none)."""
+    steps = _common_steps(traces)
+    fold = OpProfileFold()
+    for t in traces:  # a loop over ranks
+        pairs = _rank_pairs(t, steps, exact)
+        fold.add(steps, pairs if len(steps) else None, None if len(steps) else pairs)
+    return fold.table()
+
+
+__all__ = ["OpProfileFold", "op_profile"]
