@@ -4,9 +4,10 @@ A worker process (or a Dask task) loads one rank, runs every analysis on it alon
 a :class:`RankDigest`: the per-rank analysis tables plus the handful of memoised per-rank
 summaries the cross-rank analyses start from (step spans, collective calls, per-step op sums,
 communication kernels, downsampled series, ...). Never an event table: a digest is kilobytes to
-a few MB however big the trace, so the parent's memory is flat in the number of ranks.
+a few MB however big the trace, so the parent never holds a trace, only these summaries.
 
-The parent then rebuilds a :class:`~perfreport.model.TraceSet` of :class:`DigestTrace` stand-ins
+The parent (:class:`perfreport.assemble.Assembler`, folding each digest in as it arrives)
+then rebuilds a :class:`~perfreport.model.TraceSet` of :class:`DigestTrace` stand-ins
 (metadata plus those memoised summaries, no event columns) and runs the cross-rank analyses
 (stragglers, collective matching and skew, kernel spread over ranks, op profile, the gate's
 inputs, the attribution) on it unchanged: they reach the events of a rank only through the
@@ -17,7 +18,7 @@ reaches past them fails loudly (:class:`DigestError`), never silently.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,6 +81,28 @@ class RankDigest:
     """The worker process's peak RSS (bytes) when it sent this digest (0 when not measured)."""
 
 
+@dataclass(frozen=True, slots=True)
+class FrozenFrame:
+    """A rank's summary table held as its columns: a DataFrame's own bookkeeping (index,
+    blocks, caches) is several kB, more than the few rows of one rank, and the parent keeps a
+    handful per rank. :meth:`thaw` makes the frame again for each read."""
+
+    columns: dict[str, Any]
+    index: pd.Index
+
+    @classmethod
+    def of(cls, frame: pd.DataFrame) -> "FrozenFrame":
+        return cls({c: _column(frame[c]) for c in frame.columns}, frame.index)
+
+    def thaw(self) -> pd.DataFrame:
+        return pd.DataFrame(self.columns, index=self.index, copy=False)
+
+
+def _column(series: pd.Series) -> Any:
+    """A column's values: a plain array (a view, ~100 B) for numpy dtypes, else its pandas array."""
+    return series.to_numpy() if isinstance(series.dtype, np.dtype) else series.array
+
+
 @dataclass
 class DigestTrace:
     """A rank seen through its digest: metadata and memoised summaries, no event columns."""
@@ -94,10 +117,11 @@ class DigestTrace:
 
     def memo(self, key: Hashable, compute: Callable[[], Any]) -> Any:
         try:
-            return self._memo[key]
+            value = self._memo[key]
         except KeyError:
             raise DigestError(f"rank {self.rank}: the digest has no {key!r} (a cross-rank analysis reads past the "
                               "per-rank summaries; add it to perfreport.digest.DIGEST_KEYS)") from None
+        return value.thaw() if isinstance(value, FrozenFrame) else value
 
     def span_us(self) -> tuple[float, float]:
         return self.memo("span_us", _never)
@@ -118,6 +142,7 @@ def digest(trace: RankTrace, options: AnalysisOptions = AnalysisOptions(), *, sh
            load_s: float = 0.0) -> RankDigest:
     """Analyse one loaded rank alone and keep what the parent needs (see the module doc)."""
     from .analyses import ANALYSES
+    from .analyses.diff import _rank_pairs
     from .analyses.memory import memory_note
     from .analyses.series import time_series
 
@@ -131,6 +156,7 @@ def digest(trace: RankTrace, options: AnalysisOptions = AnalysisOptions(), *, sh
     memory_note(one)
     trace.span_us()
     trace.step_numbers()
+    _rank_pairs(trace, np.empty(0, dtype=np.int64), False)  # the op profile's sums when the ranks share no step
     if options.gate:
         _precompute_gate(one, options)
     memo = {k: v for k, v in trace._memo.items() if (k[0] if isinstance(k, tuple) else k) in DIGEST_KEYS}
@@ -156,47 +182,3 @@ def _precompute_gate(one: TraceSet, options: AnalysisOptions) -> None:
             step_parts(trace, None, exact)
     if len(trace.step_numbers()) < options.invocation_steps:
         rank_invocations(trace, bool(options.exact_kernel_names))
-
-
-def assemble(digests: Iterable[RankDigest], source: str) -> tuple[TraceSet, dict[str, pd.DataFrame]]:
-    """(TraceSet of :class:`DigestTrace`, every analysis table) from the ranks' digests: the
-    per-rank tables put together in rank order (common-clock times shifted), the cross-rank
-    ones computed on the digests."""
-    from .analyses import ANALYSES
-    from .load import one_per_rank
-
-    by_rank: dict[int, RankDigest] = one_per_rank(digests, warn=False)  # the caller warns
-    traces = TraceSet(ranks={r: DigestTrace(d.meta, dict(d.memo), d.n_events) for r, d in by_rank.items()},
-                      source=source)
-    order = sorted(by_rank)
-    tables = {}
-    for name, fn in ANALYSES:
-        if name in CROSS_RANK:
-            tables[name] = fn(traces)
-            continue
-        parts = [_shifted(name, by_rank[r].tables[name], float(by_rank[r].meta.ts_origin_us - traces.origin_us))
-                 for r in order]
-        tables[name] = _concat(parts)
-    return traces, tables
-
-
-def _shifted(name: str, table: pd.DataFrame, shift_us: float) -> pd.DataFrame:
-    columns = [c for c in COMMON_CLOCK_COLUMNS.get(name, ()) if c in table.columns]
-    if not columns or not len(table):
-        return table
-    return table.assign(**{c: table[c].to_numpy() + shift_us for c in columns})
-
-
-def _concat(parts: list[pd.DataFrame]) -> pd.DataFrame:
-    """The per-rank tables as one, as the analysis over all ranks gives it."""
-    if len(parts) == 1:
-        return parts[0]
-    non_empty = [p for p in parts if len(p)]
-    if not non_empty:
-        return parts[0]
-    return pd.concat(non_empty, ignore_index=True) if len(non_empty) > 1 else non_empty[0].reset_index(drop=True)
-
-
-def digests_by_rank(digests: Mapping[int, RankDigest] | Iterable[RankDigest]) -> dict[int, RankDigest]:
-    items = digests.values() if isinstance(digests, Mapping) else digests
-    return {d.meta.rank: d for d in items}

@@ -2,8 +2,8 @@
 
 Every executor runs the same task per rank, :func:`run_job` (load the rank, analyse it alone,
 send back its :class:`~perfreport.digest.RankDigest`), and hands the digests to the caller as
-they arrive; the cross-rank reduce (:func:`perfreport.digest.assemble`) always runs in the
-calling process. Only digests travel, never event tables.
+they arrive (:func:`stream`); the cross-rank reduce (:class:`perfreport.assemble.Assembler`)
+always runs in the calling process. Only digests travel, never event tables.
 
 * ``local`` (default): worker processes, as many as cores and free memory allow (a worker's
   peak is ~2 x the JSON of the rank it loads), one rank per task; one rank or one worker runs in
@@ -19,6 +19,7 @@ import dataclasses
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -166,18 +167,25 @@ def _load_remote(job: RankJob, limits: Limits):
 
 
 def run(jobs: Sequence[RankJob], options: AnalysisOptions, executor: Executor = Executor(),
-        on_done: Callable[[RankDigest], None] | None = None, task: Callable = run_job) -> list[RankDigest]:
-    """Every job's digest (``task``'s result: :func:`run_job`, or :func:`save_job`), in the order
-    of ``jobs``. ``on_done`` is called with each result as it arrives (progress)."""
-    done = on_done or (lambda d: None)
-    limits = current_limits()  # the caller's, sent with every task
-    stream = _dask(jobs, options, executor, limits, task) if executor.kind == "dask" else \
-        _local(jobs, options, executor, limits, task)
-    out: list[RankDigest | None] = [None] * len(jobs)
-    for i, d in stream:
-        done(d)
-        out[i] = d
+        on_done: Callable[[RankDigest], None] | None = None, task: Callable = run_job) -> list:
+    """Every job's result (``task``'s: :func:`run_job`, or :func:`save_job`), in the order of
+    ``jobs``. ``on_done`` is called with each result as it arrives (progress)."""
+    out: list = [None] * len(jobs)
+    for i, result in stream(jobs, options, executor, task):
+        if on_done is not None:
+            on_done(result)
+        out[i] = result
     return out
+
+
+def stream(jobs: Sequence[RankJob], options: AnalysisOptions, executor: Executor = Executor(),
+           task: Callable = run_job) -> Iterator[tuple[int, Any]]:
+    """(job index, ``task``'s result) of every job, as each finishes, in no set order: the
+    caller folds each in and lets it go (:class:`perfreport.assemble.Assembler`)."""
+    limits = current_limits()  # the caller's, sent with every task
+    if executor.kind == "dask":
+        return _dask(jobs, options, executor, limits, task)
+    return _local(jobs, options, executor, limits, task)
 
 
 def _local(jobs: Sequence[RankJob], options: AnalysisOptions, executor: Executor, limits: Limits,

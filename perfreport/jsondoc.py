@@ -23,7 +23,7 @@ class Records(Sequence):
     a row changed after reading is not kept."""
 
     __slots__ = ("frame",)
-    CHUNK = 4096
+    CHUNK = 1024
 
     def __init__(self, frame) -> None:
         self.frame = frame

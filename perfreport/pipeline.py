@@ -30,9 +30,9 @@ from .gate.baselines import resolve as resolve_baseline
 from .gate.metrics import SideData, side_data, versions_of
 from .gate.verdict import Verdict, evaluate
 from .load.scanner import scanner_name
-from .digest import INVOCATIONS_ALWAYS, AnalysisOptions, RankDigest, assemble
-from .executor import Executor, RankJob
-from .executor import run as run_executor
+from .assemble import Assembler
+from .digest import INVOCATIONS_ALWAYS, AnalysisOptions
+from .executor import Executor, RankJob, stream
 from .model import TraceSet
 from .progress import Progress
 from .report.json_report import compare_document, side_record
@@ -91,37 +91,37 @@ def run_sides(sides: list[tuple[list[RankJob], str]], *, workers: int | None = N
               executor: Executor | None = None, options: AnalysisOptions | None = None,
               progress: Progress | None = None) -> list[Analysis]:
     """One :class:`Analysis` per (jobs, source label): the ranks of every side run as one batch of
-    tasks (a compare of two single-rank traces loads both at once), each side reduced here."""
+    tasks (a compare of two single-rank traces loads both at once), each digest folded into its
+    side's :class:`~perfreport.assemble.Assembler` as it arrives, each side reduced here."""
     executor = executor or Executor(workers=workers)
+    options = options or AnalysisOptions()
     jobs = [job for side_jobs, _ in sides for job in side_jobs]
+    owner = [(s, i) for s, (side_jobs, _) in enumerate(sides) for i in range(len(side_jobs))]
+    assemblers = [Assembler(source, keep_pairs=options.gate) for _, source in sides]
     t0 = time.perf_counter()
     if progress is not None:
         progress.start(len(jobs), sum(j.json_bytes for j in jobs))
-    digests = run_executor(jobs, options or AnalysisOptions(), executor,
-                           on_done=None if progress is None else progress.rank_done)
+    for index, digest in stream(jobs, options, executor):
+        if progress is not None:
+            progress.rank_done(digest)
+        side, position = owner[index]
+        assemblers[side].add(digest, position)
+        del digest  # folded in: nothing of it is kept whole
     t1 = time.perf_counter()
-    out, start = [], 0
-    for side_jobs, source in sides:
-        out.append(_reduce(digests[start:start + len(side_jobs)], source, t0, t1, progress))
-        start += len(side_jobs)
-    return out
-
-
-def _reduce(digests: list[RankDigest], source: str, t0: float, t1: float, progress: Progress | None) -> Analysis:
-    r0 = time.perf_counter()
     if progress is not None:
         progress.phase("cross-rank analyses")
-    for d in digests:
-        if d.meta.rank_source == "default":
-            log.warning("%s: no rank in distributedInfo or the file name; using rank 0", d.meta.path)
-    traces, tables = assemble(digests, source)
+    return [_reduce(a, t0, t1) for a in assemblers]
+
+
+def _reduce(assembler: Assembler, t0: float, t1: float) -> Analysis:
+    r0 = time.perf_counter()
+    traces, tables = assembler.finish()
     # the per-rank stage ran load and per-rank analyses together: split its wall time by their CPU shares
-    load_cpu, analyze_cpu = sum(d.load_s for d in digests), sum(d.analyze_s for d in digests)
+    load_cpu, analyze_cpu = assembler.load_s, assembler.analyze_s
     load_share = load_cpu / (load_cpu + analyze_cpu) if load_cpu + analyze_cpu > 0 else 1.0
     return Analysis(traces, tables, load_s=(t1 - t0) * load_share,
                     analyze_s=(t1 - t0) * (1 - load_share) + time.perf_counter() - r0,
-                    checksums={d.meta.rank: d.sha256 for d in digests},
-                    worker_peak_rss=max((d.worker_peak_rss for d in digests), default=0))
+                    checksums=dict(sorted(assembler.checksums.items())), worker_peak_rss=assembler.worker_peak_rss)
 
 
 def rank_metadata(traces: TraceSet) -> list[dict]:

@@ -20,7 +20,8 @@ from perfreport.analyses.attribution import explain
 from perfreport.analyses.memory import memory_note
 from perfreport.analyses.series import time_series
 from perfreport.cli import main
-from perfreport.digest import AnalysisOptions, DigestError, DigestTrace, assemble, digest
+from perfreport.assemble import assemble
+from perfreport.digest import AnalysisOptions, DigestError, DigestTrace, digest
 from perfreport.executor import Executor, run
 from perfreport.load import load
 from perfreport.pipeline import trace_jobs
@@ -65,7 +66,7 @@ def test_digests_give_the_tables_of_the_whole_trace_set(source, compare, job8):
     full = load(path, workers=1)
     options = AnalysisOptions(gate=True, attribution=True) if compare else AnalysisOptions()
     digests = [digest(t, options) for t in load(path, workers=1)]
-    traces, tables = assemble(digests, str(path))
+    traces, tables = assemble(digests, str(path), keep_pairs=compare)
     assert sorted(tables) == sorted(name for name, _ in ANALYSES)
     for name, fn in ANALYSES:
         assert plain(tables[name].to_dict(orient="records")) == plain(fn(full).to_dict(orient="records")), name

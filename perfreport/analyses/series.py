@@ -106,6 +106,16 @@ def _finished(line: dict, to_x) -> dict:
     }
 
 
+def line_peak(raw: dict) -> float:
+    """The peak :func:`time_series` ranks a raw line (:func:`rank_series`) by: its highest
+    finite y as the document rounds it (rounding keeps order, so the rounded maximum is the
+    maximum of the rounded values); -inf for a line without one."""
+    y = np.asarray(raw["y"], dtype=np.float64)
+    y = y[np.isfinite(y)]
+    peak = float(np.round(y.max(), VALUE_DECIMALS)) if len(y) else float("-inf")
+    return peak if np.isfinite(peak) else float("-inf")
+
+
 def _entry(lines: list[dict], x_unit: str, y_unit: str, drawstyle: str, max_lines: int) -> dict:
     peaks = [max((v for v in line["y"] if v is not None), default=float("-inf")) for line in lines]
     order = sorted(range(len(lines)), key=lambda i: -peaks[i])[:max_lines]

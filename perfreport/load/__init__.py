@@ -45,17 +45,22 @@ def one_per_rank(ranks: Iterable, warn: bool = True) -> dict[int, Any]:
     fell back to 0 and a rank with dropped events."""
     by_rank: dict[int, Any] = {}
     for item in ranks:
-        meta = item.meta
-        other = by_rank.get(meta.rank)
-        if other is not None:
-            raise TraceError(meta.path, f"claims rank {meta.rank} ({meta.rank_source}), as does {other.meta.path} "
-                                        f"({other.meta.rank_source}); pass an explicit {{rank: path}} mapping")
-        if warn and meta.rank_source == "default":
-            log.warning("%s: no rank in distributedInfo or the file name; using rank 0", meta.path)
-        if warn and meta.dropped:
-            log.warning("%s: %s", meta.path, meta.dropped_note)
-        by_rank[meta.rank] = item
+        claim(by_rank, item, warn)
     return by_rank
 
 
-__all__ = ["load", "discover", "load_rank_file", "one_per_rank"]
+def claim(by_rank: dict[int, Any], item: Any, warn: bool = True) -> None:
+    """Add ``item`` to ``by_rank`` under its rank (see :func:`one_per_rank`)."""
+    meta = item.meta
+    other = by_rank.get(meta.rank)
+    if other is not None:
+        raise TraceError(meta.path, f"claims rank {meta.rank} ({meta.rank_source}), as does {other.meta.path} "
+                                    f"({other.meta.rank_source}); pass an explicit {{rank: path}} mapping")
+    if warn and meta.rank_source == "default":
+        log.warning("%s: no rank in distributedInfo or the file name; using rank 0", meta.path)
+    if warn and meta.dropped:
+        log.warning("%s: %s", meta.path, meta.dropped_note)
+    by_rank[meta.rank] = item
+
+
+__all__ = ["load", "discover", "load_rank_file", "one_per_rank", "claim"]

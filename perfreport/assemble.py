@@ -1,0 +1,262 @@
+"""The parent's half of a many-rank run: each rank's digest folded in as it arrives.
+
+The per-rank tasks (:mod:`perfreport.executor`) send :class:`~perfreport.digest.RankDigest`\\ s
+in whatever order they finish. :class:`Assembler` keeps of each only what the end needs, in
+the smallest form, so that a rank costs the parent little more than its rows of the output:
+
+* **strings once**: a kernel name is on every rank; each digest's strings are swapped for the
+  run's one copy (:class:`StringPool`) before anything is kept;
+* **tables stacked**: a rank's per-rank tables join one frame per table every
+  :data:`STACK_EVERY` ranks (dozens of small frames cost more than their rows), its strings
+  pooled then;
+* **op profile folded**: per-step op sums go into :class:`~perfreport.analyses.op_profile.
+  OpProfileFold` in job order (so the sums round the same on any executor) and are dropped,
+  unless the gate reads them per rank (a compare);
+* **summaries as columns**: a rank's summary tables are kept as their columns
+  (:class:`~perfreport.digest.FrozenFrame`), not as DataFrames;
+* **series cut**: of the time-series lines only the :data:`~perfreport.analyses.series.
+  MAX_LINES` with the highest peaks so far keep their points (:class:`LineCut`).
+
+:meth:`Assembler.finish` then runs the other cross-rank analyses on the
+:class:`~perfreport.digest.DigestTrace` stand-ins and puts each per-rank table together.
+Measured on 64 ranks of 50 MB: ~135 kB kept a rank, of which ~60 kB are the per-rank rows the
+output lists (``benchmarks/RESULTS.md``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import logging
+from collections.abc import Hashable, Iterable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .analyses.op_profile import OpProfileFold
+from .analyses.series import MAX_LINES, line_peak
+from .digest import COMMON_CLOCK_COLUMNS, CROSS_RANK, DigestTrace, FrozenFrame, RankDigest
+from .model import TraceSet
+
+log = logging.getLogger(__name__)
+
+STACK_EVERY = 16
+"""Ranks' parts of a table held as separate frames before they are joined into one."""
+FOLDED = "op_profile"
+"""The cross-rank table built by a fold rather than from the kept summaries."""
+_PAIRS = "op_pairs"
+
+
+class StringPool:
+    """One copy of each string of a run: the strings of a digest's tables and summaries are
+    replaced by the pool's equal ones (a dict lookup each), so 1,000 ranks naming one kernel
+    hold one string, not 1,000."""
+
+    def __init__(self) -> None:
+        self._strings: dict[str, str] = {}
+
+    def array(self, values: np.ndarray) -> np.ndarray:
+        pool = self._strings
+        out = [pool.setdefault(v, v) if type(v) is str else v for v in values.ravel().tolist()]
+        return np.array(out, dtype=object).reshape(values.shape)
+
+    def frame(self, df: pd.DataFrame) -> pd.DataFrame:
+        """``df`` with its text columns' strings from the pool (a new frame: ``df`` is left as it is)."""
+        pooled = {}
+        for column in df.columns:
+            dtype = df[column].dtype
+            if dtype == object or isinstance(dtype, pd.StringDtype):
+                values = self.array(df[column].to_numpy(dtype=object))
+                pooled[column] = values if dtype == object else pd.array(values, dtype=dtype)
+        out = df.assign(**pooled) if pooled else df
+        return out.set_axis([self(c) for c in out.columns], axis=1)  # column names, too
+
+    def __call__(self, value: Any) -> Any:
+        """``value`` (a summary: frames, arrays, containers, dataclasses of them) with pooled strings."""
+        if isinstance(value, pd.DataFrame):
+            return self.frame(value)
+        if isinstance(value, np.ndarray):
+            return self.array(value) if value.dtype == object else value
+        if isinstance(value, str):
+            return self._strings.setdefault(value, value)
+        if isinstance(value, dict):
+            return {k: self(v) for k, v in value.items()}
+        if isinstance(value, tuple) and hasattr(value, "_fields"):  # a named tuple
+            return type(value)(*(self(v) for v in value))
+        if isinstance(value, (list, tuple)):
+            return type(value)(self(v) for v in value)
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            return dataclasses.replace(value, **{f.name: self(getattr(value, f.name))
+                                                 for f in dataclasses.fields(value) if f.init})
+        return value
+
+
+class TableStack:
+    """One per-rank table of every rank, as parts arrive in any order: the parts are joined
+    into one frame every :data:`STACK_EVERY` ranks (its strings then taken from ``strings``),
+    each row tagged with its rank, and :meth:`frame` puts them in rank order (a rank's rows in
+    their own order), as joining the ranks' tables in rank order gives."""
+
+    _RANK = "__rank__"
+
+    def __init__(self, strings: StringPool) -> None:
+        self.strings = strings
+        self.empty: tuple[int, pd.DataFrame] | None = None
+        """The empty table of the lowest rank that had no rows (the result when none has)."""
+        self.pending: list[pd.DataFrame] = []
+        self.joined: list[pd.DataFrame] = []
+        self.ranks: list[int] = []
+
+    def add(self, rank: int, table: pd.DataFrame) -> None:
+        self.ranks.append(rank)
+        if not len(table):
+            if self.empty is None or rank < self.empty[0]:
+                self.empty = (rank, table)
+            return
+        self.pending.append(table.assign(**{self._RANK: rank}))
+        if len(self.pending) >= STACK_EVERY:
+            self.joined.append(self.strings.frame(pd.concat(self.pending, ignore_index=True)))
+            self.pending = []
+
+    def frame(self, shifts: dict[int, float], columns: Iterable[str] = ()) -> pd.DataFrame:
+        """The table of every rank; ``columns`` (times on the job's common clock) have the
+        rank's ``shifts`` (µs) added. Once: the parts are let go (the table is a copy)."""
+        parts, self.joined, self.pending = self.joined + self.pending, [], []
+        if not parts:
+            return self.empty[1] if self.empty is not None else pd.DataFrame()
+        if len(self.ranks) == 1:  # one rank: its table as it came
+            return _shifted(parts[0].drop(columns=self._RANK), columns, shifts[self.ranks[0]])
+        joined = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+        ranks = joined[self._RANK].to_numpy()
+        order = np.argsort(ranks, kind="stable")
+        table = joined.drop(columns=self._RANK).take(order).reset_index(drop=True)
+        present = [c for c in columns if c in table.columns]
+        if present:
+            ordered = ranks[order]
+            distinct, inverse = np.unique(ordered, return_inverse=True)
+            row_shift = np.array([shifts[int(r)] for r in distinct.tolist()], dtype=np.float64)[inverse.ravel()]
+            table = table.assign(**{c: table[c].to_numpy() + row_shift for c in present})
+        return table
+
+
+def _shifted(table: pd.DataFrame, columns: Iterable[str], shift_us: float) -> pd.DataFrame:
+    present = [c for c in columns if c in table.columns]
+    if not present or not len(table):
+        return table
+    return table.assign(**{c: table[c].to_numpy() + shift_us for c in present})
+
+
+class LineCut:
+    """The time-series lines of many ranks cut, as they arrive, to the ones that can still be
+    drawn: a plot keeps the ``max_lines`` with the highest peaks (earlier rank, earlier line
+    first on a tie, :func:`perfreport.analyses.series.time_series`), so a line beaten by that
+    many keeps only its peak point. It still counts in ``lines_total`` and is never drawn."""
+
+    def __init__(self, max_lines: int = MAX_LINES) -> None:
+        self.max_lines = max_lines
+        self.best: dict[str, list] = {}
+
+    def add(self, rank: int, lines: dict[str, list[dict]]) -> None:
+        for kind, kind_lines in lines.items():
+            best = self.best.setdefault(kind, [])
+            for i, line in enumerate(kind_lines):  # a loop over a rank's few lines
+                heapq.heappush(best, (line_peak(line), -rank, -i, line))
+                if len(best) > self.max_lines:
+                    _peak_only(heapq.heappop(best)[3])
+
+
+def _peak_only(line: dict) -> None:
+    """Keep only the point of ``line`` that gives its peak (none when it has no finite value)."""
+    y = np.asarray(line["y"], dtype=np.float64)
+    finite = np.flatnonzero(np.isfinite(y))
+    keep = finite[np.argmax(y[finite])] if len(finite) else None
+    line["x"] = np.asarray(line["x"])[keep:keep + 1].copy() if keep is not None else np.empty(0)
+    line["y"] = y[keep:keep + 1].copy() if keep is not None else np.empty(0)  # copies: a view would keep every point
+
+
+class Assembler:
+    """One side's digests, folded in by :meth:`add` as they arrive; :meth:`finish` gives the
+    TraceSet of :class:`DigestTrace` stand-ins and every analysis table.
+
+    ``keep_pairs``: keep each rank's per-step op sums (the gate's per-rank samples in a compare);
+    otherwise they live only in the op-profile fold. ``max_lines``: the lines per plot the
+    series document will keep (:func:`perfreport.analyses.series.time_series`)."""
+
+    def __init__(self, source: str, keep_pairs: bool = False, max_lines: int = MAX_LINES) -> None:
+        self.source, self.keep_pairs = source, keep_pairs
+        self.strings = StringPool()
+        self.ranks: dict[int, DigestTrace] = {}
+        self.tables: dict[str, TableStack] = {}
+        self.lines = LineCut(max_lines)
+        self.profile = OpProfileFold()
+        self._early: dict[int, tuple] = {}
+        self._next = 0
+        self.load_s = self.analyze_s = 0.0
+        self.checksums: dict[int, str | None] = {}
+        self.worker_peak_rss = 0
+
+    def add(self, d: RankDigest, position: int) -> None:
+        """The digest of the side's job number ``position``."""
+        from .load import claim
+
+        claim(self.ranks, d, warn=False)  # a second file of one rank: the error line (its stand-in follows)
+        if d.meta.rank_source == "default":
+            log.warning("%s: no rank in distributedInfo or the file name; using rank 0", d.meta.path)
+        rank = d.meta.rank
+        memo = {key: _kept(self.strings(value)) for key, value in d.memo.items()}
+        for name, table in d.tables.items():
+            self.tables.setdefault(name, TableStack(self.strings)).add(rank, table)
+        own, whole = memo.get((_PAIRS, "own", False)), memo.get((_PAIRS, (), False))
+        self._early[position] = (memo["step_numbers"], own, whole)
+        while self._next in self._early:  # fold in job order: the same sums on any executor
+            self.profile.add(*self._early.pop(self._next))
+            self._next += 1
+        if not self.keep_pairs:
+            memo = {k: v for k, v in memo.items() if not _is_pairs(k)}
+        for key, value in memo.items():
+            if _kind(key) == "series":
+                self.lines.add(rank, value)
+        self.ranks[rank] = DigestTrace(self.strings(d.meta), memo, d.n_events)
+        self.load_s += d.load_s
+        self.analyze_s += d.analyze_s
+        self.checksums[rank] = d.sha256
+        self.worker_peak_rss = max(self.worker_peak_rss, d.worker_peak_rss)
+
+    def finish(self) -> tuple[TraceSet, dict[str, pd.DataFrame]]:
+        from .analyses import ANALYSES
+
+        if self._early:
+            raise RuntimeError(f"{self.source}: jobs {sorted(self._early)} arrived, but not the ones before them")
+        traces = TraceSet(ranks=dict(sorted(self.ranks.items())), source=self.source)
+        shifts = {r: float(t.meta.ts_origin_us - traces.origin_us) for r, t in traces.ranks.items()}
+        tables = {}
+        for name, fn in ANALYSES:
+            if name == FOLDED:
+                tables[name] = self.profile.table()
+            elif name in CROSS_RANK:
+                tables[name] = fn(traces)
+            else:
+                tables[name] = self.tables[name].frame(shifts, COMMON_CLOCK_COLUMNS.get(name, ()))
+        return traces, tables
+
+
+def assemble(digests: Iterable[RankDigest], source: str, keep_pairs: bool = False,
+             max_lines: int = MAX_LINES) -> tuple[TraceSet, dict[str, pd.DataFrame]]:
+    """:meth:`Assembler.finish` of ``digests``, folded in in the order given."""
+    assembler = Assembler(source, keep_pairs, max_lines)
+    for position, d in enumerate(digests):
+        assembler.add(d, position)
+    return assembler.finish()
+
+
+def _kept(value: Any) -> Any:
+    return FrozenFrame.of(value) if isinstance(value, pd.DataFrame) else value
+
+
+def _kind(key: Hashable) -> Hashable:
+    return key[0] if isinstance(key, tuple) else key
+
+
+def _is_pairs(key: Hashable) -> bool:
+    return _kind(key) == _PAIRS

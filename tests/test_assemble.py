@@ -1,0 +1,118 @@
+"""The parent's fold of per-rank digests (perfreport.assemble): digests arriving in any order
+give the tables of the whole trace set, and what the parent keeps does not grow with ranks
+where it need not (op profile sums, cut time-series lines, one copy of each string)."""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import perfreport.assemble as assemble_module
+from perfreport.analyses import ANALYSES
+from perfreport.analyses.op_profile import OpProfileFold, op_profile
+from perfreport.analyses.series import time_series
+from perfreport.assemble import Assembler, StringPool, assemble
+from perfreport.digest import AnalysisOptions, FrozenFrame, digest
+from perfreport.load import load
+from perfreport.pipeline import analyze
+
+from .test_diff import Builder
+from .test_executor import eight_ranks, plain
+
+OWN_PAIRS, WHOLE_PAIRS = ("op_pairs", "own", False), ("op_pairs", (), False)
+
+
+@pytest.fixture(scope="module")
+def job8(tmp_path_factory) -> Path:
+    return eight_ranks(tmp_path_factory.mktemp("job8"))
+
+
+@pytest.fixture(scope="module")
+def digests8(job8):
+    full = load(job8, workers=1)
+    return full, [digest(t, AnalysisOptions()) for t in full]
+
+
+def _tables(traces_and_tables):
+    return {name: plain(df.to_dict(orient="records")) for name, df in traces_and_tables[1].items()}
+
+
+def test_digests_in_any_order_and_stacked_in_small_groups_give_the_same_tables(digests8, monkeypatch):
+    full, digests = digests8
+    in_order = _tables(assemble(digests, "x"))
+    monkeypatch.setattr(assemble_module, "STACK_EVERY", 3)  # several joined groups and a pending one
+    shuffled = [digests[i] for i in (5, 2, 7, 0, 3, 6, 1, 4)]
+    assert _tables(assemble(shuffled, "x")) == in_order
+    for name, fn in ANALYSES:
+        assert in_order[name] == plain(fn(full).to_dict(orient="records")), name
+    assert len(in_order["kernel_sequences"]) > 8 * 3  # rows of several ranks per group
+
+
+def test_time_series_lines_beyond_the_plot_keep_only_their_peak(digests8):
+    full, digests = digests8
+    traces, _ = assemble(digests, "x", max_lines=2)
+    cut = time_series(traces, max_lines=2)
+    assert plain(cut) == plain(time_series(full, max_lines=2))
+    assert cut["queue_length"]["lines_total"] > 2 and len(cut["queue_length"]["lines"]) == 2
+    kept = [line for t in traces for line in t.memo(("series", 500), None)["queue_length"]]
+    drawn = {(line["rank"], line["label"]) for line in cut["queue_length"]["lines"]}
+    assert all(len(line["x"]) <= 1 for line in kept if (line["rank"], line["label"]) not in drawn)
+    assert sum(len(line["x"]) > 1 for line in kept) == 2
+
+
+def test_op_profile_fold_holds_one_ranks_sums_however_many_ranks(digests8):
+    _, digests = digests8
+    d = digests[0]
+    fold = OpProfileFold()
+    sizes = []
+    for _ in range(6):
+        fold.add(d.memo["step_numbers"], d.memo[OWN_PAIRS], d.memo[WHOLE_PAIRS])
+        sizes.append((len(fold.steps.pair), len(fold.whole.pair)))
+    assert sizes[0][0] > 100 and len(set(sizes)) == 1  # the same (kind, name, step) rows
+    six, one = fold.table(), OpProfileFold()
+    one.add(d.memo["step_numbers"], d.memo[OWN_PAIRS], d.memo[WHOLE_PAIRS])
+    one = one.table()
+    assert (six["samples"] == 6 * one["samples"]).all()
+    np.testing.assert_allclose(six["dur_per_step_us"], one["dur_per_step_us"], rtol=1e-12)
+    assert six["count_per_step"].tolist() == one["count_per_step"].tolist()
+
+
+def test_op_profile_of_ranks_that_share_no_step_uses_whole_traces(tmp_path: Path):
+    """It used to fail in the parent ("the digest has no ('op_pairs', (), False)")."""
+    Builder().step(1, 0, 100).op("aten::add", 10, 5).op("aten::mul", 20, 1).write(tmp_path / "job", rank=0)
+    Builder().step(2, 100, 100).op("aten::add", 120, 9).write(tmp_path / "job", rank=1)
+    got = analyze(tmp_path / "job", workers=1).tables["op_profile"].set_index("key")
+    assert got.loc["aten::add", ["samples", "count_per_step", "dur_per_step_us"]].tolist() == [2, 1.0, 7.0]
+    assert got.loc["aten::mul", "dur_per_step_us"] == 0.5
+    assert got.equals(op_profile(load(tmp_path / "job", workers=1)).set_index("key"))
+
+
+def test_the_parent_keeps_one_copy_of_each_string_and_summary_tables_as_columns(digests8):
+    _, digests = digests8
+    copies = [pickle.loads(pickle.dumps(digests[0])) for _ in range(3)]
+    copies = [dataclasses.replace(d, meta=dataclasses.replace(d.meta, rank=r)) for r, d in enumerate(copies)]
+    assembler = Assembler("x")
+    for i, d in enumerate(copies):
+        assembler.add(d, i)
+    names = [assembler.ranks[r]._memo["class_name_totals"] for r in range(3)]
+    assert all(isinstance(n, FrozenFrame) for n in names)
+    assert all(a is b for a, b in zip(names[0].columns["name"], names[2].columns["name"]))
+    assert isinstance(assembler.ranks[1].memo("class_name_totals", None), pd.DataFrame)
+    assert OWN_PAIRS not in assembler.ranks[0]._memo  # folded, not kept (an analyze)
+    before = pickle.dumps(copies[1].tables)
+    assembler.finish()
+    assert pickle.dumps(copies[1].tables) == before  # the caller's digests are left as they were
+
+
+def test_string_pool_keeps_dtypes_and_values():
+    pool = StringPool()
+    df = pd.DataFrame({"name": ["a" * 40, "b"], "n": [1, 2], "obj": np.array(["x", None], dtype=object)})
+    out = pool.frame(df)
+    assert out.dtypes.tolist() == df.dtypes.tolist() and out.equals(df)
+    again = pool.frame(df.copy(deep=True))
+    assert again["name"].iloc[0] is out["name"].iloc[0]
