@@ -27,8 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
-import logging
-from collections.abc import Hashable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -36,10 +35,9 @@ import pandas as pd
 
 from .analyses.op_profile import OpProfileFold
 from .analyses.series import MAX_LINES, line_peak
-from .digest import COMMON_CLOCK_COLUMNS, CROSS_RANK, DigestTrace, FrozenFrame, RankDigest
+from .digest import COMMON_CLOCK_COLUMNS, CROSS_RANK, DigestTrace, FrozenFrame, RankDigest, memo_kind
 from .model import TraceSet
 
-log = logging.getLogger(__name__)
 
 STACK_EVERY = 16
 """Ranks' parts of a table held as separate frames before they are joined into one."""
@@ -106,10 +104,8 @@ class TableStack:
         """The empty table of the lowest rank that had no rows (the result when none has)."""
         self.pending: list[pd.DataFrame] = []
         self.joined: list[pd.DataFrame] = []
-        self.ranks: list[int] = []
 
     def add(self, rank: int, table: pd.DataFrame) -> None:
-        self.ranks.append(rank)
         if not len(table):
             if self.empty is None or rank < self.empty[0]:
                 self.empty = (rank, table)
@@ -125,26 +121,15 @@ class TableStack:
         parts, self.joined, self.pending = self.joined + self.pending, [], []
         if not parts:
             return self.empty[1] if self.empty is not None else pd.DataFrame()
-        if len(self.ranks) == 1:  # one rank: its table as it came
-            return _shifted(parts[0].drop(columns=self._RANK), columns, shifts[self.ranks[0]])
         joined = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
         ranks = joined[self._RANK].to_numpy()
         order = np.argsort(ranks, kind="stable")
         table = joined.drop(columns=self._RANK).take(order).reset_index(drop=True)
         present = [c for c in columns if c in table.columns]
         if present:
-            ordered = ranks[order]
-            distinct, inverse = np.unique(ordered, return_inverse=True)
-            row_shift = np.array([shifts[int(r)] for r in distinct.tolist()], dtype=np.float64)[inverse.ravel()]
+            row_shift = pd.Series(shifts, dtype=np.float64).loc[ranks[order]].to_numpy()
             table = table.assign(**{c: table[c].to_numpy() + row_shift for c in present})
         return table
-
-
-def _shifted(table: pd.DataFrame, columns: Iterable[str], shift_us: float) -> pd.DataFrame:
-    present = [c for c in columns if c in table.columns]
-    if not present or not len(table):
-        return table
-    return table.assign(**{c: table[c].to_numpy() + shift_us for c in present})
 
 
 class LineCut:
@@ -200,9 +185,7 @@ class Assembler:
         """The digest of the side's job number ``position``."""
         from .load import claim
 
-        claim(self.ranks, d, warn=False)  # a second file of one rank: the error line (its stand-in follows)
-        if d.meta.rank_source == "default":
-            log.warning("%s: no rank in distributedInfo or the file name; using rank 0", d.meta.path)
+        claim(self.ranks, d)  # a second file of one rank: the error line; a default rank, dropped events: warned
         rank = d.meta.rank
         memo = {key: _kept(self.strings(value)) for key, value in d.memo.items()}
         for name, table in d.tables.items():
@@ -213,9 +196,9 @@ class Assembler:
             self.profile.add(*self._early.pop(self._next))
             self._next += 1
         if not self.keep_pairs:
-            memo = {k: v for k, v in memo.items() if not _is_pairs(k)}
+            memo = {k: v for k, v in memo.items() if memo_kind(k) != _PAIRS}
         for key, value in memo.items():
-            if _kind(key) == "series":
+            if memo_kind(key) == "series":
                 self.lines.add(rank, value)
         self.ranks[rank] = DigestTrace(self.strings(d.meta), memo, d.n_events)
         self.load_s += d.load_s
@@ -252,11 +235,3 @@ def assemble(digests: Iterable[RankDigest], source: str, keep_pairs: bool = Fals
 
 def _kept(value: Any) -> Any:
     return FrozenFrame.of(value) if isinstance(value, pd.DataFrame) else value
-
-
-def _kind(key: Hashable) -> Hashable:
-    return key[0] if isinstance(key, tuple) else key
-
-
-def _is_pairs(key: Hashable) -> bool:
-    return _kind(key) == _PAIRS

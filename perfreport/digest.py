@@ -41,6 +41,11 @@ DIGEST_KEYS = frozenset({
 """Memo keys (first element of a tuple key) a digest carries: what the cross-rank analyses read."""
 
 
+def memo_kind(key: Hashable) -> Hashable:
+    """What a memo key names: its first element (the rest are arguments), or the key itself."""
+    return key[0] if isinstance(key, tuple) else key
+
+
 @dataclass(frozen=True)
 class AnalysisOptions:
     """What a worker must precompute beyond the analyses' defaults: the gate's settings."""
@@ -159,7 +164,7 @@ def digest(trace: RankTrace, options: AnalysisOptions = AnalysisOptions(), *, sh
     _rank_pairs(trace, np.empty(0, dtype=np.int64), False)  # the op profile's sums when the ranks share no step
     if options.gate:
         _precompute_gate(one, options)
-    memo = {k: v for k, v in trace._memo.items() if (k[0] if isinstance(k, tuple) else k) in DIGEST_KEYS}
+    memo = {k: v for k, v in trace._memo.items() if memo_kind(k) in DIGEST_KEYS}
     return RankDigest(meta=trace.meta, tables=tables, memo=memo, sha256=sha256, n_events=trace.n_events,
                       load_s=load_s, analyze_s=time.perf_counter() - t0)
 

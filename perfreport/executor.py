@@ -19,9 +19,9 @@ import dataclasses
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .digest import AnalysisOptions, RankDigest, digest
 from .errors import PerfreportError
@@ -263,14 +263,9 @@ def worker_count(jobs: Sequence[RankJob]) -> int:
 
 def _peak_rss() -> int:
     """This process's peak RSS in bytes (``VmHWM``; 0 where /proc is not there)."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
+    from .load.memory import proc_bytes
+
+    return proc_bytes("/proc/self/status", "VmHWM") or 0
 
 
 def _trim_heap() -> None:

@@ -18,6 +18,7 @@ import pandas as pd
 
 from ..model import TraceSet
 from .diff import KINDS, PROFILE_COLUMNS, _common_steps, _empty, _Pairs, _rank_pairs
+from .grouping import Grouped
 
 _STEP_SHIFT = 24
 """A (step, name) pair is one int64: ``(step + 1) << 24 | name code`` (16.7 M distinct names)."""
@@ -33,16 +34,13 @@ class _Sums:
         self.dur_us = np.empty(0, dtype=np.float64)
 
     def add(self, kind: np.ndarray, pair: np.ndarray, count: np.ndarray, dur_us: np.ndarray) -> None:
-        """Merge one rank's sums: a (kind, pair) already held adds the rank's to its sums (held
-        first: a stable sort keeps them ahead), so the ranks' order fixes every rounding."""
+        """Merge one rank's sums: a (kind, pair) already held adds the rank's to its sums, held
+        first, so the ranks' order fixes every rounding."""
         kinds, pairs = np.concatenate([self.kind, kind]), np.concatenate([self.pair, pair])
-        order = np.lexsort((pairs, kinds))
-        kinds, pairs = kinds[order], pairs[order]
-        first = np.r_[True, (kinds[1:] != kinds[:-1]) | (pairs[1:] != pairs[:-1])]
-        group, n = np.cumsum(first) - 1, int(first.sum())
-        self.count = _int_sums(group, np.concatenate([self.count, count])[order], n)
-        self.dur_us = np.bincount(group, weights=np.concatenate([self.dur_us, dur_us])[order], minlength=n)
-        self.kind, self.pair = kinds[first], pairs[first]
+        g = Grouped({"kind": kinds, "pair": pairs}, ["kind", "pair"])  # sums in row order: held first
+        self.count = g.sum(np.concatenate([self.count, count]))
+        self.dur_us = g.sum(np.concatenate([self.dur_us, dur_us]))
+        self.kind, self.pair = kinds[g.first], pairs[g.first]
 
 
 class OpProfileFold:
@@ -98,29 +96,19 @@ class OpProfileFold:
         kind, code = sums.kind[keep], sums.pair[keep] & ((1 << _STEP_SHIFT) - 1)
         if not len(kind):
             return _empty(PROFILE_COLUMNS)
-        keys = np.array(self.keys, dtype=object)
-        key_labels, key = np.unique(keys[code], return_inverse=True)
-        group_ids, group = np.unique(kind * len(key_labels) + key.ravel(), return_inverse=True)
-        group = group.ravel()
+        keys = np.array(self.keys, dtype=object)[code]
+        g = Grouped({"kind": kind, "key": keys}, ["kind", "key"])  # the order is immaterial: sorted below
+        distinct_names = np.unique(g.ids * len(self.keys) + code[g.rows]) // len(self.keys)  # (group, raw name)
+        out = pd.DataFrame({"kind": np.array(KINDS, dtype=object)[kind[g.first]], "key": keys[g.first],
+                            "count": g.sum(sums.count[keep]), "dur_us": g.sum(sums.dur_us[keep])})
+        out["names"] = np.bincount(distinct_names, minlength=g.n)
         samples = self.ranks * (len(common) if len(common) else 1)
-        distinct_names = np.unique(group.astype(np.int64) * len(keys) + code) // len(keys)
-        out = pd.DataFrame({"kind": np.array(KINDS, dtype=object)[group_ids // len(key_labels)],
-                            "key": key_labels[group_ids % len(key_labels)],
-                            "count": _int_sums(group, sums.count[keep], len(group_ids)),
-                            "dur_us": np.bincount(group, weights=sums.dur_us[keep], minlength=len(group_ids))})
-        out["names"] = np.bincount(distinct_names, minlength=len(group_ids))
         out["samples"] = samples
         out["count_per_step"] = out["count"] / samples
         out["dur_per_step_us"] = out["dur_us"] / samples
         out["dur_per_call_us"] = out["dur_us"] / out["count"]
         out = out.sort_values(["kind", "dur_per_step_us", "key"], ascending=[True, False, True], ignore_index=True)
         return out[list(PROFILE_COLUMNS)].astype({"samples": np.int64, "names": np.int64})
-
-
-def _int_sums(group: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
-    out = np.zeros(n, dtype=np.int64)
-    np.add.at(out, group, values.astype(np.int64))
-    return out
 
 
 def op_profile(traces: TraceSet, exact: bool = False) -> pd.DataFrame:

@@ -14,16 +14,23 @@ PEAK_PER_JSON_BYTE = 2.0
 """Peak memory of loading one rank, per byte of its JSON text (measured by benchmarks/load.py)."""
 
 
-def available_memory() -> int:
-    """Bytes the kernel says can be allocated without swapping (MemAvailable)."""
+def proc_bytes(path: str, field: str) -> int | None:
+    """A ``kB`` field of a /proc file in bytes (``MemAvailable`` of /proc/meminfo, ``VmHWM`` of
+    /proc/self/status); None where the file or the field is not there."""
     try:
-        with open("/proc/meminfo") as f:
+        with open(path) as f:
             for line in f:
-                if line.startswith("MemAvailable:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1]) * 1024
     except OSError:
         pass
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+    return None
+
+
+def available_memory() -> int:
+    """Bytes the kernel says can be allocated without swapping (MemAvailable)."""
+    found = proc_bytes("/proc/meminfo", "MemAvailable")
+    return found if found is not None else os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
 
 
 def worker_count(json_bytes: list[int]) -> int:
