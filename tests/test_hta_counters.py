@@ -131,11 +131,14 @@ def test_reference_numbers_cudagraph_trace():
 
 
 def test_blocked_table_keeps_every_stream():
-    """Deviation: HTA keeps only the last qualifying stream of each rank."""
+    """HTA keeps only the last qualifying stream of each rank; all_streams=True keeps each."""
     a = analyzer(str(TRACES / CUDAGRAPH))
     series = a.get_queue_length_time_series()
-    blocked = a.get_time_spent_blocked_on_full_queue(series, max_queue_length=4)
+    hta_table = a.get_time_spent_blocked_on_full_queue(series, max_queue_length=4)
+    assert hta_table["stream"].tolist() == [363] and hta_table["rank"].tolist() == [0]
+    blocked = a.get_time_spent_blocked_on_full_queue(series, max_queue_length=4, all_streams=True)
     assert blocked["stream"].tolist() == [7, 25, 27, 285, 363] and set(blocked["rank"]) == {0}
+    assert hta_table.iloc[0].tolist() == blocked.iloc[-1].tolist()
     duration = a.t.get_trace_duration(0)
     for row in blocked.itertuples():  # brute force: time from each point >= 4 to the next point
         s = series[0][series[0]["stream"] == row.stream]

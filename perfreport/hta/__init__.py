@@ -7,7 +7,15 @@ This package is the only home of HTA's return shapes and quirks.
 
 from __future__ import annotations
 
+from . import analyzers, common
+from .analyzers import critical_path_analysis, cupti_counter_analysis
+from .counters import CUDA_MAX_LAUNCH_QUEUE_PER_STREAM, TimeSeriesTypes
+from .cp_graph import CPGraph
+from .cp_save import restore_cpgraph
+from .cp_types import CPEdge, CPEdgeType, CPNode
+from .trace import HtaTrace as Trace
 from .trace_analysis import TraceAnalysis
 from .trace_diff import DeviceType, LabeledTrace, TraceDiff
 
-__all__ = ["TraceAnalysis", "TraceDiff", "LabeledTrace", "DeviceType"]
+__all__ = ["TraceAnalysis", "TraceDiff", "LabeledTrace", "DeviceType", "TimeSeriesTypes", "Trace", "CPGraph",
+           "CPEdge", "CPEdgeType", "CPNode", "restore_cpgraph", "CUDA_MAX_LAUNCH_QUEUE_PER_STREAM"]

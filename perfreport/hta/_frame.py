@@ -64,6 +64,14 @@ class SymbolTable:
     def get_sym_id_map(self) -> dict[str, int]:
         return self.sym_index
 
+    def add_symbols_to_trace_df(self, trace_df: pd.DataFrame, col: str) -> None:
+        """Decode symbol-id column ``col`` of ``trace_df`` in place ("" for ids outside the
+        table), as HTA's ``TraceSymbolTable.add_symbols_to_trace_df``."""
+        table = np.array(self.sym_table + [""], dtype=object)
+        ids = trace_df[col].to_numpy()
+        ids = np.where((ids >= 0) & (ids < len(self.sym_table)), ids, len(self.sym_table)).astype(np.int64)
+        trace_df[col] = table[ids]
+
     def find_matches(self, pattern: str) -> list[int]:
         """Ids of the symbols containing ``pattern`` literally (HTA escapes it)."""
         return [i for i, s in enumerate(self.sym_table) if pattern in s]

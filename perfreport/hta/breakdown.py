@@ -89,7 +89,7 @@ class BreakdownMixin:
 
     def _gpu_rows(self, rank: int) -> tuple[pd.DataFrame, np.ndarray, np.ndarray, np.ndarray]:
         """HTA's GPU rows of a rank (``stream != -1``): (rows, ts, end, kernel types)."""
-        frame = self.t.traces[rank]
+        frame = self.t.get_trace(rank)
         gpu = frame[frame["stream"].to_numpy() != -1]
         ts = gpu["ts"].to_numpy(np.float64)
         end = ts + gpu["dur"].to_numpy(np.float64)
@@ -152,7 +152,7 @@ class BreakdownMixin:
         return time_df, stats_df
 
     def _idle_time_for_rank(self, rank: int, streams, delay: float) -> tuple[pd.DataFrame, pd.DataFrame]:
-        frame = self.t.traces[rank]
+        frame = self.t.get_trace(rank)
         is_kernel = (frame["stream"].to_numpy() != -1) & frame["cat"].isin(self._sym_ids(_IDLE_KERNEL_CATS)).to_numpy()
         kernels = frame[is_kernel]
         # launch time: the row whose event index is the kernel's index_correlation (HTA joins
@@ -287,7 +287,7 @@ class BreakdownMixin:
         cat_id = symbols.sym_index.get("gpu_user_annotation")
         if cat_id is None:
             return None
-        frame = self.t.traces[rank]
+        frame = self.t.get_trace(rank)
         stream, corr = frame["stream"].to_numpy(), frame["correlation"].to_numpy()
         is_kernel = ((stream >= 0) & (corr >= 0)) | frame["name"].isin(self._sym_ids(_SYNC_NAMES)).to_numpy()
         kernels = frame[is_kernel].copy()

@@ -7,8 +7,10 @@ launch statistics and aten-op -> kernel launch delays, computed on HTA's per-ran
 
 Deviations from HTA 0.5.0 (each one a case where HTA is demonstrably wrong):
 
-* ``get_time_spent_blocked_on_full_queue`` returns one row per (rank, stream) whose queue ever
-  reaches ``max_queue_length``; HTA keeps only the last such stream of each rank.
+* ``get_time_spent_blocked_on_full_queue(..., all_streams=True)`` returns one row per (rank,
+  stream) whose queue ever reaches ``max_queue_length``; the default is HTA's table, which keeps
+  only the last such stream of each rank (perfreport's own table,
+  ``perfreport.analyses.queue.time_blocked_on_full_queue``, always has every stream).
 * ``get_cuda_kernel_launch_stats(all_launches=True)`` also covers ``cuLaunchKernel``/
   ``cuLaunchKernelEx`` (Triton), ``cudaGraphLaunch`` (one row per kernel of the graph) and the
   HIP launch calls, which HTA ignores; the default gives exactly HTA's rows (perfreport's own
@@ -154,10 +156,12 @@ class CountersMixin:
         return self.get_queue_length_summary_from_time_series(self.get_queue_length_time_series(_default_ranks(ranks)))
 
     def get_time_spent_blocked_on_full_queue(self, queue_length_dict,
-                                             max_queue_length: int = CUDA_MAX_LAUNCH_QUEUE_PER_STREAM) -> pd.DataFrame:
-        """Time (µs) each stream's queue held at least ``max_queue_length`` ops, absolute and
-        relative to the rank's trace duration; one row per (rank, stream) that reached it
-        (HTA keeps one stream per rank)."""
+                                             max_queue_length: int = CUDA_MAX_LAUNCH_QUEUE_PER_STREAM, *,
+                                             all_streams: bool = False) -> pd.DataFrame:
+        """Time (µs) a stream's queue held at least ``max_queue_length`` ops, absolute and
+        relative to the rank's trace duration. As HTA 0.5.0: one row per rank, for the last
+        stream (in order of first appearance) that reached it; ``all_streams=True``: one row per
+        (rank, stream) that reached it."""
         rows = []
         for rank, series in queue_length_dict.items():
             ts = series["ts"].to_numpy(dtype=np.float64)
@@ -172,6 +176,8 @@ class CountersMixin:
                 blocked = float(dur[hit].sum())
                 duration = self.t.get_trace_duration(rank)
                 rows.append((rank, s, blocked, blocked / duration if duration else float("nan")))
+        if not all_streams:  # HTA overwrites each rank's row with every qualifying stream
+            rows = list({row[0]: row for row in rows}.values())
         return pd.DataFrame(rows, columns=["rank", "stream", "duration_at_max_queue_length",
                                            "relative_duration_at_max_queue_length"])
 

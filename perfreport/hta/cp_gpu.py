@@ -98,22 +98,22 @@ class _Edges:
     def __init__(self) -> None:
         self.parts: list[tuple] = []
 
-    def add(self, key_r, key_step, src, dst, etype, attr=None) -> None:
+    def add(self, key_r, key_step, src, dst, etype, attr=None, zero: bool = False) -> None:
         n = len(src)
         if n == 0:
             return
         attr = np.full(n, NO_EVENT, dtype=np.int64) if attr is None else attr
         self.parts.append((np.broadcast_to(key_r, n), np.broadcast_to(key_step, n), src, dst,
-                           np.full(n, etype), attr))
+                           np.full(n, etype), attr, np.full(n, zero)))
 
     def edge_list(self) -> EdgeList:
         if not self.parts:
             return EdgeList.empty()
-        cols = [np.concatenate([np.asarray(p[i]) for p in self.parts]) for i in range(6)]
+        cols = [np.concatenate([np.asarray(p[i]) for p in self.parts]) for i in range(7)]
         order = np.lexsort((cols[1], cols[0]))
         return EdgeList(cols[2][order].astype(np.int64), cols[3][order].astype(np.int64),
                         cols[4][order].astype(np.int64), cols[5][order].astype(np.int64),
-                        np.zeros(len(order), bool))
+                        cols[6][order].astype(bool))
 
 
 @dataclass
@@ -155,8 +155,12 @@ def _gpu_rows(clipped: pd.DataFrame, full: pd.DataFrame, symbols: SymbolTable, n
                     rows["name"].to_numpy(), is_sync, prev_launch, r, launches)
 
 
-def gpu_edges(clipped: pd.DataFrame, full: pd.DataFrame, symbols: SymbolTable, nodes: NodeLookup) -> EdgeList:
-    """The GPU and synchronisation edges, in HTA's insertion order."""
+def gpu_edges(clipped: pd.DataFrame, full: pd.DataFrame, symbols: SymbolTable, nodes: NodeLookup,
+              zero_weight_launch: bool = False) -> EdgeList:
+    """The GPU and synchronisation edges, in HTA's insertion order. ``zero_weight_launch``
+    (HTA's CRITICAL_PATH_ADD_ZERO_WEIGHT_LAUNCH_EDGE) adds a 0-weight launch edge to every
+    kernel that got no launch-delay edge, so a simulation cannot start a kernel before its
+    launch call."""
     names = {k: symbols.sym_index.get(k, -1) for k in SYNC_NAMES}
     g = _gpu_rows(clipped, full, symbols, names)
     if g is None:
@@ -165,7 +169,7 @@ def gpu_edges(clipped: pd.DataFrame, full: pd.DataFrame, symbols: SymbolTable, n
     k = np.flatnonzero(~g.is_sync)
     k = k[np.argsort(g.r[k], kind="stable")]  # kernels in processing order
     k_end = nodes.end_of(g.index[k])
-    _kernel_edges(edges, g, k, k_end, full, symbols, names, nodes)
+    _kernel_edges(edges, g, k, k_end, full, symbols, names, nodes, zero_weight_launch)
     _sync_edges(edges, g, k, k_end, full, names, nodes)
     return edges.edge_list()
 
@@ -201,7 +205,7 @@ def _awaited_kernel_end(g: _GpuRows, k: np.ndarray, full: pd.DataFrame, symbols:
 
 
 def _kernel_edges(edges: _Edges, g: _GpuRows, k: np.ndarray, k_end: np.ndarray, full: pd.DataFrame,
-                  symbols: SymbolTable, names: dict, nodes: NodeLookup) -> None:
+                  symbols: SymbolTable, names: dict, nodes: NodeLookup, zero_weight_launch: bool) -> None:
     """Per kernel: its span (step 0), the awaited kernel (1), launch delay or kernel gap (2)."""
     queue = queue_lengths(full, symbols)
     if queue is None:
@@ -232,6 +236,9 @@ def _kernel_edges(edges: _Edges, g: _GpuRows, k: np.ndarray, k_end: np.ndarray, 
     edges.add(r[launch], 2, rt_start[launch], k_start[launch], LAUNCH)
     gap = ~(launch | missing) & (prev >= 0) & (~waits | (awaited_ts < prev_end_ts))
     edges.add(r[gap], 2, prev_end[gap], k_start[gap], KERNEL_KERNEL, index[np.maximum(prev[gap], 0)].astype(np.int64))
+    if zero_weight_launch:
+        causal = ~launch & (rt_start >= 0)
+        edges.add(r[causal], 3, rt_start[causal], k_start[causal], LAUNCH, zero=True)
 
 
 def _sync_edges(edges: _Edges, g: _GpuRows, k: np.ndarray, k_end: np.ndarray, full: pd.DataFrame,

@@ -1,4 +1,12 @@
-"""``CPGraph``: HTA's critical-path graph for one rank, held column-wise (no networkx).
+"""``CPGraph``: HTA's critical-path graph for one rank, held column-wise.
+
+HTA's ``CPGraph`` is a networkx ``DiGraph``; this one keeps its edges in numpy arrays (the
+longest-path search and the breakdown are vectorised over them, and a graph of millions of
+edges costs arrays, not Python dicts per edge). HTA's graph API is offered over the arrays:
+``edges`` is a networkx-style view (``for u, v in g.edges``, ``g.edges[u, v]["object"]`` /
+``["weight"]``, ``len``, ``in``, ``g.edges(data=True)``), and :meth:`CPGraph.to_networkx`
+builds a real ``DiGraph`` with HTA's attributes for networkx's algorithms (networkx is then
+imported; it is not a dependency).
 
 Nodes are the start and end points of the clipped frame's graph events (cpu_op, cuda_runtime
 and cuda_driver rows, GPU rows with a launch link, and ``data_load_events`` matches), numbered
@@ -21,6 +29,7 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
+from . import options
 from ._frame import SymbolTable
 from .cp_gpu import NodeLookup, gpu_edges
 from .cp_longest import longest_path
@@ -81,7 +90,8 @@ class CPGraph:
         self._make_nodes()
         stack = call_stack_edges(clipped, self._is_node, self._blocking, self._start_node, self._end_node)
         lookup = NodeLookup(clipped["index"].to_numpy(), self._start_node, self._end_node, self._node_ts)
-        edges = EdgeList.concat([stack, gpu_edges(clipped, full, symbols, lookup)])
+        zero_launch = options.critical_path_add_zero_weight_launch_edges()
+        edges = EdgeList.concat([stack, gpu_edges(clipped, full, symbols, lookup, zero_launch)])
         self._set_edges(edges)
         self.critical_path_nodes: list[int] = []
         self._path_edges = np.zeros(0, dtype=np.int64)
@@ -142,8 +152,29 @@ class CPGraph:
         return np.unique(np.concatenate([self._src, self._dst])).tolist()
 
     @property
-    def edges(self) -> list[tuple[int, int]]:
-        return list(zip(self._src.tolist(), self._dst.tolist()))
+    def edges(self) -> "EdgeView":
+        """networkx-style view: iterate ``(u, v)``; ``edges[u, v]`` is ``{"weight", "object"}``."""
+        return EdgeView(self)
+
+    def to_networkx(self):
+        """A networkx ``DiGraph`` of this graph with HTA's edge attributes (``weight``,
+        ``object``), nodes numbered as here; for networkx's algorithms (needs networkx)."""
+        import networkx as nx
+
+        g = nx.DiGraph()
+        g.add_nodes_from(self.nodes)
+        for i, (u, v) in enumerate(zip(self._src.tolist(), self._dst.tolist())):
+            e = self._edge(i)
+            g.add_edge(u, v, weight=e.weight, object=e)
+        return g
+
+    def save(self, out_dir: str) -> str:
+        """Write the graph to ``<out_dir>.zip`` and return that path (format: :mod:`.cp_save`;
+        no pickle). :func:`perfreport.hta.analyzers.critical_path_analysis.restore_cpgraph`
+        reads it back."""
+        from .cp_save import save_cpgraph
+
+        return save_cpgraph(self, out_dir)
 
     @property
     def arrays(self) -> GraphArrays:
@@ -195,6 +226,9 @@ class CPGraph:
     def _graph_weight(self) -> np.ndarray:
         """Weights the search uses: <= -1 counts as 0 (HTA resets them, with a warning)."""
         negative = self._weight <= -1
+        if negative.any() and options.critical_path_strict_negative_weight_check():
+            raise ValueError(f"{int(negative.sum())} critical path edges have negative weights "
+                             f"({options.CP_STRICT_NEG_WEIGHT_CHECK_ENV}=1)")
         if negative.any():
             log.warning("%d critical path edges have negative weights (children ending after their "
                         "parent); they count as 0", int(negative.sum()))
@@ -249,6 +283,26 @@ class CPGraph:
         """Log the nodes on the critical path."""
         for n in self.critical_path_nodes:
             log.info("Critical %s, ev_name = %s", self.node_list[n], self._event_name(self._node_event[n]))
+
+    def _get_cuda_event_record_df(self) -> pd.DataFrame | None:
+        """HTA's private table of ``cudaEventRecord`` calls in time order: ``correlation`` (the
+        record's), ``index_launch_event`` and ``correlation_launch_event`` (the previous launch
+        onto the recorded stream, -1 if none); None without records."""
+        from .cp_sync import launch_table, record_previous_launch
+
+        full = self.full_trace_df
+        prev = record_previous_launch(full, self.symbol_table, launch_table(full, self.symbol_table))
+        if prev is None:
+            return None
+        corr_of = pd.Series(full["correlation"].to_numpy(), index=full["index"].to_numpy())
+        return pd.DataFrame({"correlation": prev.index.to_numpy(np.int64),
+                             "index_launch_event": prev.to_numpy(np.int64),
+                             "correlation_launch_event": corr_of.reindex(prev.to_numpy()).fillna(-1)
+                             .to_numpy(np.int64)})
+
+    def _get_node_name(self, ev_idx: int) -> str:
+        """The name of trace event ``ev_idx`` ("ROOT" for -1), as HTA's private helper."""
+        return self._event_name(ev_idx)
 
     def _event_name(self, ev_idx: int) -> str:
         if ev_idx < 0:
@@ -305,6 +359,39 @@ class CPGraph:
         if edf is None:
             return pd.Series(dtype=np.float64, name="duration", index=pd.Index([], name="bound_by"))
         return edf.groupby("bound_by").duration.sum() / edf.duration.sum() * 100
+
+
+class EdgeView:
+    """The edges of a :class:`CPGraph` as networkx's ``DiGraph.edges`` presents them."""
+
+    def __init__(self, graph: CPGraph) -> None:
+        self._g = graph
+
+    @cached_property
+    def _position(self) -> dict[tuple[int, int], int]:
+        return {(u, v): i for i, (u, v) in enumerate(zip(self._g._src.tolist(), self._g._dst.tolist()))}
+
+    def __iter__(self):
+        return zip(self._g._src.tolist(), self._g._dst.tolist())
+
+    def __len__(self) -> int:
+        return len(self._g._src)
+
+    def __contains__(self, uv) -> bool:
+        return tuple(uv) in self._position
+
+    def __getitem__(self, uv) -> dict:
+        i = self._position[tuple(uv)]  # KeyError for a missing edge, as networkx
+        e = self._g._edge(i)
+        return {"weight": e.weight, "object": e}
+
+    def __call__(self, data: bool = False):
+        if not data:
+            return list(self)
+        return [(u, v, self[u, v]) for u, v in self]
+
+    def __repr__(self) -> str:
+        return f"EdgeView({list(self)!r})"
 
 
 def _matching_ids(symbols: SymbolTable, patterns: list[str] | None) -> list[int]:

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from .._io import atomic_write
+from . import options
 from .cp_graph import CPGraph
 from .cp_types import DEFAULT_EDGE_TYPES_IN_VIZ, EDGE_TYPES, LAUNCH, CPEdgeType
 
@@ -59,8 +60,11 @@ def overlay_trace(raw: dict, graph: CPGraph, only_show_critical_events: bool = T
     on_path = np.zeros(len(g.src), bool)
     on_path[g.path_edges] = True
     if show_all_edges:
-        # every edge, except 0-weight launch edges (only added for simulations)
-        shown = np.flatnonzero(~((g.etype == LAUNCH) & (g.weight == 0)))
+        # every edge, except 0-weight launch edges (only added for simulations) unless
+        # HTA's CRITICAL_PATH_SHOW_ZERO_WEIGHT_LAUNCH_EDGE=1 asks for them
+        shown = np.arange(len(g.src))
+        if not options.critical_path_show_zero_weight_launch_edges():
+            shown = np.flatnonzero(~((g.etype == LAUNCH) & (g.weight == 0)))
     else:
         codes = [i for i, t in enumerate(EDGE_TYPES) if t in wanted]
         shown = g.path_edges[np.isin(g.etype[g.path_edges], codes)]

@@ -81,7 +81,7 @@ class SequencesMixin:
     def _rank_frame(self, rank: int) -> pd.DataFrame:
         if rank not in self.t.traces:
             raise ValueError(f"No rank was found for the trace: rank {rank} not in {sorted(self.t.traces)}")
-        return self.t.traces[rank]
+        return self.t.get_trace(rank)
 
     def _write_overlay(self, rank: int, frame: pd.DataFrame, graph: HtaCallGraph,
                        top: list[tuple[str, int, list[int]]], output_dir: str, compress: bool) -> str:
@@ -221,7 +221,7 @@ class SequencesMixin:
         return out
 
     def _cupti_rank(self, rank: int, graph: HtaCallGraph, table: np.ndarray) -> pd.DataFrame | None:
-        frame = self.t.traces[rank]
+        frame = self.t.get_trace(rank)
         s_cat = frame["s_cat"].astype(str)
         s_name = frame["s_name"].astype(str)
         counters = np.flatnonzero((s_cat == CUPTI_CATEGORY).to_numpy())

@@ -30,7 +30,11 @@ class FrameAccess:
         return sorted(self.traces)
 
     def get_trace(self, rank: int) -> pd.DataFrame:
-        return self.traces[rank]
+        """The rank's frame; ValueError naming the ranks present for a rank not loaded."""
+        try:
+            return self.traces[rank]
+        except KeyError:
+            raise ValueError(f"rank {rank!r} is not in the trace; ranks present: {self.get_ranks()}") from None
 
     def get_all_traces(self) -> dict[int, pd.DataFrame]:
         return self.traces
@@ -59,6 +63,7 @@ class HtaTrace(FrameAccess):
 
     def get_raw_trace_for_one_rank(self, rank: int = 0) -> dict:
         """The rank's file decoded as JSON (HTA re-reads raw traces for overlays)."""
+        self.get_trace(rank)  # ValueError for a rank not loaded
         data = read_trace_bytes(Path(self.trace_files[rank]))
         enabled = gc.isenabled()
         gc.disable()  # millions of acyclic dicts: collector passes would cost ~40 % here
@@ -74,12 +79,12 @@ class HtaTrace(FrameAccess):
         ranks = [rank] if rank is not None else self.get_ranks()
         its = set()
         for r in ranks:
-            col = self.traces[r]["iteration"].dropna()
+            col = self.get_trace(r)["iteration"].dropna()
             its.update(int(i) for i in col.unique() if i >= 0)
         return sorted(its)
 
     def get_trace_duration(self, rank: int) -> float:
-        f = self.traces[rank]
+        f = self.get_trace(rank)
         return float(f["ts"].max() - f["ts"].min()) if len(f) else 0.0
 
     def get_trace_start_unixtime_ns(self, rank: int) -> int:

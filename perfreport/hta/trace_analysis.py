@@ -3,17 +3,28 @@ and return shapes. Each group of methods lives in its own mixin module."""
 
 from __future__ import annotations
 
+import logging
+
+from .analyzers.critical_path_analysis import CriticalPathAnalysis
 from .breakdown import BreakdownMixin
-from .counters import CountersMixin
+from .counters import CUDA_MAX_LAUNCH_QUEUE_PER_STREAM, CountersMixin, TimeSeriesTypes
+from .cp_graph import CPGraph
 from .critical_path import CriticalPathMixin
 from .sequences import SequencesMixin
 from .trace import HtaTrace
+from .trace import HtaTrace as Trace
+
+DEFAULT_TRACE_DIR = "/tmp/trace"
+logger = logging.getLogger("perfreport.hta")
+
+__all__ = ["TraceAnalysis", "TimeSeriesTypes", "Trace", "CPGraph", "CriticalPathAnalysis",
+           "CUDA_MAX_LAUNCH_QUEUE_PER_STREAM", "DEFAULT_TRACE_DIR", "logger"]
 
 
 class TraceAnalysis(BreakdownMixin, CountersMixin, SequencesMixin, CriticalPathMixin):
     """``TraceAnalysis(trace_dir=...)`` as in HTA 0.5.0 (``trace_files`` may map rank -> path)."""
 
-    def __init__(self, trace_files: dict[int, str] | None = None, trace_dir: str = "/tmp/trace",
+    def __init__(self, trace_files: dict[int, str] | None = None, trace_dir: str = DEFAULT_TRACE_DIR,
                  include_last_profiler_step: bool = False) -> None:
         self.t = HtaTrace(trace_files=trace_files, trace_dir=trace_dir,
                           include_last_profiler_step=include_last_profiler_step)

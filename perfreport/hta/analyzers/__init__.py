@@ -1,0 +1,1 @@
+"""HTA's ``hta.analyzers`` module paths that user code and HTA's tests import from."""
