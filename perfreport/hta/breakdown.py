@@ -118,8 +118,8 @@ class BreakdownMixin:
             for what in ("idle_time", "compute_time", "non_compute_time"):
                 df[f"{what}_pctg"] = np.round(100 * df[f"{what}(us)"] / df["kernel_time(us)"], 2)
         if visualize:
-            _plot_stacked(df, "rank", ["idle_time_pctg", "compute_time_pctg", "non_compute_time_pctg"],
-                          "Temporal breakdown across ranks", "Percentage")
+            _plots.stacked_bars(df, "rank", ["idle_time_pctg", "compute_time_pctg", "non_compute_time_pctg"],
+                                "Temporal breakdown across ranks", "Rank", "Percentage", "Time Breakdown")
         return df
 
     # --- idle time breakdown (spec §5) -------------------------------------------------------
@@ -144,9 +144,9 @@ class BreakdownMixin:
             if visualize and len(t_df):
                 ycol = "idle_time_ratio" if visualize_pctg else "idle_time"
                 wide = t_df.pivot_table(index="stream", columns="idle_category", values=ycol, aggfunc="sum")
-                _plot_stacked(wide.reset_index(), "stream", list(wide.columns),
-                              f"Idle time breakdown on rank {rank} per CUDA stream",
-                              "Ratio" if visualize_pctg else "Idle time (us)")
+                _plots.stacked_bars(wide.reset_index(), "stream", list(wide.columns),
+                                    f"Idle time breakdown on rank {rank} per CUDA stream", "Stream",
+                                    "Percentage" if visualize_pctg else "Idle time (us)", "Idle Time Breakdown")
         time_df = pd.concat(times) if times else _empty_idle_time()
         stats_df = (pd.concat(stats) if stats else _empty_idle_stats()) if show_idle_interval_stats else None
         return time_df, stats_df
@@ -205,7 +205,9 @@ class BreakdownMixin:
         the second has per (rank, type, kernel name) sum/max/min/std/mean of durations (µs),
         the top ``num_kernels`` within ``duration_ratio`` of the type's time kept by name and the
         rest folded into "others" (true per-invocation statistics, unlike HTA; see the module
-        docstring). ``image_renderer`` is accepted for compatibility (figures are matplotlib).
+        docstring). ``visualize``: HTA's figures (see :mod:`._plots`; ``image_renderer`` is
+        plotly's renderer): the kernel-type pie, per kernel type the per-rank pies of its top
+        kernels and, per kernel, its mean duration on each rank with min/max error bars.
         """
         types_analysed = [COMPUTATION, COMMUNICATION] + ([MEMORY] if include_memory_kernels else [])
         table = np.asarray(self.t.symbol_table.sym_table, dtype=object)
@@ -227,7 +229,7 @@ class BreakdownMixin:
         metrics_df = metrics_df.rename(columns=_METRIC_RENAME)[_METRIC_COLUMNS + ["kernel_type", "rank"]]
         metrics_df["rank"] = metrics_df["rank"].astype(np.int64)
         if visualize:
-            _plot_kernel_breakdown(kernel_type_df, metrics_df)
+            _plot_kernel_breakdown(kernel_type_df, metrics_df, image_renderer or None)
         return kernel_type_df, metrics_df
 
     # --- user annotations (spec §6.4, §6.5) --------------------------------------------------
@@ -259,15 +261,12 @@ class BreakdownMixin:
             parts.append(metrics)
         df = pd.concat(parts, ignore_index=True).sort_values(by=["rank", "name"], ignore_index=True, kind="mergesort")
         df = df.rename(columns=_METRIC_RENAME)[_METRIC_COLUMNS + ["rank"]]
-        if visualize:
-            for rank, part in df.groupby("rank"):
-                if not part["sum (us)"].sum() > 0:
-                    continue
-                fig = _plots.new_figure()
-                ax = fig.add_subplot()
-                ax.pie(part["sum (us)"], labels=part["name"])
-                ax.set_title(f"User annotation distribution on rank {rank}")
-                _plots.show(fig)
+        if visualize:  # HTA's: per-rank pies, then per annotation its duration per rank
+            panels = [(f"Rank {rank}", part["name"].tolist(), part["sum (us)"].to_numpy())
+                      for rank, part in df.groupby("rank")]
+            _plots.pies(panels, "User annotation distribution on each rank", image_renderer)
+            _plots.range_bars([(f"User annotation = {name}", name, part) for name, part in df.groupby("name", sort=False)
+                               if name != "others"], "User annotation duration per rank", image_renderer)
         return df
 
     def get_gpu_kernels_with_user_annotations(self, rank: int, expand_names: bool = True,
@@ -321,7 +320,8 @@ class BreakdownMixin:
         df = pd.DataFrame(rows, columns=["rank", "comp_comm_overlap_ratio"])
         df["comp_comm_overlap_pctg"] = np.round(100 * df["comp_comm_overlap_ratio"], 2)
         if visualize:
-            _plot_stacked(df, "rank", ["comp_comm_overlap_pctg"], "Computation-Communication Overlap", "Percentage")
+            _plots.bars(df["rank"], df["comp_comm_overlap_pctg"].fillna(0), "Computation-Communication Overlap",
+                        "Rank", "Computation-Communication Overlap Percentage")
         return df[["rank", "comp_comm_overlap_pctg"]]
 
 
@@ -449,37 +449,17 @@ def _empty_metrics(with_type: bool) -> pd.DataFrame:
 
 
 # --- figures (matplotlib; the returned data never depends on them) -------------------------
-def _plot_stacked(df: pd.DataFrame, x: str, ycols: list[str], title: str, ylabel: str) -> None:
-    fig = _plots.new_figure()
-    ax = fig.add_subplot()
-    bottom = np.zeros(len(df))
-    labels = df[x].astype(str).to_numpy()
-    for col in ycols:
-        values = df[col].fillna(0).to_numpy(np.float64)
-        ax.bar(labels, values, bottom=bottom, label=str(col))
-        bottom += values
-    ax.set_title(title)
-    ax.set_xlabel(x)
-    ax.set_ylabel(ylabel)
-    ax.legend()
-    _plots.show(fig)
-
-
-def _plot_kernel_breakdown(kernel_type_df: pd.DataFrame, metrics_df: pd.DataFrame) -> None:
+def _plot_kernel_breakdown(kernel_type_df: pd.DataFrame, metrics_df: pd.DataFrame, image_renderer) -> None:
+    """HTA's figures for get_gpu_kernel_breakdown (titles as HTA's)."""
     shown = kernel_type_df[kernel_type_df["percentage"] > 0]
     if len(shown):
-        fig = _plots.new_figure()
-        ax = fig.add_subplot()
-        ax.pie(shown["percentage"], labels=shown["kernel_type"])
-        ax.set_title("Kernel Type Percentage Across All Ranks")
-        _plots.show(fig)
-    for kernel_type, part in metrics_df.groupby("kernel_type"):
+        _plots.pie(shown["kernel_type"], shown["percentage"], "Kernel Type Percentage Across All Ranks",
+                   image_renderer)
+    for kernel_type, part in metrics_df.groupby("kernel_type", sort=False):
+        panels = [(f"Rank {rank}", [shorten_name(n) for n in by_rank["name"]], by_rank["sum (us)"].to_numpy())
+                  for rank, by_rank in part.groupby("rank")]
+        _plots.pies(panels, f'Kernel type "{kernel_type}" - kernel distribution on each rank', image_renderer)
         named = part[part["name"] != "others"]
-        if len(named) == 0:
-            continue
-        fig = _plots.new_figure(10, 5)
-        ax = fig.add_subplot()
-        mean = named.groupby("name")["mean (us)"].mean()
-        ax.barh([shorten_name(n)[:60] for n in mean.index], mean.to_numpy())
-        ax.set_title(f'Kernel type "{kernel_type}" - mean duration (us) over ranks')
-        _plots.show(fig)
+        _plots.range_bars([(f'Kernel type "{kernel_type}" - {name}', shorten_name(name), by_name)
+                           for name, by_name in named.groupby("name", sort=False)],
+                          f'Kernel type "{kernel_type}" - mean duration per rank (min/max bars)', image_renderer)

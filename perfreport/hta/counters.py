@@ -328,8 +328,8 @@ class CountersMixin:
             df["s_cat"] = table[df["cat"].to_numpy()] if len(df) else pd.Series(dtype=object)
             stats = _aten_launch_rows(df, aten_ids, runtime_ids, table)
             result[rank] = _aten_summary(stats, table).sort_values(by=sort_by, ascending=False)
-            if visualize_tables():  # HTA always shows the table; only a notebook can display it
-                _plot_table(result[rank], f"aten op kernels and delay, rank {rank}")
+            _plots.table(result[rank], "ATen Operations, Associated Kernels, ATen and Runtime Delays for Rank "
+                         f"{rank}")  # HTA always draws this table
         return result
 
 
@@ -455,26 +455,6 @@ def _gzip_compressor():
         return zlib.compressobj(6, zlib.DEFLATED, 31)
 
 
-def visualize_tables() -> bool:
-    """Whether a table figure would be displayed (inside IPython); building it otherwise is waste."""
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return False
-    return get_ipython() is not None
-
-
-def _plot_table(frame: pd.DataFrame, title: str) -> None:
-    fig = _plots.new_figure(10, max(2.0, 0.3 * min(len(frame), 40) + 1))
-    ax = fig.subplots()
-    ax.axis("off")
-    ax.set_title(title)
-    if len(frame):
-        shown = frame.head(40).astype(str).map(lambda s: s if len(s) <= 60 else s[:57] + "...")
-        ax.table(cellText=shown.to_numpy(), colLabels=list(shown.columns), loc="center")
-    _plots.show(fig)
-
-
 def _plot_launch_stats(rank: int, events: pd.DataFrame, runtime_cutoff, launch_delay_cutoff) -> None:
     """HTA's three histograms: short GPU kernels, runtime outliers, launch-delay outliers."""
     cpu, gpu, delay = events["cpu_duration"], events["gpu_duration"], events["launch_delay"]
@@ -488,10 +468,4 @@ def _plot_launch_stats(rank: int, events: pd.DataFrame, runtime_cutoff, launch_d
          f"Launch Delay Outliers (duration > {launch_delay_cutoff} us) on rank {rank}", "Launch Delay Duration (us)"),
     ]
     for values, bins, title, label in panels:
-        fig = _plots.new_figure()
-        ax = fig.subplots()
-        ax.hist(values.to_numpy(dtype=np.float64), bins=bins)
-        ax.set_title(title)
-        ax.set_xlabel(label)
-        ax.set_ylabel("count")
-        _plots.show(fig)
+        _plots.histogram(values.to_numpy(dtype=np.float64), bins, title, label)

@@ -23,7 +23,7 @@ import pandas as pd
 from .._io import atomic_write
 from ..analyses.stragglers import COMM_KERNEL_PREFIXES, late_start_counts
 from .call_graph import HtaCallGraph, call_graph_for_rank
-from ._plots import new_figure, show
+from . import _plots
 
 log = logging.getLogger(__name__)
 
@@ -180,13 +180,8 @@ class SequencesMixin:
             return pd.Series(dtype=np.int64)
         counts = late_start_counts(metric, num_candidates)
         if visualize:
-            fig = new_figure()
-            ax = fig.add_subplot()
-            ax.bar([str(r) for r in counts.index], counts.to_numpy())
-            ax.set_xlabel("rank")
-            ax.set_ylabel("iterations flagged as a late starter")
-            ax.set_title("Potential Stragglers")
-            show(fig)
+            _plots.bars(counts.index, counts.to_numpy(), "Potential Stragglers", "Rank",
+                        "iterations flagged as a late starter")
         return counts
 
     # --- CUPTI counters ----------------------------------------------------------------------
@@ -284,13 +279,8 @@ def _pattern_table(frame: pd.DataFrame, patterns: dict, table: list[str]) -> tup
 
 
 def _plot_top_patterns(counts: list[int], rank: int) -> None:
-    fig = new_figure()
-    ax = fig.add_subplot()
-    ax.bar([str(i) for i in range(len(counts))], counts)
-    ax.set_xlabel("Pattern Index")
-    ax.set_ylabel("Pattern Count")
-    ax.set_title(f"Top {len(counts)} frequent patterns for rank {rank}")
-    show(fig)
+    _plots.bars(range(len(counts)), counts, f"Top {len(counts)} frequent patterns for rank {rank}",
+                "Pattern Index", "Pattern Count")
 
 
 def _overlay_events(events: list, tagged: dict[int, dict[str, int]], compress: bool, known: dict[str, int]) -> None:

@@ -33,7 +33,7 @@ import pandas as pd
 from ..load import load
 from ..model import TraceSet
 from ._frame import FRAME_COLUMNS, SymbolTable, raw_frame
-from ._plots import new_figure, show
+from . import _plots
 from .trace import FrameAccess, HtaTrace, meta_dict
 
 log = logging.getLogger(__name__)
@@ -326,22 +326,22 @@ def _bar_chart(df: pd.DataFrame, what: str, diff_col: str, title: str, ylabel: s
     labels = [c[: -len("_total_duration")] for c in df.columns if c.endswith("_total_duration")]
     if len(labels) < 2:
         raise ValueError("expected the output of TraceDiff.compare_traces (two *_total_duration columns)")
-    names = [n if len(n) <= _LABEL_CHARS else n[: _LABEL_CHARS - 1] + "…" for n in map(str, df.index)]
-    x = np.arange(len(names))
-    width = 0.27
-    fig = new_figure(max(8.0, 0.3 * len(names) + 2), 8.0)
-    ax = fig.add_subplot()
-    for k, (name, col) in enumerate(((labels[0], f"{labels[0]}_{what}"), (labels[1], f"{labels[1]}_{what}"),
-                                     ("Difference", diff_col))):
-        ax.bar(x + (k - 1) * width, df[col].to_numpy(dtype=float), width, label=name)
-    ax.set_xticks(x, names, rotation=90, fontsize=7)
-    ax.set_title(title)
-    ax.set_ylabel(ylabel)
-    ax.legend()
-    if show_image:
-        show(fig)
-    if export_image_path:
-        fig.savefig(export_image_path)
+    series = [(name, df[col].to_numpy(dtype=float)) for name, col in (
+        (labels[0], f"{labels[0]}_{what}"), (labels[1], f"{labels[1]}_{what}"), ("Difference", diff_col))]
+    _plots.grouped_bars([str(n) for n in df.index], series, title, ylabel, show_image, export_image_path)
 
 
-__all__ = ["DeviceType", "LabeledTrace", "TraceDiff", "ParsedTrace", "shorten_name"]
+TraceDir = str
+"""HTA's alias for a trace folder argument."""
+logger = log
+Trace = HtaTrace
+
+
+def flatten_column_names(df: pd.DataFrame) -> None:
+    """Join MultiIndex column levels with "_" in place (HTA's ``hta.utils.utils`` helper)."""
+    if isinstance(df.columns, pd.MultiIndex):
+        df.columns = ["_".join(str(c) for c in col if str(c)).rstrip("_") for col in df.columns]
+
+
+__all__ = ["DeviceType", "LabeledTrace", "TraceDiff", "ParsedTrace", "shorten_name", "TraceDir", "Trace",
+           "flatten_column_names", "logger"]
