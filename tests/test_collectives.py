@@ -356,3 +356,38 @@ def test_b200_all_gather_bus_bandwidth() -> None:
     assert (row["kind"], row["process_group"], row["group_size"]) == ("all_gather", a["Process Group Name"], 8)
     assert row["msg_bytes"] == a["Out msg nelems"] * 2  # BFloat16, the gathered output
     assert row["busbw_gbps"] == pytest.approx(row["msg_bytes"] / 1e9 / (k["dur"] / 1e6) * 7 / 8)
+
+
+def seq_rank_events(shift: float, seqs: list[int], starts: list[float]) -> list[dict]:
+    """All-reduces of process group "0" carrying NCCL's ``Seq`` arg, one per (seq, start)."""
+    ev = [cpu("ProfilerStep#1", 0, 2000, cat="user_annotation")]
+    for i, (seq, start) in enumerate(zip(seqs, starts)):
+        ev += [cpu("record_param_comms", start - 20, 10, **{"Collective name": "allreduce", "Seq": seq,
+                                                           "Process Group Name": "0", "Group size": 2}),
+               launch(start - 15, corr=i + 1), kernel(ALLREDUCE, start, 150, corr=i + 1, stream=20)]
+    for e in ev:
+        e["ts"] = BASE_US + shift + e["ts"]
+    return ev
+
+
+def test_calls_matched_by_nccl_sequence_number(tmp_path: Path) -> None:
+    """Rank 1's trace lacks the first all_reduce (seq 5): by order its first call would pair
+    with rank 0's seq 5; by NCCL's seq it pairs with rank 0's seq 6 (HTA 0.6's seq_num)."""
+    root = tmp_path / "job"
+    write_trace(root, seq_rank_events(0.0, [5, 6], [200.0, 700.0]), rank=0, world=2)
+    write_trace(root, seq_rank_events(0.0, [6], [710.0]), rank=1, world=2)
+    traces = load(root, workers=1)
+    assert collectives(traces)["seq"].tolist() == [5, 6, 6]
+    skew = collective_skew(traces)
+    assert skew[["call_index", "ranks", "skew_us", "earliest_rank", "latest_rank", "overlapping", "matched_by"]
+                ].values.tolist() == [[6, 2, 10.0, 0, 1, True, "seq"]]
+    # without the Seq arg the same calls are paired by order: the wrong pair, flagged as such
+    plain = tmp_path / "plain"
+    for rank, (seqs, starts) in enumerate((([5, 6], [200.0, 700.0]), ([6], [710.0]))):
+        events = seq_rank_events(0.0, seqs, starts)
+        for e in events:
+            e["args"].pop("Seq", None)
+        write_trace(plain, events, rank=rank, world=2)
+    by_order = collective_skew(load(plain, workers=1))
+    assert by_order[["call_index", "skew_us", "overlapping", "matched_by"]].values.tolist() == [
+        [0, 510.0, False, "order"]]

@@ -32,8 +32,12 @@ then the collective ops above it):
 * ``algorithm`` / ``protocol``: RING/TREE/NVLS/COLLNET_*/PAT and LL/LL128/SIMPLE from the
   kernel name when it says ("" otherwise, as in ``ncclDevKernel_SendRecv``).
 
-Across ranks, :func:`collective_skew` pairs the i-th call of each (kind, process_group) in each
-profiler step on every rank, checks that the pairing is plausible (the ranks' kernels of one
+* ``seq``: NCCL's sequence number of the call in its process group (the ``Seq`` arg PyTorch
+  writes on the collective op, HTA 0.6's ``seq_num``), -1 when the trace has none.
+
+Across ranks, :func:`collective_skew` pairs the calls that are one collective: the same
+(process_group, seq) on every rank where the ranks' calls carry ``seq`` (HTA 0.6's matching),
+else the i-th call of each (kind, process_group) in each profiler step on every rank; it checks that the pairing is plausible (the ranks' kernels of one
 synchronous collective overlap in time) and measures how far apart they start;
 :func:`straggler_report` turns that, together with HTA's late-start method
 (:mod:`perfreport.analyses.stragglers`), into a verdict. Cross-rank start times assume the
@@ -85,20 +89,20 @@ _DTYPE_BYTES = {
 "unsigned char", "float"), normalised by :func:`dtype_bytes`."""
 
 CALL_COLUMNS = ("rank", "step", "kind", "process_group", "group_size", "ts_us", "dur_us", "exposed_us",
-                "msg_bytes", "algbw_gbps", "busbw_gbps", "algorithm", "protocol", "kernel", "kernels")
+                "msg_bytes", "algbw_gbps", "busbw_gbps", "algorithm", "protocol", "kernel", "kernels", "seq")
 SUMMARY_COLUMNS = ("rank", "kind", "process_group", "count", "total_us", "exposed_us", "exposed_pct",
                    "msg_bytes_mean", "msg_bytes_total", "algbw_gbps_mean", "busbw_gbps_mean")
 STEP_COLUMNS = ("rank", "step", "kind", "process_group", "count", "dur_us", "exposed_us", "msg_bytes")
 MATCH_KEY = ["kind", "process_group", "step", "call_index"]
 """Calls with equal keys on different ranks are taken to be one collective."""
 SKEW_COLUMNS = ("kind", "process_group", "step", "call_index", "ranks", "first_start_us", "skew_us",
-                "earliest_rank", "latest_rank", "overlapping")
+                "earliest_rank", "latest_rank", "overlapping", "matched_by")
 EVIDENCE_COLUMNS = ("rank", "calls_compared", "latest_calls", "latest_pct", "lateness_us_mean",
                     "lateness_us_median", "lateness_pct", "late_start_us_median", "late_start_pct", "wall_us_median",
                     "wall_excess_pct", "hta_is_straggler", "is_straggler")
 
-_TEXT = {"kind", "process_group", "algorithm", "protocol", "kernel"}
-_INTS = {"rank", "step", "kernels", "count", "call_index", "ranks", "earliest_rank", "latest_rank",
+_TEXT = {"kind", "process_group", "algorithm", "protocol", "kernel", "matched_by"}
+_INTS = {"rank", "step", "kernels", "seq", "count", "call_index", "ranks", "earliest_rank", "latest_rank",
          "calls_compared", "latest_calls"}
 
 
@@ -290,7 +294,7 @@ def _kernel_attributes(trace: RankTrace, k_rows: np.ndarray) -> dict[str, np.nda
     msg = np.where(nel >= 0, nel * size, np.nan)
     msg = np.where(np.isnan(msg), _tensor_fallback(trace, chain, op_cell), msg)
     pg = _map_codes(trace, arg("Process Group Name"), str, "")
-    return {
+    return {"seq": arg("Seq").astype(np.int64),
         "call_key": np.where(owner >= 0, owner, k_rows), "kind": _map_codes(trace, text, collective_kind, "other"),
         "pg": pg, "group": _group_sizes(trace, arg("Group size"), arg("Process Group Ranks"), pg), "msg": msg,
     }
@@ -331,6 +335,7 @@ def _rank_collectives(trace: RankTrace) -> pd.DataFrame:
         "algorithm": _map_codes(trace, name, lambda s: kernel_algorithm(s)[0], ""),
         "protocol": _map_codes(trace, name, lambda s: kernel_algorithm(s)[1], ""),
         "kernel": trace.decode(name), "kernels": np.bincount(call, minlength=len(call_ids)).astype(np.int64),
+        "seq": k["seq"][first],
     })
     return out.sort_values(["ts_us"], kind="stable").reset_index(drop=True)[list(CALL_COLUMNS)]
 
@@ -394,10 +399,11 @@ def _match_calls(traces: TraceSet) -> pd.DataFrame:
     c = collectives(traces)
     if c["rank"].nunique() < 2:  # no call can be seen on two ranks: the empty result, typed
         return c.iloc[:0].reset_index(drop=True).assign(
-            call_index=np.empty(0, np.int64), ranks=np.empty(0, np.int64), overlapping=np.empty(0, bool),
-            lateness_us=np.empty(0, np.float64))
+            call_index=np.empty(0, np.int64), matched_by=np.empty(0, object), ranks=np.empty(0, np.int64),
+            overlapping=np.empty(0, bool), lateness_us=np.empty(0, np.float64))
     c = c.sort_values(["rank", "kind", "process_group", "step", "ts_us"], kind="stable").reset_index(drop=True)
     c["call_index"] = c.groupby(["rank", "kind", "process_group", "step"]).cumcount().astype(np.int64)
+    c = _by_sequence_number(c)
     g = c.groupby(MATCH_KEY)
     c["ranks"] = g["rank"].transform("nunique")
     c["overlapping"] = g["ts_us"].transform("max") <= (c["ts_us"] + c["dur_us"]).groupby(
@@ -406,10 +412,28 @@ def _match_calls(traces: TraceSet) -> pd.DataFrame:
     return c.loc[c["ranks"] >= 2].reset_index(drop=True)
 
 
+def _by_sequence_number(c: pd.DataFrame) -> pd.DataFrame:
+    """Calls of a process group whose every call carries NCCL's ``seq`` are matched by it: their
+    ``call_index`` becomes the seq and their ``step`` the earliest step any rank saw it in (ranks
+    may place one collective in different steps). Other groups keep the order-based key.
+    ``matched_by`` says which ("seq" or "order")."""
+    known = c["seq"].to_numpy() >= 0
+    by_seq = pd.Series(known).groupby(c["process_group"].to_numpy()).transform("all").to_numpy() & known
+    c["matched_by"] = np.where(by_seq, "seq", "order")
+    if by_seq.any():
+        seq_key = [c["process_group"], c["seq"]]
+        c.loc[by_seq, "step"] = c["step"].where(by_seq).groupby(seq_key).transform("min")[by_seq].astype(np.int64)
+        c.loc[by_seq, "call_index"] = c.loc[by_seq, "seq"]
+        c.loc[by_seq, "kind"] = c["kind"].where(by_seq).groupby(seq_key).transform("first")[by_seq]
+    return c
+
+
 def collective_skew(traces: TraceSet) -> pd.DataFrame:
-    """Per call matched across ranks (the i-th call of a (kind, process_group) in a step on each
-    rank): how many ranks made it, the earliest start (µs), the skew (latest minus earliest
-    start, µs), the earliest and latest ranks (-1 on a tie), and ``overlapping``.
+    """Per call matched across ranks (the same NCCL seq of a process group, else the i-th call of
+    a (kind, process_group) in a step on each rank; ``matched_by`` "seq" or "order", and
+    ``call_index`` is the seq or the position): how many ranks made it, the earliest start
+    (µs), the skew (latest minus earliest start, µs), the earliest and latest ranks (-1 on a
+    tie), and ``overlapping``.
 
     A synchronous collective cannot finish on any rank before the last rank has joined, so the
     ranks' kernels of one call all overlap in time. When they do not (``overlapping`` False),
@@ -434,7 +458,7 @@ def _collective_skew(traces: TraceSet) -> pd.DataFrame:
         "ranks": g["rank"].nunique().astype(np.int64), "first_start_us": first, "skew_us": last - first,
         "earliest_rank": np.where(tie, -1, c.loc[g["ts_us"].idxmin(), "rank"].to_numpy()),
         "latest_rank": np.where(tie, -1, c.loc[g["ts_us"].idxmax(), "rank"].to_numpy()),
-        "overlapping": g["overlapping"].all(),
+        "overlapping": g["overlapping"].all(), "matched_by": g["matched_by"].first(),
     }).reset_index()
     return out.sort_values(["first_start_us", "kind", "process_group"]).reset_index(drop=True)[list(SKEW_COLUMNS)]
 

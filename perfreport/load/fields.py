@@ -79,6 +79,7 @@ ARG_FIELDS: tuple[tuple[str, str], ...] = (
     ("Process Group Description", "s"),
     ("Process Group Ranks", "s"),
     ("Rank", "i"),
+    ("Seq", "i"),  # NCCL sequence number of the collective in its process group (HTA 0.6: seq_num)
     ("In split size", "s"),
     ("Out split size", "s"),
     # operators
