@@ -218,10 +218,14 @@ def trim_last_step(frame: pd.DataFrame, symbols: SymbolTable, include_last_profi
     return pd.concat([gpu_kept, cpu_kept])
 
 
-def build_frames(traces: TraceSet, include_last_profiler_step: bool = False):
-    """(frames by rank, symbol table, global min ts): HTA's ``Trace`` after ``load_traces``."""
+def build_frames(traces: TraceSet, include_last_profiler_step: bool = False,
+                 max_event_duration_us: float | None = None):
+    """(frames by rank, symbol table, global min ts): HTA's ``Trace`` after ``load_traces``.
+    Rows longer than ``max_event_duration_us`` are dropped first (HTA 0.6's parser filter)."""
     symbols = SymbolTable()
     raws = {t.rank: raw_frame(t, symbols)[0] for t in traces}
+    if max_event_duration_us is not None:
+        raws = {r: f[f["dur"].to_numpy() <= max_event_duration_us] for r, f in raws.items()}
     non_empty = [f["ts"].min() for f in raws.values() if len(f)]
     min_ts = min(non_empty) if non_empty else 0
     if float(min_ts).is_integer():

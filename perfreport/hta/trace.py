@@ -15,6 +15,7 @@ import msgspec
 import pandas as pd
 
 from .._io import read_trace_bytes
+from .. import limits
 from ..load import load
 from ..model import TraceSet
 from ._frame import SymbolTable, build_frames
@@ -45,17 +46,18 @@ class HtaTrace(FrameAccess):
     ``min_ts``, ``meta_data`` {rank: dict}, ``trace_files`` {rank: path}."""
 
     def __init__(self, trace_files: dict[int, str] | None = None, trace_dir: str = "/tmp/trace",
-                 include_last_profiler_step: bool = False, parse: bool = True) -> None:
+                 include_last_profiler_step: bool = False, parse: bool = True,
+                 max_event_duration_us: float | None = None) -> None:
         self.trace_path = str(trace_dir)
         if trace_files is not None:
             source = {int(r): str(p if Path(p).is_absolute() else Path(trace_dir) / p) for r, p in trace_files.items()}
         else:
             source = trace_dir
-        self.traceset: TraceSet = load(source)
+        self.traceset: TraceSet = _load(source, max_event_duration_us)
         self.trace_files = {t.rank: t.meta.path for t in self.traceset}
         self.meta_data = {t.rank: meta_dict(t) for t in self.traceset}
         self.include_last_profiler_step = include_last_profiler_step
-        frames, symbols, min_ts = build_frames(self.traceset, include_last_profiler_step)
+        frames, symbols, min_ts = build_frames(self.traceset, include_last_profiler_step, max_event_duration_us)
         self.traces: dict[int, pd.DataFrame] = frames
         self.symbol_table: SymbolTable = symbols
         self.min_ts = min_ts
@@ -97,6 +99,16 @@ class HtaTrace(FrameAccess):
         if "hipLaunchKernel" in names:
             return "AMD GPU"
         return "UNKNOWN GPU"
+
+
+def _load(source, max_event_duration_us: float | None) -> TraceSet:
+    """The loader drops events longer than its ``max_span_s`` limit (1 day by default); a longer
+    ``max_event_duration_us`` (HTA 0.6's default is 7 days) raises that limit for this load."""
+    limit_us = limits.current().max_span_us
+    if max_event_duration_us is None or max_event_duration_us <= limit_us:
+        return load(source)
+    with limits.override([f"max_span_s={max_event_duration_us / 1e6:g}"]):
+        return load(source)
 
 
 def meta_dict(trace) -> dict:
