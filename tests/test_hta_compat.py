@@ -170,3 +170,33 @@ def test_plotly_renderer_is_honoured_in_a_notebook(monkeypatch) -> None:
     a = TraceAnalysis(trace_dir=str(TRACES / "hta_sampled_2of128rank"))
     a.get_gpu_kernel_breakdown(num_kernels=1, image_renderer="jupyterlab")
     assert calls and set(calls) == {"jupyterlab"}
+
+
+def test_every_public_name_of_hta_modules() -> None:
+    """The names of HTA 0.5.0's hta.trace_analysis / hta.trace_diff namespaces."""
+    import importlib
+
+    names = {"trace_analysis": "defaultdict auto Flag Any Callable Dict List Optional Tuple Union pd "
+                               "BreakdownAnalysis CommunicationAnalysis CPGraph CriticalPathAnalysis CudaKernelAnalysis "
+                               "CuptiCounterAnalysis find_stragglers_with_late_start_comm_kernels StragglerAnalysis "
+                               "TraceCounters CUDA_MAX_LAUNCH_QUEUE_PER_STREAM Trace logger DEFAULT_TRACE_DIR "
+                               "TimeSeriesTypes TraceAnalysis",
+             "trace_diff": "os random Enum Dict List Optional Union pd Trace logger flatten_column_names shorten_name "
+                           "DeviceType TraceDir LabeledTrace TraceDiff"}
+    for module, wanted in names.items():
+        m = importlib.import_module(f"perfreport.hta.{module}")
+        assert [n for n in wanted.split() if not hasattr(m, n)] == []
+
+
+def test_analyzer_classes_forward_to_trace_analysis() -> None:
+    from perfreport.hta.trace_analysis import (BreakdownAnalysis, StragglerAnalysis, TraceCounters,
+                                               find_stragglers_with_late_start_comm_kernels)
+
+    a = TraceAnalysis(trace_dir=str(TRACES / "hta_sampled_2of128rank"))
+    assert StragglerAnalysis.get_profiler_steps(a.t) == a.get_profiler_steps()
+    assert StragglerAnalysis.get_potential_stragglers(
+        a.t, straggler_identification_impl=find_stragglers_with_late_start_comm_kernels) == \
+        a.get_potential_stragglers()
+    assert TraceCounters.get_queue_length_summary(a.t, ranks=[1]).equals(a.get_queue_length_summary(ranks=[1]))
+    idle, _ = BreakdownAnalysis.get_idle_time_breakdown(a.t, 30, rank=1, visualize=False)
+    assert idle.equals(a.get_idle_time_breakdown(ranks=[1], visualize=False)[0])

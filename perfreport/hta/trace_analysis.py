@@ -4,7 +4,15 @@ and return shapes. Each group of methods lives in its own mixin module."""
 from __future__ import annotations
 
 import logging
+# The names HTA's hta.trace_analysis module has in its namespace (code does import them from it)
+from collections import defaultdict  # noqa: F401
+from enum import Flag, auto  # noqa: F401
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union  # noqa: F401
 
+import pandas as pd  # noqa: F401
+
+from .analyzers.classes import (BreakdownAnalysis, CommunicationAnalysis, CudaKernelAnalysis, CuptiCounterAnalysis,
+                                StragglerAnalysis, TraceCounters, find_stragglers_with_late_start_comm_kernels)
 from .analyzers.critical_path_analysis import CriticalPathAnalysis
 from .breakdown import BreakdownMixin
 from .counters import CUDA_MAX_LAUNCH_QUEUE_PER_STREAM, CountersMixin, TimeSeriesTypes
@@ -18,7 +26,9 @@ from .trace import HtaTrace as Trace
 DEFAULT_TRACE_DIR = "/tmp/trace"
 logger = logging.getLogger("perfreport.hta")
 
-__all__ = ["TraceAnalysis", "TimeSeriesTypes", "Trace", "CPGraph", "CriticalPathAnalysis",
+__all__ = ["TraceAnalysis", "TimeSeriesTypes", "Trace", "CPGraph", "CriticalPathAnalysis", "BreakdownAnalysis",
+           "CommunicationAnalysis", "CudaKernelAnalysis", "CuptiCounterAnalysis", "StragglerAnalysis", "TraceCounters",
+           "find_stragglers_with_late_start_comm_kernels",
            "CUDA_MAX_LAUNCH_QUEUE_PER_STREAM", "DEFAULT_TRACE_DIR", "MAX_EVENT_DURATION_US", "logger"]
 
 

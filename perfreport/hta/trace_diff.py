@@ -25,7 +25,7 @@ import random
 import re
 from enum import Enum
 from numbers import Integral
-from typing import Union
+from typing import Dict, List, Optional, Union  # noqa: F401  (Dict/List/Optional: HTA's module namespace)
 
 import numpy as np
 import pandas as pd
@@ -331,6 +331,15 @@ def _bar_chart(df: pd.DataFrame, what: str, diff_col: str, title: str, ylabel: s
     _plots.grouped_bars([str(n) for n in df.index], series, title, ylabel, show_image, export_image_path)
 
 
+def __getattr__(name: str):
+    """``go`` (plotly.graph_objects), as HTA's module has it; plotly is optional here."""
+    if name == "go":
+        import plotly.graph_objects as go
+
+        return go
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 TraceDir = str
 """HTA's alias for a trace folder argument."""
 logger = log
@@ -340,7 +349,7 @@ Trace = HtaTrace
 def flatten_column_names(df: pd.DataFrame) -> None:
     """Join MultiIndex column levels with "_" in place (HTA's ``hta.utils.utils`` helper)."""
     if isinstance(df.columns, pd.MultiIndex):
-        df.columns = ["_".join(str(c) for c in col if str(c)).rstrip("_") for col in df.columns]
+        df.columns = ["_".join(str(c) for c in col).rstrip("_") for col in df.columns]
 
 
 __all__ = ["DeviceType", "LabeledTrace", "TraceDiff", "ParsedTrace", "shorten_name", "TraceDir", "Trace",
