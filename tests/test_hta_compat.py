@@ -200,3 +200,15 @@ def test_analyzer_classes_forward_to_trace_analysis() -> None:
     assert TraceCounters.get_queue_length_summary(a.t, ranks=[1]).equals(a.get_queue_length_summary(ranks=[1]))
     idle, _ = BreakdownAnalysis.get_idle_time_breakdown(a.t, 30, rank=1, visualize=False)
     assert idle.equals(a.get_idle_time_breakdown(ranks=[1], visualize=False)[0])
+
+
+def test_collectives_matched_by_seq_num_on_the_hta_api(tmp_path: Path) -> None:
+    from .test_collectives import seq_rank_events
+
+    root = tmp_path / "job"
+    write_trace(root, seq_rank_events(0.0, [5, 6], [200.0, 700.0]), rank=0, world=2)
+    write_trace(root, seq_rank_events(0.0, [6], [710.0]), rank=1, world=2)
+    a = TraceAnalysis(trace_dir=str(root))
+    assert a.get_collectives()["seq"].tolist() == [5, 6, 6]
+    skew = a.get_collective_skew()
+    assert skew[["call_index", "skew_us", "matched_by"]].values.tolist() == [[6, 10.0, "seq"]]

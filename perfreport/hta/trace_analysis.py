@@ -15,6 +15,7 @@ from .analyzers.classes import (BreakdownAnalysis, CommunicationAnalysis, CudaKe
                                 StragglerAnalysis, TraceCounters, find_stragglers_with_late_start_comm_kernels)
 from .analyzers.critical_path_analysis import CriticalPathAnalysis
 from .breakdown import BreakdownMixin
+from .collectives import CollectivesMixin
 from .counters import CUDA_MAX_LAUNCH_QUEUE_PER_STREAM, CountersMixin, TimeSeriesTypes
 from .common.constants import MAX_EVENT_DURATION_US
 from .cp_graph import CPGraph
@@ -32,7 +33,7 @@ __all__ = ["TraceAnalysis", "TimeSeriesTypes", "Trace", "CPGraph", "CriticalPath
            "CUDA_MAX_LAUNCH_QUEUE_PER_STREAM", "DEFAULT_TRACE_DIR", "MAX_EVENT_DURATION_US", "logger"]
 
 
-class TraceAnalysis(BreakdownMixin, CountersMixin, SequencesMixin, CriticalPathMixin):
+class TraceAnalysis(BreakdownMixin, CountersMixin, SequencesMixin, CriticalPathMixin, CollectivesMixin):
     """``TraceAnalysis(trace_dir=...)`` as in HTA 0.5.0 (``trace_files`` may map rank -> path)."""
 
     def __init__(self, trace_files: dict[int, str] | None = None, trace_dir: str = DEFAULT_TRACE_DIR,
