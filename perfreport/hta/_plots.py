@@ -243,7 +243,7 @@ def bars(labels, values, title: str, xlabel: str, ylabel: str, image_renderer: s
     return emit(fig, title, image_renderer)
 
 
-def table(frame: pd.DataFrame, title: str, image_renderer: str | None = None, max_rows: int = 40):
+def table(frame: pd.DataFrame, title: str, image_renderer: str | None = None, max_rows: int = 30):
     """A table figure (HTA: ``go.Table``); matplotlib shows the first ``max_rows`` rows."""
     if plotly_available():
         import plotly.graph_objects as go
@@ -252,13 +252,22 @@ def table(frame: pd.DataFrame, title: str, image_renderer: str | None = None, ma
                                  cells=dict(values=[frame[c].tolist() for c in frame.columns])))
         fig.update_layout(title=title)
         return emit(fig, title, image_renderer)
-    fig = new_figure(10, max(2.0, 0.3 * min(len(frame), max_rows) + 1))
+    shown = frame.head(max_rows).copy()
+    for c in shown.columns:  # numbers to 3 decimals, long names cut
+        col = shown[c]
+        shown[c] = col.round(3).astype(str) if col.dtype.kind == "f" else col.astype(str).map(
+            lambda x: x if len(x) <= 48 else x[:47] + "…")
+    fig = new_figure(16, 0.28 * (len(shown) + 1) + 1.0)
     ax = fig.subplots()
     ax.axis("off")
-    ax.set_title(title)
-    if len(frame):
-        shown = frame.head(max_rows).astype(str).map(short_label)
-        ax.table(cellText=shown.to_numpy(), colLabels=list(shown.columns), loc="center")
+    note = f" (first {max_rows} of {len(frame)} rows)" if len(frame) > max_rows else ""
+    ax.set_title(title + note)
+    if len(shown):
+        tab = ax.table(cellText=shown.to_numpy(), colLabels=list(shown.columns), loc="upper center",
+                       cellLoc="left")
+        tab.auto_set_font_size(False)
+        tab.set_fontsize(7)
+        tab.auto_set_column_width(list(range(len(shown.columns))))
     return emit(fig, title, image_renderer)
 
 
