@@ -2,8 +2,9 @@
 
 * ``test_trace_diff.py`` names its traces relative to HTA's repository root
   (``tests/data/trace_compare/base``); it runs from this folder, which mirrors that layout.
-* Tests whose data is a Git LFS object (absent from HTA's repository snapshot, so they fail on
-  HTA 0.5.0 itself) are skipped with that reason.
+* Tests whose data is absent from the stored snapshot of HTA's repository (its largest files:
+  vision_transformer/, inference_single_rank/, h100/) are skipped with that reason; HTA 0.5.0
+  fails them too without the files. Put the files in tests/data/ here and they run.
 """
 
 from __future__ import annotations
@@ -45,8 +46,8 @@ def pytest_collection_modifyitems(config, items):
         name = item.name.split("[")[0]
         folder = NEEDS_LFS.get(name)
         if folder is not None and not (DATA / folder).is_dir():
-            item.add_marker(pytest.mark.skip(reason=f"HTA's tests/data/{folder} is a Git LFS object, "
-                                                    "absent from its repository (fails on HTA 0.5.0 too)"))
+            item.add_marker(pytest.mark.skip(reason=f"HTA's tests/data/{folder} is absent from the stored "
+                                                    "snapshot of its repository (HTA 0.5.0 fails too)"))
         if name in INTERNAL:
             item.add_marker(pytest.mark.skip(reason=INTERNAL[name]))
 
