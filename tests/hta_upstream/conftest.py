@@ -17,8 +17,7 @@ import pytest
 HERE = Path(__file__).parent
 DATA = HERE / "tests" / "data"
 
-LFS_DATA = {"vision_transformer", "inference_single_rank", "h100"}
-NEEDS_LFS = {
+NEEDS_DATA = {
     "test_frequent_cuda_kernel_sequences": "vision_transformer",
     "test_get_cuda_kernel_launch_stats_training_multiple_ranks": "vision_transformer",
     "test_get_cuda_kernel_launch_stats_inference_single_rank": "inference_single_rank",
@@ -44,7 +43,7 @@ def pytest_collection_modifyitems(config, items):
         if HERE not in Path(item.fspath).parents:
             continue
         name = item.name.split("[")[0]
-        folder = NEEDS_LFS.get(name)
+        folder = NEEDS_DATA.get(name)
         if folder is not None and not (DATA / folder).is_dir():
             item.add_marker(pytest.mark.skip(reason=f"HTA's tests/data/{folder} is absent from the stored "
                                                     "snapshot of its repository (HTA 0.5.0 fails too)"))
