@@ -3,15 +3,13 @@ switches, figures, HTA 0.6's duration filter (HTA's own tests are in tests/hta_u
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 import perfreport.hta as hta
 from perfreport.hta import TimeSeriesTypes, TraceAnalysis, _plots
-from perfreport.hta.analyzers.critical_path_analysis import CPEdgeType, restore_cpgraph
+from perfreport.hta.analyzers.critical_path_analysis import restore_cpgraph
 from perfreport.hta.cp_types import LAUNCH
 
 from .conftest import TRACES

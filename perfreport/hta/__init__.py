@@ -7,8 +7,8 @@ This package is the only home of HTA's return shapes and quirks.
 
 from __future__ import annotations
 
-from . import analyzers, common
-from .analyzers import critical_path_analysis, cupti_counter_analysis
+from . import analyzers, common  # noqa: F401  (hta.common.trace... as attributes, as HTA's package)
+from .analyzers import critical_path_analysis, cupti_counter_analysis  # noqa: F401
 from .counters import CUDA_MAX_LAUNCH_QUEUE_PER_STREAM, TimeSeriesTypes
 from .cp_graph import CPGraph
 from .cp_save import restore_cpgraph

@@ -448,7 +448,7 @@ def _empty_metrics(with_type: bool) -> pd.DataFrame:
     return pd.DataFrame(cols)
 
 
-# --- figures (matplotlib; the returned data never depends on them) -------------------------
+# --- figures (HTA's, through _plots: plotly or matplotlib; the returned data never depends on them) ---
 def _plot_kernel_breakdown(kernel_type_df: pd.DataFrame, metrics_df: pd.DataFrame, image_renderer) -> None:
     """HTA's figures for get_gpu_kernel_breakdown (titles as HTA's)."""
     shown = kernel_type_df[kernel_type_df["percentage"] > 0]
