@@ -133,6 +133,9 @@ def test_figures_in_a_script_are_written_and_announced(backend, monkeypatch, tmp
     named = metrics[metrics["name"] != "others"]
     bars = len(named.groupby(["kernel_type", "name"])) if backend == "plotly" else len(kinds)
     assert len(written) == 1 + len(kinds) + bars
+    if backend == "plotly":  # the pages load plotly.js from their folder: viewable offline
+        assert (tmp_path / "plotly.min.js").stat().st_size > 1_000_000
+        assert all('src="plotly.min.js"' in (tmp_path / w).read_text() for w in written)
 
 
 def test_pie_figures_carry_percentages_and_ranks(monkeypatch) -> None:

@@ -83,8 +83,11 @@ def emit(fig, title: str, image_renderer: str | None = None):
             fig.show(renderer=image_renderer or None)
             return fig
         path = _file_for(title, ".html")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        # plotly.min.js once per folder, next to the pages: viewable offline
+        js = path.parent / "plotly.min.js"  # once per folder, next to the pages: viewable offline
+        if not js.exists():
+            from plotly.offline import get_plotlyjs
+
+            atomic_write_bytes(js, get_plotlyjs().encode("utf-8"))
         atomic_write_bytes(path, fig.to_html(include_plotlyjs="directory").encode("utf-8"))
     print(f"perfreport.hta: figure \"{title}\" written to {path}", file=sys.stderr)
     return fig
