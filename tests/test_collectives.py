@@ -358,9 +358,10 @@ def test_b200_all_gather_bus_bandwidth() -> None:
     assert row["busbw_gbps"] == pytest.approx(row["msg_bytes"] / 1e9 / (k["dur"] / 1e6) * 7 / 8)
 
 
-def seq_rank_events(shift: float, seqs: list[int], starts: list[float]) -> list[dict]:
-    """All-reduces of process group "0" carrying NCCL's ``Seq`` arg, one per (seq, start)."""
-    ev = [cpu("ProfilerStep#1", 0, 2000, cat="user_annotation")]
+def seq_rank_events(shift: float, seqs: list[int], starts: list[float], step: int = 1) -> list[dict]:
+    """All-reduces of process group "0" carrying NCCL's ``Seq`` arg, one per (seq, start), in
+    ProfilerStep#``step``."""
+    ev = [cpu(f"ProfilerStep#{step}", 0, 2000, cat="user_annotation")]
     for i, (seq, start) in enumerate(zip(seqs, starts)):
         ev += [cpu("record_param_comms", start - 20, 10, **{"Collective name": "allreduce", "Seq": seq,
                                                            "Process Group Name": "0", "Group size": 2}),
@@ -391,3 +392,10 @@ def test_calls_matched_by_nccl_sequence_number(tmp_path: Path) -> None:
     by_order = collective_skew(load(plain, workers=1))
     assert by_order[["call_index", "skew_us", "overlapping", "matched_by"]].values.tolist() == [
         [0, 510.0, False, "order"]]
+    # rank 1 numbers its steps differently: the seq still pairs the calls (step: the earliest)
+    shifted = tmp_path / "shifted"
+    write_trace(shifted, seq_rank_events(0.0, [5, 6], [200.0, 700.0]), rank=0, world=2)
+    write_trace(shifted, seq_rank_events(0.0, [5, 6], [205.0, 720.0], step=7), rank=1, world=2)
+    skew = collective_skew(load(shifted, workers=1))
+    assert skew[["step", "call_index", "skew_us", "latest_rank", "matched_by"]].values.tolist() == [
+        [1, 5, 5.0, 1, "seq"], [1, 6, 20.0, 1, "seq"]]

@@ -36,7 +36,7 @@ then the collective ops above it):
   writes on the collective op, HTA 0.6's ``seq_num``), -1 when the trace has none.
 
 Across ranks, :func:`collective_skew` pairs the calls that are one collective: the same
-(process_group, seq) on every rank where the ranks' calls carry ``seq`` (HTA 0.6's matching),
+(process_group, kind, seq) on every rank where the group's calls carry ``seq`` (HTA 0.6's field),
 else the i-th call of each (kind, process_group) in each profiler step on every rank; it checks that the pairing is plausible (the ranks' kernels of one
 synchronous collective overlap in time) and measures how far apart they start;
 :func:`straggler_report` turns that, together with HTA's late-start method
@@ -413,18 +413,19 @@ def _match_calls(traces: TraceSet) -> pd.DataFrame:
 
 
 def _by_sequence_number(c: pd.DataFrame) -> pd.DataFrame:
-    """Calls of a process group whose every call carries NCCL's ``seq`` are matched by it: their
-    ``call_index`` becomes the seq and their ``step`` the earliest step any rank saw it in (ranks
-    may place one collective in different steps). Other groups keep the order-based key.
-    ``matched_by`` says which ("seq" or "order")."""
-    known = c["seq"].to_numpy() >= 0
+    """Calls of a named process group whose every call carries NCCL's ``seq`` are matched by
+    (process_group, kind, seq): their ``call_index`` becomes the seq and their ``step`` the
+    earliest step any rank saw that call in (ranks may place one collective in different steps).
+    The kind stays in the key because PyTorch numbers point-to-point calls apart from
+    collectives. Other groups keep the order-based key; ``matched_by`` says which ("seq" or
+    "order")."""
+    known = (c["seq"].to_numpy() >= 0) & (c["process_group"].to_numpy() != "")
     by_seq = pd.Series(known).groupby(c["process_group"].to_numpy()).transform("all").to_numpy() & known
     c["matched_by"] = np.where(by_seq, "seq", "order")
     if by_seq.any():
-        seq_key = [c["process_group"], c["seq"]]
-        c.loc[by_seq, "step"] = c["step"].where(by_seq).groupby(seq_key).transform("min")[by_seq].astype(np.int64)
+        key = [c["process_group"], c["kind"], c["seq"]]
+        c.loc[by_seq, "step"] = c["step"].where(by_seq).groupby(key).transform("min")[by_seq].astype(np.int64)
         c.loc[by_seq, "call_index"] = c.loc[by_seq, "seq"]
-        c.loc[by_seq, "kind"] = c["kind"].where(by_seq).groupby(seq_key).transform("first")[by_seq]
     return c
 
 
