@@ -151,9 +151,10 @@ class CPGraph:
         """Node ids present in the graph (those on at least one edge)."""
         return np.unique(np.concatenate([self._src, self._dst])).tolist()
 
-    @property
+    @cached_property
     def edges(self) -> "EdgeView":
-        """networkx-style view: iterate ``(u, v)``; ``edges[u, v]`` is ``{"weight", "object"}``."""
+        """networkx-style view: iterate ``(u, v)``; ``edges[u, v]`` is ``{"weight", "object"}``
+        (one view per graph, so its lookup table is built once)."""
         return EdgeView(self)
 
     def to_networkx(self):
