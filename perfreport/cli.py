@@ -78,11 +78,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .archive.commands import add_parser as add_archive
     from .baseline_cli import add_parser as add_baseline
+    from .config_cli import add_parser as add_config
     from .github.commands import add_parser as add_github
 
     add_baseline(sub)
     add_github(sub)
     add_archive(sub)
+    add_config(sub)
     return parser
 
 

@@ -153,12 +153,25 @@ def movers_section(doc: dict) -> Section | None:
     )
 
 
+def config_line(config: dict) -> str:
+    """Which configuration judged the run: its file and SHA-256, or the defaults, and the command
+    that prints every value in force."""
+    source = str(config.get("source") or "defaults")
+    if source == "defaults":
+        return ("Thresholds and waivers: the defaults (no perfreport.toml or [tool.perfreport] found); "
+                "perfreport config show lists them.")
+    checksum = str(config.get("checksum") or "")
+    digest = f" (SHA-256 {checksum[:16]})" if checksum else " (no checksum recorded)"
+    return (f"Thresholds and waivers: {source}{digest}; perfreport config show --config {source} "
+            "lists them.")
+
+
 def comparison_provenance(doc: dict) -> list[str]:
     """Where the thresholds and the stored baseline came from, as the document says."""
     out = []
     config = doc.get("config") if isinstance(doc.get("config"), dict) else {}
     if config:
-        out.append(f"Thresholds and waivers: {config.get('source') or 'defaults'}.")
+        out.append(config_line(config))
     stored = (doc.get("baseline") or {}).get("stored_baseline")
     if isinstance(stored, dict):
         out.append(f"Stored baseline {stored.get('name')} ({stored.get('path')}): commit {stored.get('commit') or '?'}, "
