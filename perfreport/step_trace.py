@@ -36,6 +36,7 @@ import numpy as np
 
 from ._io import atomic_write_text, sha256_file
 from .errors import PerfreportError
+from .load.fields import ARG_FIELDS, INT_MISSING
 from .model import TEXT_ID_BASE, RankTrace
 
 FOLDER = "step-traces"
@@ -78,11 +79,11 @@ def pick_steps(document: Mapping) -> dict[str, Pick]:
     cand = max(rows["candidate"], key=lambda r: (sign * (r["wall_us"] - base_median), -r["rank"], -r["step"]))
     same_rank = [r for r in rows["baseline"] if r["rank"] == cand["rank"]] or rows["baseline"]
     base = min(same_rank, key=lambda r: (abs(r["wall_us"] - base_median), r["step"]))
-    direction = "slower" if sign > 0 else "faster"
+    direction = "above" if sign > 0 else "below"
     return {
         "baseline": _pick(document, "baseline", base, f"the baseline's judged step closest to its median step time "
                                                       f"({base_median / 1000:.2f} ms)"),
-        "candidate": _pick(document, "candidate", cand, f"the candidate's judged step furthest {direction} than the "
+        "candidate": _pick(document, "candidate", cand, f"the candidate's judged step furthest {direction} the "
                                                         f"baseline's median step time ({base_median / 1000:.2f} ms)"),
     }
 
@@ -167,22 +168,18 @@ def step_rows(trace: RankTrace, step: int) -> np.ndarray:
 
 def write_step(trace: RankTrace, pick: Pick, path: Path, *, max_bytes: int = MAX_BYTES) -> dict:
     """Write ``pick``'s step of ``trace`` to ``path`` (at most ``max_bytes``); its index entry."""
-    from .load.fields import ARG_FIELDS
 
     rows = step_rows(trace, pick.step)
     if not np.any(trace.iteration[rows] == pick.step):
         raise PerfreportError(f"{pick.file}: no events in profiler step {pick.step} of rank {trace.rank}")
-    kinds = dict(ARG_FIELDS)
-    args_of = {key: (kinds.get(key, "f"), trace.arg(key, _missing(kinds.get(key, "f")), rows))
-               for key, col in trace.args.items() if len(col.rows)}
+    row_args = _row_args(trace, rows, dict(ARG_FIELDS))
     ns = np.round(trace.ts[rows] * 1000.0)
     top = _top_level(trace, pick)
     budget = max_bytes - len(json.dumps(top)) - 1_000  # room for the counts written below
     lines: list[str] = []
     used = 0
     for i, row in enumerate(rows):  # in time order, until the budget is spent
-        line = _event_json(trace, int(row), ns[i], {k: _arg_value(trace, kind, values[i])
-                                                    for k, (kind, values) in args_of.items()})
+        line = _event_json(trace, int(row), ns[i], row_args[i])
         used += len(line.encode()) + 2
         if used > budget:
             break
@@ -201,8 +198,26 @@ def write_step(trace: RankTrace, pick: Pick, path: Path, *, max_bytes: int = MAX
             "events_in_step": len(rows) - n_meta, "cut_after_us": cut_after, "source": pick.file}
 
 
-def _missing(kind: str):
-    return {"s": -1, "i": np.iinfo(np.int64).min}.get(kind, np.nan)
+def _row_args(trace: RankTrace, rows: np.ndarray, kinds: Mapping[str, str]) -> list[dict]:
+    """The args of each row, built from the sparse columns (only the values present are touched)."""
+    out: list[dict] = [{} for _ in range(len(rows))]
+    for key, col in trace.args.items():
+        if not len(col.rows):
+            continue
+        pos = np.minimum(np.searchsorted(col.rows, rows), len(col.rows) - 1)
+        hit = np.flatnonzero(col.rows[pos] == rows)
+        kind = kinds.get(key, "f")
+        values = col.values[pos[hit]]
+        if kind == "s":  # each distinct string once
+            codes, inverse = np.unique(values, return_inverse=True)
+            table = [_arg_value(trace, kind, c) for c in codes.tolist()]
+            converted = [table[j] for j in inverse.ravel().tolist()]
+        else:
+            converted = [_arg_value(trace, kind, v) for v in values.tolist()]
+        for i, value in zip(hit.tolist(), converted):
+            if value is not None:
+                out[i][key] = value
+    return out
 
 
 def _arg_value(trace: RankTrace, kind: str, value):
@@ -217,7 +232,7 @@ def _arg_value(trace: RankTrace, kind: str, value):
                 return text
         return text
     if kind == "i":
-        return None if value == np.iinfo(np.int64).min else int(value)
+        return None if value == INT_MISSING else int(value)
     return None if not math.isfinite(value) else (int(value) if float(value).is_integer() else float(value))
 
 
@@ -246,11 +261,10 @@ def _event_json(trace: RankTrace, row: int, ns: float, args: dict) -> str:
         parts.append(f', "dur": {int(dur) if dur.is_integer() else round(dur, 3)}')
     if trace.flow_id[row] >= 0:
         parts.append(f', "id": {int(trace.flow_id[row])}')
-    present = {k: v for k, v in args.items() if v is not None}
-    if event["ph"] in ("f", "t") and "bp" not in present:
+    if event["ph"] in ("f", "t"):
         parts.append(', "bp": "e"')
-    if present:
-        parts.append(', "args": ' + json.dumps(present, ensure_ascii=False))
+    if args:
+        parts.append(', "args": ' + json.dumps(args, ensure_ascii=False))
     return "".join(parts) + "}"
 
 
