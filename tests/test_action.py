@@ -87,7 +87,7 @@ def test_the_comment_names_the_commits_and_says_how_to_reproduce(first_run):
     assert line2.startswith(f"Comparing **fast-loader** [`{HEAD_SHA[:7]}`]({commit}{HEAD_SHA}) with **main** "
                             f"[`{BASE_SHA[:7]}`]({commit}{BASE_SHA}) (job commit [`{MERGE_SHA[:7]}`]({commit}{MERGE_SHA}))")
     assert "baseline **demo** (commit not recorded, saved 2026-11-21)" in line2  # the demo store has none
-    assert "[CI run](https://github.example/octo/widgets/actions/runs/99)" in line2
+    assert "[CI job](https://github.example/octo/widgets/actions/runs/99/job/4343)" in line2
     assert "[report artifact](https://github.example/octo/widgets/actions/runs/99/artifacts/4242)" in line2
     block = body[body.index("<details><summary><b>Reproduce locally</b>"):]
     assert "gh run download 99 --repo octo/widgets --name perfreport-report --dir perfreport-report" in block

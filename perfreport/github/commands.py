@@ -36,6 +36,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--artifact-url", default="", metavar="URL", help="link to the uploaded report artifact")
     c.add_argument("--artifact-name", default="", metavar="NAME", help="the artifact's name (for gh run download)")
     c.add_argument("--archive-url", default="", metavar="URL", help="the release archive's trend page")
+    c.add_argument("--job-id", default="", metavar="ID", help="this job's id (job.check_run_id): link the job")
     c.add_argument("--pr", type=int, default=None, metavar="N",
                    help="pull request number (default: from the event; checked against workflow_run's head)")
     c.add_argument("--token-env", default="GITHUB_TOKEN", metavar="NAME",
@@ -76,7 +77,7 @@ def cmd_comment(args: argparse.Namespace) -> int:
     try:
         pr, pull = _comment.locate_pull_request(client, ctx, args.pr)
         links = links_for(ctx, refs_from_event(ctx, pull), artifact_url=args.artifact_url,
-                          artifact_name=args.artifact_name, archive_url=args.archive_url)
+                          artifact_name=args.artifact_name, archive_url=args.archive_url, job_id=args.job_id)
         body = _comment.comment_body(document, args.comment_id, links=links, report_dir=args.report)
         if args.only_on_alert and document.get("status") in ("pass", None):
             if _comment.find_comment(client, ctx.repository, pr, mark) is None:

@@ -100,12 +100,16 @@ class CommentLinks:
 
 
 def links_for(ctx: Context, refs: Refs, *, artifact_url: str = "", artifact_name: str = "",
-              archive_url: str = "") -> CommentLinks:
+              archive_url: str = "", job_id: str = "") -> CommentLinks:
     """The links of this job: under ``workflow_run`` the run and artifact are the triggering
-    run's (the one that made the report)."""
+    run's (the one that made the report); otherwise, with ``job_id`` (``job.check_run_id``), the
+    link goes to this job's own page rather than the whole run."""
     run = ctx.event.get("workflow_run") if isinstance(ctx.event.get("workflow_run"), Mapping) else None
     run_id = str(run.get("id", "")) if run is not None else ctx.run_id
-    return CommentLinks(ctx.server_url, ctx.repository, refs, ctx.run_url, run_id if _RUN_ID.match(run_id) else "",
+    run_url = ctx.run_url
+    if run is None and run_url and _RUN_ID.match(job_id or ""):
+        run_url = f"{run_url}/job/{job_id}"
+    return CommentLinks(ctx.server_url, ctx.repository, refs, run_url, run_id if _RUN_ID.match(run_id) else "",
                         artifact_url, artifact_name, archive_url)
 
 
@@ -125,7 +129,8 @@ def context_line(document: Mapping, links: CommentLinks) -> str:
     elif ran:
         parts.append(f"Candidate commit {_commit(links, ran).strip()}")
     parts.append(baseline_text(document, links))
-    for label, url in (("CI run", links.run_url), ("report artifact", links.artifact_url),
+    run_label = "CI job" if "/job/" in links.run_url else "CI run"
+    for label, url in ((run_label, links.run_url), ("report artifact", links.artifact_url),
                        ("release trends", links.archive_url)):
         if url:
             parts.append(f"[{label}]({url})")
