@@ -146,7 +146,10 @@ def _zizmor(*inputs: Path) -> list[dict]:
     import shutil
     import subprocess
 
-    exe = shutil.which("zizmor")
+    import sys
+
+    beside = Path(sys.executable).parent / "zizmor"  # the interpreter's scripts, when not on PATH
+    exe = shutil.which("zizmor") or (str(beside) if beside.is_file() else None)
     assert exe, "zizmor is not installed: pip install -e '.[test]'"
     got = subprocess.run([exe, "--offline", "--format", "json", *map(str, inputs)], capture_output=True, text=True,
                          timeout=120, cwd=REPO)
