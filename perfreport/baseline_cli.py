@@ -8,6 +8,7 @@ executors, as ``analyze`` does (:func:`perfreport.executor.save_job`).
 from __future__ import annotations
 
 import argparse
+import os
 
 from .jsondoc import json_text
 from .cli import EXIT_OK, executor_of, limit_argument, run_arguments, store_argument
@@ -25,7 +26,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--append", action="store_true",
                    help="add the traces as another run of baseline NAME (created if missing)")
     b.add_argument("--keep", type=int, default=None, metavar="N", help="with --append: keep only the newest N runs")
-    b.add_argument("--commit", metavar="SHA", default=None, help="source commit to record in the manifest")
+    b.add_argument("--commit", metavar="SHA", default=None,
+                   help="source commit to record in the manifest (default: $GITHUB_SHA when set)")
     run_arguments(b)
     limit_argument(b)
     b.set_defaults(run=cmd_baseline_save)
@@ -66,6 +68,7 @@ def cmd_baseline_save(args: argparse.Namespace) -> int:
         raise BaselineError("--keep applies with --append only")
     options = analysis_options(load_config(getattr(args, "config", None)))
     executor = executor_of(args)
+    commit = args.commit or os.environ.get("GITHUB_SHA") or None  # CI: the commit the traces were recorded at
     progress = make_progress(args.quiet)
     try:
         jobs = trace_jobs(args.trace_path)
@@ -75,9 +78,9 @@ def cmd_baseline_save(args: argparse.Namespace) -> int:
         ranks = _rank_set(source_label(args.trace_path), saved)
         progress.phase("writing the baseline")
         if args.append:
-            stored = append(args.store, args.name, ranks, commit=args.commit, keep=args.keep, options=options)
+            stored = append(args.store, args.name, ranks, commit=commit, keep=args.keep, options=options)
         else:
-            stored = save(args.store, args.name, ranks, force=args.force, commit=args.commit, options=options)
+            stored = save(args.store, args.name, ranks, force=args.force, commit=commit, options=options)
     finally:
         progress.finish()
     m = stored.manifest

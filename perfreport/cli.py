@@ -12,6 +12,7 @@ usage (one line on stderr naming the file and problem).
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import logging
 import sys
@@ -78,11 +79,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .archive.commands import add_parser as add_archive
     from .baseline_cli import add_parser as add_baseline
+    from .config_cli import add_parser as add_config
     from .github.commands import add_parser as add_github
+    from .step_trace_cli import add_parser as add_step_trace
 
     add_baseline(sub)
     add_github(sub)
     add_archive(sub)
+    add_config(sub)
+    add_step_trace(sub)
     return parser
 
 
@@ -143,6 +148,7 @@ def compare_one(args: argparse.Namespace, labels: list[str], formats, renderer) 
         progress.phase("writing reports")
         document = report_document(comparison)
         document["command"] = reproduce_command(args)
+        document["candidate"]["commit"] = os.environ.get("GITHUB_SHA") or None  # the commit CI checked out
         out = Path(args.out)
         report = build_report(document)
     finally:

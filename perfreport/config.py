@@ -330,7 +330,7 @@ class Config:
     arguments and Triton suffixes dropped, see :func:`perfreport.analyses.diff.normalize_kernel_name`).
     ``hardware_mismatch``: "note" (default) compares anyway and says so; "inconclusive" also
     turns every relative time check into ``inconclusive`` when the GPUs differ.
-    ``source`` names where the configuration came from (for reports).
+    ``source`` names where the configuration came from and ``checksum`` its SHA-256 (for reports).
     """
 
     stats: StatsConfig = field(default_factory=StatsConfig)
@@ -342,6 +342,9 @@ class Config:
     exact_kernel_names: bool = False
     hardware_mismatch: str = "note"
     source: str = "defaults"
+    checksum: str = ""
+    """SHA-256 of the configuration file's bytes ("" for the defaults): a report names the exact
+    file its thresholds came from, so two runs with different settings cannot pass for one."""
 
     def __post_init__(self) -> None:
         # read-only views: a Config is shared by every check and must not change under them
@@ -403,7 +406,17 @@ def load_config(path: str | Path | None = None, *, search_from: str | Path | Non
         raise ConfigError(f"{path}: no [tool.perfreport] table")
     else:
         table = document
-    return config_from_mapping(table, source=str(path))
+    config = config_from_mapping(table, source=str(path))
+    return dataclasses.replace(config, checksum=file_sha256(path))
+
+
+def file_sha256(path: Path) -> str:
+    import hashlib
+
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
 
 
 def _read_toml(path: Path) -> dict:

@@ -3,7 +3,7 @@
     python scripts/snapshot_comment.py REPORT_DIR OUT.png [--width 1000] [--height 1400]
 
 The body is made exactly as ``perfreport github comment`` makes it (from report.json, with
-example artifact and run links), rendered with python-markdown (tables, and Markdown inside
+example commits, artifact, run and archive links), rendered with python-markdown (tables, and Markdown inside
 ``<details>``) into a page with GitHub-like CSS (a comment box: header line, system font,
 bordered tables), shot in headless Chromium, trimmed and palettised so the PNG stays small.
 Needs the ``docs`` extra (``pip install -e ".[docs]"``: markdown) and Chromium; Pillow comes
@@ -40,6 +40,8 @@ body { margin: 0; background: #fff; font: 14px/1.5 -apple-system, "Segoe UI", "N
 .markdown-body sub { color: #59636e; }
 """
 RUN = "https://github.com/octo/widgets/actions/runs/1234"
+HEAD, BASE, MERGE = "c0ffee1" + "0" * 33, "ba5e002" + "0" * 33, "3e26e03" + "0" * 33
+"""Example commits of an example PR (the picture shows where line 2's links go)."""
 
 
 def render(md_text: str) -> str:
@@ -53,6 +55,7 @@ def render(md_text: str) -> str:
 
 def main() -> None:
     from perfreport.github.comment import comment_body, read_document
+    from perfreport.github.links import CommentLinks, Refs
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("report_dir", type=Path)
@@ -63,7 +66,13 @@ def main() -> None:
     chrome = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
     if not chrome:
         raise SystemExit("snapshot_comment: Chromium is needed")
-    body = comment_body(read_document(args.report_dir), "", artifact_url=f"{RUN}/artifacts/5678", run_url=RUN)
+    document = read_document(args.report_dir)
+    document.setdefault("candidate", {})["commit"] = document["candidate"].get("commit") or MERGE
+    refs = Refs(HEAD, "fast-loader", BASE, "main")
+    links = CommentLinks("https://github.com", "octo/widgets", refs, run_url=RUN, run_id="1234",
+                         artifact_url=f"{RUN}/artifacts/5678", artifact_name="perfreport-report",
+                         archive_url="https://octo.github.io/widgets/")
+    body = comment_body(document, "", links=links, report_dir=args.report_dir)
     with tempfile.TemporaryDirectory() as tmp:
         page = Path(tmp) / "comment.html"
         page.write_text(render(body), encoding="utf-8")

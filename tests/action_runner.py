@@ -51,6 +51,10 @@ class JobResult:
         return "\n".join(s.stdout + s.stderr for s in self.steps)
 
 
+JOB_CHECK_RUN_ID = "4343"
+"""``job.check_run_id`` as github.com sets it: the id of the job's page, runs/RUN/job/ID."""
+
+
 def run_action(action_path: Path, inputs: dict, env: dict, workspace: Path, *, skip: tuple[str, ...] = (),
                only: tuple[str, ...] | None = None, timeout: float = 300) -> JobResult:
     spec = yaml.safe_load((action_path / "action.yml").read_text())
@@ -60,7 +64,8 @@ def run_action(action_path: Path, inputs: dict, env: dict, workspace: Path, *, s
     ctx = {"inputs": values, "steps": {}, "github": {
         "action_path": str(action_path), "token": env.get("GITHUB_TOKEN", ""),
         "event_name": env.get("GITHUB_EVENT_NAME", ""), "repository": env.get("GITHUB_REPOSITORY", ""),
-        "run_id": env.get("GITHUB_RUN_ID", ""), "server_url": env.get("GITHUB_SERVER_URL", ""), "job": "perf"}}
+        "run_id": env.get("GITHUB_RUN_ID", ""), "server_url": env.get("GITHUB_SERVER_URL", ""), "job": "perf"},
+        "job": {"status": "success", "check_run_id": JOB_CHECK_RUN_ID}}
     for k, v in spec["inputs"].items():  # defaults may be expressions (github.token)
         values[k] = _substitute(values[k], ctx)
     values.update({k: str(v) for k, v in inputs.items()})

@@ -11,6 +11,7 @@ a failed step; the token appears in no output, file or request body.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -22,22 +23,26 @@ from tests.github_stub import GitHubStub
 REPO = Path(__file__).resolve().parent.parent
 TOKEN = "ghs_TESTTOKEN0123456789abcdefSECRET"
 PR = 7
+HEAD_SHA, BASE_SHA, MERGE_SHA = "c0ffee" + "1" * 34, "ba5e00" + "2" * 34, "3e26e0" + "3" * 34
 INPUTS = {"baseline": "demo", "candidate": str(REPO / "examples" / "resnet50-workers0"),
           "store": str(REPO / "baselines"), "formats": "html,md,json,junit"}
 
 
 def environment(workspace: Path, api_url: str, *, fork: bool = False) -> dict:
     event = {"number": PR, "pull_request": {
-        "number": PR, "head": {"sha": "c0ffee", "repo": {"full_name": "forker/widgets" if fork else "octo/widgets"}},
-        "base": {"repo": {"full_name": "octo/widgets"}}}}
+        "number": PR, "head": {"sha": HEAD_SHA, "ref": "fast-loader",
+                               "repo": {"full_name": "forker/widgets" if fork else "octo/widgets"}},
+        "base": {"sha": BASE_SHA, "ref": "main", "repo": {"full_name": "octo/widgets"}}}}
     (workspace / "event.json").write_text(json.dumps(event))
     summary = workspace / "summary.md"
     summary.write_text("")
     return {"PATH": str(Path("/usr/bin")) + ":/bin", "HOME": str(workspace), "GITHUB_ACTIONS": "true",
             "GITHUB_EVENT_NAME": "pull_request", "GITHUB_EVENT_PATH": str(workspace / "event.json"),
             "GITHUB_REPOSITORY": "octo/widgets", "GITHUB_API_URL": api_url,
-            "GITHUB_SERVER_URL": "https://github.example", "GITHUB_RUN_ID": "99", "GITHUB_SHA": "c0ffee",
-            "GITHUB_STEP_SUMMARY": str(summary), "GITHUB_TOKEN": TOKEN, "MPLBACKEND": "Agg"}
+            "GITHUB_SERVER_URL": "https://github.example", "GITHUB_RUN_ID": "99", "GITHUB_SHA": MERGE_SHA,
+            "GITHUB_STEP_SUMMARY": str(summary), "GITHUB_TOKEN": TOKEN, "MPLBACKEND": "Agg",
+            # the steps' `perfreport` imports the tree under test, as the test process does
+            **({"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {})}
 
 
 @pytest.fixture(scope="module")
@@ -72,6 +77,32 @@ def test_first_run_comments_then_fails(first_run):
     assert "https://github.example/octo/widgets/actions/runs/99/artifacts/4242" in body
     assert "https://github.example/octo/widgets/actions/runs/99" in body
     assert posts[0].headers["Authorization"] == f"Bearer {TOKEN}"
+
+
+def test_the_comment_names_the_commits_and_says_how_to_reproduce(first_run):
+    workspace, gh, _, _ = first_run
+    body = gh.writes()[0].body["body"]
+    line2 = body.split("\n")[2]
+    commit = "https://github.example/octo/widgets/commit/"
+    assert line2.startswith(f"Comparing **fast-loader** [`{HEAD_SHA[:7]}`]({commit}{HEAD_SHA}) with **main** "
+                            f"[`{BASE_SHA[:7]}`]({commit}{BASE_SHA}) (job commit [`{MERGE_SHA[:7]}`]({commit}{MERGE_SHA}))")
+    assert "baseline **demo** (commit not recorded, saved 2026-11-21)" in line2  # the demo store has none
+    assert "[CI job](https://github.example/octo/widgets/actions/runs/99/job/4343)" in line2
+    assert "[report artifact](https://github.example/octo/widgets/actions/runs/99/artifacts/4242)" in line2
+    block = body[body.index("<details><summary><b>Reproduce locally</b>"):]
+    assert "gh run download 99 --repo octo/widgets --name perfreport-report --dir perfreport-report" in block
+    from perfreport import __version__
+
+    assert f'pip install "perfreport=={__version__}"' in block
+    assert f"git fetch origin {MERGE_SHA} && git checkout {MERGE_SHA}" in block
+    assert f"perfreport compare demo {INPUTS['candidate']} --store {INPUTS['store']} --out perfreport-local" in block
+    # the step traces the compare step added to the artifact, named in the comment
+    index = json.loads((workspace / "perfreport-out" / "step-traces" / "index.json").read_text())
+    for entry in index["steps"]:
+        path = workspace / "perfreport-out" / "step-traces" / entry["file"]
+        assert path.stat().st_size == entry["bytes"] <= 20_000_000
+        assert f"`{entry['file']}` — rank {entry['rank']}, step {entry['step']}" in block
+    assert [e["side"] for e in index["steps"]] == ["baseline", "candidate"] and "ui.perfetto.dev" in block
 
 
 def test_first_run_summary_outputs_annotations_upload(first_run):
@@ -154,7 +185,7 @@ def test_action_declares_every_input_with_description_and_defaults():
     spec = yaml.safe_load((REPO / "action.yml").read_text())
     assert spec["runs"]["using"] == "composite"
     expected = {"baseline", "candidate", "config", "store", "formats", "out", "comment", "comment-id", "fail-on",
-                "upload-artifact", "artifact-name", "python-version", "github-token"}
+                "upload-artifact", "artifact-name", "step-trace", "archive-url", "python-version", "github-token"}
     assert set(spec["inputs"]) == expected
     for name, spec_input in spec["inputs"].items():
         assert spec_input.get("description"), name

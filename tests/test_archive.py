@@ -77,6 +77,10 @@ def test_three_releases_in_order_with_the_reports_numbers(tmp_path, reports):
     assert "+39.4 %" in html  # v1.1 against v1.0, highlighted
     assert re.search(r'class="delta worse">\+39\.4 %', html)
     assert html.count("<svg") >= 3 and "<script" not in html
+    # the trend charts' x axis names each release by tag and date, not by its row number
+    assert "release (tag, date)" in html and "# in the table" not in html
+    for label in ("v0.9 (2026-01-01)", "v1.0 (2026-02-01)", "v1.1 (2026-03-01)"):
+        assert html.count(label) >= html.count("<svg") - 1, label  # every chart (the kernel chart too)
     listed = cli("list", "--store", str(site))
     assert listed.returncode == 0 and [line.split()[0] for line in listed.stdout.splitlines()[1:]] == \
         ["v0.9", "v1.0", "v1.1"]
@@ -191,6 +195,12 @@ def test_two_hundred_releases_stay_small_and_ordered(tmp_path, reports):
     assert (site / "index.json").stat().st_size < 1_000_000
     html = (site / "index.html").read_text()
     assert html.count("<tr id=\"release-") == 201 and len(html) < 3_000_000
+    # 201 releases: at most 16 tick labels per chart, the first and the last among them
+    from perfreport.report.figures import MAX_X_TICKS, tick_positions
+
+    picked = tick_positions(201)
+    assert len(picked) <= MAX_X_TICKS and picked[0] == 0 and picked[-1] == 200
+    assert "v0 (2020-01-01)" in html and "v200 (2040-01-01)" in html
 
 
 def test_page_in_a_real_browser_runs_and_fetches_nothing(tmp_path, reports):

@@ -207,3 +207,16 @@ def test_demo_baseline_is_intact_and_loads_faster_than_its_json():
     from_json = best(lambda: load(demo.path / "traces", workers=1))
     assert from_cache < from_json / 2, (from_cache, from_json)
     assert store_mod.cache_usable(demo)
+
+
+def test_baseline_save_in_ci_records_github_sha_unless_told(tmp_path, monkeypatch):
+    from perfreport.cli import main
+
+    traces = tiny_trace(tmp_path / "t", steps=4)
+    store = tmp_path / "store"
+    monkeypatch.setenv("GITHUB_SHA", "f" * 40)
+    assert main(["baseline", "save", "ci", str(traces), "--store", str(store), "-q", "--workers", "1"]) == 0
+    assert json.loads((store / "ci" / "manifest.json").read_text())["commit"] == "f" * 40
+    assert main(["baseline", "save", "told", str(traces), "--store", str(store), "-q", "--workers", "1",
+                 "--commit", "abc1234"]) == 0
+    assert json.loads((store / "told" / "manifest.json").read_text())["commit"] == "abc1234"

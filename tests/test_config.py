@@ -11,7 +11,8 @@ import math
 import pytest
 
 from perfreport.config import (
-    ABSOLUTE_CHECKS, RELATIVE_CHECKS, STRUCTURAL_CHECKS, Config, config_from_mapping, find_config_file, load_config,
+    ABSOLUTE_CHECKS, COMPUTE_MAX_INCREASE_PCT, RELATIVE_CHECKS, STEP_TIME_MAX_INCREASE_PCT, STRUCTURAL_CHECKS,
+    AbsoluteCheck, Config, config_from_mapping, find_config_file, load_config,
     validate,
 )
 from perfreport.errors import ConfigError
@@ -145,3 +146,68 @@ def test_config_is_read_only_and_serialisable():
     doc = json.loads(json.dumps(c.to_dict()))
     assert doc["relative"]["step_time"]["max_increase_pct"] == 5.0
     assert doc["stats"]["test"] == "mann-whitney"
+
+
+# --- perfreport config show, and the config named in every report -------------------------------
+def test_config_show_prints_the_effective_values_as_yaml(tmp_path, capsys, monkeypatch):
+    import hashlib
+
+    import yaml
+
+    from perfreport.cli import main
+
+    path = tmp_path / "perfreport.toml"
+    path.write_text('[relative.step_time]\nmax_increase_pct = 3.0\n[absolute.idle_pct]\nmax = 40.0\n'
+                    '[[waivers]]\ncheck = "relative.kernel_time[*gemm*]"\nreason = "cuBLAS: #12"\nexpires = 2000-01-01\n')
+    monkeypatch.delenv("PERFREPORT_LIMITS", raising=False)
+    assert main(["config", "show", "--config", str(path), "--limit", "max_events=1000"]) == 0
+    shown = yaml.safe_load(capsys.readouterr().out)
+    assert shown["source"] == str(path) and shown["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert shown["relative"]["step_time"]["max_increase_pct"] == 3.0
+    assert shown["relative"]["compute"]["max_increase_pct"] == COMPUTE_MAX_INCREASE_PCT  # a default kept
+    assert shown["absolute"]["idle_pct"] == {**dataclasses.asdict(AbsoluteCheck(max=40.0))}
+    assert shown["waivers"] == [{"check": "relative.kernel_time[*gemm*]", "reason": "cuBLAS: #12",
+                                 "expires": "2000-01-01", "expired": True}]
+    assert shown["limits"]["max_events"] == 1000 and shown["limits"]["gzip_ratio"] == 100.0
+    assert main(["config", "show", "--config", str(path), "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["relative"] == shown["relative"]
+
+
+def test_config_show_defaults_and_a_bad_file(tmp_path, capsys, monkeypatch):
+    import yaml
+
+    from perfreport.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["config", "show"]) == 0
+    shown = yaml.safe_load(capsys.readouterr().out)
+    assert shown["source"] == "defaults" and shown["sha256"] is None and shown["waivers"] == []
+    assert shown["relative"]["step_time"]["max_increase_pct"] == STEP_TIME_MAX_INCREASE_PCT
+    (tmp_path / "perfreport.toml").write_text("[relative.step_tme]\n")
+    assert main(["config", "show"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "perfreport.toml" in err[0] and "step_tme" in err[0]
+
+
+def test_yaml_writer_quotes_what_yaml_would_misread():
+    import yaml
+
+    from perfreport.config_cli import to_yaml
+
+    value = {"a": "on", "b": "0.1.0", "c": "x: y", "d": [], "e": {}, "f": [{"k": "v", "n": None}], "g": "-1",
+             "h": 'say "hi"\n', "i": 1e-9, "j": True}
+    assert yaml.safe_load(to_yaml(value)) == value
+
+
+def test_the_report_names_the_config_file_and_its_checksum(tmp_path):
+    import hashlib
+
+    from perfreport.report.comparison import config_line
+
+    path = tmp_path / "perfreport.toml"
+    path.write_text("[stats]\nnoise_widths = 2.5\n")
+    config = load_config(path)
+    assert config.checksum == hashlib.sha256(path.read_bytes()).hexdigest()
+    line = config_line({"source": config.source, **config.to_dict()})
+    assert f"{path} (SHA-256 {config.checksum[:16]})" in line and f"config show --config {path}" in line
+    assert "the defaults" in config_line(Config().to_dict()) and Config().checksum == ""

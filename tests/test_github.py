@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -276,3 +277,85 @@ def test_output_text_uses_heredocs_for_multiline_values():
     assert parse_outputs(text) == {"status": "fail", "headline": "a\nb"}
     with pytest.raises(GitHubError):
         workflow.output_text({"bad name": "x"})
+
+
+# --- where the comment leads: commits, links, reproduce ------------------------------------------
+HEAD, BASE, MERGE, STORED = "a" * 40, "b" * 40, "c" * 40, "d" * 40
+
+
+def test_line_2_names_commits_baseline_and_links(demo_document):
+    from perfreport.github.links import CommentLinks, Refs
+
+    doc = copy.deepcopy(demo_document)
+    doc["candidate"]["commit"] = MERGE
+    doc["baseline"]["stored_baseline"]["commit"] = STORED
+    links = CommentLinks("https://github.com", "o/r", Refs(HEAD, "feat", BASE, "main"),
+                         run_url="https://github.com/o/r/actions/runs/5", run_id="5",
+                         artifact_url="https://github.com/o/r/actions/runs/5/artifacts/6", artifact_name="perf",
+                         archive_url="https://o.github.io/r/")
+    body = comment.comment_body(doc, "", links=links)
+    lines = body.split("\n")
+    assert "FAIL" in lines[1]
+    c = "https://github.com/o/r/commit/"
+    created = doc["baseline"]["stored_baseline"]["created_utc"][:10]
+    assert lines[2] == (f"Comparing **feat** [`aaaaaaa`]({c}{HEAD}) with **main** [`bbbbbbb`]({c}{BASE}) "
+                        f"(job commit [`ccccccc`]({c}{MERGE})) · baseline **demo** from [`ddddddd`]({c}{STORED}), "
+                        f"saved {created} · [CI run](https://github.com/o/r/actions/runs/5) · "
+                        "[report artifact](https://github.com/o/r/actions/runs/5/artifacts/6) · "
+                        "[release trends](https://o.github.io/r/)")
+    assert lines[3] == ""  # line 2 is its own paragraph
+    with pytest.raises(GitHubError, match="--archive-url"):
+        comment.comment_body(doc, "", links=CommentLinks(archive_url="https://x/a) [evil](https://y"))
+
+
+def test_hostile_values_never_reach_the_comment_as_markup(demo_document, tmp_path):
+    from perfreport.github.links import CommentLinks, Refs, reproduce_block
+
+    doc = copy.deepcopy(demo_document)
+    doc["candidate"]["commit"] = "`; rm -rf / #"
+    doc["perfreport_version"] = "0.1.0; curl evil"
+    doc["baseline"]["stored_baseline"]["name"] = "[x](https://evil) @team"
+    doc["command"] = "perfreport compare demo 'tr\n```\n<img src=x>' --out /ci/out --format md"
+    (tmp_path / "step-traces").mkdir()
+    (tmp_path / "step-traces" / "index.json").write_text(json.dumps({"steps": [
+        {"side": "candidate", "file": "x](https://evil).json", "rank": 0, "step": 1, "step_time_ms": 1.0,
+         "events": 1, "bytes": 1, "cut_after_us": None},
+        {"side": "baseline", "file": "baseline-rank0-step7.pt.trace.json", "rank": 0, "step": 7,
+         "step_time_ms": 126.8, "events": 13349, "bytes": 3206520, "cut_after_us": None}]}))
+    links = CommentLinks("https://github.com", "o/r", Refs(HEAD, "x](https://evil) `b`", "", ""), run_id="5",
+                         artifact_name="perf; rm")
+    body = comment.comment_body(doc, "", links=links, report_dir=tmp_path)
+    line2 = body.split("\n")[2]
+    assert not re.search(r"(?<!\\)\]\(https://evil", body)  # every "](" from the data is escaped: no link
+    assert "@team" not in body and "<img" not in body
+    assert line2.startswith(f"Comparing **x\\](https://evil) \\`b\\`** [`aaaaaaa`]") and "job commit" not in line2
+    block = reproduce_block(doc, links, tmp_path)
+    assert "gh run download" not in block  # an artifact name that is not a plain name
+    assert "pip install" not in block and "rm -rf" not in block
+    assert "perfreport compare demo <ARG> --out perfreport-local" in block and block.count("```") == 2
+    assert "`baseline-rank0-step7.pt.trace.json` — rank 0, step 7, 126.80 ms, 13,349 events, 3.2 MB" in block
+    assert "evil" not in block
+
+
+def test_workflow_run_from_a_fork_names_the_prs_base_from_the_lookup(report_dir, tmp_path):
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps({"workflow_run": {
+        "id": 77, "head_sha": HEAD, "head_branch": "feature", "pull_requests": [],
+        "html_url": "https://github.com/octo/widgets/actions/runs/77",
+        "head_repository": {"owner": {"login": "forker"}}}}))
+    with GitHubStub() as gh:
+        gh.state.pulls = [{"number": 4, "head": {"sha": HEAD, "ref": "feature"}, "base": {"sha": BASE, "ref": "main"},
+                           "head_label": "forker:feature"}]
+        proc = _perfreport(["github", "comment", "--report", str(report_dir), "--artifact-name", "perfreport-report",
+                            "--archive-url", "https://octo.github.io/widgets/"], {
+            "GITHUB_EVENT_PATH": str(event), "GITHUB_EVENT_NAME": "workflow_run", "GITHUB_REPOSITORY": gh.state.repo,
+            "GITHUB_API_URL": gh.url, "GITHUB_TOKEN": TOKEN, "GITHUB_RUN_ID": "78"})
+    assert proc.returncode == 0, proc.stderr
+    body = gh.writes()[0].body["body"]
+    line2 = body.split("\n")[2]
+    assert line2.startswith(f"Comparing **feature** [`aaaaaaa`](https://github.com/{gh.state.repo}/commit/{HEAD}) "
+                            f"with **main** [`bbbbbbb`](https://github.com/{gh.state.repo}/commit/{BASE})")
+    assert "[CI run](https://github.com/octo/widgets/actions/runs/77)" in line2  # the PR's run, not this one
+    assert "[release trends](https://octo.github.io/widgets/)" in line2
+    assert f"gh run download 77 --repo {gh.state.repo} --name perfreport-report" in body
+    assert len([r for r in gh.state.requests if "/pulls" in r.path]) == 1  # the lookup, no extra request

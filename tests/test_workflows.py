@@ -69,4 +69,109 @@ def test_release_workflow_deploys_pages_with_the_archive():
     steps = wf["jobs"]["archive"]["steps"]
     assert any("perfreport archive add" in s.get("run", "") for s in steps)
     assert any(str(s.get("uses", "")).startswith("actions/deploy-pages") for s in steps)
-    assert wf["permissions"]["pages"] == "write" and wf["permissions"]["id-token"] == "write"
+    assert wf["permissions"] == {}
+    perms = wf["jobs"]["archive"]["permissions"]
+    assert perms == {"contents": "write", "pages": "write", "id-token": "write"}
+    add = next(s["run"] for s in steps if "perfreport archive add" in s.get("run", ""))
+    assert "add -A" not in add and "add ." not in add
+    assert 'git -C site add -- index.json index.html "releases/$TAG"' in add
+
+
+# --- the supply chain: pinned actions, no persisted credentials, zizmor -----------------------
+
+ACTION = REPO / "action.yml"
+USES = re.compile(r"^\s*(?:-\s+)?uses:\s*(\S+)(.*)$", re.M)
+PINNED = re.compile(r"^[\w.-]+/[\w./-]+@[0-9a-f]{40}$")
+VERSION_COMMENT = re.compile(r"^\s+# v\d+\.\d+\.\d+\b")
+DOCS = REPO / "docs" / "github-action.md"
+
+
+def _uses(path: Path) -> list[tuple[str, str]]:
+    return [(m.group(1), m.group(2)) for m in USES.finditer(path.read_text())]
+
+
+@pytest.mark.parametrize("path", [ACTION, *WORKFLOWS], ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_action_is_pinned_to_a_commit_with_its_version_named(path):
+    refs = [(ref, comment) for ref, comment in _uses(path) if not ref.startswith("./")]
+    assert refs or path.name == "action.yml"
+    for ref, comment in refs:
+        assert PINNED.match(ref), f"{path.name}: {ref} is not pinned to a full commit SHA"
+        assert VERSION_COMMENT.match(comment), f"{path.name}: {ref} has no '# vX.Y.Z' comment"
+
+
+def test_one_commit_per_action_across_all_files():
+    seen: dict[str, set[str]] = {}
+    for path in [ACTION, *WORKFLOWS]:
+        for ref, comment in _uses(path):
+            if "@" in ref:
+                name, sha = ref.split("@", 1)
+                seen.setdefault(name, set()).add(f"{sha}{comment.split(';')[0]}")
+    assert {name: pins for name, pins in seen.items() if len(pins) > 1} == {}
+    assert {"actions/checkout", "actions/setup-python", "actions/upload-artifact"} <= set(seen)
+
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+def test_checkout_keeps_no_credentials_unless_the_job_pushes(path):
+    wf = load(path)
+    for job in wf["jobs"].values():
+        pushes = any("git" in s.get("run", "") and " push " in s.get("run", "") for s in job["steps"])
+        for step in job["steps"]:
+            if str(step.get("uses", "")).startswith("actions/checkout@"):
+                assert (step.get("with") or {}).get("persist-credentials") is pushes, (path.name, pushes)
+
+
+def test_the_comment_workflow_installs_perfreport_from_a_fixed_commit():
+    steps = load(REPO / "examples" / "workflows" / "perfreport-comment.yml")["jobs"]["comment"]["steps"]
+    install = next(s["run"] for s in steps if "pip install" in s.get("run", ""))
+    assert re.search(r"git\+https://github\.com/perfreport/perfreport@[0-9a-f]{40}\"", install), install
+
+
+def test_pin_examples_rewrites_every_perfreport_reference():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("pin_examples", REPO / "scripts" / "pin_examples.py")
+    pin_examples = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(pin_examples)
+    sha = "0123456789abcdef0123456789abcdef01234567"
+    text = (REPO / "examples" / "workflows" / "perfreport-comment.yml").read_text() + \
+        (REPO / "examples" / "workflows" / "perfreport-pr.yml").read_text()
+    out = pin_examples.pin(text, sha, "v2.3.4")
+    assert "0" * 40 not in out and "v0.1.0" not in out
+    assert f"perfreport/perfreport@{sha} # v2.3.4; scripts/pin_examples.py" in out
+    assert f'perfreport/perfreport@{sha}"' in out and "# v2.3.4; scripts/pin_examples.py sets" in out
+
+
+def _zizmor(*inputs: Path) -> list[dict]:
+    import json
+    import shutil
+    import subprocess
+
+    import sys
+
+    beside = Path(sys.executable).parent / "zizmor"  # the interpreter's scripts, when not on PATH
+    exe = shutil.which("zizmor") or (str(beside) if beside.is_file() else None)
+    assert exe, "zizmor is not installed: pip install -e '.[test]'"
+    got = subprocess.run([exe, "--offline", "--format", "json", *map(str, inputs)], capture_output=True, text=True,
+                         timeout=120, cwd=REPO)
+    assert got.stdout.strip().startswith("["), got.stderr[-2000:]
+    return json.loads(got.stdout)
+
+
+def test_zizmor_offline_finds_nothing_high_and_the_docs_explain_what_it_finds():
+    findings = _zizmor(REPO, *sorted((REPO / "examples" / "workflows").glob("*.yml")))
+    high = [(f["ident"], f["locations"][0]["symbolic"]["key"]) for f in findings
+            if f["determinations"]["severity"] == "High"]
+    assert high == []
+    docs = DOCS.read_text()
+    unexplained = {f["ident"] for f in findings} - set(re.findall(r"`([a-z-]+)`", docs))
+    assert unexplained == set(), f"zizmor findings not explained in {DOCS.name}: {unexplained}"
+    ignored = set(re.findall(r"zizmor: ignore\[([a-z-]+)\]", "".join(p.read_text() for p in [ACTION, *WORKFLOWS])))
+    assert ignored == {"dangerous-triggers"} and "dangerous-triggers" in docs
+
+
+def test_zizmor_catches_an_unpinned_action(tmp_path):
+    """The audit above can fail: the same run on a workflow with a tag-pinned action reports it."""
+    bad = tmp_path / "bad.yml"
+    bad.write_text("name: bad\non: push\npermissions: {}\njobs:\n  j:\n    name: j\n    runs-on: ubuntu-latest\n"
+                   "    steps:\n      - uses: actions/setup-python@v5\n")
+    assert {f["ident"] for f in _zizmor(bad) if f["determinations"]["severity"] == "High"} == {"unpinned-uses"}

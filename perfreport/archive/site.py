@@ -61,13 +61,14 @@ def charts(releases: Sequence[Mapping]) -> list[tuple[str, str]]:
     if not releases:
         return []
     xs = tuple(float(i) for i in range(1, len(releases) + 1))
+    ticks = tuple(release_label(r) for r in releases)
     out = []
     for m in KEY_METRICS:
         ys = tuple(_value((r.get("metrics") or {}).get(m.key)) for r in releases)
         if all(v is None for v in ys):
             continue
         title = f"{m.label} per step ({'%' if m.unit == 'pct' else 'median'})"
-        out.append((title, render_svg(_figure(m.key, m.label, m.unit, [Line(m.label, xs, ys, _worse_points(ys, m))]))))
+        out.append((title, render_svg(_figure(m.key, m.label, m.unit, [Line(m.label, xs, ys, _worse_points(ys, m))], ticks))))
     latest = releases[-1].get("kernels") or {}
     names = [k for k, _ in sorted(latest.items(), key=lambda kv: -kv[1])[:CHART_KERNELS]]
     if names:
@@ -77,13 +78,20 @@ def charts(releases: Sequence[Mapping]) -> list[tuple[str, str]]:
             ys = tuple(_value((r.get("kernels") or {}).get(name)) for r in releases)
             lines.append(Line(name, xs, ys, _worse_points(ys, kernel)))
         title = f"kernel time per step: the latest release's top {len(names)} kernels"
-        out.append((title, render_svg(_figure("kernels", "kernel time", "us", lines))))
+        out.append((title, render_svg(_figure("kernels", "kernel time", "us", lines, ticks))))
     return out
 
 
-def _figure(key: str, label: str, unit: str, lines: list[Line]) -> LineFigure:
-    return LineFigure(id=f"trend-{key}", title=f"{label} by release", x_label="release (# in the table)",
-                      y_label=label, x_unit="step", y_unit=unit, panels=(Panel("", tuple(lines)),))
+def release_label(release: Mapping) -> str:
+    """An x-axis label: the tag and the release date (YYYY-MM-DD), the way the table names it."""
+    tag = str(release.get("tag") or "?")
+    date = str(release.get("date") or "")[:10]
+    return f"{tag} ({date})" if date else tag
+
+
+def _figure(key: str, label: str, unit: str, lines: list[Line], ticks: tuple[str, ...]) -> LineFigure:
+    return LineFigure(id=f"trend-{key}", title=f"{label} by release", x_label="release (tag, date)",
+                      y_label=label, x_unit="step", y_unit=unit, panels=(Panel("", tuple(lines)),), x_ticks=ticks)
 
 
 def _worse_points(ys: Sequence[float | None], m: KeyMetric) -> tuple[int, ...]:

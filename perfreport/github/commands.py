@@ -21,6 +21,7 @@ from . import comment as _comment
 from . import workflow
 from .api import Client
 from .context import from_environment
+from .links import links_for, refs_from_event
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -33,6 +34,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--comment-id", default="", metavar="ID",
                    help="tells several perfreport comments on one PR apart (e.g. per matrix job)")
     c.add_argument("--artifact-url", default="", metavar="URL", help="link to the uploaded report artifact")
+    c.add_argument("--artifact-name", default="", metavar="NAME", help="the artifact's name (for gh run download)")
+    c.add_argument("--archive-url", default="", metavar="URL", help="the release archive's trend page")
+    c.add_argument("--job-id", default="", metavar="ID", help="this job's id (job.check_run_id): link the job")
     c.add_argument("--pr", type=int, default=None, metavar="N",
                    help="pull request number (default: from the event; checked against workflow_run's head)")
     c.add_argument("--token-env", default="GITHUB_TOKEN", metavar="NAME",
@@ -68,11 +72,13 @@ def cmd_comment(args: argparse.Namespace) -> int:
         return 0
     if not ctx.token:
         raise GitHubError(f"no token: set {args.token_env} (in the Action: the github-token input)")
-    body = _comment.comment_body(document, args.comment_id, artifact_url=args.artifact_url, run_url=ctx.run_url)
     mark = _comment.marker(args.comment_id)
     client = Client(ctx.api_url, ctx.token)
     try:
-        pr = _comment.find_pull_request(client, ctx, args.pr)
+        pr, pull = _comment.locate_pull_request(client, ctx, args.pr)
+        links = links_for(ctx, refs_from_event(ctx, pull), artifact_url=args.artifact_url,
+                          artifact_name=args.artifact_name, archive_url=args.archive_url, job_id=args.job_id)
+        body = _comment.comment_body(document, args.comment_id, links=links, report_dir=args.report)
         if args.only_on_alert and document.get("status") in ("pass", None):
             if _comment.find_comment(client, ctx.repository, pr, mark) is None:
                 print(f"perfreport: PR #{pr}: verdict passed and no earlier comment: none created (--only-on-alert)")

@@ -6,8 +6,10 @@ busy PR has hundreds). Found: PATCH it; not found, or not ours to edit: POST a n
 
 The body is the report's Markdown view rendered afresh from ``report.json`` (never a Markdown
 file taken as is: in the fork-safe flow the report folder comes from an untrusted run, and
-rendering escapes every string from a trace), with links to the HTML report artifact and the
-run, kept under GitHub's 65,536-character limit by the renderer's own budget (least important
+rendering escapes every string from a trace). Its second line names the commits compared and
+links the run, the report artifact and the release archive; a folded block at the end gives the
+commands that reproduce the report locally and lists the step traces (:mod:`.links`). It is
+kept under GitHub's 65,536-character limit by the renderer's own budget (least important
 sections cut first).
 
 Which PR: the event payload says it for ``pull_request`` and same-repository ``workflow_run``
@@ -26,6 +28,7 @@ from pathlib import Path
 from ..errors import GitHubError, PerfreportError
 from .api import Client
 from .context import Context
+from .links import CommentLinks, context_line, reproduce_block
 
 MAX_BODY = 65_536
 """GitHub's limit for an issue or PR comment body (HTTP 422 "Body is too long" beyond)."""
@@ -93,22 +96,29 @@ def utf16_len(text: str) -> int:
 
 
 def comment_body(document: dict, comment_id: str, *, artifact_url: str = "", run_url: str = "",
+                 links: CommentLinks | None = None, report_dir: str | Path | None = None,
                  limit: int = MAX_BODY) -> str:
-    """The comment: marker, the report's Markdown with links, a footer; at most ``limit`` units."""
+    """The comment: marker, the verdict line, line 2 (the commits compared, the baseline's
+    commit, links to the run, artifact and release trends), the report's Markdown, and the folded
+    "Reproduce locally" block; at most ``limit`` units. Without ``links`` only ``artifact_url``
+    and ``run_url`` are linked."""
     from ..report import build_report
     from ..report.markdown import render_markdown
-    from ..report.model import Link
 
-    links = []
-    if safe_url(artifact_url, "--artifact-url"):
-        links.append(Link("HTML/PDF report (artifact)", artifact_url))
-    if safe_url(run_url, "run URL"):
-        links.append(Link("workflow run", run_url))
+    if links is None:
+        links = CommentLinks(run_url=run_url, artifact_url=artifact_url)
+    safe_url(links.artifact_url, "--artifact-url")
+    safe_url(links.run_url, "run URL")
+    safe_url(links.archive_url, "--archive-url")
     report = build_report(document)
     head = marker(comment_id) + "\n"
-    budget = limit - len(head) - _MARGIN
+    line2 = context_line(document, links)
+    folded = reproduce_block(document, links, report_dir)
+    budget = limit - len(head) - len(line2) - len(folded) - _MARGIN
     while True:
-        body = head + render_markdown(report, max_chars=budget, links=links)  # no relative links in a PR
+        text = render_markdown(report, max_chars=budget, links=())  # no relative links in a PR
+        first, _, rest = text.partition("\n")
+        body = f"{head}{first}\n{line2}\n\n{rest.strip()}\n\n{folded}\n"
         if utf16_len(body) <= limit or budget < 2_000:
             break
         budget -= utf16_len(body) - limit + _MARGIN  # emoji-heavy text: shrink by the excess
@@ -128,25 +138,31 @@ def find_comment(client: Client, repo: str, pr: int, mark: str) -> dict | None:
 def find_pull_request(client: Client, ctx: Context, pr: int | None) -> int:
     """The PR to comment on. ``pr`` (``--pr``) or the event's own; under ``workflow_run`` the PR
     must have the run's head commit as its head, and a fork PR is looked up by that commit."""
+    return locate_pull_request(client, ctx, pr)[0]
+
+
+def locate_pull_request(client: Client, ctx: Context, pr: int | None) -> tuple[int, dict | None]:
+    """:func:`find_pull_request`, with the PR object when the lookup fetched one (its head and
+    base commits name what was compared; no request is made for it alone)."""
     run = ctx.event.get("workflow_run") if isinstance(ctx.event.get("workflow_run"), dict) else None
     number = pr or ctx.pr_number_from_event()
     if run is None:
         if number is None:
             raise GitHubError("no pull request in this event (run on pull_request or workflow_run, or pass --pr)")
-        return number
+        return number, None
     head_sha = str(run.get("head_sha", ""))
     if number is not None:
         got = client.get(f"repos/{ctx.repository}/pulls/{number}")
         if not isinstance(got, dict) or (got.get("head") or {}).get("sha") != head_sha:
             raise GitHubError(f"PR #{number}'s head is not the workflow run's head commit {head_sha[:12]}: "
                               "not commenting")
-        return number
+        return number, got
     owner = ((run.get("head_repository") or {}).get("owner") or {}).get("login", "")
     branch = str(run.get("head_branch", ""))
     params = {"state": "open", **({"head": f"{owner}:{branch}"} if owner and branch else {})}
     for item in client.paginate(f"repos/{ctx.repository}/pulls", params):
         if (item.get("head") or {}).get("sha") == head_sha and isinstance(item.get("number"), int):
-            return item["number"]
+            return item["number"], item
     raise GitHubError(f"no open pull request has head commit {head_sha[:12] or '(unknown)'}")
 
 

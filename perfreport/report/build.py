@@ -21,7 +21,7 @@ from ..jsondoc import plain_document
 from .blocks import MAX_ROWS, TOP_ROWS, Side, records, series_figure, sorted_rows, stacked_bars
 from .comparison import (
     BANNER_CHECKS, COMPARE_KIND, SIDES, check_of, checks_sections, comparison_provenance, comparison_verdict,
-    movers_section, ordered_checks,
+    movers_section, ordered_checks, step_trace_section,
 )
 from .findings import group_findings
 from .guidance import analysis_headline, suggestions
@@ -113,6 +113,8 @@ def comparison_report(doc: dict) -> Report:
     sections = [*checks_sections(groups)]
     movers = movers_section(doc)
     sections += [movers] if movers else []
+    look = step_trace_section(doc)
+    sections += [look] if look else []
     sections += analysis_sections(sides)
     meta = metadata_section(sides, comparison_provenance(doc))
     sections += [meta] if meta else []

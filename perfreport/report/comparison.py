@@ -153,12 +153,25 @@ def movers_section(doc: dict) -> Section | None:
     )
 
 
+def config_line(config: dict) -> str:
+    """Which configuration judged the run: its file and SHA-256, or the defaults, and the command
+    that prints every value in force."""
+    source = str(config.get("source") or "defaults")
+    if source == "defaults":
+        return ("Thresholds and waivers: the defaults (no perfreport.toml or [tool.perfreport] found); "
+                "perfreport config show lists them.")
+    checksum = str(config.get("checksum") or "")
+    digest = f" (SHA-256 {checksum[:16]})" if checksum else " (no checksum recorded)"
+    return (f"Thresholds and waivers: {source}{digest}; perfreport config show --config {source} "
+            "lists them.")
+
+
 def comparison_provenance(doc: dict) -> list[str]:
     """Where the thresholds and the stored baseline came from, as the document says."""
     out = []
     config = doc.get("config") if isinstance(doc.get("config"), dict) else {}
     if config:
-        out.append(f"Thresholds and waivers: {config.get('source') or 'defaults'}.")
+        out.append(config_line(config))
     stored = (doc.get("baseline") or {}).get("stored_baseline")
     if isinstance(stored, dict):
         out.append(f"Stored baseline {stored.get('name')} ({stored.get('path')}): commit {stored.get('commit') or '?'}, "
@@ -172,3 +185,28 @@ def comparison_verdict(doc: dict, checks: tuple[Check, ...], headline: Headline)
     return Verdict(status=str(doc.get("status") or "inconclusive"), headline=headline_line(headline),
                    explanation=headline.basis, checks=checks,
                    notes=tuple(str(n.get("message")) for n in doc.get("notes") or [] if isinstance(n, dict)))
+
+
+def step_trace_section(doc: dict) -> Section | None:
+    """"Look at the trace": which step of each side ``perfreport step-trace`` cuts out (the same
+    choice, made from this document), the file names and how to open them."""
+    from ..step_trace import FOLDER, MAX_BYTES, OPEN_HINT, pick_steps
+
+    picks = pick_steps(doc)
+    if not picks:
+        return None
+    rows = tuple((p.side, p.rank, p.step, p.wall_us, p.why, f"{FOLDER}/{p.filename}") for p in picks.values())
+    text = (f"One judged step of each side as its own small trace (Kineto JSON, at most {MAX_BYTES / 1e6:.0f} MB "
+            f"each): perfreport step-trace --report DIR writes them into DIR/{FOLDER}/ (the GitHub Action does, so "
+            f"they are in the report artifact); {OPEN_HINT}.")
+    return Section("step-traces", "Look at the trace", (Paragraph(text), Table(
+        "step_traces", "The step of each side", (
+            Column("side", "side", "text"), Column("rank", "rank", "count"), Column("step", "step", "count"),
+            Column("wall_us", "step time", "us"), Column("why", "why this step", "text"),
+            Column("file", "file", "text")), rows, len(rows))), importance=LISTED_IMPORTANCE_STEP_TRACES,
+        summary="one judged step of each side, for Perfetto or chrome://tracing")
+
+
+LISTED_IMPORTANCE_STEP_TRACES = 3
+"""Shown in full in the HTML and PDF; in Markdown only listed: the PR comment has its own block."""
+

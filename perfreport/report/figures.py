@@ -39,6 +39,8 @@ SEGMENT_COLOURS = {"compute": "#4e79a7", "non-compute": "#f28e2b", "idle": "#bab
 """Fixed colours for fixed categories, so a colour means the same thing in every figure."""
 LABEL_CHARS = 48
 WATERFALL_LABEL_CHARS = 64
+MAX_X_TICKS = 16
+"""Category labels on a 10-inch x axis (release tags with dates, rotated): more would overlap."""
 SIDES = ("baseline", "candidate")
 SIDE_COLOURS = {"baseline": "#7f7f7f", "candidate": "#e15759"}
 RC = {
@@ -179,7 +181,24 @@ def _draw_lines(f: LineFigure, width_in: float = WIDTH_IN) -> Figure:
     axes[-1].xaxis.set_major_formatter(_formatter(x_div))
     if f.x_unit == "step":
         axes[-1].xaxis.set_major_locator(MaxNLocator(integer=True))
+    if f.x_ticks:
+        positions = tick_positions(len(f.x_ticks))
+        axes[-1].set_xticks([p + 1 for p in positions], [_label(f.x_ticks[p]) for p in positions],
+                            rotation=30, ha="right", fontsize=7)
     return fig
+
+
+def tick_positions(n: int, most: int = 0) -> list[int]:
+    """Indices of the category labels to draw: all up to ``most`` (:data:`MAX_X_TICKS`), else
+    evenly spaced ones that always include the first and the last."""
+    most = most or MAX_X_TICKS
+    if n <= most:
+        return list(range(n))
+    step = math.ceil((n - 1) / (most - 1))
+    picked = list(range(0, n - 1, step))
+    if n - 1 - picked[-1] < step / 2 and len(picked) > 1:
+        picked.pop()  # keep the last label clear of its neighbour
+    return picked + [n - 1]
 
 
 def _draw_waterfall(f: WaterfallFigure, width_in: float = WIDTH_IN) -> Figure:

@@ -109,6 +109,9 @@ class LineFigure:
     panels: tuple[Panel, ...]
     drawstyle: str = "line"
     note: str = ""
+    x_ticks: tuple[str, ...] = ()
+    """Category labels for x = 1, 2, … (release tags with their dates): drawn instead of numbers,
+    thinned to at most :data:`perfreport.report.figures.MAX_X_TICKS`."""
 
 
 @dataclass(frozen=True, slots=True)
