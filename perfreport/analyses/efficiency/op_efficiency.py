@@ -1,0 +1,182 @@
+"""Per op (name, shapes, dtypes): kernel time, achieved TFLOPS/s and TB/s, and the roofline.
+
+Kernel time reaches an op through the call tree of :mod:`perfreport.analyses.callstack` (the
+one shared with the op–kernel table: CPU ops nested per thread, each GPU event hung under the
+launch that enqueued it). A GPU event belongs to its *innermost enclosing op that has a
+performance model* (``aten::addmm`` inside ``aten::linear``, as TraceLens attributes it); a GPU
+event under no modelled op belongs to its outermost ``cpu_op`` (the op–kernel table's owner)
+and that op's row says ``model = "none"``: counted, never guessed.
+
+Per group: ``tflops_per_s`` = FLOPs of all calls / kernel time, ``tb_per_s`` likewise for
+bytes, ``arithmetic_intensity`` = FLOPs / byte, ``pct_of_peak`` = achieved / the GPU's peak for
+the op's compute class, ``pct_of_bw`` = achieved / the GPU's memory bandwidth, ``bound`` =
+compute when the intensity is at or above the ridge point (peak / bandwidth) else memory, and
+``pct_of_roofline`` = achieved / min(peak, intensity × bandwidth). Without a known GPU the
+peak columns are empty and ``bound`` is "".
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ...model import CPU_OP_CATEGORIES, RankTrace, TraceSet
+from ..callstack import call_stack, cpu_ops, nearest_match, outermost_ops, stack_levels, topmost_match
+from .gpu_metrics import occupancy_pct, sm_efficiency_pct, tensor_core_kernels, tf32_kernels, weighted_pct
+from .gpus import GpuSpec, rank_gpu
+from .perfmodel import OpModel, has_model, model
+
+COLUMNS = ("rank", "op", "input_dims", "input_types", "concrete_inputs", "model", "kind", "dtype",
+           "compute_class", "calls", "kernels", "kernel_us", "gflops_per_call", "bytes_per_call", "tflops_per_s",
+           "tb_per_s", "arithmetic_intensity", "peak_tflops_per_s", "pct_of_peak", "pct_of_bw", "pct_of_roofline",
+           "bound", "tensor_core_pct", "est_sm_efficiency_pct", "est_achieved_occupancy_pct", "gpu")
+"""Columns of :func:`op_efficiency` (units in the names: µs, GFLOP, B, TFLOPS/s, TB/s, FLOP/B, %)."""
+_TEXT = {"op", "input_dims", "input_types", "concrete_inputs", "model", "kind", "dtype", "compute_class", "bound", "gpu"}
+_INT = {"rank", "calls", "kernels"}
+
+
+def _empty() -> pd.DataFrame:
+    return pd.DataFrame({c: np.empty(0, object if c in _TEXT else np.int64 if c in _INT else np.float64)
+                         for c in COLUMNS})
+
+
+def op_efficiency(traces: TraceSet) -> pd.DataFrame:
+    """One row per (rank, op name, Input Dims, Input type, Concrete Inputs) that ran GPU work,
+    by kernel time descending (see module doc for the columns)."""
+    frames = [f for t in traces if len(f := rank_op_efficiency(t))]
+    return pd.concat(frames, ignore_index=True) if frames else _empty()
+
+
+def _signature(trace: RankTrace, rows: np.ndarray) -> np.ndarray:
+    """(n, 4) int64 string codes: name, Input Dims, Input type, Concrete Inputs (-1 when absent)."""
+    return np.column_stack([trace.name[rows].astype(np.int64)] + [
+        trace.arg(key, -1, rows).astype(np.int64) for key in ("Input Dims", "Input type", "Concrete Inputs")])
+
+
+def _text(trace: RankTrace, code: int) -> str:
+    return trace.strings[code] if code >= 0 else ""
+
+
+def modelled_ops(trace: RankTrace) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[OpModel | None]]:
+    """(op rows, their signature id, the distinct signatures (k, 4), a model per signature) for the
+    rank's ``cpu_op`` events whose name has a formula."""
+    stack = call_stack(trace)
+    ops = np.flatnonzero(trace.complete & trace.is_cat(CPU_OP_CATEGORIES) & stack.is_node)
+    named = np.zeros(len(trace.strings) + 1, dtype=bool)
+    named[[i for i, s in enumerate(trace.strings) if has_model(s)]] = True
+    ops = ops[named[trace.name[ops]]]
+    sig = _signature(trace, ops)
+    uniq, inverse = (np.unique(sig, axis=0, return_inverse=True) if len(ops)
+                     else (np.empty((0, 4), np.int64), np.empty(0, np.int64)))
+    models = [model(_text(trace, a), _text(trace, b), _text(trace, c), _text(trace, d)) for a, b, c, d in uniq.tolist()]
+    return ops, inverse.ravel(), uniq, models
+
+
+def kernel_owner(trace: RankTrace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(GPU rows, owner op row, owner is modelled) for every GPU event of the call tree that has an
+    owner (see module doc); memoised per trace."""
+    def compute():
+        stack = call_stack(trace)
+        ops, sig_id, _, models = modelled_ops(trace)
+        ok = np.array([m is not None for m in models], dtype=bool).reshape(-1)
+        matches = np.zeros(trace.n_events, dtype=bool)
+        matches[ops[ok[sig_id]]] = True
+        near = nearest_match(stack.parent, stack_levels(trace), matches)
+        gpu = np.flatnonzero(stack.is_node & trace.gpu_activity() & np.isfinite(trace.dur))
+        owner = near[gpu]
+        modelled = owner >= 0
+        owner = np.where(modelled, owner, _outermost_op(trace)[gpu])
+        keep = owner >= 0
+        return gpu[keep], owner[keep], modelled[keep]
+
+    return trace.memo("efficiency_kernel_owner", compute)
+
+
+def _outermost_op(trace: RankTrace) -> np.ndarray:
+    """The op–kernel table's owner (:func:`~perfreport.analyses.callstack.outermost_ops`), except
+    that a ``ProfilerStep#N`` span, which 2021 traces record as an operator, owns nothing."""
+    steps = trace.steps()
+    if not steps.any():
+        return outermost_ops(trace)
+    stack = call_stack(trace)
+    return topmost_match(stack.parent, stack_levels(trace), cpu_ops(trace, stack) & ~steps)
+
+
+def rank_op_efficiency(trace: RankTrace) -> pd.DataFrame:
+    """:func:`op_efficiency` of one rank."""
+    gpu, owner, _ = kernel_owner(trace)
+    if len(gpu) == 0:
+        return _empty()
+    dur = np.nan_to_num(trace.dur[gpu])
+    tc, tf32 = tensor_core_kernels(trace, gpu), tf32_kernels(trace, gpu)
+    sm_eff, occ = sm_efficiency_pct(trace, gpu), occupancy_pct(trace, gpu)
+    sig = _signature(trace, owner)
+    uniq, group = np.unique(sig, axis=0, return_inverse=True)
+    group = group.ravel()
+    n = len(uniq)
+    calls = _distinct_per_group(owner, group, n)
+    kernel_us = np.bincount(group, weights=dur, minlength=n)
+    tc_us = np.bincount(group, weights=dur * tc, minlength=n)
+    any_tf32 = np.bincount(group, weights=tf32.astype(float), minlength=n) > 0
+    match = rank_gpu(trace.meta)
+    rows = []
+    for g, (a, b, c, d) in enumerate(uniq.tolist()):
+        name = _text(trace, a)
+        m = model(name, _text(trace, b), _text(trace, c), _text(trace, d))
+        rows.append(_row(trace.rank, name, _text(trace, b), _text(trace, c), _text(trace, d), m, int(calls[g]),
+                         kernel_us[g], bool(any_tf32[g]), match.spec))
+    frame = pd.DataFrame(rows, columns=[c for c in COLUMNS if c not in ("kernels", "tensor_core_pct",
+                                                                        "est_sm_efficiency_pct",
+                                                                        "est_achieved_occupancy_pct", "gpu")])
+    frame["kernels"] = np.bincount(group, minlength=n)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        frame["tensor_core_pct"] = np.where(kernel_us > 0, 100.0 * tc_us / kernel_us, np.nan)
+    frame["est_sm_efficiency_pct"] = weighted_pct(sm_eff, dur, group, n)
+    frame["est_achieved_occupancy_pct"] = weighted_pct(occ, dur, group, n)
+    frame["gpu"] = match.device_name or ""
+    frame = frame[list(COLUMNS)].sort_values(["kernel_us", "op"], ascending=[False, True], kind="stable")
+    return frame.reset_index(drop=True)
+
+
+def _distinct_per_group(values: np.ndarray, group: np.ndarray, n: int) -> np.ndarray:
+    """Per group: the number of distinct ``values`` (here: op calls owning the group's kernels)."""
+    pairs = np.unique(np.column_stack([group, values]), axis=0)
+    return np.bincount(pairs[:, 0], minlength=n)
+
+
+def compute_class(m: OpModel, any_tf32: bool, spec: GpuSpec | None) -> str:
+    """The peak an op is measured against: a matrix op runs on tensor/matrix cores in its dtype
+    (FP32 as TF32 when its kernels say so, on AMD matrix cores as FP32-matrix); a vector op on the
+    FP32 (or FP64) vector units."""
+    if not m.matrix:
+        return "fp64" if m.dtype == "fp64" else "fp32"
+    if m.dtype == "fp32":
+        if any_tf32:
+            return "tf32"
+        return "fp32_matrix" if spec is not None and spec.peak("fp32_matrix") is not None else "fp32"
+    return m.dtype
+
+
+def _row(rank: int, name: str, dims: str, types: str, concrete: str, m: OpModel | None, calls: int,
+         kernel_us: float, any_tf32: bool, spec: GpuSpec | None) -> tuple:
+    if m is None:
+        return (rank, name, dims, types, concrete, "none", "", "", "", calls, kernel_us) + (np.nan,) * 9 + ("",)
+    flops, nbytes = m.flops * calls, m.bytes * calls
+    secs = kernel_us * 1e-6
+    tflops = flops / secs / 1e12 if secs > 0 else np.nan
+    tbps = nbytes / secs / 1e12 if secs > 0 else np.nan
+    intensity = m.flops / m.bytes if m.bytes > 0 else np.nan
+    cls = compute_class(m, any_tf32, spec)
+    peak = spec.peak(cls) if spec is not None else None
+    pct_peak = pct_bw = pct_roof = np.nan
+    bound = ""
+    if spec is not None:
+        pct_bw = 100.0 * tbps / spec.mem_tbps
+        if peak is not None:
+            pct_peak = 100.0 * tflops / peak
+            ridge = peak / spec.mem_tbps  # FLOP per byte where the roofline bends
+            bound = "compute" if intensity >= ridge else "memory"
+            attainable = min(peak, intensity * spec.mem_tbps)
+            pct_roof = 100.0 * tflops / attainable if attainable > 0 else np.nan
+    return (rank, name, dims, types, concrete, "perfreport", m.kind, m.dtype, cls, calls, kernel_us, m.flops / 1e9,
+            m.bytes, tflops, tbps, intensity, np.nan if peak is None else peak, pct_peak, pct_bw, pct_roof, bound)
