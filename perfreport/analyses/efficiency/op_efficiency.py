@@ -11,8 +11,13 @@ Per group: ``tflops_per_s`` = FLOPs of all calls / kernel time, ``tb_per_s`` lik
 bytes, ``arithmetic_intensity`` = FLOPs / byte, ``pct_of_peak`` = achieved / the GPU's peak for
 the op's compute class, ``pct_of_bw`` = achieved / the GPU's memory bandwidth, ``bound`` =
 compute when the intensity is at or above the ridge point (peak / bandwidth) else memory, and
-``pct_of_roofline`` = achieved / min(peak, intensity × bandwidth). Without a known GPU the
-peak columns are empty and ``bound`` is "".
+``pct_of_roofline`` = the roofline's time (max(FLOPs / peak, bytes / bandwidth)) / the kernel
+time, i.e. achieved / min(peak, intensity × bandwidth) (for a copy, bandwidth alone). Without a known GPU the
+peak columns are empty and ``bound`` is "". ``share_of_gpu_pct`` is the group's kernel time over
+all the rank's GPU time (kernels, memcpy, memset); ``time_at_stake_us`` = kernel time ×
+(1 − pct_of_roofline / 100), floored at 0: the time the group would save at its roofline, which
+orders "which op to look at first". A model counts the algorithm's FLOPs, so a kernel that
+does fewer (Winograd or FFT convolutions) can exceed 100 % of peak; that is reported as is.
 """
 
 from __future__ import annotations
@@ -29,7 +34,8 @@ from .perfmodel import OpModel, has_model, model
 COLUMNS = ("rank", "op", "input_dims", "input_types", "concrete_inputs", "model", "kind", "dtype",
            "compute_class", "calls", "kernels", "kernel_us", "gflops_per_call", "bytes_per_call", "tflops_per_s",
            "tb_per_s", "arithmetic_intensity", "peak_tflops_per_s", "pct_of_peak", "pct_of_bw", "pct_of_roofline",
-           "bound", "tensor_core_pct", "est_sm_efficiency_pct", "est_achieved_occupancy_pct", "gpu")
+           "bound", "share_of_gpu_pct", "time_at_stake_us", "tensor_core_pct", "est_sm_efficiency_pct",
+           "est_achieved_occupancy_pct", "gpu")
 """Columns of :func:`op_efficiency` (units in the names: µs, GFLOP, B, TFLOPS/s, TB/s, FLOP/B, %)."""
 _TEXT = {"op", "input_dims", "input_types", "concrete_inputs", "model", "kind", "dtype", "compute_class", "bound", "gpu"}
 _INT = {"rank", "calls", "kernels"}
@@ -125,10 +131,14 @@ def rank_op_efficiency(trace: RankTrace) -> pd.DataFrame:
         m = model(name, _text(trace, b), _text(trace, c), _text(trace, d))
         rows.append(_row(trace.rank, name, _text(trace, b), _text(trace, c), _text(trace, d), m, int(calls[g]),
                          kernel_us[g], bool(any_tf32[g]), match.spec))
-    frame = pd.DataFrame(rows, columns=[c for c in COLUMNS if c not in ("kernels", "tensor_core_pct",
+    frame = pd.DataFrame(rows, columns=[c for c in COLUMNS if c not in ("kernels", "share_of_gpu_pct",
+                                                                        "time_at_stake_us", "tensor_core_pct",
                                                                         "est_sm_efficiency_pct",
                                                                         "est_achieved_occupancy_pct", "gpu")])
     frame["kernels"] = np.bincount(group, minlength=n)
+    gpu_total = float(np.nan_to_num(trace.dur[trace.gpu_work_rows()]).sum())
+    frame["share_of_gpu_pct"] = 100.0 * kernel_us / gpu_total if gpu_total > 0 else np.nan
+    frame["time_at_stake_us"] = np.clip(kernel_us * (1.0 - frame["pct_of_roofline"].to_numpy() / 100.0), 0.0, None)
     with np.errstate(invalid="ignore", divide="ignore"):
         frame["tensor_core_pct"] = np.where(kernel_us > 0, 100.0 * tc_us / kernel_us, np.nan)
     frame["est_sm_efficiency_pct"] = weighted_pct(sm_eff, dur, group, n)
@@ -172,11 +182,16 @@ def _row(rank: int, name: str, dims: str, types: str, concrete: str, m: OpModel 
     bound = ""
     if spec is not None:
         pct_bw = 100.0 * tbps / spec.mem_tbps
+        memory_s = m.bytes / (spec.mem_tbps * 1e12)
         if peak is not None:
             pct_peak = 100.0 * tflops / peak
             ridge = peak / spec.mem_tbps  # FLOP per byte where the roofline bends
             bound = "compute" if intensity >= ridge else "memory"
-            attainable = min(peak, intensity * spec.mem_tbps)
-            pct_roof = 100.0 * tflops / attainable if attainable > 0 else np.nan
+            ideal_s = max(m.flops / (peak * 1e12), memory_s)  # the roofline's time for one call
+        elif m.flops == 0:
+            bound, ideal_s = "memory", memory_s  # a copy or fill: the bandwidth is its only roof
+        else:
+            ideal_s = np.nan  # the GPU has no units of this class: no roofline
+        pct_roof = 100.0 * ideal_s * calls / secs if secs > 0 else np.nan
     return (rank, name, dims, types, concrete, "perfreport", m.kind, m.dtype, cls, calls, kernel_us, m.flops / 1e9,
             m.bytes, tflops, tbps, intensity, np.nan if peak is None else peak, pct_peak, pct_bw, pct_roof, bound)
