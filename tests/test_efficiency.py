@@ -214,7 +214,7 @@ def test_unknown_or_ambiguous_gpus_get_no_peak_and_a_note():
     table = op_efficiency(load_cached(str(TRACES / "odd_amd_mi250_rocm62_minitoy")))
     modelled = table[table.model == "perfreport"]
     assert len(modelled) and modelled.pct_of_peak.isna().all() and (modelled.bound == "").all()
-    assert modelled.tflops_per_s.notna().all()  # absolute figures stay
+    assert modelled.tb_per_s.notna().all()  # absolute figures stay
 
 
 def test_every_gpu_has_a_source_and_consistent_peaks():
@@ -238,3 +238,25 @@ def test_sm_efficiency_and_occupancy_are_duration_weighted_kernel_args():
     tc = sum(k["dur"] for k in kernels if any(s in k["name"] for s in ("tensorop", "xmma", "flash_fwd")))
     assert step_rows.tensor_core_pct == pytest.approx(100 * tc / dur.sum(), rel=1e-9)
     assert row.kernel_us == pytest.approx(dur.sum(), rel=1e-9)  # one profiler step holds every kernel
+
+
+# --- the report ------------------------------------------------------------------------------------------
+def test_the_look_first_suggestion_states_numbers_true_of_the_raw_events():
+    from perfreport.pipeline import analyze, summary_document
+    from perfreport.report.build import build_report
+
+    events = _events(BERT_H100)
+    report = build_report(summary_document(analyze(str(BERT_H100), workers=1)))
+    (text,) = [s for s in report.suggestions if s.text.startswith("Look first at")]
+    # the op with the most kernel time beyond its roofline: addmm 141x512 x 512x512 (memory-bound)
+    assert text.text.startswith("Look first at aten::addmm [512, 141×512, 512×512] bf16: it runs at ")
+    times = _kernel_us_by_op(events, "aten::addmm")
+    key = "[[512],[141,512],[512,512],[],[]]"
+    calls = sum(1 for e in events if e.get("name") == "aten::addmm" and _compact(e["args"]["Input Dims"]) == key)
+    gpu_total = sum(e["dur"] for e in events if e.get("cat") in ("kernel", "gpu_memset", "gpu_memcpy"))
+    nbytes = calls * 2 * (141 * 512 + 512 * 512 + 141 * 512 + 512)
+    pct_bw = 100 * nbytes / (times[key] * 1e-6) / 3.35e12  # H100 SXM: 3.35 TB/s
+    assert f"{pct_bw:.0f} % of the H100 SXM's memory bandwidth" in text.text
+    assert f"on {100 * times[key] / gpu_total:.0f} % of the GPU time (memory-bound)" in text.text
+    assert f"{calls} calls, {times[key]:.1f} µs of kernel time" in text.evidence
+    assert report.sections and any(s.id == "efficiency" for s in report.sections)

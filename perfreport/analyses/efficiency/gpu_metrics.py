@@ -6,7 +6,7 @@ Definitions (those of ``torch_tb_profiler``, kineto/tb_plugin, written down here
   substrings (``TC_Allowlist``, taken from NVIDIA PyProf: ``h884``, ``s1688``, ``hmma``,
   ``xmma_gemm``...), extended for kernels that list predates: cuBLAS/CUTLASS ``tensorop``,
   ``sm80_xmma``/``sm90_xmma``/``sm100_xmma``, Hopper ``wgmma`` and ``nvjet`` (cuBLASLt's Hopper+
-  GEMMs), FlashAttention / cuDNN fused attention (``flash_fwd``, ``flash_bwd``, ``fmha``,
+  GEMMs), Blackwell ``tcgen05`` and TensorRT-LLM kernels named for their ``_sm100f``-style target, FlashAttention / cuDNN fused attention (``flash_fwd``, ``flash_bwd``, ``fmha``,
   ``cudnn_generated_fort_native_sdpa``) and AMD matrix-core kernels (Tensile GEMMs name their
   MFMA tile ``_MI16x16x...``; CK and Triton attention ``attn_fwd``/``attn_bwd``). **Tensor Core
   usage** = share of kernel time in such kernels.
@@ -33,7 +33,8 @@ TC_PATTERN = re.compile(
     r"h884|s884|h1688|s1688|hmma|i8816|16816|dgrad_1x1_stride_2x2|first_layer_wgrad_kernel|conv1x1|"
     r"conv2d_c1_k1|direct_group|xmma_implicit_gemm|xmma_sparse_conv|xmma_warp_specialized_implicit_gemm|"
     r"xmma_gemm|xmma_sparse_gemm|c1688"  # TensorBoard's TC_Allowlist
-    r"|tensorop|sm\d+_xmma|wgmma|nvjet|gmma|flash_fwd|flash_bwd|fmha|native_sdpa|_MI\d+x\d+x\d+|attn_fwd|attn_bwd"
+    r"|tensorop|sm\d+_xmma|wgmma|nvjet|gmma|tcgen05|_sm1\d\d[af]?$|flash_fwd|flash_bwd|fmha|native_sdpa"
+    r"|_MI\d+x\d+x\d+|attn_fwd|attn_bwd"
 )
 """Kernel names that run on Tensor Cores / matrix cores (see module doc)."""
 TF32_PATTERN = re.compile(r"tf32", re.IGNORECASE)

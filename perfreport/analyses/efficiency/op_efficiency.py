@@ -22,6 +22,8 @@ does fewer (Winograd or FFT convolutions) can exceed 100 % of peak; that is repo
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 
@@ -31,13 +33,13 @@ from .gpu_metrics import occupancy_pct, sm_efficiency_pct, tensor_core_kernels, 
 from .gpus import GpuSpec, rank_gpu
 from .perfmodel import OpModel, has_model, model
 
-COLUMNS = ("rank", "op", "input_dims", "input_types", "concrete_inputs", "model", "kind", "dtype",
+COLUMNS = ("rank", "op", "label", "input_dims", "input_types", "concrete_inputs", "model", "kind", "dtype",
            "compute_class", "calls", "kernels", "kernel_us", "gflops_per_call", "bytes_per_call", "tflops_per_s",
            "tb_per_s", "arithmetic_intensity", "peak_tflops_per_s", "pct_of_peak", "pct_of_bw", "pct_of_roofline",
            "bound", "share_of_gpu_pct", "time_at_stake_us", "tensor_core_pct", "est_sm_efficiency_pct",
            "est_achieved_occupancy_pct", "gpu")
 """Columns of :func:`op_efficiency` (units in the names: µs, GFLOP, B, TFLOPS/s, TB/s, FLOP/B, %)."""
-_TEXT = {"op", "input_dims", "input_types", "concrete_inputs", "model", "kind", "dtype", "compute_class", "bound", "gpu"}
+_TEXT = {"op", "label", "input_dims", "input_types", "concrete_inputs", "model", "kind", "dtype", "compute_class", "bound", "gpu"}
 _INT = {"rank", "calls", "kernels"}
 
 
@@ -131,7 +133,7 @@ def rank_op_efficiency(trace: RankTrace) -> pd.DataFrame:
         m = model(name, _text(trace, b), _text(trace, c), _text(trace, d))
         rows.append(_row(trace.rank, name, _text(trace, b), _text(trace, c), _text(trace, d), m, int(calls[g]),
                          kernel_us[g], bool(any_tf32[g]), match.spec))
-    frame = pd.DataFrame(rows, columns=[c for c in COLUMNS if c not in ("kernels", "share_of_gpu_pct",
+    frame = pd.DataFrame(rows, columns=[c for c in COLUMNS if c not in ("label", "kernels", "share_of_gpu_pct",
                                                                         "time_at_stake_us", "tensor_core_pct",
                                                                         "est_sm_efficiency_pct",
                                                                         "est_achieved_occupancy_pct", "gpu")])
@@ -144,8 +146,19 @@ def rank_op_efficiency(trace: RankTrace) -> pd.DataFrame:
     frame["est_sm_efficiency_pct"] = weighted_pct(sm_eff, dur, group, n)
     frame["est_achieved_occupancy_pct"] = weighted_pct(occ, dur, group, n)
     frame["gpu"] = match.device_name or ""
+    frame["label"] = [label(o, d, t) for o, d, t in zip(frame["op"], frame["input_dims"], frame["dtype"])]
     frame = frame[list(COLUMNS)].sort_values(["kernel_us", "op"], ascending=[False, True], kind="stable")
     return frame.reset_index(drop=True)
+
+
+def label(op: str, dims_text: str, dtype: str) -> str:
+    """``aten::mm [8192×4096, 4096×4096] bf16``: the op with its tensor shapes and dtype, for people."""
+    try:
+        dims = json.loads(dims_text) if dims_text else []
+    except ValueError:
+        dims = []
+    shapes = ["×".join(str(x) for x in d) for d in dims if isinstance(d, list) and d]
+    return op + (f" [{', '.join(shapes)}]" if shapes else "") + (f" {dtype}" if dtype else "")
 
 
 def _distinct_per_group(values: np.ndarray, group: np.ndarray, n: int) -> np.ndarray:
@@ -176,8 +189,8 @@ def _row(rank: int, name: str, dims: str, types: str, concrete: str, m: OpModel 
     tflops = flops / secs / 1e12 if secs > 0 else np.nan
     tbps = nbytes / secs / 1e12 if secs > 0 else np.nan
     intensity = m.flops / m.bytes if m.bytes > 0 else np.nan
-    cls = compute_class(m, any_tf32, spec)
-    peak = spec.peak(cls) if spec is not None else None
+    cls = compute_class(m, any_tf32, spec) if m.flops > 0 else ""  # a copy or fill computes nothing
+    peak = spec.peak(cls) if spec is not None and cls else None
     pct_peak = pct_bw = pct_roof = np.nan
     bound = ""
     if spec is not None:
@@ -193,5 +206,7 @@ def _row(rank: int, name: str, dims: str, types: str, concrete: str, m: OpModel 
         else:
             ideal_s = np.nan  # the GPU has no units of this class: no roofline
         pct_roof = 100.0 * ideal_s * calls / secs if secs > 0 else np.nan
+    if m.flops == 0:
+        tflops = intensity = np.nan
     return (rank, name, dims, types, concrete, "perfreport", m.kind, m.dtype, cls, calls, kernel_us, m.flops / 1e9,
             m.bytes, tflops, tbps, intensity, np.nan if peak is None else peak, pct_peak, pct_bw, pct_roof, bound)
