@@ -260,3 +260,50 @@ def test_the_look_first_suggestion_states_numbers_true_of_the_raw_events():
     assert f"on {100 * times[key] / gpu_total:.0f} % of the GPU time (memory-bound)" in text.text
     assert f"{calls} calls, {times[key]:.1f} µs of kernel time" in text.evidence
     assert report.sections and any(s.id == "efficiency" for s in report.sections)
+
+
+# --- the gate ------------------------------------------------------------------------------------------------
+def _off_tensor_cores(tmp_path: Path) -> Path:
+    """BERT-small H100 with the kernels of the vocabulary projection (addmm 141x512 x 512x30522)
+    renamed to a non-Tensor-Core GEMM and 3x as long: the same op, another kernel."""
+    events_doc = json.load(gzip.open(next(BERT_H100.glob("*.json.gz"))))
+    events = events_doc["traceEvents"]
+    ops = [e for e in events if e.get("name") == "aten::addmm" and e["args"]["Input Dims"][0] == [30522]]
+    corr = {e["args"]["correlation"] for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver")
+            and any(o["tid"] == e["tid"] and o["ts"] <= e["ts"] <= o["ts"] + o["dur"] for o in ops)}
+    for e in events:
+        if e.get("cat") == "kernel" and e["args"].get("correlation") in corr:
+            e["name"], e["dur"] = "void gemmSN_NN_kernel<float>", e["dur"] * 3
+    out = tmp_path / "candidate"
+    out.mkdir()
+    with gzip.open(out / "rank0.json.gz", "wt") as f:
+        json.dump(events_doc, f)
+    return out
+
+
+def test_fell_off_the_tensor_cores_is_a_structural_finding(tmp_path):
+    from perfreport.pipeline import compare
+
+    result = compare(str(BERT_H100), str(_off_tensor_cores(tmp_path)), workers=1)
+    found = [c for c in result.verdict.checks if c.name == "tensor_cores"]
+    (check,) = found
+    assert check.status == "warn" and check.family == "structural"
+    assert check.subject == "aten::addmm [30522, 141×512, 512×30522] bf16"
+    assert (check.baseline_value, check.candidate_value) == (pytest.approx(100.0), 0.0)
+    times = _kernel_us_by_op(_events(BERT_H100), "aten::addmm")["[[30522],[141,512],[512,30522],[],[]]"]
+    assert f"{times:.1f} → {3 * times:.1f} µs per call" in check.message
+    same = compare(str(BERT_H100), str(BERT_H100), workers=1)
+    (kept,) = [c for c in same.verdict.checks if c.name == "tensor_cores"]
+    assert kept.status == "pass"
+
+
+def test_different_gpus_get_a_hardware_normalised_note():
+    from perfreport.pipeline import compare
+
+    result = compare(str(BERT_H100), str(BERT_MI300X), workers=1)
+    (note,) = [n for n in result.verdict.notes if n.message.startswith("hardware-normalised")]
+    h100 = op_efficiency(load_cached(str(BERT_H100)))
+    mi300x = op_efficiency(load_cached(str(BERT_MI300X)))
+    top = h100[h100.model == "perfreport"].iloc[0]
+    other = mi300x[(mi300x.op == top.op) & (mi300x.input_dims == top.input_dims)].iloc[0]
+    assert f"{top.label}: {top.pct_of_bw:.1f} % → {other.pct_of_bw:.1f} % of each GPU's memory bandwidth" in note.message

@@ -111,7 +111,11 @@ def _outermost_op(trace: RankTrace) -> np.ndarray:
 
 
 def rank_op_efficiency(trace: RankTrace) -> pd.DataFrame:
-    """:func:`op_efficiency` of one rank."""
+    """:func:`op_efficiency` of one rank, memoised: a digest carries it (the gate reads it)."""
+    return trace.memo("op_efficiency", lambda: _rank_op_efficiency(trace))
+
+
+def _rank_op_efficiency(trace: RankTrace) -> pd.DataFrame:
     gpu, owner, _ = kernel_owner(trace)
     if len(gpu) == 0:
         return _empty()
