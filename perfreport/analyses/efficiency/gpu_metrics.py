@@ -27,7 +27,7 @@ import re
 
 import numpy as np
 
-from ...model import RankTrace
+from ...model import RankTrace, distinct_codes
 
 TC_PATTERN = re.compile(
     r"h884|s884|h1688|s1688|hmma|i8816|16816|dgrad_1x1_stride_2x2|first_layer_wgrad_kernel|conv1x1|"
@@ -43,9 +43,9 @@ TF32_PATTERN = re.compile(r"tf32", re.IGNORECASE)
 
 def _per_name(trace: RankTrace, codes: np.ndarray, fn) -> np.ndarray:
     """``fn(string)`` (bool) per code, evaluated once per distinct code."""
-    uniq, inverse = np.unique(codes, return_inverse=True)
+    uniq, inverse = distinct_codes(codes, len(trace.strings))
     values = np.array([bool(fn(trace.strings[c])) if c >= 0 else False for c in uniq.tolist()], dtype=bool)
-    return values[inverse.ravel()]
+    return values[inverse]
 
 
 def tensor_core_kernels(trace: RankTrace, rows: np.ndarray) -> np.ndarray:

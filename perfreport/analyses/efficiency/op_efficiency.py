@@ -27,11 +27,11 @@ import json
 import numpy as np
 import pandas as pd
 
-from ...model import CPU_OP_CATEGORIES, RankTrace, TraceSet
+from ...model import CPU_OP_CATEGORIES, RankTrace, TraceSet, distinct_codes
 from ..callstack import call_stack, cpu_ops, nearest_match, outermost_ops, stack_levels, topmost_match
 from .gpu_metrics import occupancy_pct, sm_efficiency_pct, tensor_core_kernels, tf32_kernels, weighted_pct
 from .gpus import GpuSpec, rank_gpu
-from .perfmodel import OpModel, has_model, model
+from .perfmodel import MODELS, OpModel, model
 
 COLUMNS = ("rank", "op", "label", "input_dims", "input_types", "concrete_inputs", "model", "kind", "dtype",
            "compute_class", "calls", "kernels", "kernel_us", "gflops_per_call", "bytes_per_call", "tflops_per_s",
@@ -71,11 +71,11 @@ def modelled_ops(trace: RankTrace) -> tuple[np.ndarray, np.ndarray, np.ndarray, 
     stack = call_stack(trace)
     ops = np.flatnonzero(trace.complete & trace.is_cat(CPU_OP_CATEGORIES) & stack.is_node)
     named = np.zeros(len(trace.strings) + 1, dtype=bool)
-    named[[i for i, s in enumerate(trace.strings) if has_model(s)]] = True
+    named[trace.codes(MODELS)] = True
     ops = ops[named[trace.name[ops]]]
     sig = _signature(trace, ops)
-    uniq, inverse = (np.unique(sig, axis=0, return_inverse=True) if len(ops)
-                     else (np.empty((0, 4), np.int64), np.empty(0, np.int64)))
+    first, inverse = distinct_rows(sig)
+    uniq = sig[first]
     models = [model(_text(trace, a), _text(trace, b), _text(trace, c), _text(trace, d)) for a, b, c, d in uniq.tolist()]
     return ops, inverse.ravel(), uniq, models
 
@@ -122,11 +122,12 @@ def _rank_op_efficiency(trace: RankTrace) -> pd.DataFrame:
     dur = np.nan_to_num(trace.dur[gpu])
     tc, tf32 = tensor_core_kernels(trace, gpu), tf32_kernels(trace, gpu)
     sm_eff, occ = sm_efficiency_pct(trace, gpu), occupancy_pct(trace, gpu)
-    sig = _signature(trace, owner)
-    uniq, group = np.unique(sig, axis=0, return_inverse=True)
-    group = group.ravel()
+    owners, owner_of = distinct_codes(owner, trace.n_events)  # the op calls that own GPU work
+    sig = _signature(trace, owners)
+    first, group_of_call = distinct_rows(sig)
+    uniq, group = sig[first], group_of_call[owner_of.ravel()]
     n = len(uniq)
-    calls = _distinct_per_group(owner, group, n)
+    calls = np.bincount(group_of_call, minlength=n)
     kernel_us = np.bincount(group, weights=dur, minlength=n)
     tc_us = np.bincount(group, weights=dur * tc, minlength=n)
     any_tf32 = np.bincount(group, weights=tf32.astype(float), minlength=n) > 0
@@ -165,10 +166,16 @@ def label(op: str, dims_text: str, dtype: str) -> str:
     return op + (f" [{', '.join(shapes)}]" if shapes else "") + (f" {dtype}" if dtype else "")
 
 
-def _distinct_per_group(values: np.ndarray, group: np.ndarray, n: int) -> np.ndarray:
-    """Per group: the number of distinct ``values`` (here: op calls owning the group's kernels)."""
-    pairs = np.unique(np.column_stack([group, values]), axis=0)
-    return np.bincount(pairs[:, 0], minlength=n)
+def distinct_rows(sig: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(first row of each distinct row, distinct id per row) of an (n, k) array of string codes:
+    each column made dense first, so the rows become one int64 key (``np.unique(axis=0)`` sorts
+    the rows as structured records, several times slower)."""
+    key = np.zeros(len(sig), dtype=np.int64)
+    for column in sig.T:
+        ids, dense = distinct_codes(column, int(column.max(initial=0)) + 1)
+        key = key * len(ids) + dense
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    return first, inverse.ravel()
 
 
 def compute_class(m: OpModel, any_tf32: bool, spec: GpuSpec | None) -> str:
