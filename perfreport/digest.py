@@ -37,6 +37,7 @@ COMMON_CLOCK_COLUMNS = {"memory_timeline": ("ts_us",), "memory_peaks": ("peak_al
 DIGEST_KEYS = frozenset({
     "step_spans", "profiler_steps", "step_numbers", "span_us", "collectives", "class_name_totals", "comm_kernels",
     "rank_step_metrics", "op_pairs", "series", "memory_facts", "step_parts", "invocations", "op_efficiency",
+    "op_efficiency_steps",
 })
 """Memo keys (first element of a tuple key) a digest carries: what the cross-rank analyses read."""
 
@@ -162,6 +163,10 @@ def digest(trace: RankTrace, options: AnalysisOptions = AnalysisOptions(), *, sh
     trace.span_us()
     trace.step_numbers()
     _rank_pairs(trace, np.empty(0, dtype=np.int64), False)  # the op profile's sums when the ranks share no step
+    if options.gate:
+        from .analyses.efficiency.op_efficiency import op_efficiency_steps
+
+        op_efficiency_steps(trace)  # the gate's achieved-throughput samples
     if options.gate:
         _precompute_gate(one, options)
     memo = {k: v for k, v in trace._memo.items() if memo_kind(k) in DIGEST_KEYS}

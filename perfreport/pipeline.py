@@ -271,7 +271,7 @@ def gate_side(label: str, traces: TraceSet | Sequence[TraceSet], config: Config,
                      ranks=tuple(sorted({rank for r in runs for rank in r.rank_ids})),
                      gpus={t.rank: t.meta.gpu_name() for r in runs for t in r},
                      world_size=max(world) if world else None, versions=versions, steps=config.steps)
-    return dataclasses.replace(side, efficiency=_efficiency(runs[-1]))
+    return dataclasses.replace(side, efficiency=_efficiency(runs[-1]), efficiency_steps=_efficiency_steps(runs))
 
 
 def _efficiency(traces: TraceSet) -> pd.DataFrame | None:
@@ -283,6 +283,19 @@ def _efficiency(traces: TraceSet) -> pd.DataFrame | None:
         return op_efficiency(traces)
     except DigestError:
         return None
+
+
+def _efficiency_steps(runs: Sequence[TraceSet]) -> pd.DataFrame | None:
+    """Every run's per-step op throughput samples (with a ``run`` column); None when a digest
+    was made without them."""
+    from .analyses.efficiency.op_efficiency import op_efficiency_steps
+    from .digest import DigestError
+
+    try:
+        parts = [op_efficiency_steps(t).assign(run=run) for run, r in enumerate(runs) for t in r]
+    except DigestError:
+        return None
+    return pd.concat(parts, ignore_index=True) if parts else None
 
 
 def compare(baseline: str | Path, candidate: str | Path, *, config: Config | None = None,

@@ -263,17 +263,17 @@ def test_the_look_first_suggestion_states_numbers_true_of_the_raw_events():
 
 
 # --- the gate ------------------------------------------------------------------------------------------------
-def _off_tensor_cores(tmp_path: Path) -> Path:
-    """BERT-small H100 with the kernels of the vocabulary projection (addmm 141x512 x 512x30522)
-    renamed to a non-Tensor-Core GEMM and 3x as long: the same op, another kernel."""
+def _edited(tmp_path: Path, dims: list, factor: float, rename: str | None = None) -> Path:
+    """BERT-small H100 with the kernels of the addmm calls whose Input Dims start with ``dims``
+    made ``factor`` times as long (and renamed to ``rename``)."""
     events_doc = json.load(gzip.open(next(BERT_H100.glob("*.json.gz"))))
     events = events_doc["traceEvents"]
-    ops = [e for e in events if e.get("name") == "aten::addmm" and e["args"]["Input Dims"][0] == [30522]]
+    ops = [e for e in events if e.get("name") == "aten::addmm" and e["args"]["Input Dims"][0] == dims]
     corr = {e["args"]["correlation"] for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver")
             and any(o["tid"] == e["tid"] and o["ts"] <= e["ts"] <= o["ts"] + o["dur"] for o in ops)}
     for e in events:
         if e.get("cat") == "kernel" and e["args"].get("correlation") in corr:
-            e["name"], e["dur"] = "void gemmSN_NN_kernel<float>", e["dur"] * 3
+            e["name"], e["dur"] = rename or e["name"], e["dur"] * factor
     out = tmp_path / "candidate"
     out.mkdir()
     with gzip.open(out / "rank0.json.gz", "wt") as f:
@@ -284,7 +284,8 @@ def _off_tensor_cores(tmp_path: Path) -> Path:
 def test_fell_off_the_tensor_cores_is_a_structural_finding(tmp_path):
     from perfreport.pipeline import compare
 
-    result = compare(str(BERT_H100), str(_off_tensor_cores(tmp_path)), workers=1)
+    # the vocabulary projection on a non-Tensor-Core GEMM kernel, 3x as long: same op, another kernel
+    result = compare(str(BERT_H100), str(_edited(tmp_path, [30522], 3, "void gemmSN_NN_kernel<float>")), workers=1)
     found = [c for c in result.verdict.checks if c.name == "tensor_cores"]
     (check,) = found
     assert check.status == "warn" and check.family == "structural"
@@ -307,3 +308,36 @@ def test_different_gpus_get_a_hardware_normalised_note():
     top = h100[h100.model == "perfreport"].iloc[0]
     other = mi300x[(mi300x.op == top.op) & (mi300x.input_dims == top.input_dims)].iloc[0]
     assert f"{top.label}: {top.pct_of_bw:.1f} % → {other.pct_of_bw:.1f} % of each GPU's memory bandwidth" in note.message
+
+
+def test_achieved_throughput_is_checked_like_kernel_time(tmp_path):
+    from perfreport.pipeline import compare
+
+    # the addmm 141x512 x 512x512 calls (17 a step, 98.7 us) at half speed: half the TB/s
+    result = compare(str(BERT_H100), str(_edited(tmp_path, [512], 2.0)), workers=1)
+    label = "aten::addmm [512, 141×512, 512×512] bf16"
+    (check,) = [c for c in result.verdict.checks if c.id == f"relative.op_throughput[{label}]"]
+    key = "[[512],[141,512],[512,512],[],[]]"
+    us = _kernel_us_by_op(_events(BERT_H100), "aten::addmm")[key]
+    tbps = 17 * 2 * (141 * 512 + 512 * 512 + 141 * 512 + 512) / (us * 1e-6) / 1e12
+    assert check.baseline_value == pytest.approx(tbps, rel=1e-9)
+    assert check.candidate_value == pytest.approx(tbps / 2, rel=1e-3)  # memsets under the op keep their time
+    assert check.threshold.kind == "max_decrease_pct" and check.unit == "TB/s"
+    # one profiler step a side: beyond the threshold but too few samples, as kernel time would be
+    assert check.status == "inconclusive" and "too few samples" in check.message
+
+
+def test_throughput_of_the_v100_resnet50_pair_is_judged_per_step():
+    from perfreport.pipeline import compare
+
+    base = shared_trace("pair_kineto_resnet50_v100_dataloader/workers0")
+    result = compare(str(base), str(shared_trace("pair_kineto_resnet50_v100_dataloader/workers4")), workers=1)
+    checks = [c for c in result.verdict.checks if c.name == "op_throughput"]
+    assert len(checks) >= 5
+    conv = [c for c in checks if c.subject.startswith("aten::cudnn_convolution_backward [32×256×14×14, 32×256×14×14")]
+    (c,) = conv
+    table = op_efficiency(load_cached(str(base)))
+    row = table[table.label == c.subject].iloc[0]
+    # the per-step medians sit around the whole-trace figure of the op_efficiency table
+    assert c.baseline_value == pytest.approx(row.tflops_per_s, rel=0.05) and c.status == "pass"
+    assert len(c.evidence.baseline_values) == 5  # steps 5..10, the last dropped

@@ -158,6 +158,8 @@ class SideData:
     invocations: pd.DataFrame | None = None
     efficiency: pd.DataFrame | None = None
     """The newest run's ``op_efficiency`` table (the Tensor Core check, the hardware note)."""
+    efficiency_steps: pd.DataFrame | None = None
+    """Per (run, rank, step, top op): kernel µs, FLOPs, bytes (the achieved-throughput checks)."""
 
     @property
     def has_steps(self) -> bool:

@@ -221,3 +221,51 @@ def _row(rank: int, name: str, dims: str, types: str, concrete: str, m: OpModel 
         tflops = intensity = np.nan
     return (rank, name, dims, types, concrete, "perfreport", m.kind, m.dtype, cls, calls, kernel_us, m.flops / 1e9,
             m.bytes, tflops, tbps, intensity, np.nan if peak is None else peak, pct_peak, pct_bw, pct_roof, bound)
+
+
+STEP_COLUMNS = ("rank", "step", "label", "bound", "calls", "kernel_us", "flops", "bytes")
+TOP_STEP_OPS = 20
+"""Modelled op groups per rank kept per step (by kernel time): the gate's samples."""
+
+
+def op_efficiency_steps(trace: RankTrace) -> pd.DataFrame:
+    """Per (profiler step, modelled op group) of the rank's top :data:`TOP_STEP_OPS` groups by
+    kernel time: calls, kernel µs, FLOPs and bytes (totals), for the gate's achieved-throughput
+    checks (a call belongs to the step of its own event). Memoised: a digest carries it."""
+    return trace.memo("op_efficiency_steps", lambda: _op_efficiency_steps(trace))
+
+
+def _op_efficiency_steps(trace: RankTrace) -> pd.DataFrame:
+    table = rank_op_efficiency(trace)
+    top = table[table["model"] == "perfreport"].head(TOP_STEP_OPS)
+    gpu, owner, _ = kernel_owner(trace)
+    empty = pd.DataFrame({c: np.empty(0, object if c in ("label", "bound") else np.float64) for c in STEP_COLUMNS})
+    if not len(top) or not len(gpu):
+        return empty.astype({"rank": np.int64, "step": np.int64, "calls": np.int64})
+    owners, owner_of = distinct_codes(owner, trace.n_events)
+    sig = _signature(trace, owners)
+    texts = [tuple(_text(trace, int(c)) for c in row) for row in sig.tolist()]
+    wanted = {(r.op, r.input_dims, r.input_types, r.concrete_inputs): i for i, r in enumerate(top.itertuples())}
+    which = np.array([wanted.get(t, -1) for t in texts], dtype=np.int64)  # a loop over owning calls
+    step = trace.iteration[owners]
+    keep_call = (which >= 0) & (step >= 0)
+    if not keep_call.any():
+        return empty.astype({"rank": np.int64, "step": np.int64, "calls": np.int64})
+    steps, step_id = np.unique(step[keep_call], return_inverse=True)
+    n_ops = len(top)
+    cell_of_call = np.full(len(owners), -1, dtype=np.int64)
+    cell_of_call[keep_call] = step_id.ravel() * n_ops + which[keep_call]
+    cell = cell_of_call[owner_of]
+    ok = cell >= 0
+    n_cells = len(steps) * n_ops
+    kernel_us = np.bincount(cell[ok], weights=np.nan_to_num(trace.dur[gpu[ok]]), minlength=n_cells)
+    calls = np.bincount(cell_of_call[keep_call], minlength=n_cells)
+    present = calls > 0
+    op_index = np.arange(n_cells) % n_ops
+    gflops = top["gflops_per_call"].to_numpy(np.float64)[op_index]
+    nbytes = top["bytes_per_call"].to_numpy(np.float64)[op_index]
+    return pd.DataFrame({
+        "rank": trace.rank, "step": np.repeat(steps, n_ops)[present].astype(np.int64),
+        "label": top["label"].to_numpy(object)[op_index][present], "bound": top["bound"].to_numpy(object)[op_index][present],
+        "calls": calls[present], "kernel_us": kernel_us[present],
+        "flops": (gflops * 1e9 * calls)[present], "bytes": (nbytes * calls)[present]})
