@@ -29,11 +29,15 @@ FIGURE_OPS = 12
 
 OP_COLUMNS = [
     ("label", "op [shapes] dtype", "name"), "calls", ("kernel_us", "kernel time"),
-    ("share_of_gpu_pct", "% of GPU time"), ("gflops_per_call", "GFLOP per call", "number"),
-    ("bytes_per_call", "bytes per call"), ("tflops_per_s", "TFLOPS/s", "number"), ("tb_per_s", "TB/s", "number"),
-    ("arithmetic_intensity", "FLOP/byte", "number"), ("compute_class", "peak of", "text"),
+    ("share_of_gpu_pct", "% of GPU time"), ("tflops_per_s", "TFLOPS/s", "number"), ("tb_per_s", "TB/s", "number"),
     ("pct_of_peak", "% of peak"), ("pct_of_bw", "% of bandwidth"), ("pct_of_roofline", "% of roofline"),
     ("bound", "bound", "text"), ("time_at_stake_us", "time at stake"), ("tensor_core_pct", "Tensor Core %"),
+]
+MODEL_COLUMNS = [
+    ("label", "op [shapes] dtype", "name"), ("kind", "kind", "text"), ("gflops_per_call", "GFLOP per call", "number"),
+    ("bytes_per_call", "bytes per call"), ("arithmetic_intensity", "FLOP/byte", "number"),
+    ("compute_class", "peak of", "text"), ("peak_tflops_per_s", "peak TFLOPS/s", "number"),
+    ("est_sm_efficiency_pct", "est. SM efficiency %"), ("est_achieved_occupancy_pct", "est. achieved occupancy %"),
 ]
 
 
@@ -90,6 +94,8 @@ def efficiency_section(sides: Sequence[Side]) -> Section | None:
         _roofline_bars(sides),
         table("op_efficiency", "Where to look first: ops by time at stake", sides, "op_efficiency", OP_COLUMNS,
               where=_modelled, sort=("time_at_stake_us",), descending=True, top=TOP_ROWS),
+        table("op_efficiency_model", "The model behind each op (by kernel time)", sides, "op_efficiency",
+              MODEL_COLUMNS, where=_modelled, sort=("kernel_us",), descending=True, top=TOP_ROWS, collapsed=True),
         table("op_efficiency_none", "GPU time under ops with no performance model", sides, "op_efficiency",
               [("label", "op [shapes]", "name"), "calls", ("kernel_us", "kernel time"),
                ("share_of_gpu_pct", "% of GPU time"), ("tensor_core_pct", "Tensor Core %")],

@@ -257,8 +257,8 @@ def metadata_section(sides: Sequence[Side], extra: Sequence[str] = ()) -> Sectio
 
 
 ANALYSIS_SECTIONS = (overview_section, temporal_section, steps_section, idle_section, kernel_section,
-                     overlap_section, launch_section, queue_section, memory_section, collectives_section,
-                     operator_section, efficiency_section, straggler_section)
+                     efficiency_section, overlap_section, launch_section, queue_section, memory_section,
+                     collectives_section, operator_section, straggler_section)
 
 
 def analysis_sections(sides: Sequence[Side]) -> list[Section]:
