@@ -40,6 +40,9 @@ DIGEST_KEYS = frozenset({
     "op_efficiency_steps",
 })
 """Memo keys (first element of a tuple key) a digest carries: what the cross-rank analyses read."""
+GATE_ONLY_KEYS = frozenset({"op_efficiency"})
+"""Memo keys sent only for the gate (``op_efficiency`` also travels as a table: once is enough
+for ``analyze``)."""
 
 
 def memo_kind(key: Hashable) -> Hashable:
@@ -169,7 +172,8 @@ def digest(trace: RankTrace, options: AnalysisOptions = AnalysisOptions(), *, sh
         op_efficiency_steps(trace)  # the gate's achieved-throughput samples
     if options.gate:
         _precompute_gate(one, options)
-    memo = {k: v for k, v in trace._memo.items() if memo_kind(k) in DIGEST_KEYS}
+    memo = {k: v for k, v in trace._memo.items()
+            if memo_kind(k) in DIGEST_KEYS and (options.gate or memo_kind(k) not in GATE_ONLY_KEYS)}
     return RankDigest(meta=trace.meta, tables=tables, memo=memo, sha256=sha256, n_events=trace.n_events,
                       load_s=load_s, analyze_s=time.perf_counter() - t0)
 

@@ -341,3 +341,19 @@ def test_throughput_of_the_v100_resnet50_pair_is_judged_per_step():
     # the per-step medians sit around the whole-trace figure of the op_efficiency table
     assert c.baseline_value == pytest.approx(row.tflops_per_s, rel=0.05) and c.status == "pass"
     assert len(c.evidence.baseline_values) == 5  # steps 5..10, the last dropped
+
+
+def test_kernel_metrics_per_kernel_name_match_the_raw_launch_args():
+    from perfreport.analyses.efficiency import kernel_efficiency
+
+    kernels = [e for e in _events(BERT_H100) if e.get("cat") == "kernel"]
+    table = kernel_efficiency(load_cached(str(BERT_H100))).set_index("kernel")
+    for name in {k["name"] for k in kernels}:
+        mine = [k for k in kernels if k["name"] == name]
+        row = table.loc[name]
+        dur = np.array([k["dur"] for k in mine])
+        eff = np.array([min(k["args"]["blocks per SM"], 1.0) * 100 for k in mine])
+        assert row["count"] == len(mine) and row.kernel_us == pytest.approx(dur.sum(), rel=1e-9)
+        assert row.est_sm_efficiency_pct == pytest.approx((eff * dur).sum() / dur.sum(), rel=1e-6)
+        assert row.registers_per_thread == max(k["args"]["registers per thread"] for k in mine)
+        assert row.tensor_core == any(s in name for s in ("tensorop", "xmma", "flash_fwd"))

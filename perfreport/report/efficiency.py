@@ -107,6 +107,13 @@ def efficiency_section(sides: Sequence[Side]) -> Section | None:
               note="Tensor Core %: share of kernel time in Tensor Core kernels (by name). Est. SM efficiency: "
                    "min(blocks per SM, 1), weighted by kernel time. Est. achieved occupancy: Kineto's estimate "
                    "from the launch (blocks, registers, shared memory), weighted by kernel time."),
+        table("kernel_efficiency", "GPU metrics per kernel", sides, "kernel_efficiency",
+              ["rank", ("kernel", "kernel", "name"), "count", ("kernel_us", "time"), ("tensor_core", "Tensor Core", "bool"),
+               ("est_sm_efficiency_pct", "est. SM efficiency %"),
+               ("est_achieved_occupancy_pct", "est. achieved occupancy %"),
+               ("registers_per_thread", "registers per thread", "number"),
+               ("shared_memory_bytes", "shared memory", "bytes")],
+              sort=("kernel_us",), descending=True, top=TOP_ROWS, collapsed=True),
         table("gpu_metrics_per_step", "GPU metrics per step", sides, "gpu_metrics_per_step",
               ["rank", "step", ("kernel_us", "kernel time"), ("tensor_core_pct", "Tensor Core %"),
                ("est_sm_efficiency_pct", "est. SM efficiency %"),

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from ...model import RankTrace, TraceSet
+from ..grouping import string_keys
 from .gpu_metrics import occupancy_pct, sm_efficiency_pct, tensor_core_kernels, weighted_pct
 from .gpus import rank_gpu
 from .op_efficiency import kernel_owner
@@ -73,3 +74,42 @@ def gpu_metrics_per_step(traces: TraceSet) -> pd.DataFrame:
     if not frames:
         return pd.DataFrame({c: np.empty(0, np.int64 if c in ("rank", "step") else np.float64) for c in STEP_COLUMNS})
     return pd.concat(frames, ignore_index=True)[list(STEP_COLUMNS)]
+
+
+KERNEL_COLUMNS = ("rank", "kernel", "count", "kernel_us", "tensor_core", "est_sm_efficiency_pct",
+                  "est_achieved_occupancy_pct", "registers_per_thread", "shared_memory_bytes")
+TOP_KERNELS = 50
+"""Kernels per rank in :func:`kernel_efficiency` (by total time); the rest are in no row."""
+
+
+def kernel_efficiency(traces: TraceSet) -> pd.DataFrame:
+    """Per (rank, kernel name), the rank's top :data:`TOP_KERNELS` by time: launches, time (µs),
+    whether it is a Tensor Core kernel, the TensorBoard estimates (kernel-time weighted) and the
+    launch's registers per thread and shared memory (bytes; the largest launch's)."""
+    frames = []
+    for t in traces:
+        rows = _kernel_rows(t)
+        if len(rows) == 0:
+            continue
+        key, labels = string_keys(t.name[rows], t.strings)
+        n = len(labels)
+        dur = np.nan_to_num(t.dur[rows])
+        total = np.bincount(key, weights=dur, minlength=n)
+        top = np.argsort(-total, kind="stable")[:TOP_KERNELS]
+        tc = np.zeros(n, dtype=bool)
+        tc[key] = tensor_core_kernels(t, rows)
+        regs = np.full(n, -1, dtype=np.int64)
+        np.maximum.at(regs, key, t.arg("registers per thread", -1, rows).astype(np.int64))
+        shm = np.full(n, -1, dtype=np.int64)
+        np.maximum.at(shm, key, t.arg("shared memory", -1, rows).astype(np.int64))
+        frames.append(pd.DataFrame({
+            "rank": t.rank, "kernel": labels[top], "count": np.bincount(key, minlength=n)[top], "kernel_us": total[top],
+            "tensor_core": tc[top],
+            "est_sm_efficiency_pct": weighted_pct(sm_efficiency_pct(t, rows), dur, key, n)[top],
+            "est_achieved_occupancy_pct": weighted_pct(occupancy_pct(t, rows), dur, key, n)[top],
+            "registers_per_thread": np.where(regs[top] >= 0, regs[top], np.nan),
+            "shared_memory_bytes": np.where(shm[top] >= 0, shm[top], np.nan)}))
+    if not frames:
+        return pd.DataFrame({c: np.empty(0, object if c == "kernel" else bool if c == "tensor_core" else np.float64)
+                             for c in KERNEL_COLUMNS})
+    return pd.concat(frames, ignore_index=True)[list(KERNEL_COLUMNS)]
