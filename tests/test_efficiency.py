@@ -210,6 +210,9 @@ def test_unknown_or_ambiguous_gpus_get_no_peak_and_a_note():
         m = match_gpu(name)
         assert m.spec is None and name in m.note
     assert match_gpu("NVIDIA H100", {"numSms": 132}).spec.name == "H100 SXM"
+    # Meta's A100 board name with 40 GB: both 40 GB A100s have the same peaks
+    assert match_gpu("NVIDIA A100-PG509-200", {"totalGlobalMem": 42297524224}).spec.name == "A100 40GB"
+    assert match_gpu("NVIDIA A100-PG509-200", {"totalGlobalMem": 85e9}).spec is None
     assert match_gpu(None).spec is None
     table = op_efficiency(load_cached(str(TRACES / "odd_amd_mi250_rocm62_minitoy")))
     modelled = table[table.model == "perfreport"]

@@ -117,12 +117,15 @@ _H100_SMS = {132: "H100 SXM", 114: "H100 PCIe"}
 
 
 def _a100(name: str, props: Mapping) -> str | None:
-    big = "80GB" in name or props.get("totalGlobalMem", 0) > 60e9
+    memory = props.get("totalGlobalMem")
+    big = "80GB" in name or (isinstance(memory, (int, float)) and memory > 60e9)
     if "PCIE" in name.upper():
         return "A100 80GB PCIe" if big else "A100 40GB"
     if "SXM" in name.upper() or "40GB" in name or "80GB" in name:
         return "A100 80GB SXM" if big else "A100 40GB"
-    return None  # "NVIDIA A100" alone: 40/80 GB and SXM/PCIe have different bandwidths
+    if isinstance(memory, (int, float)) and 0 < memory < 60e9:
+        return "A100 40GB"  # SXM and PCIe 40 GB parts share every peak, so the form factor does not matter
+    return None  # 80 GB SXM and PCIe differ in bandwidth; a name alone does not say which
 
 
 def _h100(name: str, props: Mapping) -> str | None:
