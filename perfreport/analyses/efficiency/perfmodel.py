@@ -549,11 +549,12 @@ def model(name: str, dims_text: str, types_text: str, concrete_text: str = "") -
         if not isinstance(dims, list) or not isinstance(types, list):
             return None
         result = fn(dims, types, concrete if isinstance(concrete, list) else None)
-    except (_NoModel, ValueError, TypeError, IndexError, ZeroDivisionError):
+        flops, nbytes = float(result.flops), float(result.bytes)
+    except Exception:  # untrusted trace text: any shape that does not fit is "no model", never a traceback
         return None
-    if not (math.isfinite(result.flops) and math.isfinite(result.bytes)) or result.bytes <= 0:
+    if not (math.isfinite(flops) and math.isfinite(nbytes)) or nbytes <= 0 or flops < 0:
         return None
-    return result
+    return OpModel(result.kind, flops, nbytes, result.dtype)
 
 
 def has_model(name: str) -> bool:
