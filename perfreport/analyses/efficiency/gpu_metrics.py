@@ -100,3 +100,30 @@ def weighted_pct(values: np.ndarray, weights: np.ndarray, groups: np.ndarray, n:
     den = np.bincount(groups[ok], weights=weights[ok], minlength=n)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
+
+
+def kernel_metrics(trace: RankTrace) -> dict[str, np.ndarray]:
+    """Per GPU work row (``rows`` = :meth:`RankTrace.gpu_work_rows`): ``tensor_core``, ``tf32``,
+    ``sm_efficiency_pct``, ``occupancy_pct``, ``registers`` and ``shared_memory`` (-1 when not
+    recorded). Memoised: every efficiency table reads the same per-kernel values, each args
+    column is looked up once."""
+    def compute() -> dict[str, np.ndarray]:
+        rows = trace.gpu_work_rows()
+        out = {"rows": rows, "tensor_core": tensor_core_kernels(trace, rows), "tf32": tf32_kernels(trace, rows),
+               "sm_efficiency_pct": sm_efficiency_pct(trace, rows), "occupancy_pct": occupancy_pct(trace, rows),
+               "registers": trace.arg("registers per thread", -1, rows).astype(np.int64),
+               "shared_memory": trace.arg("shared memory", -1, rows).astype(np.int64)}
+        for value in out.values():
+            value.flags.writeable = False
+        return out
+
+    return trace.memo("efficiency_kernel_metrics", compute)
+
+
+def metrics_of(trace: RankTrace, rows: np.ndarray) -> dict[str, np.ndarray]:
+    """:func:`kernel_metrics` at ``rows`` (a subset of the GPU work rows, ascending or not)."""
+    table = kernel_metrics(trace)
+    pos = np.minimum(np.searchsorted(table["rows"], rows), max(len(table["rows"]) - 1, 0))
+    if len(rows) and not np.array_equal(table["rows"][pos], rows):
+        raise ValueError("metrics_of: rows outside the GPU work rows")
+    return {k: v[pos] for k, v in table.items() if k != "rows"}

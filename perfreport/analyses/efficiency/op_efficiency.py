@@ -29,7 +29,7 @@ import pandas as pd
 
 from ...model import CPU_OP_CATEGORIES, RankTrace, TraceSet, distinct_codes
 from ..callstack import call_stack, cpu_ops, nearest_match, outermost_ops, stack_levels, topmost_match
-from .gpu_metrics import occupancy_pct, sm_efficiency_pct, tensor_core_kernels, tf32_kernels, weighted_pct
+from .gpu_metrics import metrics_of, weighted_pct
 from .gpus import GpuSpec, rank_gpu
 from .perfmodel import MODELS, OpModel, model
 
@@ -90,7 +90,8 @@ def kernel_owner(trace: RankTrace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         matches = np.zeros(trace.n_events, dtype=bool)
         matches[ops[ok[sig_id]]] = True
         near = nearest_match(stack.parent, stack_levels(trace), matches)
-        gpu = np.flatnonzero(stack.is_node & trace.gpu_activity() & np.isfinite(trace.dur))
+        gpu = trace.gpu_work_rows()
+        gpu = gpu[stack.is_node[gpu]]
         owner = near[gpu]
         modelled = owner >= 0
         owner = np.where(modelled, owner, _outermost_op(trace)[gpu])
@@ -103,11 +104,12 @@ def kernel_owner(trace: RankTrace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def _outermost_op(trace: RankTrace) -> np.ndarray:
     """The op–kernel table's owner (:func:`~perfreport.analyses.callstack.outermost_ops`), except
     that a ``ProfilerStep#N`` span, which 2021 traces record as an operator, owns nothing."""
-    steps = trace.steps()
+    stack = call_stack(trace)
+    ops = cpu_ops(trace, stack)
+    steps = trace.steps() & ops
     if not steps.any():
         return outermost_ops(trace)
-    stack = call_stack(trace)
-    return topmost_match(stack.parent, stack_levels(trace), cpu_ops(trace, stack) & ~steps)
+    return topmost_match(stack.parent, stack_levels(trace), ops & ~steps)
 
 
 def rank_op_efficiency(trace: RankTrace) -> pd.DataFrame:
@@ -120,8 +122,9 @@ def _rank_op_efficiency(trace: RankTrace) -> pd.DataFrame:
     if len(gpu) == 0:
         return _empty()
     dur = np.nan_to_num(trace.dur[gpu])
-    tc, tf32 = tensor_core_kernels(trace, gpu), tf32_kernels(trace, gpu)
-    sm_eff, occ = sm_efficiency_pct(trace, gpu), occupancy_pct(trace, gpu)
+    metrics = metrics_of(trace, gpu)
+    tc, tf32 = metrics["tensor_core"], metrics["tf32"]
+    sm_eff, occ = metrics["sm_efficiency_pct"], metrics["occupancy_pct"]
     owners, owner_of = distinct_codes(owner, trace.n_events)  # the op calls that own GPU work
     sig = _signature(trace, owners)
     first, group_of_call = distinct_rows(sig)
@@ -151,7 +154,8 @@ def _rank_op_efficiency(trace: RankTrace) -> pd.DataFrame:
     frame["est_sm_efficiency_pct"] = weighted_pct(sm_eff, dur, group, n)
     frame["est_achieved_occupancy_pct"] = weighted_pct(occ, dur, group, n)
     frame["gpu"] = match.device_name or ""
-    frame["label"] = [label(o, d, t) for o, d, t in zip(frame["op"], frame["input_dims"], frame["dtype"])]
+    frame["label"] = [label(o, d, t) for o, d, t in zip(frame["op"].tolist(), frame["input_dims"].tolist(),
+                                                         frame["dtype"].tolist())]
     frame = frame[list(COLUMNS)].sort_values(["kernel_us", "op"], ascending=[False, True], kind="stable")
     return frame.reset_index(drop=True)
 

@@ -9,7 +9,7 @@ import pandas as pd
 
 from ...model import RankTrace, TraceSet
 from ..grouping import string_keys
-from .gpu_metrics import occupancy_pct, sm_efficiency_pct, tensor_core_kernels, weighted_pct
+from .gpu_metrics import metrics_of, weighted_pct
 from .gpus import rank_gpu
 from .op_efficiency import kernel_owner
 
@@ -20,18 +20,20 @@ STEP_COLUMNS = ("rank", "step", "kernel_us", "tensor_core_pct", "est_sm_efficien
 
 
 def _kernel_rows(trace: RankTrace) -> np.ndarray:
-    return np.flatnonzero(trace.kernels() & np.isfinite(trace.dur) & np.isfinite(trace.ts))
+    rows = trace.gpu_work_rows()
+    return rows[trace.kernels()[rows]]
 
 
 def _metrics(trace: RankTrace, rows: np.ndarray, group: np.ndarray, n: int) -> dict[str, np.ndarray]:
     dur = np.nan_to_num(trace.dur[rows])
+    m = metrics_of(trace, rows)
     total = np.bincount(group, weights=dur, minlength=n)
-    tc = np.bincount(group, weights=dur * tensor_core_kernels(trace, rows), minlength=n)
+    tc = np.bincount(group, weights=dur * m["tensor_core"], minlength=n)
     with np.errstate(invalid="ignore", divide="ignore"):
         tc_pct = np.where(total > 0, 100.0 * tc / total, np.nan)
     return {"kernel_us": total, "tensor_core_pct": tc_pct,
-            "est_sm_efficiency_pct": weighted_pct(sm_efficiency_pct(trace, rows), dur, group, n),
-            "est_achieved_occupancy_pct": weighted_pct(occupancy_pct(trace, rows), dur, group, n)}
+            "est_sm_efficiency_pct": weighted_pct(m["sm_efficiency_pct"], dur, group, n),
+            "est_achieved_occupancy_pct": weighted_pct(m["occupancy_pct"], dur, group, n)}
 
 
 def efficiency_summary(traces: TraceSet) -> pd.DataFrame:
@@ -96,17 +98,18 @@ def kernel_efficiency(traces: TraceSet) -> pd.DataFrame:
         dur = np.nan_to_num(t.dur[rows])
         total = np.bincount(key, weights=dur, minlength=n)
         top = np.argsort(-total, kind="stable")[:TOP_KERNELS]
+        m = metrics_of(t, rows)
         tc = np.zeros(n, dtype=bool)
-        tc[key] = tensor_core_kernels(t, rows)
-        regs = np.full(n, -1, dtype=np.int64)
-        np.maximum.at(regs, key, t.arg("registers per thread", -1, rows).astype(np.int64))
-        shm = np.full(n, -1, dtype=np.int64)
-        np.maximum.at(shm, key, t.arg("shared memory", -1, rows).astype(np.int64))
+        tc[key] = m["tensor_core"]
+        order = np.argsort(key, kind="stable")
+        starts = np.flatnonzero(np.r_[True, np.diff(key[order]) != 0])  # every key in 0..n-1 occurs
+        regs = np.maximum.reduceat(m["registers"][order], starts)
+        shm = np.maximum.reduceat(m["shared_memory"][order], starts)
         frames.append(pd.DataFrame({
             "rank": t.rank, "kernel": labels[top], "count": np.bincount(key, minlength=n)[top], "kernel_us": total[top],
             "tensor_core": tc[top],
-            "est_sm_efficiency_pct": weighted_pct(sm_efficiency_pct(t, rows), dur, key, n)[top],
-            "est_achieved_occupancy_pct": weighted_pct(occupancy_pct(t, rows), dur, key, n)[top],
+            "est_sm_efficiency_pct": weighted_pct(m["sm_efficiency_pct"], dur, key, n)[top],
+            "est_achieved_occupancy_pct": weighted_pct(m["occupancy_pct"], dur, key, n)[top],
             "registers_per_thread": np.where(regs[top] >= 0, regs[top], np.nan),
             "shared_memory_bytes": np.where(shm[top] >= 0, shm[top], np.nan)}))
     if not frames:
