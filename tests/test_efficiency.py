@@ -198,7 +198,8 @@ def test_gemm_variants_and_no_model():
     ("NVIDIA A100-SXM4-80GB", "A100 80GB SXM"), ("NVIDIA A100 80GB PCIe", "A100 80GB PCIe"),
     ("Tesla V100-SXM2-16GB", "V100 SXM2"), ("Tesla V100-DGXS-32GB", "V100 SXM2"), ("NVIDIA L4", "L4"),
     ("NVIDIA L40S", "L40S"), ("NVIDIA GeForce RTX 2080 Ti", "RTX 2080 Ti"), ("NVIDIA GeForce RTX 3090", "RTX 3090"),
-    ("NVIDIA GeForce RTX 4090", "RTX 4090"), ("AMD Instinct MI210", "MI210"), ("AMD Instinct MI250X", "MI250X (one GCD)"),
+    ("NVIDIA GeForce RTX 4090", "RTX 4090"), ("AMD Instinct MI210", "MI210"),
+    ("AMD Instinct MI250X", "MI250X (one GCD)"),
     ("AMD Instinct MI300X VF", "MI300X"), ("AMD Instinct MI325X", "MI325X"),
 ])
 def test_gpu_names_match_their_spec(name, expected):

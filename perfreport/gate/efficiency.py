@@ -12,8 +12,9 @@
   dtypes on both), the achieved TFLOPS/s per sample (TB/s for memory-bound ops) must not drop by
   more than the kernel-time threshold; judged by ``relative._relative_check`` (significance, noise
   widths, runs). Ops whose baseline kernel time per step is under the kernel-time floor
-  (``min_change_us``) are not checked, as kernel-time changes under it are ignored. When the sides ran on different GPUs the samples are percent of
-  each side's peak (of its memory bandwidth for memory-bound ops), and the message says so.
+  (``min_change_us``) are not checked, as kernel-time changes under it are ignored. When the
+  sides ran on different GPUs the samples are percent of each side's peak (of its memory
+  bandwidth for memory-bound ops), and the message says so.
 * **hardware-normalised view** (a note): when the two sides ran on different GPUs, their top
   ops by kernel time in percent of each GPU's peak for the op's dtype (or of its memory
   bandwidth for memory-bound ops), which stays comparable across GPUs where times do not.

@@ -71,12 +71,13 @@ def _gpu_paragraphs(sides: Sequence[Side]) -> list[Paragraph]:
 def _roofline_bars(sides: Sequence[Side]) -> BarFigure | None:
     bars = []
     for side in sides:
-        rows = [r for r in records(side, "op_efficiency") if _modelled(r) and _num(r.get("pct_of_roofline")) is not None]
+        rows = [r for r in records(side, "op_efficiency")
+                if _modelled(r) and _num(r.get("pct_of_roofline")) is not None]
         for r in sorted_rows(rows, ["kernel_us"], descending=True)[:FIGURE_OPS]:
             bars.append(Bar(side_label(r.get("rank"), side.label, r.get("label")), (r.get("pct_of_roofline"),)))
     if not bars:
         return None
-    return BarFigure("roofline_bars", f"Top ops by kernel time: % of their roofline", "% of roofline", "pct",
+    return BarFigure("roofline_bars", "Top ops by kernel time: % of their roofline", "% of roofline", "pct",
                      ("achieved",), tuple(bars), stacked=False,
                      note="100 % = the op's FLOPs at the GPU's peak for its dtype or its bytes at the memory "
                           "bandwidth, whichever takes longer.")
@@ -108,7 +109,8 @@ def efficiency_section(sides: Sequence[Side]) -> Section | None:
                    "min(blocks per SM, 1), weighted by kernel time. Est. achieved occupancy: Kineto's estimate "
                    "from the launch (blocks, registers, shared memory), weighted by kernel time."),
         table("kernel_efficiency", "GPU metrics per kernel", sides, "kernel_efficiency",
-              ["rank", ("kernel", "kernel", "name"), "count", ("kernel_us", "time"), ("tensor_core", "Tensor Core", "bool"),
+              ["rank", ("kernel", "kernel", "name"), "count", ("kernel_us", "time"),
+               ("tensor_core", "Tensor Core", "bool"),
                ("est_sm_efficiency_pct", "est. SM efficiency %"),
                ("est_achieved_occupancy_pct", "est. achieved occupancy %"),
                ("registers_per_thread", "registers per thread", "number"),

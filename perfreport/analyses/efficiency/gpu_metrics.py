@@ -6,7 +6,8 @@ Definitions (those of ``torch_tb_profiler``, kineto/tb_plugin, written down here
   substrings (``TC_Allowlist``, taken from NVIDIA PyProf: ``h884``, ``s1688``, ``hmma``,
   ``xmma_gemm``...), extended for kernels that list predates: cuBLAS/CUTLASS ``tensorop``,
   ``sm80_xmma``/``sm90_xmma``/``sm100_xmma``, Hopper ``wgmma`` and ``nvjet`` (cuBLASLt's Hopper+
-  GEMMs), Blackwell ``tcgen05`` and TensorRT-LLM kernels named for their ``_sm100f``-style target, FlashAttention / cuDNN fused attention (``flash_fwd``, ``flash_bwd``, ``fmha``,
+  GEMMs), Blackwell ``tcgen05`` and TensorRT-LLM kernels named for their ``_sm100f``-style target,
+  FlashAttention / cuDNN fused attention (``flash_fwd``, ``flash_bwd``, ``fmha``,
   ``cudnn_generated_fort_native_sdpa``) and AMD matrix-core kernels (Tensile GEMMs name their
   MFMA tile ``_MI16x16x...``; CK and Triton attention ``attn_fwd``/``attn_bwd``). **Tensor Core
   usage** = share of kernel time in such kernels.

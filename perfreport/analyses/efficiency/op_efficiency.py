@@ -39,7 +39,8 @@ COLUMNS = ("rank", "op", "label", "input_dims", "input_types", "concrete_inputs"
            "bound", "share_of_gpu_pct", "time_at_stake_us", "tensor_core_pct", "est_sm_efficiency_pct",
            "est_achieved_occupancy_pct", "gpu")
 """Columns of :func:`op_efficiency` (units in the names: µs, GFLOP, B, TFLOPS/s, TB/s, FLOP/B, %)."""
-_TEXT = {"op", "label", "input_dims", "input_types", "concrete_inputs", "model", "kind", "dtype", "compute_class", "bound", "gpu"}
+_TEXT = {"op", "label", "input_dims", "input_types", "concrete_inputs", "model", "kind", "dtype", "compute_class",
+         "bound", "gpu"}
 _INT = {"rank", "calls", "kernels"}
 
 
@@ -270,6 +271,7 @@ def _op_efficiency_steps(trace: RankTrace) -> pd.DataFrame:
     nbytes = top["bytes_per_call"].to_numpy(np.float64)[op_index]
     return pd.DataFrame({
         "rank": trace.rank, "step": np.repeat(steps, n_ops)[present].astype(np.int64),
-        "label": top["label"].to_numpy(object)[op_index][present], "bound": top["bound"].to_numpy(object)[op_index][present],
+        "label": top["label"].to_numpy(object)[op_index][present],
+        "bound": top["bound"].to_numpy(object)[op_index][present],
         "calls": calls[present], "kernel_us": kernel_us[present],
         "flops": (gflops * 1e9 * calls)[present], "bytes": (nbytes * calls)[present]})
