@@ -36,9 +36,13 @@ COMMON_CLOCK_COLUMNS = {"memory_timeline": ("ts_us",), "memory_peaks": ("peak_al
 """Per-rank tables with times on the job's common clock: the parent adds the rank's shift."""
 DIGEST_KEYS = frozenset({
     "step_spans", "profiler_steps", "step_numbers", "span_us", "collectives", "class_name_totals", "comm_kernels",
-    "rank_step_metrics", "op_pairs", "series", "memory_facts", "step_parts", "invocations",
+    "rank_step_metrics", "op_pairs", "series", "memory_facts", "step_parts", "invocations", "op_efficiency",
+    "op_efficiency_steps",
 })
 """Memo keys (first element of a tuple key) a digest carries: what the cross-rank analyses read."""
+GATE_ONLY_KEYS = frozenset({"op_efficiency"})
+"""Memo keys sent only for the gate (``op_efficiency`` also travels as a table: once is enough
+for ``analyze``)."""
 
 
 def memo_kind(key: Hashable) -> Hashable:
@@ -163,8 +167,13 @@ def digest(trace: RankTrace, options: AnalysisOptions = AnalysisOptions(), *, sh
     trace.step_numbers()
     _rank_pairs(trace, np.empty(0, dtype=np.int64), False)  # the op profile's sums when the ranks share no step
     if options.gate:
+        from .analyses.efficiency.op_efficiency import op_efficiency_steps
+
+        op_efficiency_steps(trace)  # the gate's achieved-throughput samples
+    if options.gate:
         _precompute_gate(one, options)
-    memo = {k: v for k, v in trace._memo.items() if memo_kind(k) in DIGEST_KEYS}
+    memo = {k: v for k, v in trace._memo.items()
+            if memo_kind(k) in DIGEST_KEYS and (options.gate or memo_kind(k) not in GATE_ONLY_KEYS)}
     return RankDigest(meta=trace.meta, tables=tables, memo=memo, sha256=sha256, n_events=trace.n_events,
                       load_s=load_s, analyze_s=time.perf_counter() - t0)
 

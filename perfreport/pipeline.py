@@ -267,10 +267,35 @@ def gate_side(label: str, traces: TraceSet | Sequence[TraceSet], config: Config,
     for t in (t for r in runs for t in r):
         versions.update({k: v for k, v in versions_of(t.meta).items() if k not in versions})
     world = [t.meta.world_size for r in runs for t in r if t.meta.world_size]
-    return side_data(label, steps, ops, collectives, invocation_table=calls,
+    side = side_data(label, steps, ops, collectives, invocation_table=calls,
                      ranks=tuple(sorted({rank for r in runs for rank in r.rank_ids})),
                      gpus={t.rank: t.meta.gpu_name() for r in runs for t in r},
                      world_size=max(world) if world else None, versions=versions, steps=config.steps)
+    return dataclasses.replace(side, efficiency=_efficiency(runs[-1]), efficiency_steps=_efficiency_steps(runs))
+
+
+def _efficiency(traces: TraceSet) -> pd.DataFrame | None:
+    """The run's op_efficiency table; None from a digest made without it (an older cache)."""
+    from .analyses.efficiency import op_efficiency
+    from .digest import DigestError
+
+    try:
+        return op_efficiency(traces)
+    except DigestError:
+        return None
+
+
+def _efficiency_steps(runs: Sequence[TraceSet]) -> pd.DataFrame | None:
+    """Every run's per-step op throughput samples (with a ``run`` column); None when a digest
+    was made without them."""
+    from .analyses.efficiency.op_efficiency import op_efficiency_steps
+    from .digest import DigestError
+
+    try:
+        parts = [op_efficiency_steps(t).assign(run=run) for run, r in enumerate(runs) for t in r]
+    except DigestError:
+        return None
+    return pd.concat(parts, ignore_index=True) if parts else None
 
 
 def compare(baseline: str | Path, candidate: str | Path, *, config: Config | None = None,

@@ -135,7 +135,7 @@ def test_demo_fails_with_explanation(tmp_path, capsys, monkeypatch):
     lines = stdout.splitlines()
     assert lines[0] == f"perfreport compare: FAIL · step time +39.4 % ({step['baseline_value'] / 1e3:.2f} → " \
                        f"{step['candidate_value'] / 1e3:.2f} ms/step, p = {step['evidence']['p_value']:.2g})"
-    assert lines[1] == "  1 failed · 4 warned · 25 passed findings (35 checks)"
+    assert lines[1] == "  1 failed · 4 warned · 37 passed findings (47 checks)"
     table_line = next(line for line in lines if line.strip().startswith("FAIL"))
     assert "step time" in table_line and "+39." in table_line
     assert sum(line.strip().startswith("WARN") for line in lines) == 4  # 6 added kernels are one row

@@ -112,7 +112,8 @@ def test_series_lines_are_capped_by_peak(tmp_path) -> None:
 
 
 # --- every number of the report is a number of the document ---------------------------------------
-SOURCE = {"op_profile_cpu": "op_profile", "op_profile_gpu": "op_profile"}
+SOURCE = {"op_profile_cpu": "op_profile", "op_profile_gpu": "op_profile", "op_efficiency_none": "op_efficiency",
+          "op_efficiency_model": "op_efficiency"}
 
 
 def _same(a, b) -> bool:

@@ -6,6 +6,7 @@ their units; ``*_per_step`` variants give one row per profiler step, the gate's 
 
 from .annotations import gpu_user_annotation_breakdown
 from .callstack import op_kernels
+from .efficiency import efficiency_summary, gpu_metrics_per_step, kernel_efficiency, op_efficiency
 from .collectives import collective_skew, collective_summary, collectives, collectives_per_step, straggler_evidence
 from .op_profile import op_profile
 from .launch import aten_op_launch_delays, aten_op_launch_delays_by_step, launch_summary, launch_summary_by_step
@@ -61,6 +62,10 @@ ANALYSES = (
     ("op_profile", op_profile),
     ("op_kernels", op_kernels),
     ("kernel_sequences", kernel_sequences),
+    ("efficiency_summary", efficiency_summary),
+    ("op_efficiency", op_efficiency),
+    ("gpu_metrics_per_step", gpu_metrics_per_step),
+    ("kernel_efficiency", kernel_efficiency),
     ("stragglers", stragglers),
     ("straggler_steps", straggler_steps),
 )

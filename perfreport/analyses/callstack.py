@@ -82,6 +82,17 @@ def topmost_match(parent: np.ndarray, by_level: list[np.ndarray], matches: np.nd
     return top
 
 
+def nearest_match(parent: np.ndarray, by_level: list[np.ndarray], matches: np.ndarray) -> np.ndarray:
+    """Per node: the innermost node on its path to the root, itself included, where ``matches``
+    holds; -1 if none (the counterpart of :func:`topmost_match`, one top-down pass as well)."""
+    near = np.where(matches, np.arange(len(parent)), -1)
+    for lv in reversed(by_level):  # shallowest first: a parent's answer is final before its children
+        p = parent[lv]
+        take = (near[lv] < 0) & (p >= 0)
+        near[lv[take]] = near[p[take]]
+    return near
+
+
 def ancestor_at_depth(parent: np.ndarray, depth: np.ndarray, target: int) -> np.ndarray:
     """For each node, its ancestor (or itself) at depth ``target``; -1 if shallower or outside."""
     cur = np.where(depth >= target, np.arange(len(parent)), -1)

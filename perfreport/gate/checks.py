@@ -74,6 +74,8 @@ class Threshold:
     def describe(self, unit: str) -> str:
         if self.kind == "max_increase_pct":
             text = f"at most +{self.value:g} %"
+        elif self.kind == "max_decrease_pct":
+            text = f"at most −{self.value:g} %"
         elif self.kind == "max_increase_points":
             text = f"at most +{self.value:g} points"
         elif self.kind == "max_decrease_points":

@@ -156,6 +156,10 @@ class SideData:
     runs: int = 1
     cpu_ops: pd.DataFrame | None = None
     invocations: pd.DataFrame | None = None
+    efficiency: pd.DataFrame | None = None
+    """The newest run's ``op_efficiency`` table (the Tensor Core check, the hardware note)."""
+    efficiency_steps: pd.DataFrame | None = None
+    """Per (run, rank, step, top op): kernel µs, FLOPs, bytes (the achieved-throughput checks)."""
 
     @property
     def has_steps(self) -> bool:

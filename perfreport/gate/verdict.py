@@ -37,6 +37,7 @@ from .checks import FAIL, INCONCLUSIVE, PASS, STATUSES, WARN, Check, Evidence, N
 from .comparison import Comparison
 from .metrics import SideData, rank_pairs
 from .notes import comparison_notes, gpus_differ
+from .efficiency import hardware_note, tensor_core_checks, throughput_checks
 from .relative import relative_checks
 from .structural import structural_checks
 from .waivers import apply_waivers, waiver_matches
@@ -77,7 +78,10 @@ def evaluate(baseline: SideData, candidate: SideData, config: Config, *, today: 
     hardware_differs = gpus_differ(baseline, candidate)
     cmp = Comparison(baseline, candidate, config, rank_pairs(baseline, candidate),
                      hardware_inconclusive=hardware_differs and config.hardware_mismatch == "inconclusive")
-    checks = relative_checks(cmp) + absolute_checks(cmp) + structural_checks(cmp)
+    checks = relative_checks(cmp) + absolute_checks(cmp) + structural_checks(cmp) + tensor_core_checks(cmp)
+    checks += throughput_checks(cmp)
+    if hardware_differs and (note := hardware_note(cmp)) is not None:
+        notes.append(note)
     checks, waiver_notes = apply_waivers(checks, config.waivers, today)
     order = {s: i for i, s in enumerate(STATUSES)}
     family_order = {f: i for i, f in enumerate(FAMILIES)}

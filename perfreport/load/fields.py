@@ -85,6 +85,7 @@ ARG_FIELDS: tuple[tuple[str, str], ...] = (
     # operators
     ("Input Dims", "s"),
     ("Input type", "s"),
+    ("Concrete Inputs", "s"),  # scalar arguments as text (stride, is_causal): the performance model
     ("Sequence number", "i"),
     ("Fwd thread id", "i"),
     ("Python id", "i"),

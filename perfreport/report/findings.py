@@ -205,6 +205,9 @@ def _title(c: dict) -> str:
     subject = c.get("subject")
     family = c.get("family")
     if family == "structural":
+        if c.get("name") == "tensor_cores":  # subjects are op labels ("aten::mm [...]"), not "added: name"
+            return f"fell off the Tensor Cores: {subject}, Tensor Core share" if subject else \
+                "Tensor Core share of matrix ops"
         if subject and ":" in subject:
             change, name = subject.split(":", 1)
             noun = _NOUNS.get(str(c.get("name")), str(c.get("name")))

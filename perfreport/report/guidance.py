@@ -13,7 +13,9 @@ numbers, each written with the figures it rests on and the section that shows th
   ``bucket_cap_mb``, FSDP prefetching, ``no_sync`` for accumulation steps;
 * a straggler rank -> the others wait for it at every collective;
 * memory copies take a large share of GPU busy time -> pinned memory and ``non_blocking``
-  copies, or keep the data on the GPU.
+  copies, or keep the data on the GPU;
+* an op far from its roofline on a large share of the GPU time, or off the Tensor Cores (see
+  :mod:`.efficiency`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 
 from ..units import format_us
 from .blocks import Side, records
+from .efficiency import efficiency_suggestions
 from .model import Cause, Headline, Suggestion
 
 IDLE_PCT = 10.0
@@ -138,6 +141,7 @@ def suggestions(doc: Mapping[str, Any]) -> tuple[Suggestion, ...]:
             "keep the data on the GPU.",
             f"rank {rank}: memcpy/memset {format_us(memory.get('time_us'))}, {memory['busy_pct']:.1f} % of GPU busy "
             f"time", "kernels"))
+    out += efficiency_suggestions(side, rank)
     return tuple(out)
 
 

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from .blocks import (
     TOP_ROWS, Side, make_section, order_key, pivot_bars, records, series_figure, side_label, stacked_bars, table,
 )
+from .efficiency import efficiency_section
 from .model import Line, LineFigure, Panel, Paragraph, Section
 
 
@@ -256,8 +257,8 @@ def metadata_section(sides: Sequence[Side], extra: Sequence[str] = ()) -> Sectio
 
 
 ANALYSIS_SECTIONS = (overview_section, temporal_section, steps_section, idle_section, kernel_section,
-                     overlap_section, launch_section, queue_section, memory_section, collectives_section,
-                     operator_section, straggler_section)
+                     efficiency_section, overlap_section, launch_section, queue_section, memory_section,
+                     collectives_section, operator_section, straggler_section)
 
 
 def analysis_sections(sides: Sequence[Side]) -> list[Section]:
