@@ -195,7 +195,10 @@ def test_a_late_rank_is_named_with_evidence(tmp_path: Path) -> None:
     ev, text = straggler_report(load(straggler_job(tmp_path / "a", [0, 0, 0], [500, 520, 800]), workers=1))
     assert ev["is_straggler"].tolist() == [False, False, True] and ev["hta_is_straggler"].tolist()[2]
     assert ev["latest_calls"].tolist() == [0, 0, 2] and ev["lateness_us_mean"].tolist() == [0.0, 20.0, 300.0]
-    assert text.startswith("rank 2 is the straggler: it started last in 2 of 2 collectives")
+    assert ev["lateness_us_median"].tolist() == [0.0, 20.0, 300.0] and ev["late_steps"].tolist() == [2, 2, 2]
+    assert ev["noise_us"].tolist() == [0.0, 0.0, 0.0]  # every step 1,000 µs: no step-to-step noise
+    assert text.startswith("rank 2 is the straggler: it reached the collectives 300.0 µs after the earliest rank "
+                           "(median over 2 steps") and "started last in 2 of 2 collectives" in text
     # only the cross-rank clock sees it: rank 2 enters every step 300 µs late (slow input),
     # so within its own step it is on time and HTA's method flags nobody
     ev, text = straggler_report(load(straggler_job(tmp_path / "b", [0, 0, 300], [500, 500, 500]), workers=1))

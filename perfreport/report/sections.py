@@ -207,7 +207,8 @@ def collectives_section(sides: Sequence[Side]) -> Section | None:
               sort=("skew_us",), descending=True, top=TOP_ROWS),
         table("straggler_evidence", "Who arrives last", sides, "straggler_evidence",
               ["rank", ("calls_compared", "calls compared"), ("latest_calls", "last to start"),
-               ("latest_pct", "last %"), ("lateness_us_median", "lateness median"),
+               ("latest_pct", "last %"), ("lateness_us_median", "lateness median over steps"),
+               ("late_steps", "steps measured"), ("noise_us", "step-to-step noise"),
                ("late_start_us_median", "late start median"), ("wall_excess_pct", "step excess %"),
                ("is_straggler", "straggler", "bool")], mark=lambda r: bool(r.get("is_straggler"))),
     )
@@ -232,7 +233,8 @@ def straggler_section(sides: Sequence[Side]) -> Section | None:
         table("stragglers", "Late start and step time per rank", sides, "stragglers",
               ["rank", "steps", "kernel", ("late_start_us_median", "late start median"),
                ("late_start_pct", "late start % of step"), ("wall_us_median", "step median"),
-               ("wall_excess_pct", "step excess %"), ("is_straggler", "straggler")], mark=lambda r: bool(r.get("is_straggler"))),
+               ("wall_excess_pct", "step excess %"), ("is_straggler", "late by HTA's measure", "bool")],
+              mark=lambda r: bool(r.get("is_straggler"))),
     )
 
 
