@@ -158,11 +158,12 @@ def _evidence(cause: Mapping[str, Any], rank: int, step_us: float, steps: int, w
     per = "" if whole else "/step"
     of = f"of the {format_us(step_us)} trace" if whole else f"of {format_us(step_us)}{per}"
     label = cause["label"]
-    if cause["kind"] == "communication" and cause["top"]:
+    main = [t for t in cause["top"] if t["us_per_step"] >= 0.1 * cause["us_per_step"]][:2]
+    if cause["kind"] == "communication" and main:
         label = "exposed " + " and ".join(
-            f"{t['key'].replace('_', '-')}{' (host-side)' if t['runs_on'] == 'CPU' else ''}" for t in cause["top"][:2])
+            f"{t['key'].replace('_', '-')}{' (host-side)' if t['runs_on'] == 'CPU' else ''}" for t in main)
     text = (f"rank {rank}: {label}: {format_us(cause['us_per_step'])} {of} "
-            f"({format_pct(cause['pct_of_step'])}" + ("" if whole else f", mean of {steps} steps") + ")")
+            f"({format_pct(cause['pct_of_step'])}" + ("" if whole else f", mean of {_steps_text(steps)}") + ")")
     detail = _detail(cause) if cause["kind"] in ("compute", "memory", "communication") else ""
     if detail:
         text += f"; {detail}"
@@ -218,9 +219,40 @@ def _shares(tables: Mapping[str, pd.DataFrame], rank: int) -> dict | None:
                                                                                "hidden by compute"),
                               ("idle", "GPU idle"))]
     where.sort(key=lambda c: -(c["us"] or 0.0))
-    return {"method": "shares", "where_the_time_goes": where,
+    return {"method": "shares", "where_the_time_goes": where, "per_step": False, "share_of": "the GPU span",
             "basis": f"No step could be split into causes on rank {rank}: shares of its GPU span "
                      f"({format_us(r['gpu_span_us'])}, first to last GPU activity) instead; no time at stake."}
+
+
+def _has_gpu(tables: Mapping[str, pd.DataFrame], rank: int) -> bool:
+    t = tables.get("temporal_breakdown")
+    if t is None or not len(t):
+        return False
+    row = t.loc[t["rank"] == rank]
+    return bool(len(row)) and _num(row["gpu_span_us"].iloc[0]) is not None
+
+
+def _host_only(rank: int, causes: list[dict], step_us: float, steps: int, whole: bool,
+               straggler: dict | None) -> dict:
+    """A rank without GPU activity: no GPU waits for anything, so no time at stake; the shares of
+    its step (or trace) by what the host runs, communication first."""
+    for c in causes:
+        c["label"] = ("host outside any recorded op" if c.get("key") == NO_OP
+                      else "communication on the host" if c["kind"] == "communication"
+                      else f"host runs {short_op(str(c['key']))}" if c["kind"] == "host" else c["label"])
+    span = f"its whole trace ({format_us(step_us)})" if whole else \
+        f"its {_steps_text(steps)} (mean {format_us(step_us)}/step)"
+    return {"rank": rank, "method": "shares", "steps": steps, "step_us": step_us, "per_step": not whole,
+            "share_of": "the trace" if whole else "the step",
+            "basis": f"No GPU activity on rank {rank}: shares of {span} by what the host runs, no time at stake "
+                     "(there is no GPU to feed).",
+            "where_the_time_goes": [{k: v for k, v in c.items() if k not in ("cpu_us_per_step", "host_op")}
+                                    for c in causes[:WHERE_TOP]],
+            "suggestions": [straggler] if straggler else []}
+
+
+def _steps_text(n: int) -> str:
+    return f"{n} step" + ("" if n == 1 else "s")
 
 
 def diagnose(tables: Mapping[str, pd.DataFrame]) -> dict:
@@ -240,6 +272,8 @@ def diagnose(tables: Mapping[str, pd.DataFrame]) -> dict:
     step_us, steps = float(rows["step_us"].iloc[0]), int(rows["steps"].iloc[0])
     whole = rows["method"].iloc[0] == "whole_trace"
     causes = _causes(rows)
+    if not _has_gpu(tables, rank):
+        return _host_only(rank, causes, step_us, steps, whole, _straggler(tables, step_us))
     launch = _launch_counts(tables, rank)
     suggestions = []
     for c in causes:
@@ -261,15 +295,16 @@ def diagnose(tables: Mapping[str, pd.DataFrame]) -> dict:
     if whole:
         basis = (f"No profiler steps on rank {rank}: shares of its whole trace ({format_us(step_us)}), not per step. ")
     else:
-        basis = (f"Time at stake on rank {rank}" + (" (the slowest)" if multi else "") + f", over {steps} steps "
+        basis = (f"Time at stake on rank {rank}" + (" (the slowest)" if multi else "") + f", over {_steps_text(steps)} "
                  f"(the last, cut-short step left out; mean {format_us(step_us)}/step): each instant of a step goes "
                  "to one cause, first compute kernels, then exposed communication (GPU kernels, or host-side "
                  "collectives while the GPU idles), exposed copies, GPU idle after a host sync or inside a launch "
                  "call, else the host op running while the GPU idles. The parts add up to the step. ")
     if gpu_free:
-        basis += "No GPU work in these steps: every cause is host time."
+        basis += "No GPU work in these steps: the GPU idles throughout."
     return {
         "rank": rank, "method": "whole_trace" if whole else "steps", "steps": steps, "step_us": step_us,
+        "per_step": not whole, "share_of": "the trace" if whole else "the step",
         "basis": basis.strip(),
         "where_the_time_goes": [{k: v for k, v in c.items() if k not in ("cpu_us_per_step", "host_op")}
                                 for c in causes[:WHERE_TOP]],

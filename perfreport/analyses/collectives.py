@@ -6,8 +6,14 @@ A *collective call* is the GPU work of one NCCL/RCCL collective: the COMMUNICATI
 ``rccl:*`` / ``gloo:*`` annotations, ``c10d::*`` ops, ``record_param_comms``); a kernel with no
 such op above its launch is a call of its own. Kernels hang under their launch in the call
 stack (:func:`perfreport.analyses.callstack.call_stack`, built from ``RankTrace.linked``), so the
-op is found by walking up at most ``ANCESTOR_LEVELS`` parents. Collectives without a GPU kernel
-(gloo on CPU, kernels the profiler missed) are not calls here.
+op is found by walking up at most ``ANCESTOR_LEVELS`` parents.
+
+Collectives that run on the host are calls too (communication wherever it runs): each ``gloo:*``
+span on a CPU thread (:meth:`perfreport.model.RankTrace.host_collectives`; gloo moves even CUDA
+tensors through the host) is one call, ``kernel`` its op name and ``kernels`` 0; its size, group
+and algorithm are unknown (gloo records no args) and ``exposed_us`` is its time not overlapped by
+a COMPUTATION kernel. Collectives the profiler recorded with neither (kernels it missed) are not
+calls.
 
 What each call reports, and where it comes from (nearest source first: the kernel's own args,
 then the collective ops above it):
@@ -303,8 +309,39 @@ def rank_collectives(trace: RankTrace) -> pd.DataFrame:
 
 def _rank_collectives(trace: RankTrace) -> pd.DataFrame:
     rows, starts, ends, classes = gpu_work(trace)
-    comm = trace.kernels()[rows] & (classes == COMMUNICATION)
     comp = (starts[classes == COMPUTATION], ends[classes == COMPUTATION])
+    frames = [f for f in (_gpu_calls(trace, rows, starts, ends, classes, comp), _host_calls(trace, comp)) if len(f)]
+    if not frames:
+        return _empty(CALL_COLUMNS)
+    out = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    return out.sort_values(["ts_us"], kind="stable").reset_index(drop=True)[list(CALL_COLUMNS)]
+
+
+def _host_calls(trace: RankTrace, comp: tuple[np.ndarray, np.ndarray]) -> pd.DataFrame:
+    """One call per collective that runs on the host (see the module docstring)."""
+    h = np.flatnonzero(trace.host_collectives())
+    if not len(h):
+        return _empty(CALL_COLUMNS)
+    ts, dur = trace.ts[h], trace.dur[h]
+    exposed = _exposed(np.arange(len(h)), ts, ts + dur, comp, len(h))
+    world = trace.meta.world_size
+    names = trace.decode(trace.name[h])
+    nan = np.full(len(h), np.nan)
+    return pd.DataFrame({
+        "rank": np.full(len(h), trace.rank, np.int64), "step": trace.iteration[h].astype(np.int64),
+        "kind": _map_codes(trace, trace.name[h], lambda n: collective_kind(n.split(":", 1)[-1]), "other"),
+        "process_group": np.full(len(h), "", dtype=object),
+        "group_size": np.full(len(h), np.nan if world is None else float(world)), "ts_us": ts, "dur_us": dur,
+        "exposed_us": exposed, "msg_bytes": nan, "algbw_gbps": nan, "busbw_gbps": nan,
+        "algorithm": np.full(len(h), "", dtype=object), "protocol": np.full(len(h), "", dtype=object),
+        "kernel": names, "kernels": np.zeros(len(h), np.int64),
+    })
+
+
+def _gpu_calls(trace: RankTrace, rows: np.ndarray, starts: np.ndarray, ends: np.ndarray, classes: np.ndarray,
+               comp: tuple[np.ndarray, np.ndarray]) -> pd.DataFrame:
+    """One call per collective run by GPU kernels (see the module docstring)."""
+    comm = trace.kernels()[rows] & (classes == COMMUNICATION)
     k_rows, k_s, k_e = rows[comm], starts[comm], ends[comm]
     if len(k_rows) == 0:
         return _empty(CALL_COLUMNS)
@@ -331,7 +368,7 @@ def _rank_collectives(trace: RankTrace) -> pd.DataFrame:
         "protocol": _map_codes(trace, name, lambda s: kernel_algorithm(s)[1], ""),
         "kernel": trace.decode(name), "kernels": np.bincount(call, minlength=len(call_ids)).astype(np.int64),
     })
-    return out.sort_values(["ts_us"], kind="stable").reset_index(drop=True)[list(CALL_COLUMNS)]
+    return out
 
 
 # --- all ranks ---------------------------------------------------------------------------------

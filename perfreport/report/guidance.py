@@ -62,7 +62,7 @@ def analysis_headline(doc: Mapping[str, Any]) -> Headline | None:
     text = (", ".join(parts) or "no GPU activity") + who
     d = _diagnosis(doc)
     where = [c for c in d.get("where_the_time_goes") or [] if isinstance(c, Mapping)]
-    per_step = d.get("method") == "steps"
+    per_step = bool(d.get("per_step"))
     causes = []
     for c in where:
         detail = ", ".join(f"{t.get('key')}{' on the host' if t.get('runs_on') == 'CPU' and c.get('kind') == 'communication' else ''}"
@@ -71,9 +71,9 @@ def analysis_headline(doc: Mapping[str, Any]) -> Headline | None:
         value = _num(c.get("us_per_step")) if c.get("us_per_step") is not None else _num(c.get("us"))
         share = _num(c.get("pct_of_step")) if c.get("pct_of_step") is not None else _num(c.get("pct_of_span"))
         causes.append(Cause(label, value, share))
-    if causes and per_step:
+    if causes and d.get("method") == "steps":
         text += f"; most of the step: {where[0].get('label')} ({causes[0].share_pct or 0:.0f} %)"
-    share_of = {"steps": "the step", "whole_trace": "the trace", "shares": "the GPU span"}.get(str(d.get("method")), "")
+    share_of = str(d.get("share_of") or "")
     return Headline(text=text, causes=tuple(causes), basis=str(d.get("basis") or ""), share_of=share_of,
                     per_step=per_step)
 

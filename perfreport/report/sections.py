@@ -95,9 +95,9 @@ def overlap_section(sides: Sequence[Side]) -> Section | None:
     has_comm = any((r.get("comm_us") or 0) > 0 for s in sides for r in records(s, "comm_comp_overlap"))
     return make_section(
         "overlap", "Communication / computation overlap", 4, "collective time hidden under compute per rank",
-        Paragraph("Overlap is the time communication kernels run while computation kernels run too; exposed "
-                  "communication is the rest." + ("" if has_comm else " These traces have no communication "
-                                                                         "kernels.")),
+        Paragraph("Overlap is the time communication (collective kernels, and collectives that run on the host "
+                  "such as gloo's) runs while computation kernels run; exposed communication is the rest."
+                  + ("" if has_comm else " These traces have no communication, on the GPU or the host.")),
         stacked_bars("overlap_bars", "Communication time per rank", sides, "comm_comp_overlap",
                      [("overlap_us", "overlapped with compute"), ("exposed_comm_us", "exposed")],
                      "communication time", "us") if has_comm else None,
@@ -194,7 +194,8 @@ def collectives_section(sides: Sequence[Side]) -> Section | None:
         return None
     return make_section(
         "collectives", "Collectives", 4, "collective calls, sizes, bus bandwidth and skew across ranks",
-        Paragraph("Exposed time: collective kernel time not overlapped by computation. Bus bandwidth uses the "
+        Paragraph("Calls run by GPU kernels and by the host (gloo: kernel column = the op, 0 kernels, size "
+                  "unknown). Exposed time: call time not overlapped by computation kernels. Bus bandwidth uses the "
                   "NCCL-tests factor for the group size. Skew: how far apart the ranks start the same call."),
         table("collective_summary", "Collectives per rank and kind", sides, "collective_summary",
               ["rank", ("kind", "kind", "text"), ("process_group", "group", "name"), "count", ("total_us", "total"),

@@ -1,0 +1,228 @@
+"""The diagnosis against the raw events: the time at stake of its first cause, recomputed in plain
+Python from the trace JSON (no perfreport code but constants), on a host-bound, a GPU-bound, a
+gloo DDP and a communication-bound (NCCL kernels stretched) job."""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import gzip
+import json
+import re
+import statistics
+import sys
+from pathlib import Path
+
+import pytest
+
+from perfreport.model import LAUNCH_NAMES
+from perfreport.units import format_us
+
+from .conftest import DATA, TRACES
+
+RECORDED = DATA / "recorded"
+GPU_WORK = ("kernel", "gpu_memcpy", "gpu_memset")
+GPU_SIDE = GPU_WORK + ("cuda_sync", "gpu_user_annotation", "cuda_profiler_range")
+COLLECTIVE = re.compile(r"^(nccl|rccl|gloo):|^c10d::|^record_param_comms$")
+SYNCS = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize")
+
+
+# --- plain Python over the raw JSON ------------------------------------------------------------------
+def raw_ranks(folder: Path) -> dict[int, list[dict]]:
+    out = {}
+    for path in sorted(folder.glob("*.json.gz")):
+        doc = json.load(gzip.open(path))
+        rank = (doc.get("distributedInfo") or {}).get("rank", len(out))
+        out[int(rank)] = [e for e in doc["traceEvents"] if e.get("ph") == "X" and "dur" in e]
+    return out
+
+
+def merged(intervals) -> list[tuple[float, float]]:
+    out: list[list[float]] = []
+    for s, e in sorted(intervals):
+        if out and s <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([s, e])
+    return [(s, e) for s, e in out]
+
+
+def inside(union: list[tuple[float, float]], t: float) -> bool:
+    i = bisect.bisect_right(union, (t, float("inf"))) - 1
+    return i >= 0 and union[i][0] <= t < union[i][1]
+
+
+def measure(windows, include, exclude) -> float:
+    """Time inside the windows where some ``include`` union covers and no ``exclude`` one does."""
+    points = sorted({p for u in [windows, *include, *exclude] for iv in u for p in iv})
+    total = 0.0
+    for a, b in zip(points, points[1:]):
+        t = (a + b) / 2
+        if inside(windows, t) and any(inside(u, t) for u in include) and not any(inside(u, t) for u in exclude):
+            total += b - a
+    return total
+
+
+def steps_of(events) -> list[tuple[float, float]]:
+    """The CPU ProfilerStep spans by step number (the raw windows, last one kept)."""
+    spans = sorted((int(e["name"].split("#")[1]), float(e["ts"]), float(e["ts"]) + float(e["dur"]))
+                   for e in events if e["name"].startswith("ProfilerStep#") and e.get("cat") not in GPU_SIDE)
+    return [(s, e) for _, s, e in spans]
+
+
+def span(e: dict) -> tuple[float, float]:
+    return float(e["ts"]), float(e["ts"]) + float(e["dur"])
+
+
+def expected(events) -> dict[str, float]:
+    """µs per judged step (the last step dropped) of the causes the tests check."""
+    windows = steps_of(events)[:-1]
+    gpu = [e for e in events if e.get("cat") in GPU_WORK]
+    is_comm = [e.get("cat") == "kernel" and str(e["name"]).startswith("nccl") for e in gpu]
+    compute = merged(span(e) for e, c in zip(gpu, is_comm) if e.get("cat") == "kernel" and not c)
+    comm = merged(span(e) for e, c in zip(gpu, is_comm) if c)
+    busy = merged(span(e) for e in gpu)
+    cpu = [e for e in events if e.get("cat") not in GPU_SIDE]
+    host_comm = merged(span(e) for e in cpu if COLLECTIVE.search(str(e["name"])))
+    starts = sorted(float(e["ts"]) for e in gpu)
+    gaps = []
+    for e in cpu:
+        if e["name"] in SYNCS:
+            i = bisect.bisect_left(starts, span(e)[1])
+            if i < len(starts):
+                gaps.append((float(e["ts"]), starts[i]))
+    launch = merged(span(e) for e in cpu if e["name"] in LAUNCH_NAMES)
+    loader = merged(span(e) for e in cpu if "DataLoader" in str(e["name"]) and str(e["name"]).endswith("__next__"))
+    n = len(windows)
+    win = merged(windows)
+    return {
+        "step": sum(e - s for s, e in windows) / n,
+        "compute": measure(win, [compute], []) / n,
+        "communication": (measure(win, [comm], [compute]) + measure(win, [host_comm], [busy])) / n,
+        "dataloader": measure(win, [loader], [busy, host_comm, merged(gaps), launch]) / n,
+    }
+
+
+def pace(ranks: dict[int, list[dict]]) -> int:
+    medians = {r: statistics.median(e - s for s, e in steps_of(ev)) for r, ev in ranks.items()}
+    return max(medians, key=lambda r: (medians[r], -r))
+
+
+@functools.lru_cache(maxsize=None)
+def diagnosis(folder: str) -> dict:
+    from perfreport.jsondoc import json_text
+    from perfreport.pipeline import analyze, summary_document
+
+    return json.loads(json_text(summary_document(analyze(folder, workers=1))))
+
+
+def check_first_cause(folder: Path, kind: str, key: str | None = None) -> tuple[dict, dict]:
+    doc = diagnosis(str(folder))
+    d = doc["diagnosis"]
+    ranks = raw_ranks(folder)
+    assert d["rank"] == pace(ranks) and d["method"] == "steps"
+    want = expected(ranks[d["rank"]])
+    assert d["step_us"] == pytest.approx(want["step"], rel=1e-6)
+    first = d["where_the_time_goes"][0]
+    assert first["kind"] == kind and (key is None or key in str(first["key"]))
+    name = "dataloader" if first["kind"] == "host" else first["kind"]
+    assert first["us_per_step"] == pytest.approx(want[name], rel=1e-6)
+    assert first["pct_of_step"] == pytest.approx(100 * want[name] / want["step"], rel=1e-6)
+    assert [c["us_per_step"] for c in d["where_the_time_goes"]] == sorted(
+        (c["us_per_step"] for c in d["where_the_time_goes"]), reverse=True)
+    # the first suggestion is that cause, its evidence the same numbers
+    s = d["suggestions"][0]
+    assert s["kind"] == kind and s["rank"] == d["rank"] and s["us_per_step"] == first["us_per_step"]
+    assert f"{format_us(want[name])} of {format_us(want['step'])}/step" in s["evidence"]
+    assert s["seconds_at_stake_per_step"] == pytest.approx(want[name] / 1e6, rel=1e-6)
+    # the parts of the rank's steps add up to its mean step
+    stake = [r for r in doc["time_at_stake"] if r["rank"] == d["rank"]]
+    assert sum(r["us_per_step"] for r in stake) == pytest.approx(want["step"], rel=1e-6)
+    return d, want
+
+
+# --- the tests -------------------------------------------------------------------------------------
+def test_host_bound_run_points_at_the_dataloader() -> None:
+    d, want = check_first_cause(RECORDED / "workers0" / "run1", "host", "DataLoader")
+    assert d["suggestions"][0]["text"].startswith("The GPU waits for the input pipeline")
+    assert not any(s["kind"] == "communication" for s in d["suggestions"])
+    assert want["dataloader"] > 0.4 * want["step"]  # 17.3 of 35.3 ms/step
+
+
+def test_gpu_bound_run_points_at_compute_and_not_the_dataloader() -> None:
+    d, want = check_first_cause(RECORDED / "gpu_bound_repeat" / "run1", "compute")
+    assert want["compute"] > 0.9 * want["step"]
+    assert not any(s["kind"] == "host" for s in d["suggestions"])  # DataLoader off the path: no suggestion
+
+
+def test_gloo_ddp_is_communication_bound_on_the_host() -> None:
+    d, want = check_first_cause(RECORDED / "setups" / "ddp_w2_gloo", "communication")
+    s = d["suggestions"][0]
+    assert s["text"].startswith("Communication runs on the host (gloo)") and "all-reduce (host-side)" in s["evidence"]
+    assert want["communication"] > 0.5 * want["step"]
+    assert not any(s.get("key") and "DataLoader" in s["key"] for s in d["suggestions"])
+
+
+def test_stretched_nccl_kernels_flip_the_diagnosis_to_communication(tmp_path: Path) -> None:
+    sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
+    from trace_edit import read_trace, scale_kernels, write_trace
+
+    src = TRACES / "hta_sampled_2of128rank"
+    before = diagnosis(str(src))["diagnosis"]
+    assert before["where_the_time_goes"][0]["kind"] == "host"  # as recorded: the host's backward leads
+    for path in sorted(src.glob("*.json.gz")):
+        write_trace(scale_kernels(read_trace(path), 3.0, r"^nccl"), tmp_path / path.name)
+    d, want = check_first_cause(tmp_path, "communication")
+    assert d["suggestions"][0]["text"].startswith("Communication is exposed")
+
+
+def test_the_straggler_is_the_late_rank_with_its_lateness() -> None:
+    folder = RECORDED / "setups" / "ddp_w2_gloo"
+    doc = diagnosis(str(folder))
+    ranks = raw_ranks(folder)
+    # the i-th gloo call of each kind in each step, paired across the ranks; lateness behind the earliest
+    calls: dict[tuple, dict[int, tuple[float, float]]] = {}
+    for rank, events in ranks.items():
+        steps = steps_of(events)
+        seen: dict[tuple, int] = {}
+        for e in sorted((e for e in events if str(e["name"]).startswith("gloo:") and e.get("cat") not in GPU_SIDE),
+                        key=lambda e: float(e["ts"])):
+            t = float(e["ts"])
+            step = next((i for i, (s, end) in enumerate(steps) if s <= t < end), None)
+            if step is None:
+                continue
+            key = (e["name"], step)
+            seen[key] = seen.get(key, -1) + 1
+            calls.setdefault((*key, seen[key]), {})[rank] = span(e)
+    late: dict[int, dict[int, list[float]]] = {r: {} for r in ranks}
+    for (name, step, _), by_rank in calls.items():
+        if len(by_rank) == len(ranks) and max(s for s, _ in by_rank.values()) <= min(e for _, e in by_rank.values()):
+            first = min(s for s, _ in by_rank.values())
+            for r, (s, _) in by_rank.items():
+                late[r].setdefault(step, []).append(s - first)
+    median = {r: statistics.median(statistics.median(v) for v in steps.values()) for r, steps in late.items()}
+    walls = {r: [e - s for s, e in steps_of(ev)] for r, ev in ranks.items()}
+    noise = statistics.median(1.4826 * statistics.median(abs(w - statistics.median(ws)) for w in ws)
+                              for ws in walls.values())
+    step = statistics.median(w for ws in walls.values() for w in ws)
+    flagged = {r for r, m in median.items() if m > 0 and m >= max(0.05 * step, 2 * noise)}
+    assert flagged == {0} and median[1] == 0.0  # rank 0 reaches every all-reduce ~4.9 ms late
+    ev = {r["rank"]: r for r in doc["straggler_evidence"]}
+    assert {r for r, row in ev.items() if row["is_straggler"]} == flagged
+    assert ev[0]["lateness_us_median"] == pytest.approx(median[0], rel=1e-6)
+    assert ev[0]["noise_us"] == pytest.approx(noise, rel=1e-6)
+    s = next(s for s in doc["diagnosis"]["suggestions"] if s["kind"] == "straggler")
+    assert s["rank"] == 0 and s["us_per_step"] == pytest.approx(median[0], rel=1e-6)
+    assert s["evidence"].startswith(f"rank 0 started {format_us(median[0])} after the earliest rank (median over "
+                                    f"{len(late[0])} steps)")
+    # the HTA-measure table uses the same test: no NCCL kernel here, so nobody is late by it
+    assert not any(r["is_straggler"] for r in doc["stragglers"])
+
+
+def test_no_steps_and_no_gpu_fall_back_to_shares_and_say_so() -> None:
+    whole = diagnosis(str(TRACES / "hta_a100_alexnet_benchmark"))["diagnosis"]
+    assert whole["method"] == "whole_trace" and whole["basis"].startswith("No profiler steps on rank 0")
+    assert whole["suggestions"][0]["seconds_at_stake_per_step"] is None
+    cpu = diagnosis(str(TRACES / "odd_cpu_only_rank34of300_trimmed"))["diagnosis"]
+    assert cpu["method"] == "shares" and cpu["basis"].startswith("No GPU activity on rank 34")
+    assert cpu["suggestions"] == [] and cpu["where_the_time_goes"][0]["label"] == "communication on the host"
