@@ -65,9 +65,7 @@ def analysis_headline(doc: Mapping[str, Any]) -> Headline | None:
     per_step = bool(d.get("per_step"))
     causes = []
     for c in where:
-        detail = ", ".join(f"{t.get('key')}{' on the host' if t.get('runs_on') == 'CPU' and c.get('kind') == 'communication' else ''}"
-                           for t in c.get("top") or [] if isinstance(t, Mapping))
-        label = str(c.get("label")) + (f" ({detail})" if detail else "")
+        label = str(c.get("label")) + (f" ({cause_detail(c)})" if cause_detail(c) else "")
         value = _num(c.get("us_per_step")) if c.get("us_per_step") is not None else _num(c.get("us"))
         share = _num(c.get("pct_of_step")) if c.get("pct_of_step") is not None else _num(c.get("pct_of_span"))
         causes.append(Cause(label, value, share))
@@ -76,6 +74,38 @@ def analysis_headline(doc: Mapping[str, Any]) -> Headline | None:
     share_of = str(d.get("share_of") or "")
     return Headline(text=text, causes=tuple(causes), basis=str(d.get("basis") or ""), share_of=share_of,
                     per_step=per_step)
+
+
+def cause_detail(cause: Mapping[str, Any]) -> str:
+    """What a cause's label names besides itself: the collectives or copies it is made of, the
+    top compute kernel; nothing for launches and syncs (the calls' names say nothing more)."""
+    top = [t for t in cause.get("top") or [] if isinstance(t, Mapping)]
+    kind = cause.get("kind")
+    if kind == "compute" and top:
+        return f"top: {top[0].get('key')}"
+    if kind in ("communication", "memory"):
+        return ", ".join(f"{t.get('key')}{' on the host' if t.get('runs_on') == 'CPU' and kind == 'communication' else ''}"
+                         for t in top)
+    return ""
+
+
+def terminal_lines(doc: Mapping[str, Any], top: int = 3) -> list[str]:
+    """The diagnosis for a terminal: the first causes with their time, the first suggestion."""
+    d = _diagnosis(doc)
+    where = [c for c in d.get("where_the_time_goes") or [] if isinstance(c, Mapping)]
+    if not where:
+        return []
+    unit = "/step" if d.get("per_step") else ""
+    lines = ["", f"where the time goes (rank {d.get('rank')}):"]
+    for i, c in enumerate(where[:top], 1):
+        value = c.get("us_per_step") if c.get("us_per_step") is not None else c.get("us")
+        share = c.get("pct_of_step") if c.get("pct_of_step") is not None else c.get("pct_of_span")
+        lines.append(f"  {i}. {c.get('label')}" + (f" {format_us(value)}{unit}" if _num(value) is not None else "")
+                     + (f" ({share:.0f} % of {d.get('share_of') or 'the step'})" if _num(share) is not None else ""))
+    first = next((s for s in d.get("suggestions") or [] if isinstance(s, Mapping)), None)
+    if first:
+        lines += ["", f"fix first: {first.get('text')}", f"  ({first.get('evidence')})"]
+    return lines
 
 
 def suggestions(doc: Mapping[str, Any]) -> tuple[Suggestion, ...]:
@@ -87,4 +117,4 @@ def suggestions(doc: Mapping[str, Any]) -> tuple[Suggestion, ...]:
     return tuple(out)
 
 
-__all__ = ["analysis_headline", "pace_rank", "suggestions"]
+__all__ = ["analysis_headline", "cause_detail", "pace_rank", "suggestions", "terminal_lines"]
