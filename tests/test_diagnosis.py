@@ -226,3 +226,36 @@ def test_no_steps_and_no_gpu_fall_back_to_shares_and_say_so() -> None:
     cpu = diagnosis(str(TRACES / "odd_cpu_only_rank34of300_trimmed"))["diagnosis"]
     assert cpu["method"] == "shares" and cpu["basis"].startswith("No GPU activity on rank 34")
     assert cpu["suggestions"] == [] and cpu["where_the_time_goes"][0]["label"] == "communication on the host"
+
+
+def test_gloo_collectives_count_as_communication_in_the_overlap_and_collectives() -> None:
+    folder = RECORDED / "setups" / "ddp_w2_gloo"
+    doc = diagnosis(str(folder))
+    for rank, events in raw_ranks(folder).items():
+        gloo = [span(e) for e in events if str(e["name"]).startswith("gloo:") and e.get("cat") not in GPU_SIDE]
+        compute = merged(span(e) for e in events if e.get("cat") == "kernel")  # no NCCL kernel here
+        whole = [(min(s for s, _ in gloo) - 1, max(e for _, e in gloo) + 1)]
+        comm = measure(whole, [merged(gloo)], [])
+        row = next(r for r in doc["comm_comp_overlap"] if r["rank"] == rank)
+        assert row["comm_us"] == pytest.approx(comm, rel=1e-6) and comm > 100_000  # ~26 ms a step
+        assert row["exposed_comm_us"] == pytest.approx(measure(whole, [merged(gloo)], [compute]), rel=1e-6)
+        calls = [r for r in doc["collectives"] if r["rank"] == rank]
+        assert len(calls) == len(gloo) and {r["kind"] for r in calls} == {"all_reduce", "broadcast"}
+
+
+def test_attribute_gives_each_instant_to_the_first_active_layer() -> None:
+    import numpy as np
+
+    from perfreport.analyses.stake import NO_OP, attribute
+
+    def layer(kind, starts, ends, keys):
+        return kind, "GPU", np.array(starts, float), np.array(ends, float), np.array(keys, dtype=object)
+
+    # window [0, 100): compute 10-30 (two kernels share 20-30), comm 20-50, host op 40-90
+    parts = attribute(np.array([0.0]), np.array([100.0]), [
+        layer("compute", [10, 20], [30, 30], ["a", "b"]), layer("communication", [20], [50], ["all_reduce"]),
+        layer("host", [40], [90], ["op"])])
+    got = {(k, key): t for k, key, t in zip(parts["kind"], parts["key"], parts["time_us"])}
+    assert got == {("compute", "a"): 15.0, ("compute", "b"): 5.0, ("communication", "all_reduce"): 20.0,
+                   ("host", "op"): 40.0, ("host", NO_OP): 20.0}
+    assert sum(got.values()) == 100.0

@@ -138,10 +138,9 @@ def attribute(ws: np.ndarray, we: np.ndarray, layers: list[tuple]) -> pd.DataFra
     for kind, runs_on, s, e, keys in layers:  # a loop over the few layers, each vectorised
         if not len(s):
             continue
-        delta = np.zeros(len(bounds) + 1)
-        np.add.at(delta, np.searchsorted(bounds, s), 1.0)
-        np.add.at(delta, np.searchsorted(bounds, e), -1.0)
-        active = np.cumsum(delta)[: len(seg)]
+        delta = (np.bincount(np.searchsorted(bounds, s), minlength=len(bounds))
+                 - np.bincount(np.searchsorted(bounds, e), minlength=len(bounds)))
+        active = np.cumsum(delta)[: len(seg)].astype(np.float64)
         claim = free & (active > 0.5)
         rate = np.where(claim, 1.0 / np.maximum(active, 1.0), 0.0)
         cum = np.r_[0.0, np.cumsum(rate * seg)]
