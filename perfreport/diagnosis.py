@@ -42,7 +42,7 @@ _GROUPED = ("compute", "communication", "memory", "sync", "launch")
 _LABELS = {"compute": "compute kernels", "communication": "exposed communication",
            "memory": "exposed memcpy/memset", "sync": "GPU idle after host syncs",
            "launch": "GPU idle inside kernel launch calls"}
-_SECTIONS = {"compute": "kernels", "communication": "collectives", "memory": "memory-bw", "sync": "idle",
+_SECTIONS = {"compute": "kernels", "communication": "overlap", "memory": "kernels", "sync": "idle",
              "launch": "launch", "host": "idle", "straggler": "stragglers"}
 
 

@@ -239,6 +239,12 @@ def test_gloo_collectives_count_as_communication_in_the_overlap_and_collectives(
         row = next(r for r in doc["comm_comp_overlap"] if r["rank"] == rank)
         assert row["comm_us"] == pytest.approx(comm, rel=1e-6) and comm > 100_000  # ~26 ms a step
         assert row["exposed_comm_us"] == pytest.approx(measure(whole, [merged(gloo)], [compute]), rel=1e-6)
+        gpu = [span(e) for e in events if e.get("cat") in GPU_WORK]
+        gpu_span = [(min(s for s, _ in gpu), max(e for _, e in gpu))]
+        t = next(r for r in doc["temporal_breakdown"] if r["rank"] == rank)
+        host = measure(gpu_span, [merged(gloo)], [merged(gpu)])
+        assert t["host_comm_us"] == pytest.approx(host, rel=1e-6) and t["host_comm_us"] < t["idle_us"]
+        assert t["host_comm_pct"] + t["other_idle_pct"] == pytest.approx(t["idle_pct"])
         calls = [r for r in doc["collectives"] if r["rank"] == rank]
         assert len(calls) == len(gloo) and {r["kind"] for r in calls} == {"all_reduce", "broadcast"}
 

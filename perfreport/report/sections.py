@@ -28,19 +28,30 @@ def overview_section(sides: Sequence[Side]) -> Section | None:
     )
 
 
+def temporal_segments(sides: Sequence[Side]) -> list[tuple[str, str]]:
+    """The temporal shares drawn as stacked bars: compute, non-compute, and idle split into the
+    time host-side communication (gloo) runs and the rest when a rank has such time."""
+    split = any((r.get("host_comm_us") or 0) > 0 and r.get("other_idle_pct") is not None
+                for s in sides for r in records(s, "temporal_breakdown"))
+    idle = [("host_comm_pct", "idle: host-side communication"), ("other_idle_pct", "idle, other")] if split \
+        else [("idle_pct", "idle")]
+    return [("compute_pct", "compute"), ("non_compute_pct", "non-compute"), *idle]
+
+
 def temporal_section(sides: Sequence[Side]) -> Section | None:
     return make_section(
         "temporal", "Temporal breakdown", 2, "compute, non-compute and idle share of the GPU span per rank",
         Paragraph("Over each rank's GPU span (first to last GPU activity): compute is the time any computation "
                   "kernel runs, non-compute is communication and memory time not hidden under compute, idle is "
-                  "the rest. The three shares add up to 100 %."),
-        stacked_bars("temporal_bars", "GPU time per rank", sides, "temporal_breakdown",
-                     [("compute_pct", "compute"), ("non_compute_pct", "non-compute"), ("idle_pct", "idle")],
+                  "the rest; the three shares add up to 100 %. Host-side communication: the idle time during "
+                  "which a collective runs on the host (gloo), part of idle."),
+        stacked_bars("temporal_bars", "GPU time per rank", sides, "temporal_breakdown", temporal_segments(sides),
                      "share of the GPU span (%)", "pct"),
         table("temporal_breakdown", "Temporal breakdown per rank", sides, "temporal_breakdown",
               ["rank", ("gpu_span_us", "GPU span"), ("busy_us", "busy"), ("idle_us", "idle"),
                ("compute_us", "compute"), ("non_compute_us", "non-compute"), ("idle_pct", "idle %"),
-               ("compute_pct", "compute %"), ("non_compute_pct", "non-compute %")]),
+               ("compute_pct", "compute %"), ("non_compute_pct", "non-compute %"),
+               ("host_comm_us", "idle: host-side communication")]),
     )
 
 
