@@ -72,7 +72,7 @@ def host_op_kind(key: str) -> str:
         return "backward"
     if "DataLoader" in key or key.endswith("__next__"):
         return "dataloader"
-    if key.startswith("Optimizer.") or "optimizer" in key.lower():
+    if "zero_grad" not in key and (key.startswith("Optimizer.step") or "optimizer" in key.lower()):
         return "optimizer"
     return "op"
 

@@ -51,7 +51,7 @@ def temporal_section(sides: Sequence[Side]) -> Section | None:
               ["rank", ("gpu_span_us", "GPU span"), ("busy_us", "busy"), ("idle_us", "idle"),
                ("compute_us", "compute"), ("non_compute_us", "non-compute"), ("idle_pct", "idle %"),
                ("compute_pct", "compute %"), ("non_compute_pct", "non-compute %"),
-               ("host_comm_us", "idle: host-side communication")]),
+               *([("host_comm_us", "idle: host-side communication")] if len(temporal_segments(sides)) > 3 else [])]),
     )
 
 
