@@ -265,3 +265,18 @@ def test_attribute_gives_each_instant_to_the_first_active_layer() -> None:
     assert got == {("compute", "a"): 15.0, ("compute", "b"): 5.0, ("communication", "all_reduce"): 20.0,
                    ("host", "op"): 40.0, ("host", NO_OP): 20.0}
     assert sum(got.values()) == 100.0
+
+
+def test_analyze_prints_what_to_fix_first_and_writes_it_for_ci(tmp_path: Path, capsys) -> None:
+    from perfreport.cli import main
+
+    folder = RECORDED / "setups" / "ddp_w2_gloo"
+    assert main(["analyze", str(folder), "--out", str(tmp_path), "--format", "json", "-q"]) == 0
+    out, err = capsys.readouterr()
+    d = json.loads((tmp_path / "report.json").read_text())["diagnosis"]
+    first = d["suggestions"][0]
+    assert f"where the time goes (rank {d['rank']}):" in out
+    assert f"  1. exposed communication {format_us(d['where_the_time_goes'][0]['us_per_step'])}/step" in out
+    assert f"fix first: {first['text']}" in out and first["evidence"] in out and err == ""
+    assert first["kind"] == "communication" and isinstance(first["seconds_at_stake"], float)
+    assert first["seconds_at_stake"] == pytest.approx(first["us_per_step"] * d["steps"] / 1e6)
