@@ -36,7 +36,6 @@ WHERE_TOP = 5
 """Causes listed under "where the time goes"."""
 DETAIL_TOP = 3
 """Keys named inside a cause ("all_reduce 23.1 ms, broadcast 1.9 ms")."""
-SHORT_KERNEL_SHARE = 50.0
 
 _GROUPED = ("compute", "communication", "memory", "sync", "launch")
 _LABELS = {"compute": "compute kernels", "communication": "exposed communication",
@@ -115,7 +114,7 @@ def _detail(cause: Mapping[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def _advice(cause: Mapping[str, Any], launch: Mapping[str, float]) -> str:
+def _advice(cause: Mapping[str, Any]) -> str:
     kind = cause["kind"]
     if kind == "communication":
         if cause["cpu_us_per_step"] >= 0.5 * cause["us_per_step"]:
@@ -280,7 +279,7 @@ def diagnose(tables: Mapping[str, pd.DataFrame]) -> dict:
         if c["pct_of_step"] < SUGGEST_PCT or c["key"] == "other":
             continue
         suggestions.append({"kind": c["kind"], "key": c["key"], "rank": rank, "us_per_step": c["us_per_step"],
-                            "pct_of_step": c["pct_of_step"], "text": _advice(c, launch),
+                            "pct_of_step": c["pct_of_step"], "text": _advice(c),
                             "evidence": _evidence(c, rank, step_us, steps, whole, launch),
                             "section": _SECTIONS[c["kind"]]})
     straggler = _straggler(tables, step_us)

@@ -19,8 +19,8 @@ Each sample's step time (its ProfilerStep span, ``[start, end)``) is split exact
   GPU work counts in the span it runs in, whichever step launched it.
 * **GPU idle time** inside the span (nothing running on the GPU: it waits for the host): while a
   collective runs on the host (gloo, any thread: :data:`perfreport.model.CPU_COLLECTIVE`) it is
-  exposed communication (key ``HOST_COMM``); the rest is split by the CPU op the host was running then: the direct children of the ProfilerStep on its
-  thread (for step -1: the top-level ops of the thread that launched the most GPU work), the
+  exposed communication (key ``HOST_COMM``); the rest is split by the CPU op the host was running
+  then: the direct children of the ProfilerStep on its thread (for step -1: the top-level ops of the thread that launched the most GPU work), the
   rest under ``NO_OP``.
 
 Per run, each part is averaged over its samples (µs per step); the parts of a run add up to

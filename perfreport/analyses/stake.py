@@ -38,7 +38,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..model import COMMUNICATION, COMPUTATION, GPU_SIDE_CATEGORIES, MEMORY, RankTrace, TraceSet
+from ..model import COMMUNICATION, GPU_SIDE_CATEGORIES, MEMORY, RankTrace, TraceSet
 from ..units import pct
 from .attribution import _host_ops
 from .callstack import call_stack

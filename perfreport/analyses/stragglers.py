@@ -209,4 +209,5 @@ def _stragglers(traces: TraceSet) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(RANK_COLUMNS))
 
 
-__all__ = ["COMM_KERNEL_PREFIXES", "late_start_counts", "late_verdict", "step_noise_us", "straggler_steps", "stragglers"]
+__all__ = ["COMM_KERNEL_PREFIXES", "late_start_counts", "late_verdict", "step_noise_us", "straggler_steps",
+           "stragglers"]

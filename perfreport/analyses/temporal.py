@@ -10,9 +10,10 @@ memcpy and memset (sync records are waits, not work):
 The three percentages are of the span and add up to 100. Communication that runs on the host
 (gloo's ``gloo:*`` spans, :meth:`perfreport.model.RankTrace.host_collectives`) is part of the
 idle time (the GPU does nothing meanwhile) and is split out of it: ``host_comm_us`` is the idle
-time during which a host collective runs, ``other_idle_pct`` the rest of the idle share. Per step, the span is that of the
-step's own GPU work (work belongs to the step of the launch that enqueued it; step -1 is work
-outside any ProfilerStep). A rank without GPU work gets NaN times and percentages.
+time during which a host collective runs, ``other_idle_pct`` the rest of the idle share. Per
+step, the span is that of the step's own GPU work (work belongs to the step of the launch that
+enqueued it; step -1 is work outside any ProfilerStep) and its host collectives are those that
+start inside the step. A rank without GPU work gets NaN times and percentages.
 """
 
 from __future__ import annotations

@@ -84,8 +84,8 @@ def cause_detail(cause: Mapping[str, Any]) -> str:
     if kind == "compute" and top:
         return f"top: {top[0].get('key')}"
     if kind in ("communication", "memory"):
-        return ", ".join(f"{t.get('key')}{' on the host' if t.get('runs_on') == 'CPU' and kind == 'communication' else ''}"
-                         for t in top)
+        host = " on the host" if kind == "communication" else ""
+        return ", ".join(f"{t.get('key')}{host if t.get('runs_on') == 'CPU' else ''}" for t in top)
     return ""
 
 
