@@ -280,3 +280,27 @@ def test_analyze_prints_what_to_fix_first_and_writes_it_for_ci(tmp_path: Path, c
     assert f"fix first: {first['text']}" in out and first["evidence"] in out and err == ""
     assert first["kind"] == "communication" and isinstance(first["seconds_at_stake"], float)
     assert first["seconds_at_stake"] == pytest.approx(first["us_per_step"] * d["steps"] / 1e6)
+
+
+def test_compute_at_stake_agrees_with_htas_critical_path_on_a_gpu_bound_run() -> None:
+    """Where the GPU sets the pace, the compute time at stake of each step is the compute-bound
+    part of HTA's critical path (perfreport.hta, HTA's graph) within 2 %."""
+    import logging
+
+    from perfreport.analyses.stake import stake_parts
+    from perfreport.hta import TraceAnalysis
+    from perfreport.load import load
+
+    folder = RECORDED / "gpu_bound_repeat" / "run1"
+    parts = stake_parts(load(folder, workers=1)[0])
+    analysis = TraceAnalysis(trace_dir=str(folder))
+    logging.disable(logging.WARNING)  # HTA's warning on traces without cuda_sync records
+    try:
+        for instance, step in enumerate(sorted(parts["step"].unique())):  # the ProfilerSteps in order
+            graph, ok = analysis.critical_path_analysis(rank=0, annotation="ProfilerStep",
+                                                        instance_id=(instance, instance))
+            hta = graph.get_critical_path_breakdown().groupby("bound_by")["duration"].sum()["gpu_compute_bound"]
+            ours = parts.loc[(parts["step"] == step) & (parts["kind"] == "compute"), "time_us"].sum()
+            assert ok and ours == pytest.approx(hta, rel=0.02)
+    finally:
+        logging.disable(logging.NOTSET)

@@ -30,7 +30,9 @@ CPU), and GPU idle time goes to what the host was doing instead of feeding it: t
 the path that sets the step time when the GPU is the resource being waited for. The parts of a
 window add up to its length exactly. What it cannot see: host work that overlaps GPU work
 (counted as the GPU's), and waits for other ranks inside a collective (counted as
-communication; :mod:`perfreport.analyses.stragglers` says when a late rank causes them).
+communication; :mod:`perfreport.analyses.stragglers` says when a late rank causes them). Where
+the GPU sets the pace the two agree: on the recorded GPU-bound run, each step's compute cause is
+the compute-bound part of HTA's critical path within 2 % (``tests/test_diagnosis.py``).
 """
 
 from __future__ import annotations
