@@ -95,8 +95,9 @@ def keep_steps(doc: dict, steps: set[int]) -> dict:
     return new
 
 
-def scale_kernels(doc: dict, factor: float) -> dict:
-    """Every kernel ``factor`` times longer, and everything after it later by the time added.
+def scale_kernels(doc: dict, factor: float, name: str | None = None) -> dict:
+    """Every kernel (whose name matches the regular expression ``name``, when given) ``factor``
+    times longer, and everything after it later by the time added.
 
     The shift of an event at time t is the time added by kernels that start before t, so the
     order of every pair of events is kept, kernels on one stream never overlap, and a step grows
@@ -104,7 +105,8 @@ def scale_kernels(doc: dict, factor: float) -> dict:
     """
     new = doc
     events = new["traceEvents"]
-    kernels = [e for e in events if e.get("cat") in KERNEL_CATEGORIES and e.get("ph") == "X" and "dur" in e]
+    kernels = [e for e in events if e.get("cat") in KERNEL_CATEGORIES and e.get("ph") == "X" and "dur" in e
+               and (name is None or re.search(name, str(e.get("name", ""))))]
     if not kernels:
         raise ValueError("no kernels to scale")
     starts = np.array([float(e["ts"]) for e in kernels])

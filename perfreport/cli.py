@@ -306,6 +306,10 @@ def analyze_to(args: argparse.Namespace, formats, renderer) -> int:
     except OSError as exc:
         raise PerfreportError(f"{out}: cannot write the report ({exc.strerror or exc})") from None
     print(render_summary_table(analysis.tables["summary"]))
+    from .report.guidance import terminal_lines
+
+    for line in terminal_lines(document):
+        print(line)
     written = ", ".join(str(p) for p in paths)
     print(f"\nloaded {len(analysis.traces)} rank(s) in {analysis.load_s:.2f} s; wrote {written}")
     return EXIT_OK

@@ -89,6 +89,16 @@ COLLECTIVE = "COLLECTIVE"
 :mod:`perfreport.analyses.invocations`."""
 _COMM_NAME = re.compile(r"^(nccl|rccl|hccl)|ncclKernel|ncclDevKernel|^c10d::|^gloo", re.IGNORECASE)
 _MEM_NAME = re.compile(r"^(Memcpy|Memset|dma)")
+CPU_COLLECTIVE = re.compile(r"^(nccl|rccl|gloo):|^c10d::|^record_param_comms$")
+"""CPU-side events of a collective: the ``nccl:*`` / ``rccl:*`` / ``gloo:*`` annotations, the
+``c10d::*`` ops and ``record_param_comms``. With the NCCL backend they enqueue GPU kernels (the
+communication runs there, COMMUNICATION kernels); with gloo they *are* the communication (it runs
+on host threads). With the COMMUNICATION kernel class, the package's one definition of
+communication (:meth:`RankTrace.cpu_collectives`)."""
+HOST_COLLECTIVE_PREFIX = "gloo:"
+"""CPU collectives that *run* the communication on the host (the gloo backend's work, on its own
+threads); the ``c10d::*`` ops and ``record_param_comms`` above them only enqueue it
+(:meth:`RankTrace.host_collectives`)."""
 
 
 _COMM_HINTS = ("nccl", "rccl", "hccl", "c10d", "gloo")
@@ -293,6 +303,18 @@ class RankTrace:
     def launches(self) -> np.ndarray:
         """Runtime/driver calls that enqueue GPU work (see LAUNCH_NAMES)."""
         return self._complete_and("launches", lambda: self.is_cat(RUNTIME_CATEGORIES) & self.is_name(LAUNCH_NAMES))
+
+    def cpu_collectives(self) -> np.ndarray:
+        """Complete CPU-side events named as collectives (:data:`CPU_COLLECTIVE`)."""
+        return self._complete_and("cpu_collectives", lambda: ~self.is_cat(GPU_SIDE_CATEGORIES) & self._code_mask(
+            self.name, self.codes_where(lambda s: CPU_COLLECTIVE.search(s) is not None)))
+
+    def host_collectives(self) -> np.ndarray:
+        """CPU collectives that run on the host (:data:`HOST_COLLECTIVE_PREFIX`), with a finite
+        start and duration: communication as much as a collective kernel is."""
+        return self.memo("host_collectives", lambda: self.cpu_collectives() & np.isfinite(self.ts)
+                         & np.isfinite(self.dur) & self._code_mask(
+                             self.name, self.codes_where(lambda s: s.startswith(HOST_COLLECTIVE_PREFIX))))
 
     def steps(self) -> np.ndarray:
         """ProfilerStep#N spans."""

@@ -22,6 +22,7 @@ from .analyses.memory import memory_note
 from .analyses.series import time_series
 from .analyses.step_metrics import step_metrics
 from .config import Config
+from .diagnosis import diagnose
 from .errors import TraceError
 from .gate.baselines import DEFAULT_STORE, StoredBaseline
 from .gate.baselines import cache_usable
@@ -158,6 +159,7 @@ def summary_document(analysis: Analysis) -> dict:
         "ranks": rank_metadata(analysis.traces),
         "files": [{"rank": t.rank, "file": t.meta.path, "sha256": analysis.checksums.get(t.rank)}
                   for t in analysis.traces],
+        "diagnosis": diagnose(analysis.tables),
         **{name: Records(df) for name, df in analysis.tables.items()},
         "series": time_series(analysis.traces),
         "memory_note": memory_note(analysis.traces),

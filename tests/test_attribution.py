@@ -8,6 +8,7 @@ come out as GPU idle time spent in the DataLoader.
 from __future__ import annotations
 
 import json
+import re
 import math
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import numpy as np
 import pytest
 
 from perfreport.analyses.attribution import CONTRIBUTION_COLUMNS, NO_OP, explain, step_parts
+from perfreport.analyses.stake import time_at_stake
 from perfreport.errors import TraceError
 from perfreport.load import load
 from perfreport.model import TraceSet
@@ -193,10 +195,15 @@ def test_ranks_steps_and_no_gpu(tmp_path: Path) -> None:
     assert x.baseline_samples == 0 and math.isnan(x.delta_ms) and x.lines() == [
         "no step-time change to explain: 0 baseline and 0 candidate (rank, step) samples with a duration"]
     json.dumps(x.to_dict(), allow_nan=False)
-    # CPU only: all of the step is idle, outside any op when nothing launched work
+    # CPU only: all of the step is GPU idle: communication while gloo's all_reduce runs on the host,
+    # the rest outside any op (nothing launched work)
     cpu = load_cached(str(TRACES / "odd_cpu_only_rank34of300_trimmed"))
     x = explain(cpu, cpu)
-    assert x.delta_ms == 0 and x.by_kind[0].kind == "idle"
+    kinds = {c.kind: c.baseline_us for c in x.by_kind}
+    assert x.delta_ms == 0 and set(kinds) == {"communication", "idle"}
+    assert kinds["communication"] + kinds["idle"] == pytest.approx(1000 * x.baseline_step_ms)
+    gloo = next(r for r in time_at_stake(cpu).itertuples() if r.kind == "communication")
+    assert kinds["communication"] == pytest.approx(gloo.us_per_step)  # one definition of communication
 
 
 # --- real traces ------------------------------------------------------------------------------
@@ -223,13 +230,19 @@ def test_partition_of_nccl_trace_matches_brute_force() -> None:
     comm = [(e["ts"], e["ts"] + e["dur"]) for e in gpu if e["cat"] == "kernel" and "nccl" in e["name"]]
     comp = [(e["ts"], e["ts"] + e["dur"]) for e in gpu if e["cat"] == "kernel" and "nccl" not in e["name"]]
     busy = [(e["ts"], e["ts"] + e["dur"]) for e in gpu]
+    # collectives on the host (the nccl:* / c10d / record_param_comms ops) while the GPU idles
+    host = [(e["ts"], e["ts"] + e["dur"]) for e in events if e.get("ph") == "X" and e.get("dur", 0) > 0
+            and e["cat"] not in ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation", "cuda_sync")
+            and re.search(r"^(nccl|rccl|gloo):|^c10d::|^record_param_comms$", e["name"])]
     parts = step_parts(load_cached(str(folder))[0])
     for n, (a, b) in _windows(events).items():
         p = parts[parts["step"] == n].groupby("kind")["time_us"].sum()
-        c_in, m_in = _clip(comp, a, b), _clip(comm, a, b)
+        c_in, m_in, b_in, h_in = _clip(comp, a, b), _clip(comm, a, b), _clip(busy, a, b), _clip(host, a, b)
+        idle_comm = _length(h_in) - _intersection(h_in, b_in)
+        assert idle_comm > 0
         assert p["kernel"] == pytest.approx(_length(c_in), abs=1e-6)
-        assert p["communication"] == pytest.approx(_length(m_in) - _intersection(m_in, c_in), abs=1e-6)
-        assert p["idle"] == pytest.approx((b - a) - _length(_clip(busy, a, b)), abs=1e-6)
+        assert p["communication"] == pytest.approx(_length(m_in) - _intersection(m_in, c_in) + idle_comm, abs=1e-6)
+        assert p["idle"] == pytest.approx((b - a) - _length(b_in) - idle_comm, abs=1e-6)
         assert p.sum() == pytest.approx(b - a, abs=1e-6)
         overlapped = parts[(parts["step"] == n) & (parts["kind"] == "communication")]["overlapped_us"].sum()
         assert overlapped == pytest.approx(_intersection(m_in, c_in), abs=1e-6) and overlapped > 0

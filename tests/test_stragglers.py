@@ -83,3 +83,18 @@ def test_two_rank_trace_against_plain_python() -> None:
     df = stragglers(traces)
     assert df["late_start_us_median"].tolist() == [54.0, 253.5]
     assert df["is_straggler"].tolist() == [False, False]  # 0.04 % of a 617 ms step is noise
+
+
+def test_one_straggler_test_beyond_the_step_to_step_noise() -> None:
+    from perfreport.analyses.stragglers import late_verdict, step_noise_us
+
+    # rank 0's steps swing by ±400 µs around 10 ms, rank 1's by ±100 µs: MADs 400 and 100 µs
+    steps = pd.DataFrame({"rank": [0, 0, 0, 1, 1, 1], "wall_us": [9600.0, 10000.0, 10400.0, 9900.0, 10000.0, 10100.0]})
+    noise = step_noise_us(steps)
+    assert noise == pytest.approx(1.4826 * (400 + 100) / 2)  # the median over ranks of 1.4826 x MAD
+    # 600 µs late: 6 % of the step, but under twice the noise (741 µs): not measurably late
+    assert not late_verdict(600.0, 10000.0, noise, 2)
+    assert late_verdict(800.0, 10000.0, noise, 2)  # above both floors
+    assert not late_verdict(400.0, 10000.0, 0.0, 2)  # 4 % of the step: not enough, however steady
+    assert not late_verdict(800.0, 10000.0, noise, 1)  # one rank: nobody to wait
+    assert not late_verdict(-800.0, 10000.0, 0.0, 2) and not late_verdict(float("nan"), 10000.0, 0.0, 2)

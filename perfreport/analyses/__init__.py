@@ -20,6 +20,7 @@ from .stragglers import straggler_steps, stragglers
 from .idle import idle_breakdown, idle_breakdown_per_step, idle_interval_stats
 from .kernels import kernel_metrics, kernel_rank_distribution, kernel_type_breakdown, kernel_type_breakdown_per_step
 from .overlap import comm_comp_overlap, comm_comp_overlap_per_step
+from .stake import time_at_stake
 from .summary import summary
 from .temporal import temporal_breakdown, temporal_breakdown_per_step
 
@@ -28,6 +29,7 @@ ANALYSES = (
     ("profiler_steps", profiler_steps),
     ("step_times", step_times),
     ("step_metrics", step_metrics),
+    ("time_at_stake", time_at_stake),
     ("temporal_breakdown", temporal_breakdown),
     ("temporal_breakdown_per_step", temporal_breakdown_per_step),
     ("idle_breakdown", idle_breakdown),

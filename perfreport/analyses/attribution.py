@@ -17,9 +17,10 @@ Each sample's step time (its ProfilerStep span, ``[start, end)``) is split exact
   (:func:`perfreport.analyses.diff.normalize_kernel_name`, or the raw name with
   ``exact_names``) and copies by direction (:func:`perfreport.analyses.memory_bw.direction_of`).
   GPU work counts in the span it runs in, whichever step launched it.
-* **GPU idle time** inside the span (nothing running on the GPU: it waits for the host), split
-  by the CPU op the host was running then: the direct children of the ProfilerStep on its
-  thread (for step -1: the top-level ops of the thread that launched the most GPU work), the
+* **GPU idle time** inside the span (nothing running on the GPU: it waits for the host): while a
+  collective runs on the host (gloo, any thread: :data:`perfreport.model.CPU_COLLECTIVE`) it is
+  exposed communication (key ``HOST_COMM``); the rest is split by the CPU op the host was running
+  then: the direct children of the ProfilerStep on its thread (for step -1: the top-level ops of the thread that launched the most GPU work), the
   rest under ``NO_OP``.
 
 Per run, each part is averaged over its samples (µs per step); the parts of a run add up to
@@ -174,35 +175,57 @@ def _host_ops(trace: RankTrace, steps: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return child[ok], pos[ok]
 
 
+HOST_COMM = "collectives on the host"
+"""Communication key of GPU idle time while a collective op runs on the host (gloo's work, a
+blocking c10d call): :data:`perfreport.model.CPU_COLLECTIVE`, any thread of the rank."""
+
+
+def _host_collective_spans(trace: RankTrace) -> tuple[np.ndarray, np.ndarray]:
+    rows = np.flatnonzero(trace.cpu_collectives() & np.isfinite(trace.ts) & np.isfinite(trace.dur)
+                          & (trace.dur > 0))
+    return trace.ts[rows], trace.ts[rows] + trace.dur[rows]
+
+
 def _idle_parts(trace: RankTrace, steps: np.ndarray, ws: np.ndarray, we: np.ndarray) -> pd.DataFrame:
-    """(window, kind, key, time_us): GPU idle time of each window, by the host op running."""
+    """(window, kind, key, time_us): GPU idle time of each window: communication while a
+    collective runs on the host (``HOST_COMM``), else by the host op running, else ``NO_OP``."""
     gpu = trace.gpu_work_rows()
     s = trace.ts[gpu]
     e = s + np.maximum(trace.dur[gpu], 0.0)
-    bounds = np.unique(np.concatenate([s, e]))
+    c_s, c_e = _host_collective_spans(trace)
+    bounds = np.unique(np.concatenate([s, e, c_s, c_e]))
     busy = np.zeros(max(len(bounds) - 1, 0))
+    coll = np.zeros(max(len(bounds) - 1, 0))
     if len(bounds) > 1:
-        delta = np.zeros(len(bounds) + 1)
-        np.add.at(delta, np.searchsorted(bounds, s), 1.0)
-        np.add.at(delta, np.searchsorted(bounds, e), -1.0)
-        busy = (np.cumsum(delta)[: len(bounds) - 1] > 0.5).astype(np.float64)
+        for starts, ends, out in ((s, e, busy), (c_s, c_e, coll)):  # GPU work, then host collectives
+            delta = np.zeros(len(bounds) + 1)
+            np.add.at(delta, np.searchsorted(bounds, starts), 1.0)
+            np.add.at(delta, np.searchsorted(bounds, ends), -1.0)
+            out[:] = (np.cumsum(delta)[: len(bounds) - 1] > 0.5).astype(np.float64)
+    comm_rate = (1.0 - busy) * coll
 
     def idle(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return np.maximum((b - a) - (_piecewise(bounds, busy, b) - _piecewise(bounds, busy, a)), 0.0)
 
-    total = idle(ws, we)
+    def host_comm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return np.maximum(_piecewise(bounds, comm_rate, b) - _piecewise(bounds, comm_rate, a), 0.0)
+
+    total, comm = idle(ws, we), host_comm(ws, we)
     rows, win = _host_ops(trace, steps)
     lo = np.maximum(trace.ts[rows], ws[win])
     hi = np.minimum(trace.ts[rows] + trace.dur[rows], we[win])
     ok = hi > lo
-    rows, win, in_op = rows[ok], win[ok], idle(lo[ok], hi[ok])
+    rows, win, in_op = rows[ok], win[ok], np.maximum(idle(lo[ok], hi[ok]) - host_comm(lo[ok], hi[ok]), 0.0)
     by_window = np.bincount(win, weights=in_op, minlength=len(ws))
-    frame = pd.DataFrame({"window": np.concatenate([win, np.arange(len(ws))]), "kind": "idle",
-                          "key": np.concatenate([trace.decode(trace.name[rows]),
-                                                 np.full(len(ws), NO_OP, dtype=object)]),
-                          "time_us": np.concatenate([in_op, np.maximum(total - by_window, 0.0)]),
+    n = len(ws)
+    frame = pd.DataFrame({"window": np.concatenate([win, np.arange(n), np.arange(n)]),
+                          "kind": np.concatenate([np.full(len(win) + n, "idle", dtype=object),
+                                                  np.full(n, "communication", dtype=object)]),
+                          "key": np.concatenate([trace.decode(trace.name[rows]), np.full(n, NO_OP, dtype=object),
+                                                 np.full(n, HOST_COMM, dtype=object)]),
+                          "time_us": np.concatenate([in_op, np.maximum(total - comm - by_window, 0.0), comm]),
                           "overlapped_us": 0.0})
-    return frame
+    return frame.loc[(frame["kind"] == "idle") | (frame["time_us"] > 0)].reset_index(drop=True)
 
 
 def step_parts(trace: RankTrace, steps: np.ndarray | None = None, exact: bool = False) -> pd.DataFrame:

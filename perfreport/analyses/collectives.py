@@ -6,8 +6,14 @@ A *collective call* is the GPU work of one NCCL/RCCL collective: the COMMUNICATI
 ``rccl:*`` / ``gloo:*`` annotations, ``c10d::*`` ops, ``record_param_comms``); a kernel with no
 such op above its launch is a call of its own. Kernels hang under their launch in the call
 stack (:func:`perfreport.analyses.callstack.call_stack`, built from ``RankTrace.linked``), so the
-op is found by walking up at most ``ANCESTOR_LEVELS`` parents. Collectives without a GPU kernel
-(gloo on CPU, kernels the profiler missed) are not calls here.
+op is found by walking up at most ``ANCESTOR_LEVELS`` parents.
+
+Collectives that run on the host are calls too (communication wherever it runs): each ``gloo:*``
+span on a CPU thread (:meth:`perfreport.model.RankTrace.host_collectives`; gloo moves even CUDA
+tensors through the host) is one call, ``kernel`` its op name and ``kernels`` 0; its size, group
+and algorithm are unknown (gloo records no args) and ``exposed_us`` is its time not overlapped by
+a COMPUTATION kernel. Collectives the profiler recorded with neither (kernels it missed) are not
+calls.
 
 What each call reports, and where it comes from (nearest source first: the kernel's own args,
 then the collective ops above it):
@@ -58,23 +64,22 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
-from ..model import COMMUNICATION, COMPUTATION, RankTrace, TraceSet, distinct_codes
+from ..model import COMMUNICATION, COMPUTATION, CPU_COLLECTIVE, RankTrace, TraceSet, distinct_codes
 from ..units import BYTES_PER_GB, US_PER_S, format_pct, format_us, pct
 from .callstack import call_stack
 from .intervals import union
 from .grouping import Grouped
 from .kernels import gpu_work
-from .stragglers import LATE_START_PCT, stragglers
+from .steps import profiler_steps
+from .stragglers import LATE_START_PCT, late_verdict, step_noise_us, straggler_steps, stragglers
 
 KINDS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send_recv", "reduce",
          "barrier", "other")
 ANCESTOR_LEVELS = 8
 """How far above a kernel the collective op is looked for (kernel → launch → nccl:* annotation →
 record_param_comms → c10d op is 4 levels)."""
-COLLECTIVE_OP = re.compile(r"^(nccl|rccl|gloo):|^c10d::|^record_param_comms$")
-"""CPU-side events that describe a collective call."""
-LATEST_SHARE_PCT = 50.0
-"""A rank starting last in more than this % of matched calls is a straggler candidate."""
+COLLECTIVE_OP = CPU_COLLECTIVE
+"""CPU-side events that describe a collective call (one definition, in perfreport.model)."""
 
 _ALGO = re.compile(r"_(RING|TREE|COLLNET_DIRECT|COLLNET_CHAIN|COLLNET|NVLS_TREE|NVLS|PAT)_(LL128|LL|SIMPLE)"
                    r"(?![A-Za-z0-9])")
@@ -98,12 +103,12 @@ MATCH_KEY = ["kind", "process_group", "step", "call_index"]
 SKEW_COLUMNS = ("kind", "process_group", "step", "call_index", "ranks", "first_start_us", "skew_us",
                 "earliest_rank", "latest_rank", "overlapping", "matched_by")
 EVIDENCE_COLUMNS = ("rank", "calls_compared", "latest_calls", "latest_pct", "lateness_us_mean",
-                    "lateness_us_median", "lateness_pct", "late_start_us_median", "late_start_pct", "wall_us_median",
-                    "wall_excess_pct", "hta_is_straggler", "is_straggler")
+                    "lateness_us_median", "lateness_pct", "late_steps", "noise_us", "late_start_us_median",
+                    "late_start_pct", "wall_us_median", "wall_excess_pct", "hta_is_straggler", "is_straggler")
 
 _TEXT = {"kind", "process_group", "algorithm", "protocol", "kernel", "matched_by"}
 _INTS = {"rank", "step", "kernels", "seq", "count", "call_index", "ranks", "earliest_rank", "latest_rank",
-         "calls_compared", "latest_calls"}
+         "calls_compared", "latest_calls", "late_steps"}
 
 
 _BOOLS = {"overlapping", "hta_is_straggler", "is_straggler"}
@@ -308,8 +313,40 @@ def rank_collectives(trace: RankTrace) -> pd.DataFrame:
 
 def _rank_collectives(trace: RankTrace) -> pd.DataFrame:
     rows, starts, ends, classes = gpu_work(trace)
-    comm = trace.kernels()[rows] & (classes == COMMUNICATION)
     comp = (starts[classes == COMPUTATION], ends[classes == COMPUTATION])
+    frames = [f for f in (_gpu_calls(trace, rows, starts, ends, classes, comp), _host_calls(trace, comp)) if len(f)]
+    if not frames:
+        return _empty(CALL_COLUMNS)
+    out = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    return out.sort_values(["ts_us"], kind="stable").reset_index(drop=True)[list(CALL_COLUMNS)]
+
+
+def _host_calls(trace: RankTrace, comp: tuple[np.ndarray, np.ndarray]) -> pd.DataFrame:
+    """One call per collective that runs on the host (see the module docstring)."""
+    h = np.flatnonzero(trace.host_collectives())
+    if not len(h):
+        return _empty(CALL_COLUMNS)
+    ts, dur = trace.ts[h], trace.dur[h]
+    exposed = _exposed(np.arange(len(h)), ts, ts + dur, comp, len(h))
+    world = trace.meta.world_size
+    names = trace.decode(trace.name[h])
+    nan = np.full(len(h), np.nan)
+    return pd.DataFrame({
+        "rank": np.full(len(h), trace.rank, np.int64), "step": trace.iteration[h].astype(np.int64),
+        "kind": _map_codes(trace, trace.name[h], lambda n: collective_kind(n.split(":", 1)[-1]), "other"),
+        "process_group": np.full(len(h), "", dtype=object),
+        "group_size": np.full(len(h), np.nan if world is None else float(world)), "ts_us": ts, "dur_us": dur,
+        "exposed_us": exposed, "msg_bytes": nan, "algbw_gbps": nan, "busbw_gbps": nan,
+        "algorithm": np.full(len(h), "", dtype=object), "protocol": np.full(len(h), "", dtype=object),
+        "kernel": names, "kernels": np.zeros(len(h), np.int64),
+        "seq": np.full(len(h), -1, np.int64),  # gloo spans carry no NCCL sequence number: matched by order
+    })
+
+
+def _gpu_calls(trace: RankTrace, rows: np.ndarray, starts: np.ndarray, ends: np.ndarray, classes: np.ndarray,
+               comp: tuple[np.ndarray, np.ndarray]) -> pd.DataFrame:
+    """One call per collective run by GPU kernels (see the module docstring)."""
+    comm = trace.kernels()[rows] & (classes == COMMUNICATION)
     k_rows, k_s, k_e = rows[comm], starts[comm], ends[comm]
     if len(k_rows) == 0:
         return _empty(CALL_COLUMNS)
@@ -337,7 +374,7 @@ def _rank_collectives(trace: RankTrace) -> pd.DataFrame:
         "kernel": trace.decode(name), "kernels": np.bincount(call, minlength=len(call_ids)).astype(np.int64),
         "seq": k["seq"][first],
     })
-    return out.sort_values(["ts_us"], kind="stable").reset_index(drop=True)[list(CALL_COLUMNS)]
+    return out
 
 
 # --- all ranks ---------------------------------------------------------------------------------
@@ -464,16 +501,42 @@ def _collective_skew(traces: TraceSet) -> pd.DataFrame:
     return out.sort_values(["first_start_us", "kind", "process_group"]).reset_index(drop=True)[list(SKEW_COLUMNS)]
 
 
+def step_lateness(traces: TraceSet) -> pd.DataFrame:
+    """(rank, step, lateness_us): how far behind the earliest rank each rank reached the
+    collectives of each step: the median over the step's calls matched across ranks (overlapping
+    ones, :func:`collective_skew`) of its start minus the earliest start; for a step without
+    matched calls, HTA's late start of the dominant NCCL kernel (:func:`straggler_steps`)."""
+    m = _matched_calls(traces)
+    m = m.loc[m["overlapping"] & (m["step"] >= 0)]
+    frames = []
+    if len(m):
+        g = Grouped(m, ["rank", "step"])
+        frames.append(g.frame({"lateness_us": g.median("lateness_us")}))
+    hta = straggler_steps(traces)
+    if len(hta):
+        h = hta[["rank", "step", "late_start_us"]].rename(columns={"late_start_us": "lateness_us"})
+        if frames:
+            seen = set(zip(frames[0]["rank"].tolist(), frames[0]["step"].tolist()))
+            h = h.loc[[(r, s) not in seen for r, s in zip(h["rank"].tolist(), h["step"].tolist())]]
+        frames.append(h)
+    if not frames:
+        return pd.DataFrame({"rank": np.empty(0, np.int64), "step": np.empty(0, np.int64),
+                             "lateness_us": np.empty(0, np.float64)})
+    out = pd.concat(frames, ignore_index=True).astype({"rank": np.int64, "step": np.int64, "lateness_us": np.float64})
+    return out.sort_values(["rank", "step"]).reset_index(drop=True)
+
+
 def straggler_evidence(traces: TraceSet) -> pd.DataFrame:
     """Per rank: how many calls were matched across ranks (overlapping ones only, see
-    :func:`collective_skew`), in how many it started last (and %),
-    its mean and median lateness behind the earliest rank (µs) and the mean as a % of the
-    reference time (the median step time; the median call duration without steps), HTA's
-    late-start median (µs and % of the median step) and step-time excess (%) from
-    :func:`stragglers`, HTA's flag, and the verdict. A rank is a straggler when HTA flags it, or
-    when it starts last in more than ``LATEST_SHARE_PCT`` % of the matched calls and its mean
-    lateness is at least ``LATE_START_PCT`` % of the reference time. One rank: nobody is
-    flagged; no rank at all: an empty frame."""
+    :func:`collective_skew`), in how many it started last (and %), its mean lateness behind the
+    earliest rank over those calls (µs, and % of the reference time: the median step time, else
+    the median call duration), ``lateness_us_median`` the median over steps of its per-step
+    lateness (:func:`step_lateness`) and ``late_steps`` how many steps measured it, the
+    step-to-step noise (µs), HTA's late-start median (µs and % of the median step) and step-time
+    excess (% against the median over ranks, signed), HTA's measure put through the same test
+    (``hta_is_straggler``), and the verdict :func:`perfreport.analyses.stragglers.late_verdict`
+    on the per-step lateness: the one straggler test. One rank: nobody is flagged; no rank at
+    all: an empty frame."""
     calls = collectives(traces)
     hta = stragglers(traces)
     ranks = sorted(set(calls["rank"].tolist()) | set(hta["rank"].astype(np.int64).tolist()))
@@ -483,13 +546,15 @@ def straggler_evidence(traces: TraceSet) -> pd.DataFrame:
     m = m.loc[m["overlapping"]]
     skew = collective_skew(traces)
     latest = Counter(skew.loc[skew["overlapping"] & (skew["latest_rank"] >= 0), "latest_rank"].tolist())
-    compared, mean, median = {}, {}, {}
+    compared, mean = {}, {}
     if len(m):
         per = Grouped(m, ["rank"])
         at = per.frame({})["rank"].tolist()
         compared = dict(zip(at, per.size().tolist()))
         mean = dict(zip(at, per.mean("lateness_us").tolist()))
-        median = dict(zip(at, per.median("lateness_us").tolist()))
+    lateness = step_lateness(traces)
+    by_rank = lateness.groupby("rank")["lateness_us"]
+    median, late_steps = by_rank.median().to_dict(), by_rank.size().to_dict()
     hta_columns = ("late_start_us_median", "late_start_pct", "wall_us_median", "wall_excess_pct", "is_straggler")
     h = {c: dict(zip(hta["rank"].astype(np.int64).tolist(), hta[c].tolist())) for c in hta_columns} if len(hta) \
         else {c: {} for c in hta_columns}
@@ -500,15 +565,18 @@ def straggler_evidence(traces: TraceSet) -> pd.DataFrame:
         "latest_calls": np.array([latest.get(r, 0) for r in ranks], dtype=np.int64),
         "lateness_us_mean": np.array([mean.get(r, nan) for r in ranks], dtype=np.float64),
         "lateness_us_median": np.array([median.get(r, nan) for r in ranks], dtype=np.float64),
+        "late_steps": np.array([late_steps.get(r, 0) for r in ranks], dtype=np.int64),
         **{c: np.array([h[c].get(r, nan) for r in ranks], dtype=np.float64) for c in hta_columns[:4]},
         "hta_is_straggler": np.array([bool(h["is_straggler"].get(r, False)) for r in ranks], dtype=bool),
     })
     out["latest_pct"] = [pct(a, b) for a, b in zip(out["latest_calls"], out["calls_compared"])]
-    reference = float(out["wall_us_median"].median()) if out["wall_us_median"].notna().any() \
-        else float(calls["dur_us"].median()) if len(calls) else math.nan
+    steps = profiler_steps(traces)
+    step_us = float(steps["wall_us"].median()) if len(steps) else math.nan
+    reference = step_us if math.isfinite(step_us) else float(calls["dur_us"].median()) if len(calls) else math.nan
     out["lateness_pct"] = [pct(x, reference) for x in out["lateness_us_mean"]]
-    late = (out["latest_pct"].fillna(0) > LATEST_SHARE_PCT) & (out["lateness_pct"].fillna(0) >= LATE_START_PCT)
-    out["is_straggler"] = (out["hta_is_straggler"] | late) & (len(ranks) > 1)
+    noise = step_noise_us(steps)
+    out["noise_us"] = noise
+    out["is_straggler"] = [late_verdict(x, step_us, noise, len(ranks)) for x in out["lateness_us_median"]]
     return out[list(EVIDENCE_COLUMNS)]
 
 
@@ -520,11 +588,14 @@ def straggler_report(traces: TraceSet) -> tuple[pd.DataFrame, str]:
         return ev, "one rank: nothing to compare, so no straggler analysis"
     flagged = ev.loc[ev["is_straggler"]]
     pool = flagged if len(flagged) else ev
-    top = pool.sort_values(["lateness_us_mean", "late_start_us_median", "wall_excess_pct"], ascending=False,
+    top = pool.sort_values(["lateness_us_median", "lateness_us_mean", "late_start_us_median"], ascending=False,
                            na_position="last").iloc[0]
     r = int(top["rank"])
     has_steps = bool(ev["wall_us_median"].notna().any())
     parts = []
+    if top["late_steps"] > 0:
+        parts.append(f"it reached the collectives {format_us(top['lateness_us_median'])} after the earliest rank "
+                     f"(median over {int(top['late_steps'])} steps; step-to-step noise {format_us(top['noise_us'])})")
     if top["calls_compared"] > 0:
         parts.append(f"it started last in {int(top['latest_calls'])} of {int(top['calls_compared'])} collectives "
                      f"matched across ranks ({format_pct(top['latest_pct'])}), "
@@ -541,9 +612,9 @@ def straggler_report(traces: TraceSet) -> tuple[pd.DataFrame, str]:
         others = [int(x) for x in flagged["rank"] if int(x) != r]
         also = f" Also flagged: rank{'s' if len(others) > 1 else ''} {', '.join(map(str, others))}." if others else ""
         return ev, f"rank {r} is the straggler: {evidence}.{also}"
-    return ev, (f"no straggler among {len(ev)} ranks (flagged: HTA's verdict, or last to start in more than "
-                f"{LATEST_SHARE_PCT:g} % of the collectives by {LATE_START_PCT:g} % of the median step on "
-                f"average); the latest is rank {r}: {evidence}.")
+    return ev, (f"no straggler among {len(ev)} ranks (flagged: a median lateness at the collectives of at least "
+                f"{LATE_START_PCT:g} % of the median step and twice the step-to-step noise); the latest is rank "
+                f"{r}: {evidence}.")
 
 
 __all__ = ["busbw_factor", "busbw_factors", "collective_kind", "collective_skew", "collective_summary", "collectives",

@@ -14,10 +14,17 @@ per step and per rank:
    ``ProfilerStep`` span (each rank's own clock, so no cross-rank clock alignment is needed);
    its ``late_start_us`` is that offset minus the smallest offset of any rank in the step.
 
-Step-time evidence is reported next to it: ``wall_excess_pct``, how much longer the rank's
-median step is than the median over ranks. A rank is flagged when its median late start
-exceeds ``LATE_START_PCT`` % of the median step time, or its step time exceeds the others' by
-``WALL_EXCESS_PCT`` %. One rank, or no steps: nothing to compare, nobody is flagged.
+Step-time evidence is reported next to it: ``wall_excess_pct``, how much longer (+) or shorter
+(−) the rank's median step is than the median over ranks; it is not part of the verdict (in
+synchronous training every rank's step is as long as the slowest's).
+
+The verdict, one test for every table and the diagnosis (:func:`late_verdict`): a rank is a
+straggler when it is measurably later than the others at the collectives: its median lateness
+over steps is at least ``LATE_START_PCT`` % of the median step time *and* at least
+``NOISE_FACTOR`` times the step-to-step noise (:func:`step_noise_us`: the robust spread of the
+step time from step to step, median over ranks). Lateness is never negative (behind the
+earliest rank), so the sign cannot contradict the verdict. One rank, or no steps: nothing to
+compare, nobody is flagged.
 """
 
 from __future__ import annotations
@@ -38,13 +45,35 @@ MIN_KERNEL_STEP_FRACTION = 0.01
 """Collectives shorter than this fraction of the median step time are ignored (HTA's 1 %)."""
 LATE_START_PCT = 5.0
 """A median late start above this % of the median step time flags a straggler."""
-WALL_EXCESS_PCT = 5.0
-"""A median step time above the ranks' median by this % flags a straggler."""
+NOISE_FACTOR = 2.0
+"""A straggler's median lateness is at least this many times the step-to-step noise."""
+MAD_TO_SIGMA = 1.4826
 
 STEP_COLUMNS = ("rank", "step", "kernel", "kernel_start_us", "offset_us", "late_start_us", "kernel_dur_us",
                 "wall_us")
 RANK_COLUMNS = ("rank", "steps", "kernel", "late_start_us_median", "late_start_pct", "latest_steps",
-                "wall_us_median", "wall_excess_pct", "is_straggler")
+                "wall_us_median", "wall_excess_pct", "noise_us", "is_straggler")
+
+
+def step_noise_us(steps: pd.DataFrame) -> float:
+    """The step-to-step noise of a job (µs): per rank, 1.4826 × the median absolute deviation
+    of its step wall times (a robust standard deviation), then the median over ranks. 0 with
+    one step per rank; NaN without steps."""
+    if not len(steps):
+        return float("nan")
+    wall = steps["wall_us"].to_numpy(np.float64)
+    med = steps.groupby("rank")["wall_us"].transform("median").to_numpy(np.float64)
+    mad = pd.Series(np.abs(wall - med)).groupby(steps["rank"].to_numpy()).median()
+    return float(MAD_TO_SIGMA * mad.median())
+
+
+def late_verdict(median_lateness_us: float, median_step_us: float, noise_us: float, n_ranks: int) -> bool:
+    """The straggler test (see the module docstring): later than the others by at least
+    ``LATE_START_PCT`` % of the median step and ``NOISE_FACTOR`` × the step-to-step noise."""
+    if n_ranks < 2 or not np.isfinite(median_lateness_us) or median_lateness_us <= 0:
+        return False
+    floor = max(LATE_START_PCT / 100.0 * median_step_us, NOISE_FACTOR * (noise_us if np.isfinite(noise_us) else 0.0))
+    return bool(median_lateness_us >= floor)
 
 
 def late_start_counts(metric: pd.DataFrame, num_candidates: int) -> pd.Series:
@@ -163,19 +192,22 @@ def _stragglers(traces: TraceSet) -> pd.DataFrame:
         latest_rows = (late > 0) & (late == by_step.max("late_start_us")[by_step.ids])
         latest = Counter(per_step["rank"].to_numpy()[latest_rows].tolist())
     n_ranks = wall.n
+    noise = step_noise_us(steps)
     rows = []
     for rank, median, n_steps in zip(wall.frame({})["rank"].tolist(), wall_median.tolist(), wall_steps.tolist()):
         has = rank in late_median  # a loop over ranks, on plain numbers
         late_med = late_median[rank] if has else np.nan
         late_pct = pct(late_med, overall) if has else np.nan
         excess = pct(median - overall, overall)
-        flagged = n_ranks > 1 and ((late_pct >= LATE_START_PCT) or (excess >= WALL_EXCESS_PCT))
+        flagged = late_verdict(late_med, overall, noise, n_ranks)
         rows.append({
             "rank": int(rank), "steps": int(n_steps), "kernel": kernel.get(rank),
             "late_start_us_median": late_med, "late_start_pct": late_pct, "latest_steps": int(latest.get(rank, 0)),
-            "wall_us_median": float(median), "wall_excess_pct": excess, "is_straggler": bool(flagged),
+            "wall_us_median": float(median), "wall_excess_pct": excess, "noise_us": noise,
+            "is_straggler": flagged,
         })
     return pd.DataFrame(rows, columns=list(RANK_COLUMNS))
 
 
-__all__ = ["COMM_KERNEL_PREFIXES", "late_start_counts", "straggler_steps", "stragglers"]
+__all__ = ["COMM_KERNEL_PREFIXES", "late_start_counts", "late_verdict", "step_noise_us", "straggler_steps",
+           "stragglers"]

@@ -7,9 +7,13 @@ memcpy and memset (sync records are waits, not work):
 * compute = union of COMPUTATION kernels;
 * non-compute = busy - compute: communication and memory time *not hidden under compute*.
 
-The three percentages are of the span and add up to 100. Per step, the span is that of the
-step's own GPU work (work belongs to the step of the launch that enqueued it; step -1 is work
-outside any ProfilerStep). A rank without GPU work gets NaN times and percentages.
+The three percentages are of the span and add up to 100. Communication that runs on the host
+(gloo's ``gloo:*`` spans, :meth:`perfreport.model.RankTrace.host_collectives`) is part of the
+idle time (the GPU does nothing meanwhile) and is split out of it: ``host_comm_us`` is the idle
+time during which a host collective runs, ``other_idle_pct`` the rest of the idle share. Per
+step, the span is that of the step's own GPU work (work belongs to the step of the launch that
+enqueued it; step -1 is work outside any ProfilerStep) and its host collectives are those that
+start inside the step. A rank without GPU work gets NaN times and percentages.
 """
 
 from __future__ import annotations
@@ -21,32 +25,65 @@ import pandas as pd
 
 from ..model import COMPUTATION, TraceSet
 from ..units import pct
-from .intervals import covered
-from .kernels import CLASSES, class_positions, gpu_work_rows
+from .intervals import covered, intersection_length
+from .kernels import CLASSES, class_positions, gpu_work, gpu_work_classes, gpu_work_steps
 
 COLUMNS = ("rank", "gpu_span_us", "busy_us", "idle_us", "compute_us", "non_compute_us", "idle_pct",
-           "compute_pct", "non_compute_pct")
+           "compute_pct", "non_compute_pct", "host_comm_us", "host_comm_pct", "other_idle_pct")
 
 
 def _breakdown(starts: np.ndarray, ends: np.ndarray, classes: np.ndarray) -> dict:
     if len(starts) == 0:
         nan = math.nan
         return {"gpu_span_us": nan, "busy_us": nan, "idle_us": nan, "compute_us": nan, "non_compute_us": nan,
-                "idle_pct": nan, "compute_pct": nan, "non_compute_pct": nan}
+                "idle_pct": nan, "compute_pct": nan, "non_compute_pct": nan, "host_comm_us": nan,
+                "host_comm_pct": nan, "other_idle_pct": nan}
     span = float(ends.max() - starts.min())
     busy = covered(starts, ends)
     comp = class_positions(classes) == CLASSES.index(COMPUTATION)
     compute = covered(starts[comp], ends[comp])
     return {"gpu_span_us": span, "busy_us": busy, "idle_us": span - busy, "compute_us": compute,
             "non_compute_us": busy - compute, "idle_pct": pct(span - busy, span), "compute_pct": pct(compute, span),
-            "non_compute_pct": pct(busy - compute, span)}
+            "non_compute_pct": pct(busy - compute, span), "host_comm_us": 0.0, "host_comm_pct": 0.0,
+            "other_idle_pct": pct(span - busy, span)}
+
+
+def _host_comm(row: dict, starts: np.ndarray, ends: np.ndarray, h_s: np.ndarray, h_e: np.ndarray) -> dict:
+    """``row`` with the idle time a host collective covers inside its GPU span (see module doc)."""
+    if len(starts) == 0:
+        return row
+    lo, hi = float(starts.min()), float(ends.max())
+    hs, he = np.clip(h_s, lo, hi), np.clip(h_e, lo, hi)
+    keep = he > hs
+    host = covered(hs[keep], he[keep]) - intersection_length((hs[keep], he[keep]), (starts, ends))
+    span = row["gpu_span_us"]
+    return {**row, "host_comm_us": host, "host_comm_pct": pct(host, span),
+            "other_idle_pct": pct(row["idle_us"] - host, span)}
+
+
+def _rows(traces: TraceSet, per_step: bool) -> list[dict]:
+    rows = []
+    for trace in traces:  # a loop over ranks
+        _, starts, ends, _ = gpu_work(trace)
+        classes = gpu_work_classes(trace)
+        host = np.flatnonzero(trace.host_collectives())
+        h_s, h_e, h_step = trace.ts[host], trace.ts[host] + trace.dur[host], trace.iteration[host]
+        if not per_step:
+            rows.append({"rank": trace.rank, **_host_comm(_breakdown(starts, ends, classes), starts, ends, h_s, h_e)})
+            continue
+        for step, pos in gpu_work_steps(trace):  # a loop over steps
+            mine = h_step == step
+            rows.append({"rank": trace.rank, "step": step, **_host_comm(
+                _breakdown(starts[pos], ends[pos], classes[pos]), starts[pos], ends[pos], h_s[mine], h_e[mine])})
+    return rows
 
 
 def temporal_breakdown(traces: TraceSet) -> pd.DataFrame:
-    """One row per rank: GPU span, busy, idle, compute, non-compute (µs) and % of span."""
-    return pd.DataFrame(gpu_work_rows(traces, _breakdown, per_step=False), columns=list(COLUMNS))
+    """One row per rank: GPU span, busy, idle, compute, non-compute, idle under host-side
+    communication (µs) and % of span."""
+    return pd.DataFrame(_rows(traces, per_step=False), columns=list(COLUMNS))
 
 
 def temporal_breakdown_per_step(traces: TraceSet) -> pd.DataFrame:
     """One row per (rank, step) with GPU work: :func:`temporal_breakdown` of that step's work."""
-    return pd.DataFrame(gpu_work_rows(traces, _breakdown, per_step=True), columns=["rank", "step", *COLUMNS[1:]])
+    return pd.DataFrame(_rows(traces, per_step=True), columns=["rank", "step", *COLUMNS[1:]])

@@ -27,7 +27,7 @@ from .findings import group_findings
 from .guidance import analysis_headline, suggestions
 from .model import Link, Report, Value
 from .overview import comparison_headline, step_time_figure, waterfall_figure
-from .sections import analysis_sections, metadata_section
+from .sections import analysis_sections, metadata_section, temporal_segments
 from .setups import MULTI_KIND, multi_report
 
 __all__ = ["BANNER_CHECKS", "COMPARE_KIND", "MAX_ROWS", "TOP_ROWS", "analysis_report", "build_report",
@@ -58,8 +58,7 @@ def analysis_report(doc: dict) -> Report:
         series_figure("step_time_overview", "Step time per profiler step", sides, "step_time", "profiler step",
                       "step time", one_panel=True),
         stacked_bars("temporal_overview", "Where the GPU time goes, per rank", sides, "temporal_breakdown",
-                     [("compute_pct", "compute"), ("non_compute_pct", "non-compute"), ("idle_pct", "idle")],
-                     "share of the GPU span (%)", "pct")) if f is not None)
+                     temporal_segments(sides), "share of the GPU span (%)", "pct")) if f is not None)
     return Report(
         kind="analyze", title="perfreport analysis", subtitle=str(doc.get("source", "")),
         created_utc=str(doc.get("created_utc") or ""), verdict=None,

@@ -1,21 +1,12 @@
-"""The top of a single-run report: where the time goes, and what to try (HTA's guidance).
+"""The top of a single-run report: where the time goes, and what to try.
 
-Everything is read off the summary document of the rank with the longest median step (the one
-that sets the pace), so each line names its rank. The suggestions are rules on document
-numbers, each written with the figures it rests on and the section that shows them:
-
-* GPU idle is mostly *host wait* (the GPU drained its queue before the next launch) ->
-  the input pipeline or the Python loop is the bottleneck: more DataLoader workers, pinned
-  memory, a larger batch, CUDA graphs;
-* most kernels are shorter than their launch call -> launch overhead dominates: fuse ops
-  (``torch.compile``) or capture CUDA graphs;
-* communication is mostly exposed (little overlap with compute) -> overlap it: DDP
-  ``bucket_cap_mb``, FSDP prefetching, ``no_sync`` for accumulation steps;
-* a straggler rank -> the others wait for it at every collective;
-* memory copies take a large share of GPU busy time -> pinned memory and ``non_blocking``
-  copies, or keep the data on the GPU;
-* an op far from its roofline on a large share of the GPU time, or off the Tensor Cores (see
-  :mod:`.efficiency`).
+Picked, not computed: the document's ``diagnosis`` (:func:`perfreport.diagnosis.diagnose`,
+measured on the rank that sets the pace) holds the causes ranked by the step time at stake and
+the suggestions with their evidence; this module turns them into the report's headline causes and
+suggestion lines, followed by the efficiency suggestions (:mod:`.efficiency`: the op furthest
+from its roofline, ops off the Tensor Cores). The headline's numbers (median step, GPU idle share) come from the same rank's
+step and temporal tables. A document without a diagnosis (written by an older version) gets the
+headline alone.
 """
 
 from __future__ import annotations
@@ -28,17 +19,13 @@ from .blocks import Side, records
 from .efficiency import efficiency_suggestions
 from .model import Cause, Headline, Suggestion
 
-IDLE_PCT = 10.0
-"""Idle share of the GPU span from which idle time is worth a suggestion."""
-HOST_WAIT_SHARE = 50.0
-SHORT_KERNEL_SHARE = 50.0
-OVERLAP_PCT = 50.0
-EXPOSED_COMM_PCT = 5.0
-MEMORY_BUSY_PCT = 10.0
-
 
 def pace_rank(side: Side) -> Any:
-    """The rank that sets the pace: the slowest median step, else the first rank listed."""
+    """The rank that sets the pace: the diagnosis's rank, else the slowest median step, else the
+    first rank listed."""
+    diagnosis = side.doc.get("diagnosis") if isinstance(side.doc, Mapping) else None
+    if isinstance(diagnosis, Mapping) and diagnosis.get("rank") is not None:
+        return diagnosis["rank"]
     steps = [r for r in records(side, "step_times") if isinstance(r.get("wall_us_median"), (int, float))]
     if steps:
         return max(steps, key=lambda r: r["wall_us_median"]).get("rank")
@@ -54,8 +41,13 @@ def _num(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
+def _diagnosis(doc: Mapping[str, Any]) -> Mapping[str, Any]:
+    d = doc.get("diagnosis")
+    return d if isinstance(d, Mapping) else {}
+
+
 def analysis_headline(doc: Mapping[str, Any]) -> Headline | None:
-    """Step time, GPU idle share and what fills the GPU span, for the pace-setting rank."""
+    """Step time and GPU idle share of the pace-setting rank; the diagnosis's causes."""
     side = Side("", doc)
     rank = pace_rank(side)
     if rank is None:
@@ -70,79 +62,65 @@ def analysis_headline(doc: Mapping[str, Any]) -> Headline | None:
     if _num(temporal.get("idle_pct")) is not None:
         parts.append(f"GPU idle {temporal['idle_pct']:.1f} % of its span")
     text = (", ".join(parts) or "no GPU activity") + who
+    d = _diagnosis(doc)
+    where = [c for c in d.get("where_the_time_goes") or [] if isinstance(c, Mapping)]
+    per_step = bool(d.get("per_step"))
     causes = []
-    if _num(temporal.get("compute_us")) is not None:
-        causes.append(Cause("computation kernels", temporal["compute_us"], _num(temporal.get("compute_pct"))))
-    idle = sorted(_rows(side, "idle_breakdown", rank), key=lambda r: -(_num(r.get("idle_us")) or 0.0))
-    if idle and (_num(idle[0].get("idle_us")) or 0) > 0:
-        top = idle[0]
-        causes.append(Cause(f"GPU idle, mostly {str(top.get('idle_category')).replace('_', ' ')} on stream "
-                            f"{top.get('stream')} ({top.get('idle_share_pct') or 0:.0f} % of its idle time)",
-                            _num(temporal.get("idle_us")), _num(temporal.get("idle_pct"))))
-    kernels = sorted((r for r in _rows(side, "kernel_metrics", rank) if str(r.get("name")) not in ("others", "other")),
-                     key=lambda r: -(_num(r.get("sum_us")) or 0.0))  # HTA's top-N table ends with an "others" row
-    if kernels:
-        causes.append(Cause(f"top kernel {kernels[0].get('name')}", _num(kernels[0].get("sum_us"))))
-    basis = (f"Times over the whole trace of rank {rank}; shares of its GPU span (first to last GPU activity)."
-             if temporal else "")
-    return Headline(text=text, causes=tuple(causes[:3]), basis=basis)
+    for c in where:
+        label = str(c.get("label")) + (f" ({cause_detail(c)})" if cause_detail(c) else "")
+        value = _num(c.get("us_per_step")) if c.get("us_per_step") is not None else _num(c.get("us"))
+        share = _num(c.get("pct_of_step")) if c.get("pct_of_step") is not None else _num(c.get("pct_of_span"))
+        causes.append(Cause(label, value, share))
+    if causes and d.get("method") == "steps":
+        text += f"; most of the step: {where[0].get('label')} ({causes[0].share_pct or 0:.0f} %)"
+    share_of = str(d.get("share_of") or "")
+    return Headline(text=text, causes=tuple(causes), basis=str(d.get("basis") or ""), share_of=share_of,
+                    per_step=per_step)
+
+
+def cause_detail(cause: Mapping[str, Any]) -> str:
+    """What a cause's label names besides itself: the collectives or copies it is made of, the
+    top compute kernel; nothing for launches and syncs (the calls' names say nothing more)."""
+    top = [t for t in cause.get("top") or [] if isinstance(t, Mapping)]
+    kind = cause.get("kind")
+    if kind == "compute" and top:
+        return f"top: {top[0].get('key')}"
+    if kind in ("communication", "memory"):
+        host = " on the host" if kind == "communication" else ""
+        return ", ".join(f"{t.get('key')}{host if t.get('runs_on') == 'CPU' else ''}" for t in top)
+    return ""
+
+
+def terminal_lines(doc: Mapping[str, Any], top: int = 3) -> list[str]:
+    """The diagnosis for a terminal: the first causes with their time, the first suggestion."""
+    d = _diagnosis(doc)
+    where = [c for c in d.get("where_the_time_goes") or [] if isinstance(c, Mapping)]
+    if not where:
+        return []
+    unit = "/step" if d.get("per_step") else ""
+    lines = ["", f"where the time goes (rank {d.get('rank')}):"]
+    for i, c in enumerate(where[:top], 1):
+        value = c.get("us_per_step") if c.get("us_per_step") is not None else c.get("us")
+        share = c.get("pct_of_step") if c.get("pct_of_step") is not None else c.get("pct_of_span")
+        lines.append(f"  {i}. {c.get('label')}" + (f" {format_us(value)}{unit}" if _num(value) is not None else "")
+                     + (f" ({share:.0f} % of {d.get('share_of') or 'the step'})" if _num(share) is not None else ""))
+    first = next((s for s in d.get("suggestions") or [] if isinstance(s, Mapping)), None)
+    if first:
+        lines += ["", f"fix first: {first.get('text')}", f"  ({first.get('evidence')})"]
+    return lines
 
 
 def suggestions(doc: Mapping[str, Any]) -> tuple[Suggestion, ...]:
-    """What to try, each with its evidence (see the module docstring for the rules)."""
+    """What to try, in the diagnosis's order (the time at stake), each with its evidence."""
+    out = []
+    for s in _diagnosis(doc).get("suggestions") or []:
+        if isinstance(s, Mapping) and s.get("text"):
+            out.append(Suggestion(str(s["text"]), str(s.get("evidence") or ""), str(s.get("section") or "")))
     side = Side("", doc)
     rank = pace_rank(side)
-    if rank is None:
-        return ()
-    out: list[Suggestion] = []
-    temporal = next(iter(_rows(side, "temporal_breakdown", rank)), {})
-    idle_pct = _num(temporal.get("idle_pct")) or 0.0
-    idle = sorted(_rows(side, "idle_breakdown", rank), key=lambda r: -(_num(r.get("idle_us")) or 0.0))
-    host = next((r for r in idle if r.get("idle_category") == "host_wait"), None)
-    if idle_pct >= IDLE_PCT and host and (_num(host.get("idle_share_pct")) or 0) >= HOST_WAIT_SHARE:
-        out.append(Suggestion(
-            "The GPU waits for the host: feed it faster (more DataLoader workers, pin_memory, a larger batch) or "
-            "cut Python overhead per step (CUDA graphs, torch.compile).",
-            f"rank {rank}: GPU idle {idle_pct:.1f} % of its span; on stream {host.get('stream')} "
-            f"{host.get('idle_share_pct'):.0f} % of the idle time is host wait ({format_us(host.get('idle_us'))})",
-            "idle"))
-    launches = _rows(side, "launch_stats", rank)
-    n = sum(_num(r.get("launches")) or 0.0 for r in launches)
-    short = sum(_num(r.get("short_kernels")) or 0.0 for r in launches)
-    if n and 100.0 * short / n >= SHORT_KERNEL_SHARE:
-        out.append(Suggestion(
-            "Most GPU work is shorter than its launch call: launch overhead dominates. Fuse small ops "
-            "(torch.compile) or capture the step in a CUDA graph.",
-            f"rank {rank}: {short:,.0f} of {n:,.0f} launches ({100.0 * short / n:.0f} %) ran shorter than the "
-            f"call that launched them", "launch"))
-    overlap = next(iter(_rows(side, "comm_comp_overlap", rank)), {})
-    comm, exposed = _num(overlap.get("comm_us")) or 0.0, _num(overlap.get("exposed_comm_us")) or 0.0
-    span = _num(temporal.get("gpu_span_us")) or 0.0
-    if comm > 0 and (_num(overlap.get("overlap_pct")) or 0.0) < OVERLAP_PCT and span and \
-            100.0 * exposed / span >= EXPOSED_COMM_PCT:
-        out.append(Suggestion(
-            "Communication is mostly exposed: overlap it with compute (DDP bucket_cap_mb, FSDP forward/backward "
-            "prefetch, no_sync during gradient accumulation) or shrink it (gradient compression, larger "
-            "buckets).",
-            f"rank {rank}: {format_us(exposed)} of {format_us(comm)} communication not overlapped "
-            f"({overlap.get('overlap_pct') or 0:.0f} % overlap), {100.0 * exposed / span:.1f} % of the GPU span",
-            "overlap"))
-    stragglers = [r for r in records(side, "stragglers") if r.get("is_straggler")]
-    for r in stragglers[:2]:
-        out.append(Suggestion(
-            f"Rank {r.get('rank')} is a straggler: the other ranks wait for it at every collective. Check its "
-            f"input shard, its GPU and host.",
-            f"rank {r.get('rank')}: median step {format_us(r.get('wall_us_median'))}, "
-            f"{r.get('wall_excess_pct') or 0:.0f} % over the others", "stragglers"))
-    memory = next((r for r in _rows(side, "kernel_type_breakdown", rank) if r.get("kernel_type") == "MEMORY"), None)
-    if memory and (_num(memory.get("busy_pct")) or 0) >= MEMORY_BUSY_PCT:
-        out.append(Suggestion(
-            "Memory copies take a large share of GPU busy time: use pinned memory and non_blocking copies, or "
-            "keep the data on the GPU.",
-            f"rank {rank}: memcpy/memset {format_us(memory.get('time_us'))}, {memory['busy_pct']:.1f} % of GPU busy "
-            f"time", "kernels"))
-    out += efficiency_suggestions(side, rank)
+    if rank is not None:  # then how well the GPU time is spent: the op furthest from its roofline
+        out += efficiency_suggestions(side, rank)
     return tuple(out)
 
 
-__all__ = ["analysis_headline", "suggestions"]
+__all__ = ["analysis_headline", "cause_detail", "pace_rank", "suggestions", "terminal_lines"]

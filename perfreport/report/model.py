@@ -236,6 +236,10 @@ class Headline:
     causes: tuple[Cause, ...] = ()
     basis: str = ""
     counts: str = ""
+    share_of: str = ""
+    """What a single run's cause shares are of ("the step", "the trace", "the GPU span")."""
+    per_step: bool = False
+    """Whether a single run's cause times are per step."""
 
 
 @dataclass(frozen=True, slots=True)

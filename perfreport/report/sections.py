@@ -29,19 +29,30 @@ def overview_section(sides: Sequence[Side]) -> Section | None:
     )
 
 
+def temporal_segments(sides: Sequence[Side]) -> list[tuple[str, str]]:
+    """The temporal shares drawn as stacked bars: compute, non-compute, and idle split into the
+    time host-side communication (gloo) runs and the rest when a rank has such time."""
+    split = any((r.get("host_comm_us") or 0) > 0 and r.get("other_idle_pct") is not None
+                for s in sides for r in records(s, "temporal_breakdown"))
+    idle = [("host_comm_pct", "idle: host-side communication"), ("other_idle_pct", "idle, other")] if split \
+        else [("idle_pct", "idle")]
+    return [("compute_pct", "compute"), ("non_compute_pct", "non-compute"), *idle]
+
+
 def temporal_section(sides: Sequence[Side]) -> Section | None:
     return make_section(
         "temporal", "Temporal breakdown", 2, "compute, non-compute and idle share of the GPU span per rank",
         Paragraph("Over each rank's GPU span (first to last GPU activity): compute is the time any computation "
                   "kernel runs, non-compute is communication and memory time not hidden under compute, idle is "
-                  "the rest. The three shares add up to 100 %."),
-        stacked_bars("temporal_bars", "GPU time per rank", sides, "temporal_breakdown",
-                     [("compute_pct", "compute"), ("non_compute_pct", "non-compute"), ("idle_pct", "idle")],
+                  "the rest; the three shares add up to 100 %. Host-side communication: the idle time during "
+                  "which a collective runs on the host (gloo), part of idle."),
+        stacked_bars("temporal_bars", "GPU time per rank", sides, "temporal_breakdown", temporal_segments(sides),
                      "share of the GPU span (%)", "pct"),
         table("temporal_breakdown", "Temporal breakdown per rank", sides, "temporal_breakdown",
               ["rank", ("gpu_span_us", "GPU span"), ("busy_us", "busy"), ("idle_us", "idle"),
                ("compute_us", "compute"), ("non_compute_us", "non-compute"), ("idle_pct", "idle %"),
-               ("compute_pct", "compute %"), ("non_compute_pct", "non-compute %")]),
+               ("compute_pct", "compute %"), ("non_compute_pct", "non-compute %"),
+               *([("host_comm_us", "idle: host-side communication")] if len(temporal_segments(sides)) > 3 else [])]),
     )
 
 
@@ -96,9 +107,9 @@ def overlap_section(sides: Sequence[Side]) -> Section | None:
     has_comm = any((r.get("comm_us") or 0) > 0 for s in sides for r in records(s, "comm_comp_overlap"))
     return make_section(
         "overlap", "Communication / computation overlap", 4, "collective time hidden under compute per rank",
-        Paragraph("Overlap is the time communication kernels run while computation kernels run too; exposed "
-                  "communication is the rest." + ("" if has_comm else " These traces have no communication "
-                                                                         "kernels.")),
+        Paragraph("Overlap is the time communication (collective kernels, and collectives that run on the host "
+                  "such as gloo's) runs while computation kernels run; exposed communication is the rest."
+                  + ("" if has_comm else " These traces have no communication, on the GPU or the host.")),
         stacked_bars("overlap_bars", "Communication time per rank", sides, "comm_comp_overlap",
                      [("overlap_us", "overlapped with compute"), ("exposed_comm_us", "exposed")],
                      "communication time", "us") if has_comm else None,
@@ -195,7 +206,8 @@ def collectives_section(sides: Sequence[Side]) -> Section | None:
         return None
     return make_section(
         "collectives", "Collectives", 4, "collective calls, sizes, bus bandwidth and skew across ranks",
-        Paragraph("Exposed time: collective kernel time not overlapped by computation. Bus bandwidth uses the "
+        Paragraph("Calls run by GPU kernels and by the host (gloo: kernel column = the op, 0 kernels, size "
+                  "unknown). Exposed time: call time not overlapped by computation kernels. Bus bandwidth uses the "
                   "NCCL-tests factor for the group size. Skew: how far apart the ranks start the same call."),
         table("collective_summary", "Collectives per rank and kind", sides, "collective_summary",
               ["rank", ("kind", "kind", "text"), ("process_group", "group", "name"), "count", ("total_us", "total"),
@@ -208,7 +220,8 @@ def collectives_section(sides: Sequence[Side]) -> Section | None:
               sort=("skew_us",), descending=True, top=TOP_ROWS),
         table("straggler_evidence", "Who arrives last", sides, "straggler_evidence",
               ["rank", ("calls_compared", "calls compared"), ("latest_calls", "last to start"),
-               ("latest_pct", "last %"), ("lateness_us_median", "lateness median"),
+               ("latest_pct", "last %"), ("lateness_us_median", "lateness median over steps"),
+               ("late_steps", "steps measured"), ("noise_us", "step-to-step noise"),
                ("late_start_us_median", "late start median"), ("wall_excess_pct", "step excess %"),
                ("is_straggler", "straggler", "bool")], mark=lambda r: bool(r.get("is_straggler"))),
     )
@@ -233,7 +246,8 @@ def straggler_section(sides: Sequence[Side]) -> Section | None:
         table("stragglers", "Late start and step time per rank", sides, "stragglers",
               ["rank", "steps", "kernel", ("late_start_us_median", "late start median"),
                ("late_start_pct", "late start % of step"), ("wall_us_median", "step median"),
-               ("wall_excess_pct", "step excess %"), ("is_straggler", "straggler")], mark=lambda r: bool(r.get("is_straggler"))),
+               ("wall_excess_pct", "step excess %"), ("is_straggler", "late by HTA's measure", "bool")],
+              mark=lambda r: bool(r.get("is_straggler"))),
     )
 
 

@@ -28,7 +28,7 @@ from .findings import group_findings
 from .guidance import pace_rank
 from .model import Column, Headline, Link, Paragraph, Report, Section, Table, Value, Verdict
 from .overview import comparison_headline, headline_line, signed_ms, step_time_figure
-from .sections import analysis_sections, metadata_section
+from .sections import analysis_sections, metadata_section, temporal_segments
 
 MULTI_KIND = "perfreport.compare-multi"
 SETUP_FOCUS = ("temporal", "overlap", "memory", "collectives", "steps")
@@ -156,8 +156,7 @@ def multi_report(doc: dict) -> Report:
     first = Section("setups", "Setups side by side", (
         verdicts_table(doc, reports), glance,
         stacked_bars("setup_temporal", "Where the GPU time goes, per setup and rank", sides, "temporal_breakdown",
-                     [("compute_pct", "compute"), ("non_compute_pct", "non-compute"), ("idle_pct", "idle")],
-                     "share of the GPU span (%)", "pct"),
+                     temporal_segments(sides), "share of the GPU span (%)", "pct"),
         stacked_bars("setup_overlap", "Communication per setup and rank", sides, "comm_comp_overlap",
                      [("overlap_us", "overlapped with compute"), ("exposed_comm_us", "exposed")],
                      "communication time", "us"),
