@@ -205,7 +205,9 @@ def compare_setups(args: argparse.Namespace, labels: list[str], formats, rendere
     except OSError as exc:
         raise PerfreportError(f"{out}: cannot write the report ({exc.strerror or exc})") from None
     print(f"perfreport compare: {document['status'].upper()} · {report.headline.counts}")
-    for c, setup in zip(document["comparisons"], document["setups"][1:]):
+    from .report.setups import severity
+
+    for c, setup in sorted(zip(document["comparisons"], document["setups"][1:]), key=lambda cs: severity(cs[0])):
         h = next(r for r in report.sections[0].tables[0].rows if r[0] == c["label"])
         print(f"  {c['status'].upper():<5} {c['label']}: {h[2]} ({len(setup['ranks'])} rank(s) traced)")
         if h[3] != "–":

@@ -91,9 +91,11 @@ def _label(text: str) -> str:
     return shorten(clean_text(text), LABEL_CHARS)
 
 
-def render_svg(figure: BarFigure | LineFigure | WaterfallFigure, width_in: float = WIDTH_IN) -> str:
+def render_svg(figure: BarFigure | LineFigure | WaterfallFigure, width_in: float = WIDTH_IN,
+               prefix: str | None = None) -> str:
     """The figure as an SVG element (text), ready to inline in HTML; ``width_in`` narrower for
-    figures shown side by side (fonts keep their size)."""
+    figures shown side by side (fonts keep their size). ``prefix`` (default ``fig-`` and the
+    figure's id) starts every element id of the SVG: unique per figure drawn on a page."""
     with matplotlib.rc_context(RC):
         if isinstance(figure, WaterfallFigure):
             fig = _draw_waterfall(figure, width_in)
@@ -103,7 +105,8 @@ def render_svg(figure: BarFigure | LineFigure | WaterfallFigure, width_in: float
             fig = _draw_lines(figure, width_in)
         buf = io.StringIO()
         fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": "perfreport"})
-    return inline_svg(buf.getvalue(), f"fig-{re.sub(r'[^A-Za-z0-9_-]', '', figure.id)}", figure.title)
+    prefix = prefix or f"fig-{re.sub(r'[^A-Za-z0-9_-]', '', figure.id)}"
+    return inline_svg(buf.getvalue(), prefix, figure.title)
 
 
 def _draw_bars(f: BarFigure, width_in: float = WIDTH_IN) -> Figure:
