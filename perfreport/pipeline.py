@@ -24,7 +24,7 @@ from .analyses.step_metrics import step_metrics
 from .config import Config
 from .errors import TraceError
 from .gate.baselines import DEFAULT_STORE, StoredBaseline
-from .gate.baselines import cache_usable
+from .gate.baselines import cache_usable, did_you_mean
 from .gate.baselines import read_baseline
 from .gate.baselines import resolve as resolve_baseline
 from .gate.metrics import SideData, side_data, versions_of
@@ -211,6 +211,10 @@ def resolve_side(ref: str | Path, store: str | Path = DEFAULT_STORE, *, candidat
         stored = stored_candidate(ref, store) if candidate else resolve_baseline(ref, store)
     if stored is not None:
         return baseline_jobs(stored), str(stored.path), stored
+    if path is not None and candidate and not path.exists() and not path.is_symlink():
+        hint = did_you_mean(ref, store)
+        if hint:  # a misspelt baseline name, not a missing trace folder
+            raise TraceError(path, f"no such file or directory, and no baseline of that name in {store}{hint}")
     return trace_jobs(str(ref) if path is None else ref), source_label(ref), None
 
 

@@ -69,7 +69,9 @@ is the appendix."""
 
 def context(report: Report, *, paged: bool = False, brief: bool = False, svgs: dict[str, str] | None = None) -> dict:
     """Template context: the first-screen figures and the sections with their figures drawn;
-    ``brief`` keeps only the sections up to :data:`BRIEF_IMPORTANCE` and names the others.
+    ``brief`` keeps only the sections up to :data:`BRIEF_IMPORTANCE` and names the others;
+    ``present`` holds the ids of the sections on the page, so a link points only at one there
+    (a dead internal link is an error in WeasyPrint's log and a dead link in the PDF).
     ``svgs`` ({figure id: SVG}) shares drawn figures between renderings of one report (the
     page and the PDF's paged page draw the same figures): matplotlib is most of their cost."""
     svgs = {} if svgs is None else svgs
@@ -79,7 +81,8 @@ def context(report: Report, *, paged: bool = False, brief: bool = False, svgs: d
     overview = _blocks(Section("overview", "", report.overview), svgs, used, OVERVIEW_WIDTH_IN)
     sections = [{"section": s, "blocks": _blocks(s, svgs, used)} for s in kept]
     left_out = [s for s in report.sections if s not in kept]
-    return {"report": report, "sections": sections, "overview": overview, "paged": paged, "left_out": left_out}
+    return {"report": report, "sections": sections, "overview": overview, "paged": paged, "left_out": left_out,
+            "present": {s.id for s in kept}}
 
 
 def render_html(report: Report, *, paged: bool = False, brief: bool = False, svgs: dict[str, str] | None = None) -> str:
