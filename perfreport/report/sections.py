@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .blocks import (
-    TOP_ROWS, Side, make_section, order_key, pivot_bars, records, series_figure, side_label, stacked_bars, table,
+    TOP_ROWS, Side, make_section, order_key, per_step_worth_drawing, pivot_bars, records, series_figure, side_label,
+    stacked_bars, table,
 )
 from .model import Line, LineFigure, Panel, Paragraph, Section
 
@@ -121,7 +122,7 @@ def launch_figure(sides: Sequence[Side]) -> LineFigure | None:
             lines.append(Line(side_label(rank, side.label), tuple(r["iteration"] for r in pts),
                               tuple(r.get("launch_delay_p95_us") for r in pts),
                               tuple(i for i, r in enumerate(pts) if _outlier(r))))
-    if not lines:
+    if not per_step_worth_drawing(lines):
         return None
     return LineFigure("launch_delay", "Launch delay per step (p95; ✕ = step with outliers)", "profiler step",
                       "launch delay p95", "step", "us", (Panel("", tuple(lines)),), "line")

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .. import __version__
-from .blocks import Side, records, stacked_bars
+from .blocks import Side, figures_with_data, has_data, records, stacked_bars
 from .comparison import checks_sections, finding_evidence, movers_section
 from .findings import group_findings
 from .guidance import pace_rank
@@ -179,14 +179,14 @@ def multi_report(doc: dict) -> Report:
                      [("overlap_us", "overlapped with compute"), ("exposed_comm_us", "exposed")],
                      "communication time", "us"),
     ), 0, "verdicts and key figures, one column per setup")
-    first = Section(first.id, first.title, tuple(b for b in first.blocks if b is not None), 0, first.summary)
+    first = Section(first.id, first.title, tuple(b for b in first.blocks if has_data(b)), 0, first.summary)
     analyses = [replace(s, importance=min(s.importance, 1)) if s.id in SETUP_FOCUS else s
                 for s in analysis_sections(sides)]
     sections = [first, *pair_sections, *analyses]
     meta = metadata_section(sides)
     sections += [meta] if meta else []
-    overview = tuple(f for f in (step_time_figure(sides, judged),
-                                 next((b for b in first.blocks if getattr(b, "id", "") == "setup_temporal"), None)) if f)
+    overview = figures_with_data(step_time_figure(sides, judged),
+                                 next((b for b in first.blocks if getattr(b, "id", "") == "setup_temporal"), None))
     labels = [s.label for s in sides]
     command = str(doc.get("command") or "perfreport compare " + " ".join(str(s.get("source")) for s in setups))
     return Report(kind="compare", title="perfreport: setups compared", subtitle=" · ".join(labels),
