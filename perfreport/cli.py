@@ -323,6 +323,8 @@ def analyze_to(args: argparse.Namespace, formats, renderer) -> int:
     except OSError as exc:
         raise PerfreportError(f"{out}: cannot write the report ({exc.strerror or exc})") from None
     print(render_summary_table(analysis.tables["summary"]))
+    if document.get("rank_coverage"):
+        print(f"partial job: {document['rank_coverage']['text']}")
     written = ", ".join(str(p) for p in paths)
     print(f"\nloaded {len(analysis.traces)} rank(s) in {analysis.load_s:.2f} s; wrote {written}")
     if no_junit:

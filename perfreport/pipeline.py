@@ -16,6 +16,7 @@ from . import __version__
 from .jsondoc import Records
 from .analyses.attribution import Explanation, explain
 from .analyses.collectives import collectives_per_step
+from .analyses.coverage import rank_coverage
 from .analyses.diff import op_steps
 from .analyses.invocations import collective_calls, gpu_invocations
 from .analyses.memory import memory_note
@@ -147,7 +148,8 @@ def rank_metadata(traces: TraceSet) -> list[dict]:
 
 
 def summary_document(analysis: Analysis) -> dict:
-    """The content of ``summary.json``: every table as records, per rank, plus provenance."""
+    """The document of ``analyze`` (``report.json``, docs/analysis-document.md): every table as
+    records, per rank, plus provenance and, for a partial job, which ranks are missing."""
     return {
         "schema_version": SUMMARY_SCHEMA_VERSION,
         "perfreport_version": __version__,
@@ -161,6 +163,8 @@ def summary_document(analysis: Analysis) -> dict:
         **{name: Records(df) for name, df in analysis.tables.items()},
         "series": time_series(analysis.traces),
         "memory_note": memory_note(analysis.traces),
+        "rank_coverage": rank_coverage([t.rank for t in analysis.traces],
+                                       [t.meta.world_size for t in analysis.traces]),
     }
 
 

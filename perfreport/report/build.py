@@ -53,7 +53,9 @@ def analysis_report(doc: dict) -> Report:
     command = default_command(doc)
     sections = analysis_sections(sides)
     meta = metadata_section(sides)
-    notes = tuple(f"rank {r.get('rank')}: {r['note']}" for r in records(sides[0], "summary") if r.get("note"))
+    coverage = doc.get("rank_coverage") if isinstance(doc.get("rank_coverage"), dict) else {}
+    notes = tuple(([str(coverage["text"])] if coverage.get("text") else [])
+                  + [f"rank {r.get('rank')}: {r['note']}" for r in records(sides[0], "summary") if r.get("note")])
     overview = figures_with_data(
         series_figure("step_time_overview", "Step time per profiler step", sides, "step_time", "profiler step",
                       "step time", one_panel=True),

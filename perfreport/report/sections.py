@@ -22,10 +22,13 @@ def overview_section(sides: Sequence[Side]) -> Section | None:
         table("summary", "Ranks", sides, "summary",
               ["rank", ("gpu_name", "GPU"), "events", "kernels", "memcpy", "memset", ("gpu_busy_us", "GPU busy"),
                ("gpu_busy_pct", "GPU busy %"), "steps", ("span_us", "trace span"), "note"], collapsed=False),
-        table("step_times", "Step time per rank", sides, "step_times",
-              ["rank", "steps", ("wall_us_mean", "mean"), ("wall_us_median", "median"), ("wall_us_min", "min"),
+        table("step_times", "Step time per rank, over every recorded profiler step", sides, "step_times",
+              ["rank", "steps", ("first_step", "first step"), ("last_step", "last step"),
+               ("wall_us_mean", "mean, all steps"), ("wall_us_median", "median, all steps"), ("wall_us_min", "min"),
                ("wall_us_max", "max"), ("wall_us_std", "std"), ("gpu_busy_us_mean", "GPU busy per step"),
-               ("gpu_busy_pct", "GPU busy %")], collapsed=False),
+               ("gpu_busy_pct", "GPU busy %")], collapsed=False,
+              note="Every recorded step, the last and warm-up ones included; a comparison's headline and checks "
+                   "judge the steps its notes name, so their medians may differ."),
     )
 
 

@@ -91,7 +91,7 @@ def glance_table(sides: Sequence[Side], setups: Sequence[Mapping[str, Any]],
                         for s in sides])
     add("verdict vs the baseline", "text", [verdicts.get(s.label, ("", ""))[0].upper() or None for s in sides])
     add("slowest rank", "count", picked)
-    add("step time, median", "us", [_pick(s, "step_times", r).get("wall_us_median") for s, r in zip(sides, picked)])
+    add("step time, median of every recorded step", "us", [_pick(s, "step_times", r).get("wall_us_median") for s, r in zip(sides, picked)])
     for label, key in (("GPU busy %", "gpu_busy_pct"),):
         add(label, "pct", [_pick(s, "step_times", r).get(key) for s, r in zip(sides, picked)])
     for label, key in (("compute % of GPU span", "compute_pct"), ("non-compute % of GPU span", "non_compute_pct"),
