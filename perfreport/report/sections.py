@@ -259,9 +259,25 @@ def metadata_section(sides: Sequence[Side], extra: Sequence[str] = ()) -> Sectio
     )
 
 
+def annotation_section(sides: Sequence[Side]) -> Section | None:
+    """What the analyses compute about user annotations and recurring kernel sequences, shown
+    (they were in the JSON only)."""
+    return make_section(
+        "annotations", "User annotations and kernel sequences", 3,
+        "GPU time under each record_function annotation; kernel sequences that recur under one operator",
+        table("gpu_user_annotation_breakdown", "GPU time per user annotation", sides, "gpu_user_annotation_breakdown",
+              ["rank", ("name", "annotation"), "count", ("sum_us", "total"), ("mean_us", "mean"), ("max_us", "max"),
+               "kernels", ("kernel_us", "kernel time")], sort=("sum_us",), descending=True, top=TOP_ROWS),
+        table("kernel_sequences", "Most frequent kernel sequences", sides, "kernel_sequences",
+              ["rank", ("operator", "operator"), ("kernels", "kernels in sequence"), ("count", "occurrences"),
+               ("kernel_dur_sum_us", "kernel time"), ("cpu_dur_us", "CPU time"), ("pattern", "sequence")],
+              sort=("kernel_dur_sum_us",), descending=True, top=TOP_ROWS),
+    )
+
+
 ANALYSIS_SECTIONS = (overview_section, temporal_section, steps_section, idle_section, kernel_section,
                      overlap_section, launch_section, queue_section, memory_section, collectives_section,
-                     operator_section, straggler_section)
+                     operator_section, annotation_section, straggler_section)
 
 
 def analysis_sections(sides: Sequence[Side]) -> list[Section]:
