@@ -46,7 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("analyze", help="analyse one trace set and write DIR/report.json",
                        aliases=["analyse"])
     p.add_argument("trace_path", metavar="TRACE_PATH",
-                   help="a folder of rank files, one .json/.json.gz file, or a stored baseline's folder")
+                   help="a folder of rank files, one .json/.json.gz file, or a stored baseline (its folder, or "
+                        "its name in --store)")
     p.add_argument("--out", required=True, metavar="DIR", help="output folder (created if missing)")
     p.add_argument("--format", default=None, metavar="LIST", help=FORMAT_HELP)
     store_argument(p)
