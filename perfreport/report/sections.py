@@ -270,7 +270,7 @@ def annotation_section(sides: Sequence[Side]) -> Section | None:
                "kernels", ("kernel_us", "kernel time")], sort=("sum_us",), descending=True, top=TOP_ROWS),
         table("kernel_sequences", "Most frequent kernel sequences", sides, "kernel_sequences",
               ["rank", ("operator", "operator"), ("kernels", "kernels in sequence"), ("count", "occurrences"),
-               ("kernel_dur_sum_us", "kernel time"), ("cpu_dur_us", "CPU time"), ("pattern", "sequence")],
+               ("kernel_dur_sum_us", "kernel time"), ("cpu_dur_us", "CPU time"), ("pattern", "sequence", "text")],
               sort=("kernel_dur_sum_us",), descending=True, top=TOP_ROWS),
     )
 
