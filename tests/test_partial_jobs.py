@@ -68,3 +68,23 @@ def _weasyprint() -> bool:
     except Exception:
         return False
     return True
+
+
+def test_cross_rank_sections_say_what_they_could_not_judge() -> None:
+    from perfreport.report import build_report
+
+    coverage = rank_coverage([0, 1], [3])
+    assert coverage["text"].startswith("2 of 3 ranks: rank 2 missing; ") and "rank 2 cannot be judged" in coverage["text"]
+    doc = {"source": "x", "summary": [{"rank": 0}, {"rank": 1}], "rank_coverage": coverage,
+           "stragglers": [{"rank": r, "steps": 5, "wall_us_median": 1000.0 + r, "is_straggler": False} for r in (0, 1)]}
+    report = build_report(doc)
+    section = next(s for s in report.sections if s.id == "stragglers")
+    assert f"Partial job: {coverage['text']}." in [getattr(b, "text", "") for b in section.blocks]
+    assert coverage["text"] in report.notes
+
+
+def test_a_partial_candidate_among_setups_is_noted_in_its_section(tmp_path, capsys, partial) -> None:
+    main(["compare", str(DATA / "recorded" / "setups" / "single_w1"), str(DDP), str(partial), "--label", "DDP",
+          "--label", "DDP rank 1", "--out", str(tmp_path), "--format", "md", "-q", "--workers", "1"])
+    md = (tmp_path / "report.md").read_text()
+    assert any(line.startswith("Notes: ") and f"candidate: {SAID}" in line for line in md.splitlines())

@@ -231,8 +231,11 @@ def steps_section(sides: Sequence[Side]) -> Section | None:
 def straggler_section(sides: Sequence[Side]) -> Section | None:
     if not any(len(records(s, "summary")) > 1 for s in sides):
         return None
+    partial = [str(c["text"]) for c in (s.doc.get("rank_coverage") for s in sides) if isinstance(c, dict)
+               and c.get("text")]
     return make_section(
         "stragglers", "Stragglers", 4, "ranks that make the others wait",
+        *(Paragraph(f"Partial job: {text}.") for text in partial),
         table("stragglers", "Late start and step time per rank", sides, "stragglers",
               ["rank", "steps", "kernel", ("late_start_us_median", "late start median"),
                ("late_start_pct", "late start % of step"), ("wall_us_median", "step median"),

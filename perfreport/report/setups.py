@@ -205,6 +205,9 @@ def _pair_section(pair: dict, label: str, base_label: str, groups, h: Headline, 
     if h.causes:
         blocks.append(Paragraph("Top causes: " + "; ".join(
             f"{c.text} {signed_ms(c.delta_us)}/step" for c in h.causes if c.delta_us is not None) + "."))
+    notes = [str(n.get("message")) for n in pair.get("notes") or [] if isinstance(n, dict) and n.get("message")]
+    if notes:  # what a reader must know to trust this candidate's verdict (a partial job, other GPUs …)
+        blocks.append(Paragraph("Notes: " + "; ".join(notes) + "."))
     for s in findings:
         blocks += [b for b in s.blocks]
     if movers is not None:
