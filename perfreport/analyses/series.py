@@ -5,13 +5,16 @@ must be in that document. Raw change-point series are long (a launch queue chang
 kernel, hundreds of thousands of times in a big trace); a plot 1,000 px wide cannot show more
 than a few hundred points anyway. :func:`downsample` keeps, per bucket of equal time width, the
 lowest and the highest point, so every peak and every trough survives (an average would flatten
-a 1 µs spike to the 1,024-op queue limit into nothing).
+a 1 µs spike to the 1,024-op queue limit into nothing): right for joined points (step time).
+A steps-post line (queue length, copy bandwidth) is cut by :func:`steps_downsample` instead,
+which never holds a value longer than the raw data did: the time the line is non-zero and its
+area stay those of the raw line, and merged buckets carry their range of values as a ``band``.
 
 :func:`time_series` builds the ``series`` key of the summary document: one entry per kind of
 plot, each a dict with ``x_unit``, ``y_unit``, ``drawstyle`` (``"steps-post"``: the value holds
 until the next point; ``"line"``: points joined), ``lines_total`` and ``lines`` (at most
 ``max_lines``, the ones with the highest peaks), each line ``{"rank", "label", "x", "y",
-"points_total"}``. Times are ms since the first event of the whole trace set (ranks on the
+"points_total"}`` and, for a steps-post line with merged buckets, ``"band"`` (``{"x", "lo", "hi"}``). Times are ms since the first event of the whole trace set (ranks on the
 common clock of :meth:`TraceSet.aligned_ts`). Kinds:
 
 * ``queue_length`` - outstanding GPU ops per (rank, stream) (y: ops), from
