@@ -1,6 +1,6 @@
 """The ``perfreport`` command: argument parsing, output files and exit codes only.
 
-Subcommands: ``analyze`` (one trace set -> summary.json), ``compare`` (baseline vs candidate ->
+Subcommands: ``analyze`` (one trace set -> report.json), ``compare`` (baseline vs candidate ->
 report.json and a verdict table), ``baseline save|list|show|rm`` (the baseline store),
 ``github comment|summary|annotate|outputs`` (CI steps, :mod:`perfreport.github`) and
 ``archive add|list|show|rm`` (the release site, :mod:`perfreport.archive`).
@@ -44,11 +44,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show a traceback for unexpected errors")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("analyze", help="analyse one trace set and write DIR/summary.json")
+    p = sub.add_parser("analyze", help="analyse one trace set and write DIR/report.json",
+                       aliases=["analyse"])
     p.add_argument("trace_path", metavar="TRACE_PATH",
-                   help="a folder of rank files, one .json/.json.gz file, or a stored baseline's folder")
+                   help="a folder of rank files, one .json/.json.gz file, or a stored baseline (its folder, or "
+                        "its name in --store)")
     p.add_argument("--out", required=True, metavar="DIR", help="output folder (created if missing)")
     p.add_argument("--format", default=None, metavar="LIST", help=FORMAT_HELP)
+    store_argument(p)
     run_arguments(p)
     p.add_argument("--pdf-appendix", action="store_true", help=APPENDIX_HELP)
     limit_argument(p)
@@ -160,7 +163,24 @@ def compare_one(args: argparse.Namespace, labels: list[str], formats, renderer) 
         raise PerfreportError(f"{out}: cannot write the report ({exc.strerror or exc})") from None
     print("\n".join(verdict_lines(document, report=report)))
     print(f"\nwrote {', '.join(str(p) for p in paths)}")
+    for hint in compare_hints(args, comparison):
+        print(f"perfreport: hint: {hint}", file=sys.stderr)
     return EXIT_FAIL if document["status"] == "fail" else EXIT_OK
+
+
+def compare_hints(args: argparse.Namespace, comparison) -> list[str]:
+    """Hints that BASELINE and CANDIDATE look swapped (:mod:`perfreport.hints`)."""
+    from .hints import recorded_at, swapped_hints
+    from .pipeline import stored_candidate
+
+    try:
+        candidate_stored = stored_candidate(args.candidate[0], args.store) is not None
+    except PerfreportError:
+        candidate_stored = False
+    return swapped_hints(args.baseline, args.candidate[0], baseline_stored=comparison.baseline_ref is not None,
+                         candidate_stored=candidate_stored,
+                         baseline_times=recorded_at(comparison.baseline.traces),
+                         candidate_times=recorded_at(comparison.candidate.traces))
 
 
 def setup_labels(baseline: str, candidates: list[str], labels: list[str] | None) -> list[str]:
@@ -211,7 +231,9 @@ def compare_setups(args: argparse.Namespace, labels: list[str], formats, rendere
     except OSError as exc:
         raise PerfreportError(f"{out}: cannot write the report ({exc.strerror or exc})") from None
     print(f"perfreport compare: {document['status'].upper()} · {report.headline.counts}")
-    for c, setup in zip(document["comparisons"], document["setups"][1:]):
+    from .report.setups import severity
+
+    for c, setup in sorted(zip(document["comparisons"], document["setups"][1:]), key=lambda cs: severity(cs[0])):
         h = next(r for r in report.sections[0].tables[0].rows if r[0] == c["label"])
         print(f"  {c['status'].upper():<5} {c['label']}: {h[2]} ({len(setup['ranks'])} rank(s) traced)")
         if h[3] != "–":
@@ -279,53 +301,47 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 
 def analyze_to(args: argparse.Namespace, formats, renderer) -> int:
-    """``analyze``: the summary table, summary.json/.md and the report files."""
+    """``analyze``: the summary table, ``report.json`` (the one document, docs/analysis-document.md)
+    and the report files. No JUnit file: a single run has no checks, so it would hold no test case."""
     from .outputs import write_reports
     from .pipeline import resolve_side, run_jobs, summary_document
     from .progress import make_progress
     from .report import build_report
 
+    no_junit = "junit" in formats and args.format not in (None, "all")  # asked for: say why there is none
+    formats = tuple(f for f in formats if f != "junit")
     executor = executor_of(args)
     progress = make_progress(args.quiet)
     try:  # a trace folder/file, or a stored baseline (its verified cache or traces)
-        jobs, label, _ = resolve_side(args.trace_path, candidate=True, store=Path(args.trace_path).parent)
+        jobs, label, _ = resolve_side(args.trace_path, candidate=True, store=Path(args.store))
         progress.phase("loading and analysing")
         analysis = run_jobs(jobs, label, executor=executor, progress=progress)
         progress.phase("writing reports")
         out = Path(args.out)
         document = summary_document(analysis)
         document["command"] = reproduce_command(args)
-        text = JsonChunks(document)  # summary.json, encoded as it is written
+        text = JsonChunks(document)  # report.json, encoded as it is written
     finally:
         progress.finish()
-    try:
-        paths = write_reports(build_report(document), out, formats, extra={
-            "summary.json": text, "summary.md": render_summary_markdown(document)},
-            ready={"json": text},  # report.json is the same document
-            pdf_appendix=args.pdf_appendix, renderer=renderer, pdf_optional=args.format in (None, "all"))
+    try:  # report.json is always written: it is what machines and later renders read
+        paths = write_reports(build_report(document), out, ("json", *formats), ready={"json": text},
+                              pdf_appendix=args.pdf_appendix, renderer=renderer,
+                              pdf_optional=args.format in (None, "all"))
     except OSError as exc:
         raise PerfreportError(f"{out}: cannot write the report ({exc.strerror or exc})") from None
     print(render_summary_table(analysis.tables["summary"]))
     from .report.guidance import terminal_lines
 
+    if document.get("rank_coverage"):
+        print(f"partial job: {document['rank_coverage']['text']}")
     for line in terminal_lines(document):
         print(line)
     written = ", ".join(str(p) for p in paths)
     print(f"\nloaded {len(analysis.traces)} rank(s) in {analysis.load_s:.2f} s; wrote {written}")
+    if no_junit:
+        print("perfreport: note: no JUnit report: a single-run analysis has no checks (compare writes one)",
+              file=sys.stderr)
     return EXIT_OK
-
-
-def render_summary_markdown(document: dict) -> str:
-    from .report.templates import render
-
-    return render("summary.md.j2", source=document["source"], ranks=_as_ns(document["summary"]),
-                  version=document["perfreport_version"])
-
-
-def _as_ns(rows: list[dict]) -> list:
-    from types import SimpleNamespace
-
-    return [SimpleNamespace(**r) for r in rows]
 
 
 def render_summary_table(df) -> str:

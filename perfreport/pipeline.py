@@ -16,6 +16,7 @@ from . import __version__
 from .jsondoc import Records
 from .analyses.attribution import Explanation, explain
 from .analyses.collectives import collectives_per_step
+from .analyses.coverage import rank_coverage
 from .analyses.diff import op_steps
 from .analyses.invocations import collective_calls, gpu_invocations
 from .analyses.memory import memory_note
@@ -25,7 +26,7 @@ from .config import Config
 from .diagnosis import diagnose
 from .errors import TraceError
 from .gate.baselines import DEFAULT_STORE, StoredBaseline
-from .gate.baselines import cache_usable
+from .gate.baselines import cache_usable, did_you_mean
 from .gate.baselines import read_baseline
 from .gate.baselines import resolve as resolve_baseline
 from .gate.metrics import SideData, side_data, versions_of
@@ -148,7 +149,8 @@ def rank_metadata(traces: TraceSet) -> list[dict]:
 
 
 def summary_document(analysis: Analysis) -> dict:
-    """The content of ``summary.json``: every table as records, per rank, plus provenance."""
+    """The document of ``analyze`` (``report.json``, docs/analysis-document.md): every table as
+    records, per rank, plus provenance and, for a partial job, which ranks are missing."""
     return {
         "schema_version": SUMMARY_SCHEMA_VERSION,
         "perfreport_version": __version__,
@@ -163,6 +165,8 @@ def summary_document(analysis: Analysis) -> dict:
         **{name: Records(df) for name, df in analysis.tables.items()},
         "series": time_series(analysis.traces),
         "memory_note": memory_note(analysis.traces),
+        "rank_coverage": rank_coverage([t.rank for t in analysis.traces],
+                                       [t.meta.world_size for t in analysis.traces]),
     }
 
 
@@ -213,6 +217,10 @@ def resolve_side(ref: str | Path, store: str | Path = DEFAULT_STORE, *, candidat
         stored = stored_candidate(ref, store) if candidate else resolve_baseline(ref, store)
     if stored is not None:
         return baseline_jobs(stored), str(stored.path), stored
+    if path is not None and candidate and not path.exists() and not path.is_symlink():
+        hint = did_you_mean(ref, store)
+        if hint:  # a misspelt baseline name, not a missing trace folder
+            raise TraceError(path, f"no such file or directory, and no baseline of that name in {store}{hint}")
     return trace_jobs(str(ref) if path is None else ref), source_label(ref), None
 
 

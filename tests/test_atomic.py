@@ -147,7 +147,7 @@ def test_killed_report_writing_keeps_complete_files(tmp_path, jobs, point):
     assert leftovers(out) != []
     assert run(["analyze", str(new), *args]).returncode == 0
     assert leftovers(out) == []
-    assert json.loads((out / "summary.json").read_text())["summary"][0]["steps"] == 5
+    assert json.loads((out / "report.json").read_text())["summary"][0]["steps"] == 5
 
 
 def test_concurrent_saves_of_one_name_leave_one_complete_baseline(tmp_path, jobs):

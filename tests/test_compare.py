@@ -309,7 +309,7 @@ def test_baseline_commands(tmp_path, capsys):
     code, doc, _ = compare(tmp_path, capsys, "nightly", "nightly", "--store", store)  # two stored baselines
     assert code == 0 and doc["status"] == "pass"
     code, out, _ = run(["analyze", store / "nightly", "--out", tmp_path / "summary"], capsys)
-    assert code == 0 and json.loads((tmp_path / "summary" / "summary.json").read_text())["summary"][0]["steps"] == 8
+    assert code == 0 and json.loads((tmp_path / "summary" / "report.json").read_text())["summary"][0]["steps"] == 8
     assert run(["baseline", "rm", "nightly", "--store", store], capsys)[0] == 0
     code, out, err = run(["baseline", "show", "nightly", "--store", store], capsys)
     assert code == 2 and "no baseline 'nightly'" in err

@@ -56,7 +56,7 @@ def test_bad_file_gives_one_line_and_exit_2(bad_files, capsys, tmp_path: Path, n
     assert code == 2
     assert err.count("\n") == 1, err
     assert str(path) in err and expect in err
-    assert not (tmp_path / "out" / "summary.json").exists()
+    assert not (tmp_path / "out" / "report.json").exists()
 
 
 def test_missing_path_and_empty_dir(capsys, tmp_path: Path) -> None:

@@ -107,7 +107,7 @@ def test_worker_processes_give_what_one_process_gives(job8):
 
 
 def _summary(folder: Path) -> dict:
-    doc = json.loads((folder / "summary.json").read_text())
+    doc = json.loads((folder / "report.json").read_text())
     return {k: v for k, v in doc.items() if k not in VOLATILE}
 
 

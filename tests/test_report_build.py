@@ -256,8 +256,11 @@ def test_tiny_trace_temporal_bars_by_hand(tmp_path_factory) -> None:
     (bar,) = fig.bars
     assert fig.segments == ("compute", "non-compute", "idle") and fig.unit == "pct"
     assert bar.values == pytest.approx((100 * 19 / 42, 100 * 2 / 42, 100 * 21 / 42))
-    steps = next(f for s in build_report(doc).sections for f in s.figures if f.id == "step_time")
-    assert isinstance(steps, LineFigure) and steps.panels[0].lines[0].y == (0.1,)
+    # one profiler step: no "per step" line plot (a lone dot), the step is in the table
+    assert not any(f.id == "step_time" for s in build_report(doc).sections for f in s.figures)
+    steps = next(t for s in build_report(doc).sections for t in s.tables if t.id == "profiler_steps")
+    assert len(steps.rows) == 1 and steps.rows[0][steps.columns.index(
+        next(c for c in steps.columns if c.key == "wall_us"))] == pytest.approx(100.0)
 
 
 def test_nan_becomes_missing_and_empty_documents_still_build() -> None:

@@ -134,7 +134,10 @@ def test_first_screen_is_verdict_headline_causes_and_plots() -> None:
     assert banner.count("<li>") == len(report.headline.causes)
     # the plots come right after the banner, before the contents and the tables
     overview = html[html.index('id="overview-figures"'):html.index('<nav class="toc"')]
-    assert 'id="fig-step_time_judged"' in overview and 'id="fig-attribution_waterfall"' in overview
+    assert 'id="fig-attribution_waterfall"' in overview
+    steps = {side: len({r["step"] for r in doc[side]["analyses"]["step_metrics"]}) for side in ("baseline", "candidate")}
+    # the step-time plot only where a run has two steps or more (here: {steps})
+    assert ('id="fig-step_time_judged"' in overview) == (max(steps.values()) >= 2)
     assert html.index('id="overview-figures"') < html.index('id="tbl-findings"')
     findings = html[html.index('id="tbl-findings"'):]
     statuses = re.findall(r'<td><span class="pill status-(\w+)">', findings[:findings.index("</table>")])

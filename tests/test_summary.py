@@ -53,12 +53,15 @@ def test_2021_capitalised_categories_are_counted() -> None:
 
 def test_analyze_writes_summary_json_for_every_rank(tmp_path: Path, capsys) -> None:
     assert main(["analyze", str(TRACES / "hta_sampled_2of128rank"), "--out", str(tmp_path)]) == 0
-    doc = json.loads((tmp_path / "summary.json").read_text())
+    doc = json.loads((tmp_path / "report.json").read_text())
     assert [r["rank"] for r in doc["summary"]] == [0, 1]
     assert [r["kernels"] for r in doc["summary"]] == [1154, 1104]
     assert [r["events"] for r in doc["summary"]] == [4855, 4720]
     assert doc["ranks"][1]["world_size"] == 128
-    md = (tmp_path / "summary.md").read_text()
-    assert "| 1 | 4,720 | 1,104 | 40 | 10 |" in md
+    md = (tmp_path / "report.md").read_text()
+    assert "| 1 | – | 4,720 | 1,104 | 40 | 10 |" in md
+    # one JSON document, no JUnit file without test cases
+    assert sorted(p.name for p in tmp_path.iterdir() if p.suffix in (".json", ".xml")) == ["report.json"]
+    assert not (tmp_path / "summary.json").exists() and not (tmp_path / "summary.md").exists()
     out = capsys.readouterr().out
     assert "1,154" in out and "busy %" in out

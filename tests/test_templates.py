@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_templates_found_in_the_checkout() -> None:
     assert (templates_dir() / "report.html.j2").is_file()
-    assert (templates_dir() / "summary.md.j2").is_file()
+    assert (templates_dir() / "report.md.j2").is_file()
 
 
 def test_templates_ship_inside_the_wheel(tmp_path: Path) -> None:

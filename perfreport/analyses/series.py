@@ -5,13 +5,16 @@ must be in that document. Raw change-point series are long (a launch queue chang
 kernel, hundreds of thousands of times in a big trace); a plot 1,000 px wide cannot show more
 than a few hundred points anyway. :func:`downsample` keeps, per bucket of equal time width, the
 lowest and the highest point, so every peak and every trough survives (an average would flatten
-a 1 µs spike to the 1,024-op queue limit into nothing).
+a 1 µs spike to the 1,024-op queue limit into nothing): right for joined points (step time).
+A steps-post line (queue length, copy bandwidth) is cut by :func:`steps_downsample` instead,
+which never holds a value longer than the raw data did: the time the line is non-zero and its
+area stay those of the raw line, and merged buckets carry their range of values as a ``band``.
 
 :func:`time_series` builds the ``series`` key of the summary document: one entry per kind of
 plot, each a dict with ``x_unit``, ``y_unit``, ``drawstyle`` (``"steps-post"``: the value holds
 until the next point; ``"line"``: points joined), ``lines_total`` and ``lines`` (at most
 ``max_lines``, the ones with the highest peaks), each line ``{"rank", "label", "x", "y",
-"points_total"}``. Times are ms since the first event of the whole trace set (ranks on the
+"points_total"}`` and, for a steps-post line with merged buckets, ``"band"`` (``{"x", "lo", "hi"}``). Times are ms since the first event of the whole trace set (ranks on the
 common clock of :meth:`TraceSet.aligned_ts`). Kinds:
 
 * ``queue_length`` - outstanding GPU ops per (rank, stream) (y: ops), from
@@ -81,29 +84,108 @@ def downsample(x: np.ndarray, y: np.ndarray, max_points: int = MAX_POINTS) -> np
     return np.unique(keep)
 
 
+def steps_downsample(x: np.ndarray, y: np.ndarray, max_points: int = MAX_POINTS) -> tuple[np.ndarray, np.ndarray,
+                                                                                      dict | None]:
+    """A steps-post line (each value holds until the next point) cut to at most ``max_points``
+    points without drawing what never happened: ``(x, y, band)``.
+
+    Picking a bucket's lowest and highest points (:func:`downsample`) is wrong for such a line:
+    the highest value then holds until the next kept point, and a copy burst of 0.1 ms draws as a
+    plateau across the bucket. Here the x range is cut into ``(max_points - 1) // 4`` buckets
+    of equal width. A bucket with at most 3 points keeps them as they are (every rise and fall).
+    A busier bucket is replaced by one pulse: 0 until its first non-zero instant, then its mean
+    value while non-zero (area / non-zero time) for exactly its non-zero time, then 0. So the
+    time the line is non-zero, and its area (copied bytes, queued op·µs), stay those of the
+    raw line in every bucket. ``band`` gives, for those buckets, the lowest and highest value
+    within them (``{"x": bucket edges (buckets + 1), "lo", "hi": per bucket, NaN where the
+    bucket kept its points}``) so a plot draws the envelope as a band; None when no bucket
+    was merged. NaN values count as no data (neither zero nor busy)."""
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    n = len(x)
+    if n <= max_points or max_points < 8 or not x[-1] > x[0]:
+        keep = downsample(x, y, max_points)
+        return x[keep], y[keep], None
+    buckets = (max_points - 1) // 4
+    edges = x[0] + (x[-1] - x[0]) * np.arange(buckets + 1) / buckets
+    edges[-1] = x[-1]
+    grid = np.union1d(x, edges)  # every change point and bucket edge: segments inside one bucket
+    value = y[np.searchsorted(x, grid, side="right") - 1]  # the value holding from each grid point on
+    start, dur, v = grid[:-1], np.diff(grid), value[:-1]
+    seg_bucket = np.minimum(np.searchsorted(edges, start, side="right") - 1, buckets - 1)
+    finite = np.isfinite(v)
+    on = finite & (v != 0)
+    busy = np.bincount(seg_bucket, weights=np.where(on, dur, 0.0), minlength=buckets)
+    area = np.bincount(seg_bucket, weights=np.where(on, dur * np.where(finite, v, 0.0), 0.0), minlength=buckets)
+    first_on = np.full(buckets, np.inf)
+    np.minimum.at(first_on, seg_bucket[on], start[on])
+    lo, hi = np.full(buckets, np.inf), np.full(buckets, -np.inf)
+    np.minimum.at(lo, seg_bucket[finite], v[finite])
+    np.maximum.at(hi, seg_bucket[finite], v[finite])
+    point_bucket = np.minimum(np.searchsorted(edges, x, side="right") - 1, buckets - 1)
+    merged = np.bincount(point_bucket, minlength=buckets) > 3
+    left = edges[:-1]
+    at_edge = y[np.searchsorted(x, left, side="right") - 1]
+    mean = np.divide(area, busy, out=np.zeros(buckets), where=busy > 0)
+    pulse = merged & (busy > 0)
+    starts_late = pulse & (first_on > left)
+    end = np.minimum(first_on + busy, edges[1:])
+    ends_early = pulse & (end < edges[1:] - 1e-9 * (x[-1] - x[0]))
+    raw = ~merged[point_bucket]
+    xs = np.concatenate([left, first_on[starts_late], end[ends_early], x[raw], x[-1:]])
+    ys = np.concatenate([np.where(merged, np.where(pulse & ~starts_late, mean, 0.0), at_edge), mean[starts_late],
+                         np.zeros(int(ends_early.sum())), y[raw], y[-1:]])
+    order_key = np.concatenate([np.zeros(buckets), np.ones(int(starts_late.sum())), np.full(int(ends_early.sum()), 2),
+                                np.full(int(raw.sum()), 3), [4]])
+    order = np.lexsort((order_key, xs))
+    xs, ys = xs[order], ys[order]
+    same = np.r_[False, (ys[1:] == ys[:-1]) | (np.isnan(ys[1:]) & np.isnan(ys[:-1]))]
+    same[-1] = False  # the last point ends the line
+    xs, ys = xs[~same], ys[~same]
+    band = None
+    if merged.any():
+        band = {"x": edges, "lo": np.where(merged & np.isfinite(lo), lo, np.nan),
+                "hi": np.where(merged & np.isfinite(hi), hi, np.nan)}
+    return xs, ys, band
+
+
 def _line(rank: int, label: str, x: np.ndarray, y: np.ndarray, max_points: int) -> dict:
     keep = downsample(x, y, max_points)
     return _finished({"rank": int(rank), "label": label, "x": np.asarray(x)[keep], "y": np.asarray(y)[keep],
                       "points_total": int(len(x))}, lambda v: v)
 
 
-def _raw_line(rank: int, label: str, x_us: np.ndarray, y: np.ndarray, max_points: int) -> dict:
-    """A line downsampled on the rank's own clock (µs), not yet shifted: per-rank data."""
+def _raw_line(rank: int, label: str, x_us: np.ndarray, y: np.ndarray, max_points: int, *,
+              steps: bool = False) -> dict:
+    """A line downsampled on the rank's own clock (µs), not yet shifted: per-rank data.
+    ``steps``: a steps-post line, cut by :func:`steps_downsample` (it may carry a ``band``)."""
+    line = {"rank": int(rank), "label": label, "points_total": int(len(x_us))}
+    if steps:
+        x, v, band = steps_downsample(x_us, y, max_points)
+        return {**line, "x": x, "y": v, **({"band": band} if band is not None else {})}
     keep = downsample(x_us, y, max_points)
-    return {"rank": int(rank), "label": label, "x": np.asarray(x_us, dtype=np.float64)[keep],
-            "y": np.asarray(y, dtype=np.float64)[keep], "points_total": int(len(x_us))}
+    return {**line, "x": np.asarray(x_us, dtype=np.float64)[keep], "y": np.asarray(y, dtype=np.float64)[keep]}
+
+
+def _values(y) -> list:
+    return [None if not np.isfinite(v) else v for v in np.round(np.asarray(y, dtype=np.float64),
+                                                                 VALUE_DECIMALS).tolist()]
 
 
 def _finished(line: dict, to_x) -> dict:
     """A raw line with ``to_x`` applied to its x values, rounded: a line of the document."""
-    return {
+    out = {
         "rank": line["rank"],
         "label": line["label"],
         "x": np.round(to_x(line["x"]), TIME_DECIMALS).tolist(),
-        "y": [None if not np.isfinite(v) else v for v in np.round(np.asarray(line["y"], dtype=np.float64),
-                                                                     VALUE_DECIMALS).tolist()],
+        "y": _values(line["y"]),
         "points_total": line["points_total"],
     }
+    if line.get("band") is not None:
+        band = line["band"]
+        out["band"] = {"x": np.round(to_x(np.asarray(band["x"], dtype=np.float64)), TIME_DECIMALS).tolist(),
+                       "lo": _values(band["lo"]), "hi": _values(band["hi"])}
+    return out
 
 
 def line_peak(raw: dict) -> float:
@@ -111,13 +193,16 @@ def line_peak(raw: dict) -> float:
     finite y as the document rounds it (rounding keeps order, so the rounded maximum is the
     maximum of the rounded values); -inf for a line without one."""
     y = np.asarray(raw["y"], dtype=np.float64)
+    if raw.get("band") is not None:  # a merged bucket's highest value is in its band
+        y = np.concatenate([y, np.asarray(raw["band"]["hi"], dtype=np.float64)])
     y = y[np.isfinite(y)]
     peak = float(np.round(y.max(), VALUE_DECIMALS)) if len(y) else float("-inf")
     return peak if np.isfinite(peak) else float("-inf")
 
 
 def _entry(lines: list[dict], x_unit: str, y_unit: str, drawstyle: str, max_lines: int) -> dict:
-    peaks = [max((v for v in line["y"] if v is not None), default=float("-inf")) for line in lines]
+    peaks = [max((v for v in [*line["y"], *(line.get("band") or {}).get("hi", ())] if v is not None),
+                 default=float("-inf")) for line in lines]
     order = sorted(range(len(lines)), key=lambda i: -peaks[i])[:max_lines]
     return {"x_unit": x_unit, "y_unit": y_unit, "drawstyle": drawstyle, "lines_total": len(lines),
             "lines": [lines[i] for i in sorted(order)]}
@@ -137,7 +222,7 @@ def _grouped_lines(table: pd.DataFrame, key: str, label: str, value: str, max_po
     lines = []
     for (rank, k), g in table.groupby(["rank", key], sort=True):  # a loop over (rank, stream) lines
         lines.append(_raw_line(int(rank), label.format(k), g["ts_us"].to_numpy(dtype=np.float64),
-                               g[value].to_numpy(dtype=np.float64), max_points))
+                               g[value].to_numpy(dtype=np.float64), max_points, steps=True))
     return lines
 
 

@@ -370,7 +370,21 @@ def resolve(ref: str | Path, store: str | Path = DEFAULT_STORE) -> StoredBaselin
     if NAME.match(str(ref)) and (Path(store) / str(ref) / MANIFEST).is_file():
         return read_baseline(Path(store) / str(ref))
     available = ", ".join(b.name for b in list_baselines(store)) or "none"
-    raise BaselineError(f"{ref}: neither a trace folder nor a baseline in {store} (available: {available})")
+    raise BaselineError(f"{ref}: neither a trace folder nor a baseline in {store}{did_you_mean(ref, store)} "
+                        f"(available: {available})")
+
+
+def did_you_mean(ref: str | Path, store: str | Path = DEFAULT_STORE) -> str:
+    """``" (did you mean NAME?)"``-style text naming the stored baselines whose names are close to
+    ``ref`` (a misspelt name), or "" when none is."""
+    import difflib
+
+    try:
+        names = [b.name for b in list_baselines(store)]
+    except (OSError, BaselineError):
+        return ""
+    close = difflib.get_close_matches(Path(str(ref)).name, names, n=3, cutoff=0.6)
+    return f"; did you mean {' or '.join(close)}?" if close else ""
 
 
 def verify_file(path: Path, expected: str) -> bytes:

@@ -3,6 +3,7 @@ library versions, steps dropped or missing, too few samples."""
 
 from __future__ import annotations
 
+from ..analyses.coverage import rank_coverage
 from ..config import Config
 from .checks import Note
 from .metrics import SideData, rank_pairs
@@ -39,6 +40,10 @@ def comparison_notes(b: SideData, c: SideData, config: Config) -> list[Note]:
         elif not pairs:
             text += "; per-rank checks compare the mean over ranks instead"
         notes.append(Note("ranks", text))
+    for side, data in (("baseline", b), ("candidate", c)):
+        coverage = rank_coverage(data.ranks, [data.world_size])
+        if coverage:
+            notes.append(Note("ranks", f"{side}: {coverage['text']}"))
     if b.world_size and c.world_size and b.world_size != c.world_size:
         notes.append(Note("ranks", f"world size differs: {b.world_size} in the baseline, "
                                    f"{c.world_size} in the candidate"))

@@ -84,7 +84,9 @@ def _release(data: bytes | mmap.mmap, strict: bool = True) -> None:
 def _scan_trace(path: Path, data) -> tuple[ScanResult, dict[str, Any]]:
     """The columns of the trace's events and its decoded top-level metadata."""
     if _is_array_form(data):
-        return _scan_array_form(path, data), {}
+        result = _scan_array_form(path, data)
+        _require_events(path, result)
+        return result, {}
     one_pass = _scan_one_pass(data)
     if one_pass is not None:
         return one_pass
@@ -117,6 +119,17 @@ def _scan_one_pass(data) -> tuple[ScanResult, dict[str, Any]] | None:
         return result, {key: decode_lenient(data[start:end]) for key, (start, end) in spans.items()}
     except ValueError:  # includes msgspec.DecodeError and UnicodeDecodeError
         return None
+
+
+def _require_events(path: Path, result: ScanResult) -> None:
+    """A bare JSON list is a trace only when some entry is an event (an object with a phase,
+    ``"ph"``): ``[1, 2, 3]`` or ``[]`` is some other JSON file, refused with one line instead of
+    an empty analysis."""
+    ph = np.asarray(result.top["ph"])
+    if not (ph != -1).any():
+        what = "an empty JSON array" if len(ph) == 0 else \
+            f"a JSON array of {len(ph):,} value(s), none of them a trace event (an object with \"ph\")"
+        raise TraceError(path, f"{what}: not a profiler trace (no trace events)")
 
 
 def _is_array_form(data) -> bool:

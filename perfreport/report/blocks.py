@@ -9,6 +9,7 @@ into bars, and attach units for the renderers; they compute no number.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -191,7 +192,7 @@ def series_figure(fid: str, title: str, sides: Sequence[Side], kind: str, x_labe
                   *, one_panel: bool = False) -> LineFigure | None:
     """A figure from the document's downsampled ``series[kind]``: one panel per side (or one
     panel with every side's lines when ``one_panel``)."""
-    panels, x_unit, y_unit, style, notes = [], "", "", "line", []
+    panels, x_unit, y_unit, style, notes, banded = [], "", "", "line", [], False
     for side in sides:
         entry = (side.doc.get("series") or {}).get(kind)
         if not isinstance(entry, dict) or not entry.get("lines"):
@@ -199,16 +200,44 @@ def series_figure(fid: str, title: str, sides: Sequence[Side], kind: str, x_labe
         x_unit, y_unit, style = entry.get("x_unit", ""), entry.get("y_unit", ""), entry.get("drawstyle", "line")
         lines = tuple(Line(side_label(line["rank"], side.label if one_panel else "", line["label"])
                            if kind != "step_time" else side_label(line["rank"], side.label if one_panel else ""),
-                           tuple(line["x"]), tuple(line["y"])) for line in entry["lines"])
+                           tuple(line["x"]), tuple(line["y"]), band=_band(line.get("band")))
+                      for line in entry["lines"] if _drawable(line))
+        if not lines:
+            continue
+        banded = banded or any(line.band for line in lines)
         if entry.get("lines_total", len(lines)) > len(lines):
             notes.append(f"{side.label or 'trace'}: {len(lines)} of {entry['lines_total']} lines (highest peaks)")
         panels.append(Panel(side.label, lines))
-    if not panels:
+    if not panels or (x_unit == "step" and not per_step_worth_drawing(line for p in panels for line in p.lines)):
         return None
     if one_panel:
         panels = [Panel("", tuple(line for p in panels for line in p.lines))]
+    if banded:
+        notes.append(BAND_NOTE)
     note = "; ".join(notes)
     return LineFigure(fid, title, x_label, y_label, x_unit, y_unit, tuple(panels), style, note)
+
+
+def per_step_worth_drawing(lines: Iterable[Line]) -> bool:
+    """Whether lines over profiler steps show a trend: some line has two or more finite points.
+    A one-step job's "per step" plot is a lone dot on an invented axis: not drawn."""
+    return any(sum(1 for v in line.y if isinstance(v, (int, float)) and math.isfinite(v)) >= 2 for line in lines)
+
+
+BAND_NOTE = ("shaded: where a line changes more often than the plot can show, the range of its values in each "
+             "time slice; the line there holds the slice's mean while non-zero, for exactly its non-zero time")
+
+
+def _drawable(line: Mapping[str, Any]) -> bool:
+    """A line with at least one finite value (an empty line would draw an empty plot)."""
+    values = [*(line.get("y") or ()), *((line.get("band") or {}).get("hi") or ())]
+    return any(isinstance(v, (int, float)) and math.isfinite(v) for v in values)
+
+
+def _band(band: Mapping[str, Any] | None):
+    if not isinstance(band, Mapping) or not band.get("x"):
+        return None
+    return tuple(band["x"]), tuple(band.get("lo") or ()), tuple(band.get("hi") or ())
 
 
 # --- sections --------------------------------------------------------------------------------------
@@ -216,9 +245,29 @@ def _blocks(*blocks: Block | None) -> tuple[Block, ...]:
     return tuple(b for b in blocks if b is not None)
 
 
+def has_data(block: Block | None) -> bool:
+    """Whether a block is worth drawing: a line or bar figure needs a finite non-zero value (one
+    of only zeros or gaps draws an empty plot with an invented axis, −0.04 … 0.04); other blocks
+    always are."""
+    if isinstance(block, LineFigure):
+        values = [v for p in block.panels for line in p.lines
+                  for v in (*line.y, *(line.band[2] if line.band else ()))]
+    elif isinstance(block, BarFigure):
+        values = [v for b in block.bars for v in b.values]
+    else:
+        return block is not None
+    return any(isinstance(v, (int, float)) and math.isfinite(v) and v != 0 for v in values)
+
+
+def figures_with_data(*figures: Block | None) -> tuple[Block, ...]:
+    """The given figures that :func:`has_data`, in order (None ones dropped)."""
+    return tuple(f for f in figures if has_data(f))
+
+
 def make_section(sid: str, title: str, importance: int, summary: str, *blocks: Block | None) -> Section | None:
-    """A :class:`Section` of the given blocks (None ones dropped); None when no table or figure is left."""
-    kept = _blocks(*blocks)
+    """A :class:`Section` of the given blocks (None ones and figures without data dropped); None
+    when no table or figure is left."""
+    kept = tuple(b for b in _blocks(*blocks) if has_data(b))
     if not any(isinstance(b, (Table, LineFigure, BarFigure)) for b in kept):
         return None
     return Section(sid, title, kept, importance, summary)

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..jsondoc import plain_document
-from .blocks import MAX_ROWS, TOP_ROWS, Side, records, series_figure, sorted_rows, stacked_bars
+from .blocks import MAX_ROWS, TOP_ROWS, Side, figures_with_data, records, series_figure, sorted_rows, stacked_bars
 from .comparison import (
     BANNER_CHECKS, COMPARE_KIND, SIDES, check_of, checks_sections, comparison_provenance, comparison_verdict,
     movers_section, ordered_checks, step_trace_section,
@@ -53,12 +53,14 @@ def analysis_report(doc: dict) -> Report:
     command = default_command(doc)
     sections = analysis_sections(sides)
     meta = metadata_section(sides)
-    notes = tuple(f"rank {r.get('rank')}: {r['note']}" for r in records(sides[0], "summary") if r.get("note"))
-    overview = tuple(f for f in (
+    coverage = doc.get("rank_coverage") if isinstance(doc.get("rank_coverage"), dict) else {}
+    notes = tuple(([str(coverage["text"])] if coverage.get("text") else [])
+                  + [f"rank {r.get('rank')}: {r['note']}" for r in records(sides[0], "summary") if r.get("note")])
+    overview = figures_with_data(
         series_figure("step_time_overview", "Step time per profiler step", sides, "step_time", "profiler step",
                       "step time", one_panel=True),
         stacked_bars("temporal_overview", "Where the GPU time goes, per rank", sides, "temporal_breakdown",
-                     temporal_segments(sides), "share of the GPU span (%)", "pct")) if f is not None)
+                     temporal_segments(sides), "share of the GPU span (%)", "pct"))
     return Report(
         kind="analyze", title="perfreport analysis", subtitle=str(doc.get("source", "")),
         created_utc=str(doc.get("created_utc") or ""), verdict=None,
@@ -119,7 +121,7 @@ def comparison_report(doc: dict) -> Report:
     sections += [meta] if meta else []
     x = doc.get("explanation") if isinstance(doc.get("explanation"), dict) else {}
     judged = {"baseline": x.get("baseline_steps") or (), "candidate": x.get("candidate_steps") or ()}
-    overview = tuple(f for f in (step_time_figure(sides, judged), waterfall_figure(x) if x else None) if f)
+    overview = figures_with_data(step_time_figure(sides, judged), waterfall_figure(x) if x else None)
     return Report(
         kind="compare", title="perfreport comparison", subtitle=f"{b_src} → {c_src}",
         created_utc=str(doc.get("created_utc") or ""), verdict=verdict, sections=tuple(sections), command=command,

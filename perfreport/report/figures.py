@@ -93,9 +93,11 @@ def _label(text: str) -> str:
     return shorten(clean_text(text), LABEL_CHARS)
 
 
-def render_svg(figure: BarFigure | LineFigure | WaterfallFigure, width_in: float = WIDTH_IN) -> str:
+def render_svg(figure: BarFigure | LineFigure | WaterfallFigure, width_in: float = WIDTH_IN,
+               prefix: str | None = None) -> str:
     """The figure as an SVG element (text), ready to inline in HTML; ``width_in`` narrower for
-    figures shown side by side (fonts keep their size)."""
+    figures shown side by side (fonts keep their size). ``prefix`` (default ``fig-`` and the
+    figure's id) starts every element id of the SVG: unique per figure drawn on a page."""
     with matplotlib.rc_context(RC):
         if isinstance(figure, WaterfallFigure):
             fig = _draw_waterfall(figure, width_in)
@@ -105,7 +107,8 @@ def render_svg(figure: BarFigure | LineFigure | WaterfallFigure, width_in: float
             fig = _draw_lines(figure, width_in)
         buf = io.StringIO()
         fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": "perfreport"})
-    return inline_svg(buf.getvalue(), f"fig-{re.sub(r'[^A-Za-z0-9_-]', '', figure.id)}", figure.title)
+    prefix = prefix or f"fig-{re.sub(r'[^A-Za-z0-9_-]', '', figure.id)}"
+    return inline_svg(buf.getvalue(), prefix, figure.title)
 
 
 def _draw_bars(f: BarFigure, width_in: float = WIDTH_IN) -> Figure:
@@ -142,7 +145,7 @@ def _draw_lines(f: LineFigure, width_in: float = WIDTH_IN) -> Figure:
     fig = Figure(figsize=(width_in, 0.9 + 2.3 * len(panels)), dpi=DPI, layout="constrained")
     axes = fig.subplots(len(panels), 1, sharex=True, sharey=True, squeeze=False)[:, 0]
     xs = [v for p in panels for line in p.lines for v in line.x]
-    ys = [v for p in panels for line in p.lines for v in line.y]
+    ys = [v for p in panels for line in p.lines for v in (*line.y, *(line.band[2] if line.band else ()))]
     x_div, x_unit = axis_scale(f.x_unit, xs)
     y_div, y_unit = axis_scale(f.y_unit, ys)
     colours: dict[str, str] = {}
@@ -158,6 +161,12 @@ def _draw_lines(f: LineFigure, width_in: float = WIDTH_IN) -> Figure:
             y = [float("nan") if v is None else v for v in line.y]
             dashed = side == "baseline"
             style = "steps-post" if f.drawstyle == "steps-post" else "default"
+            if line.band:  # merged buckets: their range of values as a band, the line their busy mean
+                edges, lo, hi = line.band
+                lo = [float("nan") if v is None else v for v in lo]
+                hi = [float("nan") if v is None else v for v in hi]
+                ax.fill_between(edges, lo + lo[-1:], hi + hi[-1:], step="post", color=colour, alpha=0.25,
+                                linewidth=0)
             if line.faded:  # the whole series pale, then the judged points on top
                 ax.plot(line.x, y, drawstyle=style, linewidth=1.0, color=colour, alpha=0.3,
                         linestyle="--" if dashed else "-", marker="o" if len(line.x) <= 40 else None, markersize=3)
@@ -173,8 +182,9 @@ def _draw_lines(f: LineFigure, width_in: float = WIDTH_IN) -> Figure:
             ax.set_title(_label(panel.title), loc="left", fontsize=9, fontweight="bold")
         ax.set_ylabel(_axis_label(f.y_label, y_unit))
         ax.yaxis.set_major_formatter(_formatter(y_div))
-        if len(panel.lines) <= 16:
-            ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+        if panel.lines:  # every line named: up to 16 in one column, more in two, smaller
+            many = len(panel.lines) > 16
+            ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=6.5 if many else 8, ncol=2 if many else 1)
     # after every panel is drawn: the y axis is shared, and fixing a limit stops autoscaling
     axes[0].set_ylim(bottom=min(0.0, min((v for v in ys if v is not None and math.isfinite(v)), default=0.0)))
     axes[-1].set_xlabel(_axis_label(f.x_label, x_unit))

@@ -10,6 +10,8 @@ the browser supports ``::details-content``.
 
 from __future__ import annotations
 
+import re
+
 from .figures import render_svg
 from .model import Section, BarFigure, LineFigure, Paragraph, Report, Table, WaterfallFigure
 from . import templates
@@ -21,18 +23,43 @@ OVERVIEW_WIDTH_IN = 6.4
 """Width of the first-screen figures, drawn two side by side."""
 
 
-def _blocks(section, svgs: dict[str, str], width_in: float | None = None) -> list[dict]:
+def _blocks(section, svgs: dict[str, str], used: set[str], width_in: float | None = None) -> list[dict]:
+    """The section's blocks for the template, figures drawn. Each table and figure gets an
+    ``anchor``, its element id: ``tbl-``/``fig-`` and the block id, scoped by the section where
+    ``used`` (the page's ids so far) already has it. A multi-setup report repeats a block id
+    (each candidate's ``step_breakdown``) in several sections, and each must draw its own data
+    with its own element ids, so drawn SVGs are cached in ``svgs`` by section, block and width."""
     out = []
     for block in section.blocks:
         if isinstance(block, Paragraph):
-            out.append({"kind": "paragraph", "block": block, "svg": ""})
+            out.append({"kind": "paragraph", "block": block, "svg": "", "anchor": ""})
         elif isinstance(block, Table):
-            out.append({"kind": "table", "block": block, "svg": ""})
+            out.append({"kind": "table", "block": block, "svg": "", "anchor": _anchor("tbl", section.id, block.id, used)})
         elif isinstance(block, (LineFigure, BarFigure, WaterfallFigure)):
-            if block.id not in svgs:
-                svgs[block.id] = render_svg(block) if width_in is None else render_svg(block, width_in)
-            out.append({"kind": "figure", "block": block, "svg": svgs[block.id]})
+            anchor = _anchor("fig", section.id, block.id, used)
+            key = f"{section.id}/{block.id}@{width_in}"
+            if key not in svgs:
+                svgs[key] = render_svg(block, prefix=anchor) if width_in is None else \
+                    render_svg(block, width_in, prefix=anchor)
+                svgs[key + "#prefix"] = anchor
+            svg, drawn = svgs[key], svgs[key + "#prefix"]
+            if drawn != anchor:  # drawn for the other page (the PDF's brief), where ids fell otherwise
+                svg = svg.replace(f'id="{drawn}-', f'id="{anchor}-').replace(f'#{drawn}-', f'#{anchor}-')
+            out.append({"kind": "figure", "block": block, "svg": svg, "anchor": anchor})
     return out
+
+
+def _anchor(kind: str, scope: str, block_id: str, used: set[str]) -> str:
+    """A page-unique element id: ``kind-block``, else ``kind-scope-block`` (then numbered)."""
+    clean = re.sub(r"[^A-Za-z0-9_-]", "-", block_id)
+    anchor = f"{kind}-{clean}"
+    if anchor in used:
+        anchor = f"{kind}-{re.sub(r'[^A-Za-z0-9_-]', '-', scope)}-{clean}"
+    base, n = anchor, 2
+    while anchor in used:
+        anchor, n = f"{base}-{n}", n + 1
+    used.add(anchor)
+    return anchor
 
 
 BRIEF_IMPORTANCE = {"compare": 1, "analyze": 2}
@@ -42,16 +69,20 @@ is the appendix."""
 
 def context(report: Report, *, paged: bool = False, brief: bool = False, svgs: dict[str, str] | None = None) -> dict:
     """Template context: the first-screen figures and the sections with their figures drawn;
-    ``brief`` keeps only the sections up to :data:`BRIEF_IMPORTANCE` and names the others.
+    ``brief`` keeps only the sections up to :data:`BRIEF_IMPORTANCE` and names the others;
+    ``present`` holds the ids of the sections on the page, so a link points only at one there
+    (a dead internal link is an error in WeasyPrint's log and a dead link in the PDF).
     ``svgs`` ({figure id: SVG}) shares drawn figures between renderings of one report (the
     page and the PDF's paged page draw the same figures): matplotlib is most of their cost."""
     svgs = {} if svgs is None else svgs
     limit = BRIEF_IMPORTANCE.get(report.kind, 1)
     kept = [s for s in report.sections if not brief or s.importance <= limit]
-    sections = [{"section": s, "blocks": _blocks(s, svgs)} for s in kept]
-    overview = _blocks(Section("overview", "", report.overview), svgs, OVERVIEW_WIDTH_IN)
+    used: set[str] = set()  # element ids on this page
+    overview = _blocks(Section("overview", "", report.overview), svgs, used, OVERVIEW_WIDTH_IN)
+    sections = [{"section": s, "blocks": _blocks(s, svgs, used)} for s in kept]
     left_out = [s for s in report.sections if s not in kept]
-    return {"report": report, "sections": sections, "overview": overview, "paged": paged, "left_out": left_out}
+    return {"report": report, "sections": sections, "overview": overview, "paged": paged, "left_out": left_out,
+            "present": {s.id for s in kept}}
 
 
 def render_html(report: Report, *, paged: bool = False, brief: bool = False, svgs: dict[str, str] | None = None) -> str:

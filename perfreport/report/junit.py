@@ -80,6 +80,8 @@ def render_junit(report: Report) -> str:
     ET.SubElement(props, "property", name="source", value=clean_text(report.subtitle))
     if report.headline is not None:
         ET.SubElement(props, "property", name="headline", value=clean_text(report.headline.text))
+    for note in (*(report.verdict.notes if report.verdict else ()), *report.notes):  # partial jobs, hardware …
+        ET.SubElement(props, "property", name="note", value=clean_text(note))
     for g in groups:
         case = ET.SubElement(suite, "testcase", classname=f"{SUITE}.gate", name=clean_text(g.id))
         message = clean_text(g.checks[0].get("message") if len(g.checks) == 1 else g.summary)

@@ -86,6 +86,10 @@ class Line:
     marked: tuple[int, ...] = ()
     faded: tuple[int, ...] = ()
     """Point indices drawn faded: samples shown for context but not judged (warm-up steps)."""
+    band: tuple[tuple[float, ...], tuple[float | None, ...], tuple[float | None, ...]] | None = None
+    """(bucket edges, lowest, highest value per bucket; None where the line kept its points): the
+    envelope of a steps-post line's merged buckets (:func:`perfreport.analyses.series.steps_downsample`),
+    drawn as a band."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..units import format_us
-from .blocks import Side, records
+from .blocks import Side, per_step_worth_drawing, records
 from .findings import FindingGroup
 from .model import Bar, BarFigure, Cause, Headline, Line, LineFigure, Panel, WaterfallFigure
 
@@ -124,13 +124,13 @@ def step_time_figure(sides: Sequence[Side], judged: Mapping[str, Sequence[int]])
             continue
         steps = sorted(per_step)
         keep = set(judged.get(side.label) or steps)
-        lines.append(Line(side.label or "run", tuple(range(len(steps))), tuple(per_step[s] for s in steps),
+        lines.append(Line(side.label or "run", tuple(steps), tuple(per_step[s] for s in steps),
                           faded=tuple(i for i, s in enumerate(steps) if s not in keep)))
-    if not lines:
+    if not per_step_worth_drawing(lines):
         return None
     multi = any(len({r.get("rank") for r in records(s, "step_metrics")}) > 1 for s in sides)
     return LineFigure("step_time_judged", "Step time per step" + (" (slowest rank)" if multi else ""),
-                      "step (in recorded order)", "step time", "step", "us", (Panel("", tuple(lines)),), "line",
+                      "profiler step", "step time", "step", "us", (Panel("", tuple(lines)),), "line",
                       note="Faded points: steps the gate did not judge (warm-up). The last step of each run is "
                            "left out (the profiler cuts it short).")
 

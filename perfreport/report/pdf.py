@@ -74,14 +74,22 @@ def layout_pdf(html: str) -> bytes:
     """The page from :func:`paged_html` laid out as PDF bytes by WeasyPrint (seconds of pure
     Python: :mod:`perfreport.outputs` runs it beside the other formats)."""
     weasyprint = import_weasyprint()
-    quiet = logging.getLogger("weasyprint")
-    quiet.addFilter(_below_error)  # it warns about every screen-only CSS property it skips
+    quiet = [logging.getLogger(name) for name in LIBRARY_LOGGERS]
+    for logger in quiet:
+        logger.addFilter(_library_record)
     try:
         return weasyprint.HTML(string=html, url_fetcher=_refuse).write_pdf()
     finally:
-        quiet.removeFilter(_below_error)
+        for logger in quiet:
+            logger.removeFilter(_library_record)
 
 
-def _below_error(record: logging.LogRecord) -> bool:
-    """Log filter: drop WeasyPrint's warnings about CSS it ignores; keep errors."""
-    return record.levelno >= logging.ERROR
+LIBRARY_LOGGERS = ("weasyprint", "weasyprint.progress", "fontTools", "fontTools.subset", "fontTools.ttLib")
+"""Loggers of the PDF libraries. Their lines are about the page perfreport made (a CSS property
+skipped, a font subset), not about the user's traces: never on a user's stderr, which holds
+perfreport's own lines only. ``-vv`` (debug) shows them."""
+
+
+def _library_record(record: logging.LogRecord) -> bool:
+    """Log filter: a PDF library's record passes only when perfreport runs with ``-vv``."""
+    return logging.getLogger().isEnabledFor(logging.DEBUG)

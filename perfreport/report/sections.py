@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .blocks import (
-    TOP_ROWS, Side, make_section, order_key, pivot_bars, records, series_figure, side_label, stacked_bars, table,
+    TOP_ROWS, Side, make_section, order_key, per_step_worth_drawing, pivot_bars, records, series_figure, side_label,
+    stacked_bars, table,
 )
 from .efficiency import efficiency_section
 from .model import Line, LineFigure, Panel, Paragraph, Section
@@ -22,10 +23,13 @@ def overview_section(sides: Sequence[Side]) -> Section | None:
         table("summary", "Ranks", sides, "summary",
               ["rank", ("gpu_name", "GPU"), "events", "kernels", "memcpy", "memset", ("gpu_busy_us", "GPU busy"),
                ("gpu_busy_pct", "GPU busy %"), "steps", ("span_us", "trace span"), "note"], collapsed=False),
-        table("step_times", "Step time per rank", sides, "step_times",
-              ["rank", "steps", ("wall_us_mean", "mean"), ("wall_us_median", "median"), ("wall_us_min", "min"),
+        table("step_times", "Step time per rank, over every recorded profiler step", sides, "step_times",
+              ["rank", "steps", ("first_step", "first step"), ("last_step", "last step"),
+               ("wall_us_mean", "mean, all steps"), ("wall_us_median", "median, all steps"), ("wall_us_min", "min"),
                ("wall_us_max", "max"), ("wall_us_std", "std"), ("gpu_busy_us_mean", "GPU busy per step"),
-               ("gpu_busy_pct", "GPU busy %")], collapsed=False),
+               ("gpu_busy_pct", "GPU busy %")], collapsed=False,
+              note="Every recorded step, the last and warm-up ones included; a comparison's headline and checks "
+                   "judge the steps its notes name, so their medians may differ."),
     )
 
 
@@ -133,7 +137,7 @@ def launch_figure(sides: Sequence[Side]) -> LineFigure | None:
             lines.append(Line(side_label(rank, side.label), tuple(r["iteration"] for r in pts),
                               tuple(r.get("launch_delay_p95_us") for r in pts),
                               tuple(i for i, r in enumerate(pts) if _outlier(r))))
-    if not lines:
+    if not per_step_worth_drawing(lines):
         return None
     return LineFigure("launch_delay", "Launch delay per step (p95; ✕ = step with outliers)", "profiler step",
                       "launch delay p95", "step", "us", (Panel("", tuple(lines)),), "line")
@@ -241,8 +245,11 @@ def steps_section(sides: Sequence[Side]) -> Section | None:
 def straggler_section(sides: Sequence[Side]) -> Section | None:
     if not any(len(records(s, "summary")) > 1 for s in sides):
         return None
+    partial = [str(c["text"]) for c in (s.doc.get("rank_coverage") for s in sides) if isinstance(c, dict)
+               and c.get("text")]
     return make_section(
         "stragglers", "Stragglers", 4, "ranks that make the others wait",
+        *(Paragraph(f"Partial job: {text}.") for text in partial),
         table("stragglers", "Late start and step time per rank", sides, "stragglers",
               ["rank", "steps", "kernel", ("late_start_us_median", "late start median"),
                ("late_start_pct", "late start % of step"), ("wall_us_median", "step median"),
@@ -270,9 +277,25 @@ def metadata_section(sides: Sequence[Side], extra: Sequence[str] = ()) -> Sectio
     )
 
 
+def annotation_section(sides: Sequence[Side]) -> Section | None:
+    """What the analyses compute about user annotations and recurring kernel sequences, shown
+    (they were in the JSON only)."""
+    return make_section(
+        "annotations", "User annotations and kernel sequences", 3,
+        "GPU time under each record_function annotation; kernel sequences that recur under one operator",
+        table("gpu_user_annotation_breakdown", "GPU time per user annotation", sides, "gpu_user_annotation_breakdown",
+              ["rank", ("name", "annotation"), "count", ("sum_us", "total"), ("mean_us", "mean"), ("max_us", "max"),
+               "kernels", ("kernel_us", "kernel time")], sort=("sum_us",), descending=True, top=TOP_ROWS),
+        table("kernel_sequences", "Most frequent kernel sequences", sides, "kernel_sequences",
+              ["rank", ("operator", "operator"), ("kernels", "kernels in sequence"), ("count", "occurrences"),
+               ("kernel_dur_sum_us", "kernel time"), ("cpu_dur_us", "CPU time"), ("pattern", "sequence", "text")],
+              sort=("kernel_dur_sum_us",), descending=True, top=TOP_ROWS),
+    )
+
+
 ANALYSIS_SECTIONS = (overview_section, temporal_section, steps_section, idle_section, kernel_section,
                      efficiency_section, overlap_section, launch_section, queue_section, memory_section,
-                     collectives_section, operator_section, straggler_section)
+                     collectives_section, operator_section, annotation_section, straggler_section)
 
 
 def analysis_sections(sides: Sequence[Side]) -> list[Section]:

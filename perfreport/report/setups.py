@@ -17,12 +17,13 @@ and the side-by-side figures are read off the slowest rank of each setup (picked
 from __future__ import annotations
 
 import datetime as _dt
+import math
 from dataclasses import replace
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .. import __version__
-from .blocks import Side, records, stacked_bars
+from .blocks import Side, figures_with_data, has_data, records, stacked_bars
 from .comparison import checks_sections, finding_evidence, movers_section
 from .findings import group_findings
 from .guidance import pace_rank
@@ -56,7 +57,7 @@ def multi_document(documents: Sequence[Mapping[str, Any]], labels: Sequence[str]
     return {
         "schema_version": first.get("schema_version", 1), "kind": MULTI_KIND, "perfreport_version": __version__,
         "created_utc": now.astimezone(_dt.timezone.utc).isoformat(timespec="seconds"), "status": status,
-        "headline": "; ".join(f"{c['label']}: {c.get('headline')}" for c in comparisons),
+        "headline": "; ".join(f"{c['label']}: {c.get('headline')}" for c in sorted(comparisons, key=severity)),
         "setups": setups, "comparisons": comparisons, "config": first.get("config"), "command": command,
     }
 
@@ -90,7 +91,7 @@ def glance_table(sides: Sequence[Side], setups: Sequence[Mapping[str, Any]],
                         for s in sides])
     add("verdict vs the baseline", "text", [verdicts.get(s.label, ("", ""))[0].upper() or None for s in sides])
     add("slowest rank", "count", picked)
-    add("step time, median", "us", [_pick(s, "step_times", r).get("wall_us_median") for s, r in zip(sides, picked)])
+    add("step time, median of every recorded step", "us", [_pick(s, "step_times", r).get("wall_us_median") for s, r in zip(sides, picked)])
     for label, key in (("GPU busy %", "gpu_busy_pct"),):
         add(label, "pct", [_pick(s, "step_times", r).get(key) for s, r in zip(sides, picked)])
     for label, key in (("compute % of GPU span", "compute_pct"), ("non-compute % of GPU span", "non_compute_pct"),
@@ -123,7 +124,22 @@ def verdicts_table(doc: Mapping[str, Any], reports: Sequence[tuple[str, Headline
                                           if h.causes and h.causes[0].delta_us is not None else "–"), h.counts)
                  for label, h, status in reports)
     marked = tuple(i for i, r in enumerate(reports) if r[2] in ("fail", "warn"))
-    return Table("verdicts", "Each candidate against the baseline", cols, rows, len(rows), marked)
+    return Table("verdicts", "Each candidate against the baseline, worst first", cols, rows, len(rows), marked)
+
+
+def severity(comparison: Mapping[str, Any]) -> tuple[int, float]:
+    """Sort key of a candidate, worst first: its verdict (fail, warn, inconclusive, pass), then
+    its step-time change (the gate's step-time check, else the attribution's mean), largest
+    increase first."""
+    status = str(comparison.get("status"))
+    check = next((c for c in comparison.get("checks") or [] if isinstance(c, dict) and c.get("id") == "relative.step_time"),
+                 None)
+    x = comparison.get("explanation") if isinstance(comparison.get("explanation"), dict) else {}
+    delta = (check or {}).get("delta_pct")
+    if not isinstance(delta, (int, float)):
+        delta = x.get("delta_pct")
+    delta = float(delta) if isinstance(delta, (int, float)) and math.isfinite(delta) else -math.inf
+    return (ORDER.index(status) if status in ORDER else len(ORDER), -delta)
 
 
 def multi_report(doc: dict) -> Report:
@@ -132,7 +148,8 @@ def multi_report(doc: dict) -> Report:
     base_label = next((str(s.get("label")) for s in setups if s.get("role") == "baseline"), "baseline")
     reports, pair_sections, all_groups = [], [], []
     judged: dict[str, Sequence[int]] = {}
-    for c in doc.get("comparisons") or []:
+    # worst candidate first: the first line, the top causes and the sections lead with it
+    for c in sorted((c for c in doc.get("comparisons") or [] if isinstance(c, dict)), key=severity):
         pair = _pair_document(doc, c)
         groups = group_findings([r for r in c.get("checks") or [] if isinstance(r, dict)])
         all_groups += groups
@@ -144,7 +161,7 @@ def multi_report(doc: dict) -> Report:
         judged.setdefault(base_label, x.get("baseline_steps") or ())
         pair_sections.append(_pair_section(pair, label, base_label, groups, h, status))
     status = str(doc.get("status") or worst([r[2] for r in reports]))
-    lead = min(reports, key=lambda r: ORDER.index(r[2]) if r[2] in ORDER else 9) if reports else None
+    lead = reports[0] if reports else None
     text = f"{lead[0]}: {lead[1].text}" if lead else "no candidates"
     counts = " · ".join(f"{sum(r[2] == s for r in reports)} {w}" for s, w in
                         (("fail", "failed"), ("warn", "warned"), ("pass", "passed")) if any(r[2] == s for r in reports))
@@ -161,14 +178,14 @@ def multi_report(doc: dict) -> Report:
                      [("overlap_us", "overlapped with compute"), ("exposed_comm_us", "exposed")],
                      "communication time", "us"),
     ), 0, "verdicts and key figures, one column per setup")
-    first = Section(first.id, first.title, tuple(b for b in first.blocks if b is not None), 0, first.summary)
+    first = Section(first.id, first.title, tuple(b for b in first.blocks if has_data(b)), 0, first.summary)
     analyses = [replace(s, importance=min(s.importance, 1)) if s.id in SETUP_FOCUS else s
                 for s in analysis_sections(sides)]
     sections = [first, *pair_sections, *analyses]
     meta = metadata_section(sides)
     sections += [meta] if meta else []
-    overview = tuple(f for f in (step_time_figure(sides, judged),
-                                 next((b for b in first.blocks if getattr(b, "id", "") == "setup_temporal"), None)) if f)
+    overview = figures_with_data(step_time_figure(sides, judged),
+                                 next((b for b in first.blocks if getattr(b, "id", "") == "setup_temporal"), None))
     labels = [s.label for s in sides]
     command = str(doc.get("command") or "perfreport compare " + " ".join(str(s.get("source")) for s in setups))
     return Report(kind="compare", title="perfreport: setups compared", subtitle=" · ".join(labels),
@@ -187,6 +204,9 @@ def _pair_section(pair: dict, label: str, base_label: str, groups, h: Headline, 
     if h.causes:
         blocks.append(Paragraph("Top causes: " + "; ".join(
             f"{c.text} {signed_ms(c.delta_us)}/step" for c in h.causes if c.delta_us is not None) + "."))
+    notes = [str(n.get("message")) for n in pair.get("notes") or [] if isinstance(n, dict) and n.get("message")]
+    if notes:  # what a reader must know to trust this candidate's verdict (a partial job, other GPUs …)
+        blocks.append(Paragraph("Notes: " + "; ".join(notes) + "."))
     for s in findings:
         blocks += [b for b in s.blocks]
     if movers is not None:
