@@ -20,7 +20,7 @@ from pathlib import Path
 
 from . import __version__
 from .jsondoc import JsonChunks
-from .errors import PerfreportError
+from .errors import OneLineFormatter, PerfreportError, printable
 from .limits import override as override_limits
 from .units import format_pct, format_us
 
@@ -344,11 +344,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="perfreport: %(levelname)s: %(message)s",
         stream=sys.stderr,
     )
+    for handler in logging.getLogger().handlers:  # a name with a newline or ANSI escape: one line
+        handler.setFormatter(OneLineFormatter(handler.formatter._fmt if handler.formatter else None))
     try:
         with override_limits(getattr(args, "limit", [])):
             return args.run(args)
     except PerfreportError as exc:
-        print(f"perfreport: error: {exc}", file=sys.stderr)
+        print(f"perfreport: error: {printable(exc)}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("perfreport: interrupted", file=sys.stderr)
@@ -356,7 +358,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # a bug, but the user still gets one line, not a traceback
         if args.debug:
             raise
-        print(f"perfreport: internal error: {type(exc).__name__}: {exc} (rerun with --debug)", file=sys.stderr)
+        print(f"perfreport: internal error: {type(exc).__name__}: {printable(exc)} (rerun with --debug)",
+              file=sys.stderr)
         return EXIT_USAGE
 
 
