@@ -282,7 +282,7 @@ def test_kills_at_every_checkpoint_repeated_then_the_next_command_clears_up(tmp_
     for round_ in range(2):
         for point in ADD_CHECKPOINTS:
             assert _add_killed_at(point, site, reports["fail" if round_ else "pass"]), point
-            assert (site / ".lock").exists()  # the killed writer's lock file, with its pid
+            assert (site / store.LOCK_FILE).exists()  # the killed writer's lock file, with its pid
             copy_ = tmp_path / f"copy-{round_}-{point}"
             shutil.copytree(site, copy_, symlinks=True)
             with store.locked(copy_):  # what the next command does first (here on a copy: kills pile up)
@@ -382,3 +382,26 @@ def test_a_read_only_site_is_read_and_refused_for_writes(tmp_path, reports):
         assert proc.stderr.count("\n") == 1
     finally:
         site.chmod(0o755)
+
+
+def test_concurrent_writers_take_turns_and_leave_no_lock(tmp_path, reports):
+    """Three writers at once (the lock file is deleted by each holder: a waiter holding the
+    deleted file must take the new one): every release lands, nothing is left behind."""
+    import os
+
+    site = tmp_path / "site"
+    store.add(site, "v0", reports["pass"], date="2026-01-01")
+    pids = []
+    for i in range(1, 4):
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                store.add(site, f"v{i}", reports["pass"], date=f"2026-01-0{i + 1}")
+                code = 0
+            finally:
+                os._exit(code)
+        pids.append(pid)
+    assert all(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0 for pid in pids)
+    assert [r["tag"] for r in store.read_index(site)["releases"]] == ["v0", "v1", "v2", "v3"]
+    assert _leftovers(site) == []

@@ -40,7 +40,7 @@ def parse_date(text: str) -> _dt.datetime | None:
         return None
     day, clock, zone = m.groups()
     if clock:
-        clock = re.sub(r"[.,](\d{1,6})\d*", r".\1", clock)
+        clock = re.sub(r"[.,](\d{1,6})\d*", lambda f: "." + f.group(1).ljust(6, "0"), clock)  # 3.10: 6 digits
     if zone in (None, "Z"):
         zone = "+00:00"
     elif len(zone) == 3:

@@ -256,7 +256,10 @@ class Client:
                     raw = _read_capped(resp, self.max_body_bytes)
                     status, got = resp.status, resp.headers
             except urllib.error.HTTPError as exc:
-                raw = _read_capped(exc, 64 << 10) if exc.fp is not None else b""
+                try:
+                    raw = _read_capped(exc, 64 << 10) if exc.fp is not None else b""
+                finally:
+                    exc.close()
                 status, got = exc.code, exc.headers
             if watch.fired:
                 raise _Unusable("cut")
