@@ -9,7 +9,11 @@ JSON value, events duplicated, bytes flipped, the file cut). Properties:
   (``*_pct`` of a breakdown) is within [0, 100]; idle + compute + non-compute = GPU span;
   overlap <= communication and <= compute; GPU busy (a union) <= GPU span <= trace span;
 * for well-formed traces also: per-step sums <= whole-trace totals, and the trace compared
-  with itself passes the gate.
+  with itself passes the gate;
+* a real comparison's report.json with any value anywhere (nesting, int64/float64 edges,
+  control characters), given to every github subcommand and archive add, and an archive
+  index.json likewise edited, given to archive list/show: exit 0, or one line naming the file
+  with exit 2 — never an internal error.
 
 CI runs a bounded number of examples (the ``ci`` profile, well under a minute in all); for a
 deeper run by hand: ``PERFREPORT_FUZZ_EXAMPLES=2000 python -m pytest tests/test_fuzz.py`` (failures are
@@ -337,3 +341,54 @@ def test_mutated_report_json_through_github_and_archive_readers(text):
                     os.environ.pop(k, None)
                 else:
                     os.environ[k] = v
+
+
+@st.composite
+def mutated_index(draw) -> dict:
+    """An archive index.json of three releases with up to three fields replaced by any value."""
+    metrics = {"step_time_us": 100_000.0, "gpu_busy_us": 80_000.0, "idle_pct": 12.5, "overlap_pct": None,
+               "exposed_comm_us": 0.0}
+    releases = [{"tag": f"v{i}", "id": f"{i:032x}", "date": f"2026-0{i}-01T00:00:00+00:00", "commit": "a" * 40,
+                 "status": "pass", "headline": "h", "baseline": "b", "report_created_utc": "",
+                 "metrics": dict(metrics), "kernels": {"gemm": 10.0 * i, "nccl": 5.0},
+                 "files": [f"releases/v{i}/report.html"]} for i in range(1, 4)]
+    index = {"schema_version": 1, "generator": "perfreport", "releases": releases}
+    paths = [p for p in _nodes(index) if p]
+    for _ in range(draw(st.integers(1, 3))):
+        path = draw(st.sampled_from(paths))
+        node = index
+        try:
+            for key in path[:-1]:
+                node = node[key]
+            node[path[-1]] = draw(EDGE_VALUES)
+        except (KeyError, IndexError, TypeError):
+            continue
+    return index
+
+
+@settings(settings.get_profile(PROFILE), max_examples=EXAMPLES or 25)
+@given(mutated_index())
+def test_mutated_archive_index_is_refused_or_drawn(index):
+    """An index.json someone edited: refused with a reason (one line, by every command), or
+    drawn and listed without an error; never a TypeError halfway through an update."""
+    import contextlib
+    import io
+
+    from perfreport.archive.entries import check_index
+    from perfreport.archive.site import render_index
+    from perfreport.cli import main
+
+    problem = check_index(index)
+    if problem is None:
+        render_index(index)
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "index.json").write_text(json.dumps(index))
+        for args in (["list"], ["show", "v2"]):
+            err = io.StringIO()
+            with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
+                    contextlib.redirect_stderr(err):
+                warnings.simplefilter("error")
+                code = main(["archive", *args, "--store", tmp])
+            assert "internal error" not in err.getvalue(), err.getvalue()
+            if problem is not None:
+                assert code == 2 and err.getvalue().count("\n") == 1 and "index.json" in err.getvalue()

@@ -106,14 +106,15 @@ def check_entry(entry: object) -> str | None:
             return f"{key} is {_kind(entry[key])}, not a string"
     if parse_date(entry.get("date", "")) is None:
         return f"date {printable(str(entry.get('date'))[:40])!r} is not ISO 8601"
-    for key in ("metrics", "kernels"):
+    for key, nullable in (("metrics", True), ("kernels", False)):  # a kernel without a time is not kept
         values = entry.get(key, {})
         if not isinstance(values, dict):
             return f"{key} is {_kind(values)}, not an object"
         for name, value in values.items():
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
-                                      or not math.isfinite(value)):
-                return f"{key}.{printable(name[:60])} is {_kind(value)}, not a finite number or null"
+            if (value is not None or not nullable) and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                                        or not math.isfinite(value)):
+                return f"{key}.{printable(name[:60])} is {_kind(value)}, not a finite number" + \
+                    (" or null" if nullable else "")
     files = entry.get("files", [])
     if not isinstance(files, list):
         return f"files is {_kind(files)}, not a list"
