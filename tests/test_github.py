@@ -468,3 +468,48 @@ def test_check_token_refuses_what_cannot_be_a_header_without_showing_it():
     for url in ("ftp://127.0.0.1/", "http://user:pw@127.0.0.1:1", "file:///etc/passwd", "http://127.0.0.1:99999"):
         with pytest.raises(GitHubError, match="GITHUB_API_URL"):
             Client(url, Secret(TOKEN))
+
+
+def test_https_answers_are_read_and_a_trickle_over_tls_is_cut(tmp_path, monkeypatch):
+    """The API is https: the same deadlines hold through TLS (the watchdog shuts the socket
+    under the TLS layer). A self-signed certificate for 127.0.0.1, trusted through SSL_CERT_FILE."""
+    import shutil as _shutil
+    import ssl
+    import time
+
+    if not _shutil.which("openssl"):
+        pytest.skip("no openssl to make a test certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out",
+                    str(cert), "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True, timeout=60)
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+    with GitHubStub() as gh:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(cert, key)
+        gh.server.socket = context.wrap_socket(gh.server.socket, server_side=True)
+        gh.add_comments(1, 3)
+        client = Client(gh.url.replace("http://", "https://"), Secret(TOKEN), request_deadline_s=1.0, max_attempts=1)
+        assert len(client.get("repos/octo/widgets/issues/1/comments")) == 3
+        assert gh.state.requests[-1].headers["Authorization"] == f"Bearer {TOKEN}"
+        gh.state.hostile = trickle(every_s=0.02, headers_too=True)
+        start = time.monotonic()
+        with pytest.raises(GitHubError, match="no complete answer within 1 s"):
+            client.get("repos/octo/widgets/pulls/1")
+        assert time.monotonic() - start < 2.5
+
+
+def test_a_silent_server_is_left_at_the_read_timeout():
+    import time
+
+    def silent(handler, method, path):
+        time.sleep(3)  # says nothing (bounded: the stub's thread ends by itself)
+        return True
+
+    with GitHubStub() as gh:
+        gh.state.hostile = silent
+        client = Client(gh.url, Secret(TOKEN), read_timeout_s=0.5, max_attempts=1)
+        start = time.monotonic()
+        with pytest.raises(GitHubError, match=r"no answer \(silent for 0.5 s\)"):
+            client.get("repos/octo/widgets/pulls/1")
+        assert time.monotonic() - start < 1.5
