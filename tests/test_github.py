@@ -513,3 +513,30 @@ def test_a_silent_server_is_left_at_the_read_timeout():
         with pytest.raises(GitHubError, match=r"no answer \(silent for 0.5 s\)"):
             client.get("repos/octo/widgets/pulls/1")
         assert time.monotonic() - start < 1.5
+
+
+@pytest.mark.parametrize("answer", [b'{"id": "nope"}', b'{"id": 1e400, "html_url": 5}', b'{"id": [1]}', b'"text"',
+                                    b"[" * 50_000 + b"]" * 50_000, b'[{"id": {"a": 1}, "body": "<!-- perfreport:default -->"}]',
+                                    b"\xff\xfe"])
+def test_cli_api_answers_of_the_wrong_shape_are_one_line(answer, report_dir, tmp_path, monkeypatch, capsys):
+    from perfreport.cli import main
+
+    def same_for_all(handler, method, path):
+        handler.send_response(200 if method == "GET" else 201)
+        handler.send_header("Content-Length", str(len(answer)))
+        handler.end_headers()
+        handler.wfile.write(answer)
+        return True
+
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps({"pull_request": {"number": 9}}))
+    with GitHubStub() as gh:
+        gh.state.hostile = same_for_all
+        for key, value in {"GITHUB_EVENT_PATH": str(event), "GITHUB_REPOSITORY": gh.state.repo,
+                           "GITHUB_API_URL": gh.url, "GITHUB_TOKEN": TOKEN}.items():
+            monkeypatch.setenv(key, value)
+        code = main(["github", "comment", "--report", str(report_dir)])
+    out, err = capsys.readouterr()
+    assert code in (0, 2) and "internal error" not in err and TOKEN not in out + err, err
+    if code == 2:
+        assert err.count("\n") == 1 and err.startswith("perfreport: error: "), err

@@ -86,7 +86,7 @@ def cmd_comment(args: argparse.Namespace) -> int:
             print(f"perfreport: {printable(exc)}", file=sys.stderr)
             return 0
         raise
-    except (TypeError, AttributeError, KeyError, ValueError) as exc:  # fields of an API answer
+    except (TypeError, AttributeError, KeyError, ValueError, OverflowError) as exc:  # fields of an API answer
         raise GitHubError(f"{ctx.api_url}: an answer of an unexpected shape ({type(exc).__name__}); "
                           "nothing posted") from None
     print(f"perfreport: {posted.action} comment {posted.comment_id} on PR #{pr} ({posted.chars} characters, "
