@@ -23,6 +23,7 @@ caught by :func:`consuming`, which turns it into the same one line naming the fi
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from functools import lru_cache
@@ -36,8 +37,6 @@ MAX_DEPTH = 64
 """Nesting levels accepted: far above perfreport's own documents, far below any stack limit."""
 INT64 = 1 << 63
 _SCHEMA = Path(__file__).with_name("report-schema.json")
-_JSON_TYPES = {"object": "object", "array": "array", "string": "string", "integer": "integer",
-               "number": "number", "boolean": "boolean", "null": "null"}
 
 
 class DocumentError(PerfreportError):
@@ -88,7 +87,7 @@ def check_document(document: Mapping) -> str | None:
         kind = _kind(value)
         if kind == "integer" and not -INT64 <= value < INT64:
             return f"{_where(where)}: integer {str(value)[:30]} is beyond int64"
-        if kind == "number" and value != value or kind == "number" and value in (float("inf"), float("-inf")):
+        if kind == "number" and not math.isfinite(value):
             return f"{_where(where)}: {value} is not a finite number"
         if spec is not None and "type" in spec:
             allowed = spec["type"] if isinstance(spec["type"], list) else [spec["type"]]
