@@ -405,3 +405,50 @@ def test_concurrent_writers_take_turns_and_leave_no_lock(tmp_path, reports):
     assert all(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0 for pid in pids)
     assert [r["tag"] for r in store.read_index(site)["releases"]] == ["v0", "v1", "v2", "v3"]
     assert _leftovers(site) == []
+
+
+def test_killed_at_random_moments_repeatedly_the_site_stays_whole(tmp_path, reports):
+    """SIGKILL a forced re-add after a random delay within a normal add's duration, five times
+    (seeded); after each, what the next command sees is the old release or the new, whole."""
+    import os
+    import random
+    import time
+
+    site = tmp_path / "site"
+    start = time.monotonic()
+    store.add(site, "v1.0", reports["pass"], date="2026-02-01")
+    took = time.monotonic() - start
+    rng = random.Random(21)
+    for i in range(5):
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                store.add(site, "v1.0", reports["fail" if i % 2 else "pass"], force=True, date="2026-02-01")
+                code = 0
+            finally:
+                os._exit(code)
+        time.sleep(rng.uniform(0, took))
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        copy_ = tmp_path / f"copy-{i}"
+        shutil.copytree(site, copy_, symlinks=True)
+        with store.locked(copy_):
+            pass
+        assert _consistent(copy_) in ("pass", "fail") and _leftovers(copy_) == []
+    with store.locked(site):
+        pass
+    assert _leftovers(site) == []
+
+
+def test_links_in_a_report_folder_are_not_published(tmp_path, reports):
+    report = tmp_path / "report"
+    shutil.copytree(reports["pass"], report)
+    secret = tmp_path / "secret.txt"
+    secret.write_text("runner credentials")
+    (report / "report.md").unlink()
+    (report / "report.md").symlink_to(secret)
+    with pytest.raises(ArchiveError, match="report.md: not a regular file"):
+        store.add(tmp_path / "site", "v1", report, date="2026-01-01")
+    assert not (tmp_path / "site" / "releases" / "v1").exists()
+    assert _leftovers(tmp_path / "site") == [] and not (tmp_path / "site" / "index.json").exists()

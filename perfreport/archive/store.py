@@ -252,27 +252,37 @@ def _read_report(report: Path) -> dict:
 
 def _stage_release(site: Path, tag: str, report: Path, entry: dict) -> Path | None:
     """Copy the report set into ``releases/TAG`` by way of a temporary folder; returns the folder
-    an existing release was set aside to (deleted once the new index is written)."""
+    an existing release was set aside to (deleted once the new index is written). Only regular
+    files are copied: a symbolic link in a report folder could point at any file of the machine,
+    and the site is published."""
     releases = site / RELEASES
     releases.mkdir(parents=True, exist_ok=True)
     tmp = releases / f".tmp-{tag}-{uuid.uuid4().hex[:8]}"
     tmp.mkdir()
-    checkpoint("archive.staging")
-    (tmp / ID_FILE).write_text(entry["id"], encoding="utf-8")
-    for name in REPORT_FILES:
-        if not (report / name).is_file():
-            continue
-        if name == "report.json":  # both sides' analyses: a few MB that gzip shrinks 20-30x
-            name_gz = name + ".gz"
-            with open(report / name, "rb") as src, gzip.GzipFile(tmp / name_gz, "wb", mtime=0) as dst:
-                shutil.copyfileobj(src, dst)
-            entry["files"].append(f"{RELEASES}/{tag}/{name_gz}")
-        else:
-            shutil.copyfile(report / name, tmp / name)
-            entry["files"].append(f"{RELEASES}/{tag}/{name}")
+    try:
+        checkpoint("archive.staging")
+        (tmp / ID_FILE).write_text(entry["id"], encoding="utf-8")
+        for name in REPORT_FILES:
+            source = report / name
+            if not source.exists() and not source.is_symlink():
+                continue
+            if source.is_symlink() or not source.is_file():
+                raise ArchiveError(f"{source}: not a regular file (a link or a folder); a report folder to archive "
+                                   "holds the files perfreport wrote")
+            if name == "report.json":  # both sides' analyses: a few MB that gzip shrinks 20-30x
+                name_gz = name + ".gz"
+                with open(source, "rb") as src, gzip.GzipFile(tmp / name_gz, "wb", mtime=0) as dst:
+                    shutil.copyfileobj(src, dst)
+                entry["files"].append(f"{RELEASES}/{tag}/{name_gz}")
+            else:
+                shutil.copyfile(source, tmp / name)
+                entry["files"].append(f"{RELEASES}/{tag}/{name}")
+        checkpoint("archive.staged")
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)  # (a kill here leaves it to the next run's recover)
+        raise
     target = releases / tag
     old = None
-    checkpoint("archive.staged")
     if target.exists():
         old = releases / f".old-{tag}-{uuid.uuid4().hex[:8]}"
         os.replace(target, old)
