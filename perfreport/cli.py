@@ -339,13 +339,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
-    logging.basicConfig(
-        level=[logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)],
-        format="perfreport: %(levelname)s: %(message)s",
-        stream=sys.stderr,
-    )
-    for handler in logging.getLogger().handlers:  # a name with a newline or ANSI escape: one line
-        handler.setFormatter(OneLineFormatter(handler.formatter._fmt if handler.formatter else None))
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(OneLineFormatter("perfreport: %(levelname)s: %(message)s"))  # names escaped: one line
+    logging.basicConfig(level=[logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)],
+                        handlers=[handler])
     try:
         with override_limits(getattr(args, "limit", [])):
             return args.run(args)
