@@ -356,13 +356,14 @@ def test_a_flood_is_refused_at_the_cap_not_held(declare):
 
     with GitHubStub() as gh:
         gh.state.hostile = flood(total=64 << 20, declare=declare)
-        client, _ = _client(gh, max_body_bytes=2 << 20, max_attempts=1)
+        client, sleeps = _client(gh, max_body_bytes=2 << 20)
         tracemalloc.start()
-        with pytest.raises(GitHubError, match=r"over the 2,097,152-byte limit; not read"):
+        with pytest.raises(GitHubError, match=r"over the 2,097,152-byte limit; not read$"):
             client.get("repos/octo/widgets/issues/1/comments")
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
     assert peak < 8 << 20, peak  # a 64 MB answer, at most the cap (and a chunk) held
+    assert len(gh.state.requests) == 1 and sleeps == []  # a flood is not asked for again
 
 
 def test_answers_echoing_the_token_are_redacted_and_deep_json_is_not_parsed():

@@ -267,7 +267,7 @@ class Client:
         except _Unusable as exc:
             if watch.fired:
                 return None, f"no complete answer within {limit:g} s"
-            return None, str(exc)
+            raise GitHubError(f"{method} {printable(_path_of(url))}: {exc}") from None  # a flood: not asked again
         except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as exc:
             if watch.fired:
                 return None, f"no complete answer within {limit:g} s"
