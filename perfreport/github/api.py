@@ -20,8 +20,8 @@ in an exception's text, and any answer that echoes it is shown with ``***`` in i
 **Every call ends.** A connection must open within :data:`CONNECT_TIMEOUT_S`, each read must
 bring bytes within :data:`READ_TIMEOUT_S`, and a whole request (headers and body, however
 slowly trickled) is cut at :data:`REQUEST_DEADLINE_S` by a watchdog that shuts its socket. All
-the requests and retry waits of one client end by ``deadline_s`` (:data:`DEADLINE_S`, or
-``PERFREPORT_GITHUB_DEADLINE_S``). An answer is read to at most :data:`MAX_BODY_BYTES`: a
+the requests and retry waits of one client end within ``deadline_s`` of its first request
+(:data:`DEADLINE_S`, or ``PERFREPORT_GITHUB_DEADLINE_S``). An answer is read to at most :data:`MAX_BODY_BYTES`: a
 flood is refused, never held whole in memory.
 """
 
@@ -148,7 +148,7 @@ class Client:
         self.connect_timeout_s = connect_timeout_s
         self.read_timeout_s = read_timeout_s
         self.max_body_bytes = max_body_bytes
-        self._ends_at = time.monotonic() + deadline_s
+        self._ends_at: float | None = None  # set by the first request: rendering is not API time
         self.requests = 0
 
     # --- public verbs ---------------------------------------------------------------------------
@@ -268,6 +268,9 @@ class Client:
             if watch.fired:
                 return None, f"no complete answer within {limit:g} s"
             raise GitHubError(f"{method} {printable(_path_of(url))}: {exc}") from None  # a flood: not asked again
+        except (http.client.InvalidURL, UnicodeError) as exc:  # ours to fix, not the network's: final
+            raise GitHubError(f"{method} {printable(_path_of(url))[:200]}: cannot send the request "
+                              f"({self._redact(printable(str(exc)))[:200]})") from None
         except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as exc:
             if watch.fired:
                 return None, f"no complete answer within {limit:g} s"
@@ -279,6 +282,8 @@ class Client:
             watch.stop()
 
     def _left(self) -> float:
+        if self._ends_at is None:
+            self._ends_at = time.monotonic() + self.deadline_s
         return self._ends_at - time.monotonic()
 
     def _redact(self, text: str) -> str:
