@@ -31,8 +31,6 @@ import http.client
 import json
 import logging
 import re
-import socket
-import threading
 import time
 import urllib.error
 import urllib.parse
@@ -43,6 +41,7 @@ from dataclasses import dataclass
 from .. import __version__
 from ..errors import GitHubError, printable
 from .context import Secret
+from .transport import Unusable, Watchdog, read_capped, watched_opener
 
 log = logging.getLogger("perfreport.github")
 
@@ -120,10 +119,6 @@ class Response:
     status: int
     headers: dict[str, str]
     body: object
-
-
-class _Unusable(Exception):
-    """An answer that must not be used (too large, cut by the deadline); its text says why."""
 
 
 class Client:
@@ -245,26 +240,25 @@ class Client:
         }
         if self._token and _origin(url) == self._origin:  # (every URL here is; checked once more)
             headers["Authorization"] = f"Bearer {self._token.reveal()}"
-        watch = _Watchdog(limit)
-        opener = urllib.request.build_opener(
-            _NoRedirects(), _Handler(watch, self.connect_timeout_s), _HttpsHandler(watch, self.connect_timeout_s))
+        watch = Watchdog(limit)
+        opener = watched_opener(watch, self.connect_timeout_s)
         req = urllib.request.Request(url, data=data, method=method, headers=headers)
         watch.start()
         try:
             try:
                 with opener.open(req, timeout=self.read_timeout_s) as resp:  # noqa: S310 (http(s) API only)
-                    raw = _read_capped(resp, self.max_body_bytes)
+                    raw = read_capped(resp, self.max_body_bytes)
                     status, got = resp.status, resp.headers
             except urllib.error.HTTPError as exc:
                 try:
-                    raw = _read_capped(exc, 64 << 10) if exc.fp is not None else b""
+                    raw = read_capped(exc, 64 << 10) if exc.fp is not None else b""
                 finally:
                     exc.close()
                 status, got = exc.code, exc.headers
             if watch.fired:
-                raise _Unusable("cut")
+                raise Unusable("cut")
             return Response(status, _headers(got), _json(self._redact_bytes(raw))), ""
-        except _Unusable as exc:
+        except Unusable as exc:
             if watch.fired:
                 return None, f"no complete answer within {limit:g} s"
             raise GitHubError(f"{method} {printable(_path_of(url))}: {exc}") from None  # a flood: not asked again
@@ -275,7 +269,7 @@ class Client:
             if watch.fired:
                 return None, f"no complete answer within {limit:g} s"
             reason = getattr(exc, "reason", None) or exc
-            if isinstance(reason, (TimeoutError, socket.timeout)):
+            if isinstance(reason, TimeoutError):  # (socket.timeout is TimeoutError since Python 3.10)
                 return None, f"no answer (silent for {self.read_timeout_s:g} s)"
             return None, f"no response ({self._redact(printable(str(reason)))[:200]})"
         finally:
@@ -329,112 +323,6 @@ class Client:
     def _url(self, path: str, params: dict | None) -> str:
         query = f"?{urllib.parse.urlencode(params)}" if params else ""
         return f"{self.api_url}/{path.lstrip('/')}{query}"
-
-
-class _Watchdog:
-    """Shuts the sockets of one request when its deadline passes, whatever the request is
-    blocked in (connecting, TLS, headers, a body trickled a byte at a time): the blocked read
-    then fails at once and :meth:`Client._send` reports the deadline."""
-
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-        self.fired = False
-        self._sockets: list[socket.socket] = []
-        self._lock = threading.Lock()
-        self._timer = threading.Timer(seconds, self._fire)
-        self._timer.daemon = True
-
-    def start(self) -> None:
-        self._timer.start()
-
-    def stop(self) -> None:
-        self._timer.cancel()
-
-    def watch(self, sock: socket.socket) -> None:
-        with self._lock:
-            self._sockets.append(sock)
-            if self.fired:
-                _shut(sock)
-
-    def _fire(self) -> None:
-        with self._lock:
-            self.fired = True
-            for sock in self._sockets:
-                _shut(sock)
-
-
-def _shut(sock: socket.socket) -> None:
-    try:  # the plain socket's shutdown, also for a TLS socket: nothing of its TLS state is touched
-        socket.socket.shutdown(sock, socket.SHUT_RDWR)
-    except OSError:
-        pass
-
-
-def _watched(base: type, watch: _Watchdog, connect_timeout_s: float):
-    """A connection class of ``base`` that connects within ``connect_timeout_s`` (and the
-    request's deadline), then reads with the request's read timeout, its sockets watched."""
-
-    class Connection(base):
-        def __init__(self, *args, **kwargs) -> None:
-            super().__init__(*args, **kwargs)
-            self._read_timeout = self.timeout
-            create = self._create_connection
-
-            def create_watched(*a, **kw):
-                sock = create(*a, **kw)
-                watch.watch(sock)
-                return sock
-
-            self._create_connection = create_watched
-
-        def connect(self) -> None:
-            self.timeout = min(connect_timeout_s, watch.seconds)
-            super().connect()
-            watch.watch(self.sock)  # the TLS socket that replaced the plain one
-            self.sock.settimeout(self._read_timeout)
-
-    return Connection
-
-
-class _Handler(urllib.request.HTTPHandler):
-    def __init__(self, watch: _Watchdog, connect_timeout_s: float) -> None:
-        super().__init__()
-        self._conn = _watched(http.client.HTTPConnection, watch, connect_timeout_s)
-
-    def http_open(self, req):
-        return self.do_open(self._conn, req)
-
-
-class _HttpsHandler(urllib.request.HTTPSHandler):
-    def __init__(self, watch: _Watchdog, connect_timeout_s: float) -> None:
-        super().__init__()
-        self._conn = _watched(http.client.HTTPSConnection, watch, connect_timeout_s)
-
-    def https_open(self, req):
-        return self.do_open(self._conn, req, context=self._context)
-
-
-class _NoRedirects(urllib.request.HTTPRedirectHandler):
-    """Hands every redirect back to :meth:`Client.request`, which follows it only within the
-    API's origin (urllib would follow any, carrying the Authorization header along)."""
-
-    def redirect_request(self, *args, **kwargs):
-        return None
-
-
-def _read_capped(resp, cap: int) -> bytes:
-    """The answer's body, at most ``cap`` bytes (a larger one is refused, not held)."""
-    length = (resp.headers.get("content-length") or "").strip() if resp.headers is not None else ""
-    if length.isdigit() and int(length) > cap:
-        raise _Unusable(f"an answer of {int(length):,} bytes, over the {cap:,}-byte limit; not read")
-    chunks, total = [], 0
-    read = getattr(resp, "read1", resp.read)
-    while block := read(1 << 16):
-        total += len(block)
-        if total > cap:
-            raise _Unusable(f"an answer over the {cap:,}-byte limit; not read")
-        chunks.append(block)
-    return b"".join(chunks)
 
 
 def _headers(headers) -> dict[str, str]:
