@@ -417,3 +417,21 @@ def test_names_with_newlines_and_escapes_cannot_forge_lines(command, capsys, mon
         code, out, err = _run_untrusted(capsys, monkeypatch, tmp_path, command, report)
     assert code == 2 and err.count("\n") == 1 and err.startswith("perfreport: error: "), err
     assert "\x1b" not in err and "\u202e" not in err and "\\nperfreport: error: forged\\x1b[31m\\u202e" in err
+
+
+def test_a_multi_candidate_document_is_checked_too(comparison_doc, capsys, monkeypatch, tmp_path):
+    """compare BASE A B writes a document of several comparisons: they are checked as
+    comparisons, its setups as sides."""
+    from perfreport.report.setups import multi_document
+
+    doc = json.loads(json.dumps(multi_document([comparison_doc, comparison_doc], ["base", "a", "b"])))
+    report = tmp_path / "report"
+    report.mkdir()
+    for change, expect in ((None, None), (("comparisons", 1, "checks", 0, "rank"), "comparisons[1].checks[0].rank"),
+                           (("setups", 2, "ranks"), "setups[2].ranks: expected array")):
+        (report / "report.json").write_text(_with(doc, change, "x") if change else json.dumps(doc))
+        code, out, err = _run_untrusted(capsys, monkeypatch, tmp_path, "annotate", report)
+        if expect is None:
+            assert code == 0 and err == "", err
+        else:
+            assert_error(code, err, report / "report.json", expect)

@@ -14,7 +14,8 @@ absurd figure from ``1e999``. So before anything reads it, :func:`read_report` c
   ``docs/report-schema.md`` describes) names, wherever it appears: a ``rank`` is an integer, a
   ``checks`` entry an object, a ``candidate_value`` a number or null. Fields the schema does not
   name are let through (a newer perfreport may add some); required fields are not enforced
-  (readers take a missing field as absent).
+  (readers take a missing field as absent). A multi-candidate document (``compare BASE A B``)
+  is checked as its comparisons and setups (:data:`_MULTI`).
 
 What the checks cannot foresee (a value of the right type that a renderer still cannot use) is
 caught by :func:`consuming`, which turns it into the same one line naming the file.
@@ -76,7 +77,8 @@ def check_document(document: Mapping) -> str | None:
     """The first problem of a parsed document's shape (see the module docstring), or None."""
     schema = _schema()
     defs = schema["$defs"]
-    top = defs["comparison_document" if document.get("kind") == "perfreport.compare" else "summary_document"]
+    top = defs.get({"perfreport.compare": "comparison_document", MULTI_KIND: "multi_document"}.get(
+        document.get("kind"), "summary_document"))
     stack: list[tuple[object, dict | None, tuple, int]] = [(document, top, (), 1)]
     while stack:
         value, spec, where, depth = stack.pop()
@@ -131,9 +133,20 @@ def _where(path: tuple) -> str:
     return printable(text[:200])
 
 
+MULTI_KIND = "perfreport.compare-multi"
+_MULTI = {"type": "object", "properties": {
+    "status": {"type": "string"}, "headline": {"type": "string"}, "created_utc": {"type": "string"},
+    "setups": {"type": "array", "items": {"$ref": "#/$defs/side"}},
+    "comparisons": {"type": "array", "items": {"$ref": "#/$defs/comparison_document"}}}}
+"""Several candidates against one baseline (:mod:`perfreport.report.setups`): each comparison
+is a comparison document without its sides, each setup a side."""
+
+
 @lru_cache(maxsize=1)
 def _schema() -> dict:
-    return json.loads(_SCHEMA.read_text(encoding="utf-8"))
+    schema = json.loads(_SCHEMA.read_text(encoding="utf-8"))
+    schema["$defs"].setdefault("multi_document", _MULTI)
+    return schema
 
 
 @contextmanager
