@@ -21,7 +21,7 @@ from pathlib import Path
 
 from . import __version__
 from .jsondoc import JsonChunks
-from .errors import PerfreportError
+from .errors import OneLineFormatter, PerfreportError, printable
 from .limits import override as override_limits
 from .units import format_pct, format_us
 
@@ -365,16 +365,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
-    logging.basicConfig(
-        level=[logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)],
-        format="perfreport: %(levelname)s: %(message)s",
-        stream=sys.stderr,
-    )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(OneLineFormatter("perfreport: %(levelname)s: %(message)s"))  # names escaped: one line
+    logging.basicConfig(level=[logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)],
+                        handlers=[handler])
     try:
         with override_limits(getattr(args, "limit", [])):
             return args.run(args)
     except PerfreportError as exc:
-        print(f"perfreport: error: {exc}", file=sys.stderr)
+        print(f"perfreport: error: {printable(exc)}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("perfreport: interrupted", file=sys.stderr)
@@ -382,7 +381,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # a bug, but the user still gets one line, not a traceback
         if args.debug:
             raise
-        print(f"perfreport: internal error: {type(exc).__name__}: {exc} (rerun with --debug)", file=sys.stderr)
+        print(f"perfreport: internal error: {type(exc).__name__}: {printable(exc)} (rerun with --debug)",
+              file=sys.stderr)
         return EXIT_USAGE
 
 

@@ -11,6 +11,8 @@ message as a single line and exits with code 2; anything else is a bug.
 
 from __future__ import annotations
 
+import logging
+
 
 class PerfreportError(Exception):
     """Base of every error perfreport raises on purpose; its message is shown to the user."""
@@ -47,3 +49,29 @@ class GitHubError(PerfreportError):
 
 class ArchiveError(PerfreportError):
     """A release archive (site folder) cannot be read or updated."""
+
+
+_UNPRINTABLE = None
+
+
+def printable(text: object) -> str:
+    """``text`` safe to print on one terminal line: line breaks, ANSI escapes and every other
+    control or invisible formatting character shown escaped (``\\n``, ``\\x1b``, ``\\u202e``), and a name
+    that is not UTF-8 (surrogates) too, so a file name cannot forge a second ``perfreport: error:`` line or repaint the terminal."""
+    global _UNPRINTABLE
+    if _UNPRINTABLE is None:
+        import re
+
+        _UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff\ud800-\udfff]")
+    text = str(text)
+    if not _UNPRINTABLE.search(text):
+        return text
+    return _UNPRINTABLE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
+class OneLineFormatter(logging.Formatter):
+    """Log lines (warnings, notes) through :func:`printable`: one line each, whatever the
+    file names in them hold."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return printable(super().format(record))

@@ -50,3 +50,15 @@ def brute_union_length(starts, ends) -> float:
         else:
             cur_e = max(cur_e, e)
     return total + (cur_e - cur_s if cur_e is not None else 0.0)
+
+
+@functools.lru_cache(maxsize=1)
+def small_comparison_json() -> str:
+    """report.json of a real comparison, small (the tiny HTA pair, ~60 kB), made once a session:
+    the starting point of the untrusted-document corpus and fuzzer."""
+    from perfreport.config import load_config
+    from perfreport.jsondoc import json_text
+    from perfreport.pipeline import compare, report_document
+
+    pair = TRACES / "pair_hta_trace_compare_tiny"
+    return json_text(report_document(compare(str(pair / "base"), pair / "test", config=load_config())))

@@ -5,6 +5,10 @@ requests — from memory, records every request (method, path, query, headers, b
 like GitHub (``per_page`` up to 100, ``Link: rel="next"``), and can be told to fail: a status
 for writes (403 for a fork's read-only token), a number of 5xx or rate-limit answers first.
 
+Hostile answers for the client's defences (``state.hostile``): :func:`redirect` (elsewhere, or
+in a loop), :func:`trickle` (a byte at a time), :func:`flood` (a body without end), each bounded
+in bytes and seconds on the server's side too.
+
 Bounded: it serves at most ``max_requests`` requests (then 503 and a flag), every request
 times out after 10 s, and :meth:`close` stops it. Only the loopback address is used.
 """
@@ -13,7 +17,9 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -35,6 +41,9 @@ class StubState:
     write_status: int | None = None          # e.g. 403: every POST/PATCH answers this
     fail_first: list[tuple[int, dict]] = field(default_factory=list)  # (status, headers) answered first
     max_requests: int = 200
+    hostile: Callable[["BaseHTTPRequestHandler", str, str], bool] | None = None
+    """Answers a request its own way (see :func:`redirect`, :func:`trickle`, :func:`flood`);
+    True when it did. Called outside the stub's lock, after the request is recorded."""
     requests: list[Recorded] = field(default_factory=list)
     exhausted: bool = False
     next_id: int = 1000
@@ -110,6 +119,10 @@ def _handler(stub: GitHubStub):
                 if len(st.requests) > st.max_requests:
                     st.exhausted = True
                     return self._send(503, {"message": "stub: request budget exhausted"})
+                hostile = st.hostile
+            if hostile is not None and hostile(self, method, url.path):
+                return None
+            with stub._lock:
                 if st.fail_first:
                     status, headers = st.fail_first.pop(0)
                     return self._send(status, {"message": "stub: failing as told"}, headers)
@@ -167,3 +180,62 @@ def _handler(stub: GitHubStub):
             self.wfile.write(data)
 
     return Handler
+
+
+# --- hostile answers ---------------------------------------------------------------------------
+def redirect(location: Callable[[str], str], status: int = 307):
+    """Answer every request with a redirect to ``location(path)``."""
+    def answer(handler, method: str, path: str) -> bool:
+        handler.send_response(status)
+        handler.send_header("Location", location(path))
+        handler.send_header("Content-Length", "0")
+        handler.end_headers()
+        return True
+    return answer
+
+
+def trickle(body: bytes = b'{"message": "' + b"x" * 10_000 + b'"}', *, every_s: float = 0.05,
+            headers_too: bool = False, max_s: float = 20.0):
+    """Answer 200 one byte every ``every_s`` seconds (the headers too with ``headers_too``),
+    for at most ``max_s`` seconds or until the client hangs up."""
+    def answer(handler, method: str, path: str) -> bool:
+        head = (f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+                .encode())
+        data = body if not headers_too else head + body
+        if not headers_too:
+            handler.wfile.write(head)
+        ends = time.monotonic() + max_s
+        try:
+            for i in range(len(data)):
+                if time.monotonic() > ends:
+                    break
+                handler.wfile.write(data[i:i + 1])
+                handler.wfile.flush()
+                time.sleep(every_s)
+        except OSError:  # the client hung up: what a deadline does
+            pass
+        handler.close_connection = True
+        return True
+    return answer
+
+
+def flood(*, total: int = 256 << 20, declare: bool = False, chunk: int = 1 << 20):
+    """Answer 200 with ``total`` bytes of a JSON string (``Content-Length`` only with
+    ``declare``), stopping when the client hangs up."""
+    def answer(handler, method: str, path: str) -> bool:
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/json")
+        if declare:
+            handler.send_header("Content-Length", str(total))
+        else:
+            handler.send_header("Connection", "close")
+        handler.end_headers()
+        block = b"[" + b'"' + b"x" * (chunk - 4) + b'",'
+        try:
+            for _ in range(total // chunk):
+                handler.wfile.write(block)
+        except OSError:
+            pass
+        handler.close_connection = True
+        return True
+    return answer

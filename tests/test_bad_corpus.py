@@ -319,3 +319,119 @@ def test_gunzip_members_padding_garbage_and_limit():
     with pytest.raises(DecompressionLimit):
         gunzip(members, limit=len(text) - 1)
     assert gunzip(gzip.compress(b" " * 1000), limit=1000) == b" " * 1000
+
+
+# --- a report.json from an untrusted run (the fork-safe workflow_run flow, archive add) ----------
+@pytest.fixture(scope="module")
+def comparison_doc() -> dict:
+    """A real comparison document, small (the tiny HTA pair)."""
+    from .conftest import small_comparison_json
+
+    return json.loads(small_comparison_json())
+
+
+def _deep(levels: int, leaf: str = "1") -> str:
+    return "[" * levels + leaf + "]" * levels
+
+
+def _with(doc: dict, path: tuple, value) -> str:
+    doc = json.loads(json.dumps(doc))
+    node = doc
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    return json.dumps(doc)
+
+
+HOSTILE_REPORTS = {
+    # name: (report.json text from the real document, what the error line says)
+    "nested_20000_deep": (lambda d: _deep(20_000), "nested deeper than"),
+    "nested_2000_in_a_field": (lambda d: json.dumps(d)[:-1] + ', "extra": ' + _deep(2000) + "}", "nested deeper than"),
+    "nested_100_in_checks": (lambda d: _with(d, ("checks", 0, "extra"), json.loads(_deep(100))), "nested deeper"),
+    "not_an_object": (lambda d: "[1, 2, 3]", "not a JSON object"),
+    "checks_a_string": (lambda d: _with(d, ("checks",), "all good"), "checks: expected array"),
+    "a_check_a_number": (lambda d: _with(d, ("checks", 0), 7), "checks[0]: expected object"),
+    "rank_a_string": (lambda d: _with(d, ("checks", 0, "rank"), "0"), "checks[0].rank: expected integer or null"),
+    "value_a_string": (lambda d: _with(d, ("checks", 0, "candidate_value"), "fast"), "candidate_value: expected number"),
+    "value_beyond_int64": (lambda d: _with(d, ("checks", 0, "candidate_value"), 2**64), "beyond int64"),
+    "value_1e999": (lambda d: _with(d, ("checks", 0, "delta"), 1.0).replace('"delta": 1.0', '"delta": 1e999', 1),
+                    "not a finite number"),
+    "nan_literal": (lambda d: _with(d, ("checks", 0, "delta"), 1.0).replace('"delta": 1.0', '"delta": NaN', 1),
+                    "NaN is not a JSON number"),
+    "status_a_number": (lambda d: _with(d, ("status",), 3), "status: expected one of"),
+    "headline_an_object": (lambda d: _with(d, ("headline",), {"x": 1}), "headline: expected string"),
+    "baseline_a_list": (lambda d: _with(d, ("baseline",), []), "baseline: expected object"),
+    "summary_rows_a_string": (lambda d: _with(d, ("candidate", "analyses", "summary"), "x"),
+                              "candidate.analyses.summary: expected array"),
+    "series_lines_a_number": (lambda d: _with(d, ("candidate", "analyses", "series"), {"memory": {"lines": 5}}),
+                              "lines: expected array"),
+    "findings_objects": (lambda d: _with(d, ("findings",), [{"a": 1}]), "findings[0]: expected string"),
+    "not_utf8": (lambda d: json.dumps(d).replace('"pass"', '"\udcff"', 1), "cannot read the report"),
+    "truncated": (lambda d: json.dumps(d)[:1000], "cannot read the report"),
+}
+UNTRUSTED_COMMANDS = ("comment", "summary", "annotate", "outputs", "archive-add")
+
+
+def _run_untrusted(capsys, monkeypatch, tmp_path: Path, command: str, report: Path) -> tuple[int, str, str]:
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path / "summary.md"))
+    monkeypatch.setenv("GITHUB_OUTPUT", str(tmp_path / "output"))
+    monkeypatch.delenv("GITHUB_EVENT_PATH", raising=False)
+    if command == "archive-add":
+        return run_cli(capsys, "archive", "add", "--release", "v1", "--report", report, "--store", tmp_path / "site")
+    return run_cli(capsys, "github", command, "--report", report)
+
+
+@pytest.mark.parametrize("command", UNTRUSTED_COMMANDS)
+@pytest.mark.parametrize("name", sorted(HOSTILE_REPORTS))
+def test_hostile_report_json_is_one_line(name, command, comparison_doc, capsys, monkeypatch, tmp_path):
+    make_text, expect = HOSTILE_REPORTS[name]
+    report = tmp_path / "report"
+    report.mkdir()
+    text = make_text(comparison_doc)
+    (report / "report.json").write_bytes(text.encode("utf-8", "surrogateescape"))
+    code, out, err = _run_untrusted(capsys, monkeypatch, tmp_path, command, report)
+    assert_no_noise(out, err)
+    assert_error(code, err, report / "report.json", expect)
+    assert not (tmp_path / "site" / "index.json").exists() and not (tmp_path / "output").exists()
+
+
+@pytest.mark.parametrize("command", UNTRUSTED_COMMANDS)
+def test_the_real_document_passes_every_untrusted_reader(command, comparison_doc, capsys, monkeypatch, tmp_path):
+    """The check is no stricter than what perfreport writes (the control for the cases above)."""
+    report = tmp_path / "report"
+    report.mkdir()
+    (report / "report.json").write_text(json.dumps(comparison_doc))
+    code, out, err = _run_untrusted(capsys, monkeypatch, tmp_path, command, report)
+    assert code == 0 and "error" not in err, err
+
+
+@pytest.mark.parametrize("command", [*UNTRUSTED_COMMANDS, "analyze"])
+def test_names_with_newlines_and_escapes_cannot_forge_lines(command, capsys, monkeypatch, tmp_path):
+    """A folder named 'x\\nperfreport: error: forged\\x1b[31m' is shown escaped, on one line."""
+    report = tmp_path / "x\nperfreport: error: forged\x1b[31m\u202e"
+    report.mkdir()
+    (report / "report.json").write_text('{"kind": "perfreport.compare", "checks": 5}')
+    if command == "analyze":
+        code, out, err = run_cli(capsys, "analyze", report / "rank0.json", "--out", tmp_path / "out")
+    else:
+        code, out, err = _run_untrusted(capsys, monkeypatch, tmp_path, command, report)
+    assert code == 2 and err.count("\n") == 1 and err.startswith("perfreport: error: "), err
+    assert "\x1b" not in err and "\u202e" not in err and "\\nperfreport: error: forged\\x1b[31m\\u202e" in err
+
+
+def test_a_multi_candidate_document_is_checked_too(comparison_doc, capsys, monkeypatch, tmp_path):
+    """compare BASE A B writes a document of several comparisons: they are checked as
+    comparisons, its setups as sides."""
+    from perfreport.report.setups import multi_document
+
+    doc = json.loads(json.dumps(multi_document([comparison_doc, comparison_doc], ["base", "a", "b"])))
+    report = tmp_path / "report"
+    report.mkdir()
+    for change, expect in ((None, None), (("comparisons", 1, "checks", 0, "rank"), "comparisons[1].checks[0].rank"),
+                           (("setups", 2, "ranks"), "setups[2].ranks: expected array")):
+        (report / "report.json").write_text(_with(doc, change, "x") if change else json.dumps(doc))
+        code, out, err = _run_untrusted(capsys, monkeypatch, tmp_path, "annotate", report)
+        if expect is None:
+            assert code == 0 and err == "", err
+        else:
+            assert_error(code, err, report / "report.json", expect)

@@ -9,7 +9,11 @@ JSON value, events duplicated, bytes flipped, the file cut). Properties:
   (``*_pct`` of a breakdown) is within [0, 100]; idle + compute + non-compute = GPU span;
   overlap <= communication and <= compute; GPU busy (a union) <= GPU span <= trace span;
 * for well-formed traces also: per-step sums <= whole-trace totals, and the trace compared
-  with itself passes the gate.
+  with itself passes the gate;
+* a real comparison's report.json with any value anywhere (nesting, int64/float64 edges,
+  control characters), given to every github subcommand and archive add, and an archive
+  index.json likewise edited, given to archive list/show: exit 0, or one line naming the file
+  with exit 2 — never an internal error.
 
 CI runs a bounded number of examples (the ``ci`` profile, well under a minute in all); for a
 deeper run by hand: ``PERFREPORT_FUZZ_EXAMPLES=2000 python -m pytest tests/test_fuzz.py`` (failures are
@@ -259,3 +263,132 @@ def test_random_bytes_never_escape():
         load_bytes(data)
         load_bytes(b'{"traceEvents": [' + data)
         load_bytes(b"[" + data)
+
+
+# --- report.json from an untrusted run: any value anywhere, through every reader ------------------
+EDGE_VALUES = st.one_of(
+    st.none(), st.booleans(), st.text(max_size=12),
+    st.sampled_from(["\n::error::forged", "\x1b[31m", "\u202e", "pass", "fail", "perfreport.compare", ""]),
+    st.sampled_from([0, -1, 1, 2**31, 2**53 + 1, 2**63 - 1, 2**63, -(2**63), -(2**63) - 1, 10**30]),
+    st.sampled_from([0.0, -0.0, 5e-324, 1.7976931348623157e308, -1.7976931348623157e308, 1e-300, 0.1]),
+    st.recursive(st.integers(-3, 3), lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
+        st.sampled_from(["rank", "status", "name", "lines", "x"]), inner, max_size=3), max_leaves=6),
+    st.integers(1, 300).map(lambda n: {"deep": json.loads("[" * n + "]" * n)}),
+)
+
+
+def _nodes(value, path=()):
+    yield path
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _nodes(v, (*path, k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value[:4]):  # the first rows of a table stand for the rest
+            yield from _nodes(v, (*path, i))
+
+
+@st.composite
+def mutated_document(draw) -> str:
+    from .conftest import small_comparison_json
+
+    doc = json.loads(small_comparison_json())
+    paths = [p for p in _nodes(doc) if p]
+    for _ in range(draw(st.integers(1, 3))):
+        path = draw(st.sampled_from(paths))
+        node = doc
+        try:
+            for key in path[:-1]:
+                node = node[key]
+            node[path[-1]] = draw(EDGE_VALUES)
+        except (KeyError, IndexError, TypeError):  # an earlier mutation replaced the way there
+            continue
+    return json.dumps(doc)
+
+
+@settings(settings.get_profile(PROFILE), max_examples=EXAMPLES or 12)
+@given(mutated_document())
+def test_mutated_report_json_through_github_and_archive_readers(text):
+    """Whatever a fork's run puts in report.json: every github subcommand and archive add end in
+    exit 0 or one line naming the file with exit 2; never a traceback or an internal error."""
+    import contextlib
+    import io
+
+    from perfreport.cli import main
+
+    with tempfile.TemporaryDirectory() as tmp:
+        report = Path(tmp) / "report"
+        report.mkdir()
+        (report / "report.json").write_text(text)
+        env = {"GITHUB_STEP_SUMMARY": f"{tmp}/summary.md", "GITHUB_OUTPUT": f"{tmp}/output"}
+        commands = [["github", c, "--report", str(report)] for c in ("comment", "summary", "annotate", "outputs")]
+        commands.append(["archive", "add", "--release", "v1", "--report", str(report), "--store", f"{tmp}/site"])
+        saved = {k: os.environ.get(k) for k in (*env, "GITHUB_EVENT_PATH")}
+        os.environ.update(env)
+        os.environ.pop("GITHUB_EVENT_PATH", None)
+        try:
+            for args in commands:
+                out, err = io.StringIO(), io.StringIO()
+                with warnings.catch_warnings(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                    warnings.simplefilter("error")
+                    code = main(args)
+                assert "internal error" not in err.getvalue() and "Traceback" not in err.getvalue(), (args, err.getvalue())
+                if code != 0:
+                    assert code == 2 and err.getvalue().count("\n") == 1, (args, err.getvalue())
+                    assert str(report / "report.json") in err.getvalue(), (args, err.getvalue())
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+
+@st.composite
+def mutated_index(draw) -> dict:
+    """An archive index.json of three releases with up to three fields replaced by any value."""
+    metrics = {"step_time_us": 100_000.0, "gpu_busy_us": 80_000.0, "idle_pct": 12.5, "overlap_pct": None,
+               "exposed_comm_us": 0.0}
+    releases = [{"tag": f"v{i}", "id": f"{i:032x}", "date": f"2026-0{i}-01T00:00:00+00:00", "commit": "a" * 40,
+                 "status": "pass", "headline": "h", "baseline": "b", "report_created_utc": "",
+                 "metrics": dict(metrics), "kernels": {"gemm": 10.0 * i, "nccl": 5.0},
+                 "files": [f"releases/v{i}/report.html"]} for i in range(1, 4)]
+    index = {"schema_version": 1, "generator": "perfreport", "releases": releases}
+    paths = [p for p in _nodes(index) if p]
+    for _ in range(draw(st.integers(1, 3))):
+        path = draw(st.sampled_from(paths))
+        node = index
+        try:
+            for key in path[:-1]:
+                node = node[key]
+            node[path[-1]] = draw(EDGE_VALUES)
+        except (KeyError, IndexError, TypeError):
+            continue
+    return index
+
+
+@settings(settings.get_profile(PROFILE), max_examples=EXAMPLES or 25)
+@given(mutated_index())
+def test_mutated_archive_index_is_refused_or_drawn(index):
+    """An index.json someone edited: refused with a reason (one line, by every command), or
+    drawn and listed without an error; never a TypeError halfway through an update."""
+    import contextlib
+    import io
+
+    from perfreport.archive.entries import check_index
+    from perfreport.archive.site import render_index
+    from perfreport.cli import main
+
+    problem = check_index(index)
+    if problem is None:
+        render_index(index)
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "index.json").write_text(json.dumps(index))
+        for args in (["list"], ["show", "v2"]):
+            err = io.StringIO()
+            with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
+                    contextlib.redirect_stderr(err):
+                warnings.simplefilter("error")
+                code = main(["archive", *args, "--store", tmp])
+            assert "internal error" not in err.getvalue(), err.getvalue()
+            if problem is not None:
+                assert code == 2 and err.getvalue().count("\n") == 1 and "index.json" in err.getvalue()

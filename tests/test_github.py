@@ -359,3 +359,268 @@ def test_workflow_run_from_a_fork_names_the_prs_base_from_the_lookup(report_dir,
     assert "[release trends](https://octo.github.io/widgets/)" in line2
     assert f"gh run download 77 --repo {gh.state.repo} --name perfreport-report" in body
     assert len([r for r in gh.state.requests if "/pulls" in r.path]) == 1  # the lookup, no extra request
+
+
+# --- a hostile API server: the token stays home, every call ends, answers are capped ------------
+from tests.github_stub import flood, redirect, trickle  # noqa: E402
+
+
+def test_a_redirect_to_another_origin_is_refused_before_the_token_leaves():
+    """127.0.0.1:PORT redirecting to localhost:PORT2 (and to another scheme, and to another
+    port of the same host): nothing is sent there, so the token cannot be."""
+    with GitHubStub() as gh, GitHubStub() as elsewhere:
+        other_port = elsewhere.url.rsplit(":", 1)[1]
+        for location in (elsewhere.url.replace("127.0.0.1", "localhost"), elsewhere.url,
+                         f"https://127.0.0.1:{gh.url.rsplit(':', 1)[1]}", f"http://localhost:{other_port}"):
+            gh.state.hostile = redirect(lambda path, loc=location: loc + path)
+            client, _ = _client(gh)
+            for call in (lambda: client.get("repos/octo/widgets/pulls/1"),
+                         lambda: client.post("repos/octo/widgets/issues/1/comments", {"body": "x"})):
+                with pytest.raises(GitHubError, match="redirect to another origin") as err:
+                    call()
+                assert TOKEN not in str(err.value) and "not followed" in str(err.value)
+        assert elsewhere.state.requests == []  # never contacted, with or without the token
+    assert all(r.headers.get("Authorization") == f"Bearer {TOKEN}" for r in gh.state.requests)
+
+
+def test_same_origin_redirects_are_followed_and_bounded():
+    with GitHubStub() as gh:
+        gh.add_comments(4, 2)
+        moved = {"n": 0}
+
+        def once(handler, method, path):  # the first request moves, the next is served
+            if moved["n"]:
+                return False
+            moved["n"] += 1
+            return redirect(lambda p: gh.url + p.replace("/old-name/", "/widgets/"))(handler, method, path)
+
+        gh.state.hostile = once
+        client, _ = _client(gh)
+        assert len(client.get("repos/octo/old-name/issues/4/comments")) == 2
+        assert [r.path for r in gh.state.requests] == ["/repos/octo/old-name/issues/4/comments",
+                                                       "/repos/octo/widgets/issues/4/comments"]
+        gh.state.requests.clear()
+        gh.state.hostile = redirect(lambda path: "/loop" + path)  # relative, same origin, for ever
+        with pytest.raises(GitHubError, match="more than 5 redirects"):
+            client.get("repos/octo/widgets/pulls/1")
+        assert len(gh.state.requests) == 6
+
+
+@pytest.mark.parametrize("headers_too", [False, True], ids=["body", "headers"])
+def test_a_trickled_answer_is_cut_at_the_request_deadline(headers_too):
+    import time
+
+    with GitHubStub() as gh:
+        gh.state.hostile = trickle(every_s=0.02, headers_too=headers_too)
+        client, sleeps = _client(gh, request_deadline_s=1.0, read_timeout_s=5.0, max_attempts=2)
+        start = time.monotonic()
+        with pytest.raises(GitHubError, match=r"no complete answer within 1 s"):
+            client.get("repos/octo/widgets/pulls/1")
+        took = time.monotonic() - start
+    assert len(gh.state.requests) == 2 and sleeps == [1.0]  # retried once (sleep injected), then given up
+    assert 1.9 < took < 4.0, took
+
+
+def test_the_command_deadline_bounds_every_request_and_wait():
+    import time
+
+    with GitHubStub() as gh:
+        gh.state.hostile = trickle(every_s=0.05)
+        client = Client(gh.url, Secret(TOKEN), deadline_s=1.5, request_deadline_s=1.0, max_attempts=5)
+        start = time.monotonic()
+        with pytest.raises(GitHubError, match="no complete answer"):
+            client.get("repos/octo/widgets/pulls/1")  # 1 s, then a 1 s wait would pass the 1.5 s: stop
+    assert time.monotonic() - start < 2.5 and len(gh.state.requests) == 1
+
+
+@pytest.mark.parametrize("declare", [False, True], ids=["streamed", "content-length"])
+def test_a_flood_is_refused_at_the_cap_not_held(declare):
+    import tracemalloc
+
+    with GitHubStub() as gh:
+        gh.state.hostile = flood(total=64 << 20, declare=declare)
+        client, sleeps = _client(gh, max_body_bytes=2 << 20)
+        tracemalloc.start()
+        with pytest.raises(GitHubError, match=r"over the 2,097,152-byte limit; not read$"):
+            client.get("repos/octo/widgets/issues/1/comments")
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+    assert peak < 8 << 20, peak  # a 64 MB answer, at most the cap (and a chunk) held
+    assert len(gh.state.requests) == 1 and sleeps == []  # a flood is not asked for again
+
+
+def test_answers_echoing_the_token_are_redacted_and_deep_json_is_not_parsed():
+    def echo(handler, method, path):
+        data = json.dumps({"message": f"bad credentials {handler.headers['Authorization']}"}).encode()
+        handler.send_response(401)
+        handler.send_header("Content-Length", str(len(data)))
+        handler.end_headers()
+        handler.wfile.write(data)
+        return True
+
+    with GitHubStub() as gh:
+        gh.state.hostile = echo
+        client, _ = _client(gh)
+        with pytest.raises(GitHubError) as err:
+            client.get("repos/octo/widgets/pulls/1")
+        assert TOKEN not in str(err.value) and "Bearer ***" in str(err.value)
+        deep = b"[" * 100_000 + b"]" * 100_000
+
+        def nested(handler, method, path):
+            handler.send_response(200)
+            handler.send_header("Content-Length", str(len(deep)))
+            handler.end_headers()
+            handler.wfile.write(deep)
+            return True
+
+        gh.state.hostile = nested
+        assert isinstance(client.get("repos/octo/widgets/pulls/1"), str)  # not JSON to us, no RecursionError
+
+
+ODD_TOKENS = {
+    "trailing newline": TOKEN + "\n",
+    "CRLF header injection": TOKEN + "\r\nX-Evil: 1",
+    "non-Latin-1": "ghp_tök€n_ünïcode",
+    "Latin-1 but not ASCII": "ghp_caf\xe9",
+    "space": "ghp_a b",
+    "not UTF-8": "ghp_\udcff\udcfe",  # bytes 0xff 0xfe in the environment
+    "escape": "ghp_\x1b[31mred",
+    "5000 characters": "g" * 5000,
+}
+
+
+@pytest.mark.parametrize("name", sorted(ODD_TOKENS))
+def test_cli_odd_tokens_are_one_line_and_never_shown(name, report_dir, tmp_path, monkeypatch, capsys):
+    from perfreport.cli import main
+
+    token = ODD_TOKENS[name]
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps({"pull_request": {"number": 9}}))
+    with GitHubStub() as gh:
+        for key, value in {"GITHUB_EVENT_PATH": str(event), "GITHUB_REPOSITORY": gh.state.repo,
+                           "GITHUB_API_URL": gh.url, "GITHUB_TOKEN": token}.items():
+            monkeypatch.setenv(key, value)
+        code = main(["github", "comment", "--report", str(report_dir)])
+        assert gh.state.requests == []  # refused before any request
+    out, err = capsys.readouterr()
+    assert code == 2 and err.count("\n") == 1 and out == "", err
+    assert "GITHUB_TOKEN: not a usable API token" in err and "token is not shown" in err
+    for piece in (token, token.strip(), "ghp_", "tök"):
+        assert piece not in out + err
+
+
+def test_cli_trickle_and_foreign_redirect_end_in_one_line(report_dir, tmp_path):
+    import time
+
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps({"pull_request": {"number": 9}}))
+    with GitHubStub() as gh, GitHubStub() as elsewhere:
+        env = {"GITHUB_EVENT_PATH": str(event), "GITHUB_REPOSITORY": gh.state.repo, "GITHUB_API_URL": gh.url,
+               "GITHUB_TOKEN": TOKEN, "PERFREPORT_GITHUB_DEADLINE_S": "2"}
+        gh.state.hostile = trickle(every_s=0.05, headers_too=True)
+        start = time.monotonic()
+        proc = _perfreport(["github", "comment", "--report", str(report_dir)], env)
+        took = time.monotonic() - start
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "no complete answer" in proc.stderr, \
+            proc.stderr
+        assert took < 15, took  # 2 s of API time plus start-up and rendering
+        gh.state.hostile = redirect(lambda path: elsewhere.url.replace("127.0.0.1", "localhost") + path, 301)
+        proc = _perfreport(["github", "comment", "--report", str(report_dir)], env)
+        assert proc.returncode == 2 and "redirect to another origin" in proc.stderr and TOKEN not in proc.stderr
+        assert elsewhere.state.requests == []
+        proc = _perfreport(["github", "comment", "--report", str(report_dir)],
+                           {**env, "PERFREPORT_GITHUB_DEADLINE_S": "forever"})
+        assert proc.returncode == 2 and "PERFREPORT_GITHUB_DEADLINE_S" in proc.stderr
+
+
+@pytest.mark.parametrize("variable,command", [("GITHUB_STEP_SUMMARY", "summary"), ("GITHUB_OUTPUT", "outputs")])
+def test_cli_runner_file_that_is_a_directory_is_one_line(variable, command, report_dir, tmp_path):
+    proc = _perfreport(["github", command, "--report", str(report_dir)], {variable: str(tmp_path)})
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "is a directory" in proc.stderr, proc.stderr
+    assert variable in proc.stderr and "Error:" not in proc.stderr
+
+
+def test_check_token_refuses_what_cannot_be_a_header_without_showing_it():
+    from perfreport.github.api import check_token
+
+    for token in ("ghp_a\x00b", "ghp_a\tb", "ghp_\x7f", *ODD_TOKENS.values()):
+        with pytest.raises(GitHubError) as err:
+            Client("http://127.0.0.1:9", Secret(token))
+        assert token not in str(err.value) and "ghp_" not in str(err.value)
+    check_token(Secret("ghp_" + "A" * 36))
+    check_token(Secret("github_pat_11AB_x-y.z"))
+    for url in ("ftp://127.0.0.1/", "http://user:pw@127.0.0.1:1", "file:///etc/passwd", "http://127.0.0.1:99999"):
+        with pytest.raises(GitHubError, match="GITHUB_API_URL"):
+            Client(url, Secret(TOKEN))
+
+
+def test_https_answers_are_read_and_a_trickle_over_tls_is_cut(tmp_path, monkeypatch):
+    """The API is https: the same deadlines hold through TLS (the watchdog shuts the socket
+    under the TLS layer). A self-signed certificate for 127.0.0.1, trusted through SSL_CERT_FILE."""
+    import shutil as _shutil
+    import ssl
+    import time
+
+    if not _shutil.which("openssl"):
+        pytest.skip("no openssl to make a test certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out",
+                    str(cert), "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True, timeout=60)
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+    with GitHubStub() as gh:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(cert, key)
+        gh.server.socket = context.wrap_socket(gh.server.socket, server_side=True)
+        gh.add_comments(1, 3)
+        client = Client(gh.url.replace("http://", "https://"), Secret(TOKEN), request_deadline_s=1.0, max_attempts=1)
+        assert len(client.get("repos/octo/widgets/issues/1/comments")) == 3
+        assert gh.state.requests[-1].headers["Authorization"] == f"Bearer {TOKEN}"
+        gh.state.hostile = trickle(every_s=0.02, headers_too=True)
+        start = time.monotonic()
+        with pytest.raises(GitHubError, match="no complete answer within 1 s"):
+            client.get("repos/octo/widgets/pulls/1")
+        assert time.monotonic() - start < 2.5
+
+
+def test_a_silent_server_is_left_at_the_read_timeout():
+    import time
+
+    def silent(handler, method, path):
+        time.sleep(3)  # says nothing (bounded: the stub's thread ends by itself)
+        return True
+
+    with GitHubStub() as gh:
+        gh.state.hostile = silent
+        client = Client(gh.url, Secret(TOKEN), read_timeout_s=0.5, max_attempts=1)
+        start = time.monotonic()
+        with pytest.raises(GitHubError, match=r"no answer \(silent for 0.5 s\)"):
+            client.get("repos/octo/widgets/pulls/1")
+        assert time.monotonic() - start < 1.5
+
+
+@pytest.mark.parametrize("answer", [b'{"id": "nope"}', b'{"id": 1e400, "html_url": 5}', b'{"id": [1]}', b'"text"',
+                                    b"[" * 50_000 + b"]" * 50_000, b'[{"id": {"a": 1}, "body": "<!-- perfreport:default -->"}]',
+                                    b"\xff\xfe"])
+def test_cli_api_answers_of_the_wrong_shape_are_one_line(answer, report_dir, tmp_path, monkeypatch, capsys):
+    from perfreport.cli import main
+
+    def same_for_all(handler, method, path):
+        handler.send_response(200 if method == "GET" else 201)
+        handler.send_header("Content-Length", str(len(answer)))
+        handler.end_headers()
+        handler.wfile.write(answer)
+        return True
+
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps({"pull_request": {"number": 9}}))
+    with GitHubStub() as gh:
+        gh.state.hostile = same_for_all
+        for key, value in {"GITHUB_EVENT_PATH": str(event), "GITHUB_REPOSITORY": gh.state.repo,
+                           "GITHUB_API_URL": gh.url, "GITHUB_TOKEN": TOKEN}.items():
+            monkeypatch.setenv(key, value)
+        code = main(["github", "comment", "--report", str(report_dir)])
+    out, err = capsys.readouterr()
+    assert code in (0, 2) and "internal error" not in err and TOKEN not in out + err, err
+    if code == 2:
+        assert err.count("\n") == 1 and err.startswith("perfreport: error: "), err

@@ -277,7 +277,7 @@ def test_nan_becomes_missing_and_empty_documents_still_build() -> None:
 
 def test_report_schema_validates_both_documents() -> None:
     jsonschema = pytest.importorskip("jsonschema")
-    schema = json.loads((Path(__file__).parents[1] / "docs" / "report-schema.json").read_text())
+    schema = json.loads((Path(__file__).parents[1] / "perfreport" / "report" / "report-schema.json").read_text())
     jsonschema.Draft202012Validator.check_schema(schema)
     validator = jsonschema.Draft202012Validator(schema)
     for doc in (real_document(), comparison_document()):

@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from pathlib import Path
 
-from ..errors import ArchiveError
+from ..errors import ArchiveError, printable
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -50,29 +51,34 @@ def cmd_add(args: argparse.Namespace) -> int:
 
     commit = args.commit if args.commit is not None else os.environ.get("GITHUB_SHA", "")
     entry = store.add(args.store, args.release, args.report, force=args.force, commit=commit, date=args.date)
-    print(f"archived {entry['tag']} ({entry['status'] or 'no verdict'}) in {args.store}: "
-          f"{len(entry['files'])} file(s); index: {Path(args.store) / store.INDEX_HTML}")
+    print(f"archived {entry['tag']} ({entry['status'] or 'no verdict'}) in {printable(args.store)}: "
+          f"{len(entry['files'])} file(s); index: {printable(Path(args.store) / store.INDEX_HTML)}")
     return 0
 
 
 def cmd_list(args: argparse.Namespace) -> int:
+    """The releases, then every problem of the site that no command can put right (exit 2
+    when there is one); what a killed run left is cleared first where the site is writable."""
     from ..report.templates import format_value
+    from . import store
     from .metrics import KEY_METRICS
 
     index = _existing(args.store)
     if args.json:
-        print(json.dumps(index["releases"], indent=2, ensure_ascii=False))
-        return 0
-    if not index["releases"]:
-        print(f"no release archived in {args.store}")
-        return 0
-    step = next(m for m in KEY_METRICS if m.key == "step_time_us")
-    print(f"{'release':<24} {'date (UTC)':<17} {'verdict':<8} {step.label:>12}")
-    for r in index["releases"]:
-        date = str(r.get("date", ""))[:16].replace("T", " ")
-        value = format_value((r.get("metrics") or {}).get(step.key), step.unit)
-        print(f"{r['tag']:<24} {date:<17} {str(r.get('status') or '–'):<8} {value:>12}")
-    return 0
+        print(json.dumps(index["releases"], indent=2, ensure_ascii=True))
+    elif not index["releases"]:
+        print(f"no release archived in {printable(args.store)}")
+    else:
+        step = next(m for m in KEY_METRICS if m.key == "step_time_us")
+        print(f"{'release':<24} {'date (UTC)':<17} {'verdict':<8} {step.label:>12}")
+        for r in index["releases"]:
+            date = str(r.get("date", ""))[:16].replace("T", " ")
+            value = format_value((r.get("metrics") or {}).get(step.key), step.unit)
+            print(f"{r['tag']:<24} {date:<17} {printable(r.get('status') or '–'):<8} {value:>12}")
+    found = store.problems(Path(args.store))
+    for problem in found:
+        print(f"perfreport: error: {printable(args.store)}: cannot recover: {problem}", file=sys.stderr)
+    return 2 if found else 0
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -83,14 +89,15 @@ def cmd_show(args: argparse.Namespace) -> int:
     entry = store.find(_existing(args.store), args.tag)
     if entry is None:
         raise ArchiveError(f"{args.store}: no archived release {args.tag}")
-    print(f"release   {entry['tag']}\ndate      {entry.get('date', '')}\ncommit    {entry.get('commit') or '–'}\n"
-          f"verdict   {entry.get('status') or '–'}: {entry.get('headline', '')}")
+    print(f"release   {entry['tag']}\ndate      {entry.get('date', '')}\n"
+          f"commit    {printable(entry.get('commit') or '–')}\n"
+          f"verdict   {printable(entry.get('status') or '–')}: {printable(entry.get('headline', ''))}")
     for m in KEY_METRICS:
         print(f"  {m.label:<32} {format_value((entry.get('metrics') or {}).get(m.key), m.unit)}")
     for name, value in (entry.get("kernels") or {}).items():
-        print(f"  kernel {name[:60]:<60} {format_value(value, 'us')}/step")
+        print(f"  kernel {printable(name[:60]):<60} {format_value(value, 'us')}/step")
     for f in entry.get("files", []):
-        print(f"  {Path(args.store) / f}")
+        print(f"  {printable(Path(args.store) / f)}")
     return 0
 
 
@@ -98,7 +105,7 @@ def cmd_rm(args: argparse.Namespace) -> int:
     from . import store
 
     entry = store.remove(args.store, args.tag)
-    print(f"removed {entry['tag']} from {args.store}")
+    print(f"removed {entry['tag']} from {printable(args.store)}")
     return 0
 
 
@@ -107,4 +114,7 @@ def _existing(site: str) -> dict:
 
     if not (Path(site) / store.INDEX_JSON).is_file():
         raise ArchiveError(f"{site}: no archive here (no {store.INDEX_JSON}); create one with perfreport archive add")
+    if os.access(site, os.W_OK):  # a read-only checkout is read as it is
+        with store.locked(Path(site)):  # first clear what a killed run left, saying so
+            pass
     return store.read_index(Path(site))

@@ -8,11 +8,14 @@
 ``index.json`` is the truth; ``index.html`` is drawn from it alone (never from the release
 folders), so adding release 201 reads one small file, not 200 reports.
 
-Every update is atomic and serialised: an exclusive lock on ``SITE/.lock``; a release
-folder built under a temporary name and renamed into place (a replaced one set aside first and
-restored if the run dies before the index names the new one); ``index.json`` and
-``index.html`` replaced by rename. A run killed at any point leaves the previous site whole, and
-the next run clears what it left behind.
+Every update is atomic and serialised: an exclusive lock on ``SITE/.lock`` (:mod:`.lock`,
+deleted again when the update ends); a release folder built under a temporary name and renamed
+into place (a replaced one set aside first and restored if the run dies before the index names
+the new one); ``index.json`` and ``index.html`` replaced by rename. A run killed at any point
+leaves the previous site whole, and the next command clears what it left behind (temporaries,
+set-aside folders, its lock file) and says so; ``archive list`` reports what it cannot recover.
+Everything read from the site or a report folder is checked first (:mod:`.entries`,
+:mod:`perfreport.report.untrusted`): both may come from someone else.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 import datetime as _dt
 import gzip
 import json
+import logging
 import os
 import re
 import shutil
@@ -29,27 +33,25 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .. import __version__
-from .._io import atomic_write, store_lock
+from .._io import atomic_write, checkpoint
+from ..errors import ArchiveError, printable
 from ..jsondoc import json_text
-from ..errors import ArchiveError
+from ..report.untrusted import consuming, read_report
+from .entries import check_index, check_tag, release_date, sort_key
+from .lock import LOCK_FILE, site_lock
 from .metrics import release_metrics
+
+log = logging.getLogger("perfreport.archive")
 
 INDEX_JSON, INDEX_HTML, RELEASES = "index.json", "index.html", "releases"
 SCHEMA_VERSION = 1
 REPORT_FILES = ("report.html", "report.pdf", "report.md", "report.json", "report.junit.xml")
 """What a release keeps of a report folder (report.json is required; kept as report.json.gz, so
 200 releases stay far inside GitHub Pages' 1 GB)."""
-_TAG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,99}$")
 ID_FILE = ".id"
 """Each release folder's id, also in its index entry: tells a killed run's leftovers apart."""
-
-
-def check_tag(tag: str) -> str:
-    """A release tag usable as a folder and URL segment."""
-    if not _TAG.match(tag or "") or ".." in tag:
-        raise ArchiveError(f"release tag {tag!r}: use letters, digits, '.', '_', '+', '-' (up to 100, "
-                           "starting with a letter or digit)")
-    return tag
+_SITE_TEMP = re.compile(r"^\.(index\.json|index\.html|\.nojekyll)\.(tmp|old|rm)-")
+"""Temporaries of :func:`perfreport._io.atomic_write` in the site: under the lock, a killed run's."""
 
 
 def read_index(site: Path) -> dict:
@@ -59,10 +61,13 @@ def read_index(site: Path) -> dict:
         return {"schema_version": SCHEMA_VERSION, "releases": []}
     try:
         index = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ArchiveError(f"{path}: cannot read the archive index ({exc})") from None
-    if not isinstance(index, dict) or not isinstance(index.get("releases"), list):
-        raise ArchiveError(f"{path}: not a perfreport archive index (no releases list)")
+    except (OSError, ValueError, RecursionError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) else "nested too deep" if isinstance(exc, RecursionError) \
+            else str(exc)[:200]
+        raise ArchiveError(f"{path}: cannot read the archive index ({why})") from None
+    problem = check_index(index)
+    if problem:
+        raise ArchiveError(f"{path}: {problem}")
     if index.get("schema_version", 0) > SCHEMA_VERSION:
         raise ArchiveError(f"{path}: written by a newer perfreport (schema {index['schema_version']}); upgrade")
     return index
@@ -74,19 +79,31 @@ def find(index: Mapping, tag: str) -> dict | None:
 
 @contextmanager
 def locked(site: Path) -> Iterator[None]:
-    """Hold the site's lock (:func:`perfreport._io.store_lock`, released by the kernel if the
-    holder dies) and first undo what a killed run left (:func:`recover`)."""
-    site.mkdir(parents=True, exist_ok=True)
-    with store_lock(site):
-        recover(site)
-        yield
+    """Hold the site's lock (:func:`.lock.site_lock`: released by the kernel if the holder dies,
+    its file deleted at the end) and first undo what a killed run left (:func:`recover`), saying
+    so. An OSError (a read-only or full disk) is one line naming the site."""
+    site = Path(site)
+    try:
+        site.mkdir(parents=True, exist_ok=True)
+        with site_lock(site) as killed:
+            done = recover(site)
+            if killed is not None:
+                done.append(f"the lock of process {killed} (killed while it held it)")
+            if done:
+                log.warning("%s: cleared what a killed run left: %s", printable(site), "; ".join(done))
+            yield
+    except OSError as exc:
+        raise ArchiveError(f"{site}: cannot update the archive ({exc.strerror or exc}"
+                           f"{': ' + printable(exc.filename) if exc.filename else ''})") from None
 
 
-def recover(site: Path) -> None:
-    """Undo what a killed run left. A release set aside (``.old-TAG-*``) goes back when the index
-    still names it (its ``.id`` is the index entry's ``id``: the run died before publishing the
-    new index); otherwise it is deleted. Temporary folders and index files are removed, and a
-    page older than its index is drawn again."""
+def recover(site: Path) -> list[str]:
+    """Undo what a killed run left, under the lock; returns what it did, in words. A release set
+    aside (``.old-TAG-*``) goes back when the index still names it (its ``.id`` is the index
+    entry's ``id``: the run died before publishing the new index); otherwise it is deleted.
+    Temporary folders and index files are removed, and a page older than its index is drawn
+    again."""
+    done: list[str] = []
     releases = site / RELEASES
     if releases.is_dir():
         index = read_index(site)
@@ -99,17 +116,56 @@ def recover(site: Path) -> None:
                     if target.exists():
                         shutil.rmtree(target)
                     os.replace(item, target)
+                    done.append(f"restored release {tag}")
                 else:
-                    shutil.rmtree(item, ignore_errors=True)
+                    shutil.rmtree(item)
+                    done.append(f"removed {RELEASES}/{printable(item.name)}")
             elif item.name.startswith(".tmp-"):
-                shutil.rmtree(item, ignore_errors=True)
-    for item in site.glob(f".{INDEX_JSON}.*.tmp"):
-        item.unlink(missing_ok=True)
-    for item in site.glob(f".{INDEX_HTML}.*.tmp"):
-        item.unlink(missing_ok=True)
+                shutil.rmtree(item)
+                done.append(f"removed {RELEASES}/{printable(item.name)}")
+    for item in sorted(site.iterdir()):
+        if _SITE_TEMP.match(item.name):
+            if item.is_dir() and not item.is_symlink():
+                shutil.rmtree(item)
+            else:
+                item.unlink()
+            done.append(f"removed {printable(item.name)}")
     index_json, index_html = site / INDEX_JSON, site / INDEX_HTML
     if index_json.exists() and (not index_html.exists() or index_html.stat().st_mtime_ns < index_json.stat().st_mtime_ns):
         publish(site, read_index(site))  # killed between the two writes: draw the page again
+        done.append(f"drew {INDEX_HTML} again from {INDEX_JSON}")
+    return done
+
+
+def problems(site: Path) -> list[str]:
+    """What is wrong with a site that no command can put right: release folders or files the
+    index names but that are missing, folders it does not name, leftovers of a killed run that
+    could not be cleared (a read-only site). Empty for a healthy site."""
+    site = Path(site)
+    index = read_index(site)
+    found = []
+    named = set()
+    for entry in index["releases"]:
+        named.add(entry["tag"])
+        folder = site / RELEASES / entry["tag"]
+        if not folder.is_dir():
+            found.append(f"release {entry['tag']}: its folder {RELEASES}/{entry['tag']} is missing")
+            continue
+        missing = [f for f in entry.get("files", []) if not (site / f).is_file()]
+        if missing:
+            found.append(f"release {entry['tag']}: {len(missing)} file(s) missing ({printable(missing[0])}"
+                         f"{', …' if len(missing) > 1 else ''})")
+    if (site / RELEASES).is_dir():
+        for item in sorted((site / RELEASES).iterdir()):
+            if item.name.startswith((".old-", ".tmp-")):
+                found.append(f"{RELEASES}/{printable(item.name)}: left by a killed run, not cleared")
+            elif item.name not in named:
+                found.append(f"{RELEASES}/{printable(item.name)}: not in {INDEX_JSON} (archive it again with "
+                             "add --force, or delete it)")
+    for item in sorted(site.iterdir()):
+        if _SITE_TEMP.match(item.name) or item.name == LOCK_FILE:
+            found.append(f"{printable(item.name)}: left by a killed run, not cleared")
+    return found
 
 
 def _folder_id(folder: Path) -> str | None:
@@ -125,8 +181,13 @@ def add(site: str | Path, tag: str, report_dir: str | Path, *, force: bool = Fal
     tag without ``force`` before changing anything."""
     site, report = Path(site), Path(report_dir)
     check_tag(tag)
+    date = release_date(date) if date else _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
     document = _read_report(report)
-    metrics, kernels = release_metrics(document)
+    with consuming(report / "report.json", error=ArchiveError):
+        metrics, kernels = release_metrics(document)
+        described = {"status": document.get("status") or "", "headline": str(document.get("headline") or ""),
+                     "baseline": str((document.get("baseline") or {}).get("source") or ""),
+                     "report_created_utc": str(document.get("created_utc") or "")}
     with locked(site):
         index = read_index(site)
         if find(index, tag) is not None and not force:
@@ -134,12 +195,9 @@ def add(site: str | Path, tag: str, report_dir: str | Path, *, force: bool = Fal
         entry = {
             "tag": tag,
             "id": uuid.uuid4().hex,
-            "date": date or _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
+            "date": date,
             "commit": commit,
-            "status": document.get("status", ""),
-            "headline": str(document.get("headline", "")),
-            "baseline": str((document.get("baseline") or {}).get("source", "")),
-            "report_created_utc": document.get("created_utc", ""),
+            **described,
             "metrics": metrics,
             "kernels": kernels,
             "files": [],
@@ -147,8 +205,9 @@ def add(site: str | Path, tag: str, report_dir: str | Path, *, force: bool = Fal
         old = _stage_release(site, tag, report, entry)
         others = [r for r in index["releases"] if r.get("tag") != tag]
         index = {"schema_version": SCHEMA_VERSION, "generator": f"perfreport {__version__}",
-                 "releases": sorted([*others, entry], key=lambda r: (str(r.get("date", "")), str(r["tag"])))}
+                 "releases": sorted([*others, entry], key=sort_key)}
         publish(site, index)
+        checkpoint("archive.published")
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
     return entry
@@ -188,38 +247,45 @@ def _read_report(report: Path) -> dict:
     path = report / "report.json"
     if not path.is_file():
         raise ArchiveError(f"{report}: no report.json (archive a folder written by perfreport compare --out)")
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ArchiveError(f"{path}: cannot read the report ({exc})") from None
-    if not isinstance(document, dict):
-        raise ArchiveError(f"{path}: not a perfreport report")
-    return document
+    return read_report(path, error=ArchiveError)
 
 
 def _stage_release(site: Path, tag: str, report: Path, entry: dict) -> Path | None:
     """Copy the report set into ``releases/TAG`` by way of a temporary folder; returns the folder
-    an existing release was set aside to (deleted once the new index is written)."""
+    an existing release was set aside to (deleted once the new index is written). Only regular
+    files are copied: a symbolic link in a report folder could point at any file of the machine,
+    and the site is published."""
     releases = site / RELEASES
     releases.mkdir(parents=True, exist_ok=True)
     tmp = releases / f".tmp-{tag}-{uuid.uuid4().hex[:8]}"
     tmp.mkdir()
-    (tmp / ID_FILE).write_text(entry["id"], encoding="utf-8")
-    for name in REPORT_FILES:
-        if not (report / name).is_file():
-            continue
-        if name == "report.json":  # both sides' analyses: a few MB that gzip shrinks 20-30x
-            name_gz = name + ".gz"
-            with open(report / name, "rb") as src, gzip.GzipFile(tmp / name_gz, "wb", mtime=0) as dst:
-                shutil.copyfileobj(src, dst)
-            entry["files"].append(f"{RELEASES}/{tag}/{name_gz}")
-        else:
-            shutil.copyfile(report / name, tmp / name)
-            entry["files"].append(f"{RELEASES}/{tag}/{name}")
+    try:
+        checkpoint("archive.staging")
+        (tmp / ID_FILE).write_text(entry["id"], encoding="utf-8")
+        for name in REPORT_FILES:
+            source = report / name
+            if not source.exists() and not source.is_symlink():
+                continue
+            if source.is_symlink() or not source.is_file():
+                raise ArchiveError(f"{source}: not a regular file (a link or a folder); a report folder to archive "
+                                   "holds the files perfreport wrote")
+            if name == "report.json":  # both sides' analyses: a few MB that gzip shrinks 20-30x
+                name_gz = name + ".gz"
+                with open(source, "rb") as src, gzip.GzipFile(tmp / name_gz, "wb", mtime=0) as dst:
+                    shutil.copyfileobj(src, dst)
+                entry["files"].append(f"{RELEASES}/{tag}/{name_gz}")
+            else:
+                shutil.copyfile(source, tmp / name)
+                entry["files"].append(f"{RELEASES}/{tag}/{name}")
+        checkpoint("archive.staged")
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)  # (a kill here leaves it to the next run's recover)
+        raise
     target = releases / tag
     old = None
     if target.exists():
         old = releases / f".old-{tag}-{uuid.uuid4().hex[:8]}"
         os.replace(target, old)
+        checkpoint("archive.aside")
     os.replace(tmp, target)
     return old

@@ -16,10 +16,11 @@ import os
 import sys
 from pathlib import Path
 
-from ..errors import GitHubError
+from ..errors import GitHubError, printable
+from ..report.untrusted import consuming
 from . import comment as _comment
 from . import workflow
-from .api import Client
+from .api import DEADLINE_ENV, DEADLINE_S, Client
 from .context import from_environment
 from .links import links_for, refs_from_event
 
@@ -72,13 +73,14 @@ def cmd_comment(args: argparse.Namespace) -> int:
         return 0
     if not ctx.token:
         raise GitHubError(f"no token: set {args.token_env} (in the Action: the github-token input)")
+    client = Client(ctx.api_url, ctx.token, deadline_s=deadline_from(os.environ), token_name=args.token_env)
     mark = _comment.marker(args.comment_id)
-    client = Client(ctx.api_url, ctx.token)
     try:
         pr, pull = _comment.locate_pull_request(client, ctx, args.pr)
         links = links_for(ctx, refs_from_event(ctx, pull), artifact_url=args.artifact_url,
                           artifact_name=args.artifact_name, archive_url=args.archive_url, job_id=args.job_id)
-        body = _comment.comment_body(document, args.comment_id, links=links, report_dir=args.report)
+        with consuming(_comment.report_path(args.report)):
+            body = _comment.comment_body(document, args.comment_id, links=links, report_dir=args.report)
         if args.only_on_alert and document.get("status") in ("pass", None):
             if _comment.find_comment(client, ctx.repository, pr, mark) is None:
                 print(f"perfreport: PR #{pr}: verdict passed and no earlier comment: none created (--only-on-alert)")
@@ -87,12 +89,29 @@ def cmd_comment(args: argparse.Namespace) -> int:
     except GitHubError as exc:
         if exc.status == 403 and "rate limit" not in str(exc).lower():
             print(f"::warning title=perfreport comment::{workflow.escape_data(_comment.PERMISSION_HINT)}")
-            print(f"perfreport: {exc}", file=sys.stderr)
+            print(f"perfreport: {printable(exc)}", file=sys.stderr)
             return 0
         raise
+    except (TypeError, AttributeError, KeyError, ValueError, OverflowError) as exc:  # fields of an API answer
+        raise GitHubError(f"{ctx.api_url}: an answer of an unexpected shape ({type(exc).__name__}); "
+                          "nothing posted") from None
     print(f"perfreport: {posted.action} comment {posted.comment_id} on PR #{pr} ({posted.chars} characters, "
-          f"{client.requests} API requests) {posted.url}".rstrip())
+          f"{client.requests} API requests) {printable(posted.url)}".rstrip())
     return 0
+
+
+def deadline_from(env) -> float:
+    """Seconds all the API calls of a command may take (``PERFREPORT_GITHUB_DEADLINE_S``)."""
+    text = env.get(DEADLINE_ENV, "")
+    if not text:
+        return DEADLINE_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value <= 3600:
+        raise GitHubError(f"{DEADLINE_ENV}={printable(text[:40])!r}: give seconds, more than 0 and at most 3600")
+    return value
 
 
 def cmd_summary(args: argparse.Namespace) -> int:
@@ -101,8 +120,9 @@ def cmd_summary(args: argparse.Namespace) -> int:
     if not ctx.summary_path:
         raise GitHubError("GITHUB_STEP_SUMMARY is not set (run inside a GitHub Actions step)")
     path = Path(ctx.summary_path)
-    used = path.stat().st_size if path.exists() else 0
-    text = workflow.summary_markdown(document, used_bytes=used, artifact_url=args.artifact_url)
+    used = workflow.file_size(path, "GITHUB_STEP_SUMMARY")
+    with consuming(_comment.report_path(args.report)):
+        text = workflow.summary_markdown(document, used_bytes=used, artifact_url=args.artifact_url)
     written = workflow.append_summary(path, text)
     print(f"perfreport: wrote {written} bytes to the job summary")
     return 0
@@ -110,7 +130,9 @@ def cmd_summary(args: argparse.Namespace) -> int:
 
 def cmd_annotate(args: argparse.Namespace) -> int:
     document = _comment.read_document(args.report)
-    for line in workflow.annotation_lines(document):
+    with consuming(_comment.report_path(args.report)):
+        lines = workflow.annotation_lines(document)
+    for line in lines:
         print(line)
     return 0
 
@@ -118,7 +140,8 @@ def cmd_annotate(args: argparse.Namespace) -> int:
 def cmd_outputs(args: argparse.Namespace) -> int:
     ctx = from_environment(os.environ)
     document = _comment.read_document(args.report)
-    values = workflow.report_outputs(document, args.report)
+    with consuming(_comment.report_path(args.report)):
+        values = workflow.report_outputs(document, args.report)
     for item in args.set:
         name, sep, value = item.partition("=")
         if not sep:

@@ -20,12 +20,12 @@ untrusted artifact, and ``--pr`` is checked against the run's head commit the sa
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import GitHubError, PerfreportError
+from ..report.untrusted import read_report
 from .api import Client
 from .context import Context
 from .links import CommentLinks, context_line, reproduce_block
@@ -35,8 +35,6 @@ MAX_BODY = 65_536
 _MARGIN = 512
 """Characters kept free for the marker and footer, and for counting differences (GitHub counts
 UTF-16 units; an emoji outside the BMP is two)."""
-MAX_DOCUMENT_BYTES = 1 << 30
-"""report.json read at most (a 1 GB trace's report is a few MB; an artifact could be anything)."""
 _ID = re.compile(r"^[A-Za-z0-9._-]{0,64}$")
 _URL = re.compile(r"^https?://[^\s()<>\[\]\"'`]+$")
 PERMISSION_HINT = (
@@ -68,24 +66,24 @@ def safe_url(url: str, what: str) -> str:
     return url
 
 
-def read_document(report_dir: str | Path) -> dict:
-    """``report.json`` of a report folder (a comparison or an analysis document)."""
+def report_path(report_dir: str | Path) -> Path:
+    """The document of a report folder: ``report.json`` (or an analysis's ``summary.json``)."""
     path = Path(report_dir) / "report.json"
     if not path.is_file():
         alt = Path(report_dir) / "summary.json"
         if alt.is_file():
-            path = alt
-        else:
-            raise PerfreportError(f"{report_dir}: no report.json in the report folder (run perfreport compare "
-                                  "--out DIR first)")
-    try:
-        if path.stat().st_size > MAX_DOCUMENT_BYTES:  # the fork-safe flow reads an untrusted artifact
-            raise PerfreportError(f"{path}: {path.stat().st_size:,} bytes is over the {MAX_DOCUMENT_BYTES:,}-byte "
-                                  "limit for a report document")
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise PerfreportError(f"{path}: cannot read the report ({exc})") from None
-    if not isinstance(document, dict) or "kind" not in document and "ranks" not in document:
+            return alt
+        raise PerfreportError(f"{report_dir}: no report.json in the report folder (run perfreport compare "
+                              "--out DIR first)")
+    return path
+
+
+def read_document(report_dir: str | Path) -> dict:
+    """The document of a report folder (a comparison or an analysis), its shape checked: in the
+    fork-safe flow it is an untrusted artifact (:mod:`perfreport.report.untrusted`)."""
+    path = report_path(report_dir)
+    document = read_report(path, error=PerfreportError)
+    if "kind" not in document and "ranks" not in document:
         raise PerfreportError(f"{path}: not a perfreport report document")
     return document
 

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import re
 import secrets
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 
-from ..errors import GitHubError
+from ..errors import GitHubError, printable
 
 SUMMARY_LIMIT = 1024 * 1024
 """Bytes GitHub accepts in one step's summary file."""
@@ -88,9 +89,31 @@ def summary_markdown(document: dict, *, used_bytes: int = 0, artifact_url: str =
 def append_summary(path: str | Path, text: str) -> int:
     """Append ``text`` to the summary file; returns the bytes written."""
     data = ("\n" + text if not text.startswith("\n") else text).encode("utf-8")
-    with open(path, "ab") as f:
-        f.write(data)
+    _append(path, data, "GITHUB_STEP_SUMMARY")
     return len(data)
+
+
+def file_size(path: str | Path, variable: str) -> int:
+    """Bytes in the file a runner variable names (0 when it does not exist yet)."""
+    try:
+        info = Path(path).stat()
+    except FileNotFoundError:
+        return 0
+    except OSError as exc:
+        raise GitHubError(f"{variable}={printable(path)}: cannot use it ({exc.strerror or exc})") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise GitHubError(f"{variable}={printable(path)}: is a directory, not the file the runner appends to")
+    return info.st_size
+
+
+def _append(path: str | Path, data: bytes, variable: str) -> None:
+    """Append to a runner's file (summary, outputs): a directory or unwritable path is one line."""
+    file_size(path, variable)
+    try:
+        with open(path, "ab") as f:
+            f.write(data)
+    except OSError as exc:
+        raise GitHubError(f"{variable}={printable(path)}: cannot append to it ({exc.strerror or exc})") from None
 
 
 def output_text(values: Mapping[str, str]) -> str:
@@ -111,8 +134,7 @@ def output_text(values: Mapping[str, str]) -> str:
 
 
 def write_outputs(path: str | Path, values: Mapping[str, str]) -> None:
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(output_text(values))
+    _append(path, output_text(values).encode("utf-8"), "GITHUB_OUTPUT")
 
 
 def report_outputs(document: Mapping, report_dir: str | Path) -> dict[str, str]:
