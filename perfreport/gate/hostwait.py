@@ -6,7 +6,8 @@ while the CPU ran the DataLoader. Steps within one run cannot show that kind of 
 drift, so a step-level test is confident about a difference that is the environment. When the
 two sides differ *only* in host-side wait and neither has two runs to measure drift with, a
 timing finding is lowered to ``stats.host_wait_level`` (warn) with the explanation. Any
-structural or GPU-side difference - another kernel, another count, more GPU time, a CPU op
+structural or GPU-side difference - another kernel (other than cuDNN's per-process pick of a
+convolution kernel, :mod:`.variants`), another count, more GPU time, a CPU op
 that appears or disappears (another DataLoader iterator, a new synchronising call) - keeps
 the finding at its level.
 """
@@ -20,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from .metrics import SideData, keyed_samples
+from .variants import families
 
 STEP_OP = re.compile(r"^ProfilerStep")
 COUNT_COLUMNS = ("kernels", "syncs", "memcpy_count", "memcpy_dtoh_count")
@@ -75,6 +77,9 @@ def _present(b: SideData, c: SideData, table: str) -> str | None:
     if not keys:
         return ""
     counts = [keyed_samples(s, table, ("key",), "count", keys).median() for s in (b, c)]
+    if table == "op_steps":  # another kernel of the same family (cuDNN's pick) is the same GPU work
+        fam = [f or k for k, f in zip(keys, families(keys))]
+        counts = [x.groupby(fam).sum() for x in counts]
     if not ((counts[0] > 0) == (counts[1] > 0)).all():
         return None
     times = [keyed_samples(s, table, ("key",), "dur_us", keys).median() for s in (b, c)]

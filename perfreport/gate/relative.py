@@ -22,7 +22,8 @@ import pandas as pd
 
 from ..config import RelativeCheck
 from ..model import COLLECTIVE, COMPUTATION, MEMORY
-from .checks import FAIL, INCONCLUSIVE, PASS, WARN, Check, Evidence, Threshold, evidence_text, format_value, make_check
+from .checks import (FAIL, INCONCLUSIVE, PASS, WARN, Check, Evidence, Note, Threshold, evidence_text, format_value,
+                     make_check)
 from .comparison import MEMORY_KEY, Comparison
 from .hostwait import HOST_WAIT_METRICS
 
@@ -48,7 +49,10 @@ def relative_checks(cmp: Comparison) -> list[Check]:
             continue
         metric = METRICS[RELATIVE_METRICS[name]]
         if name == "kernel_time":
-            out += _keyed(cmp, name, cfg, metric, "op_steps", ("key",), _top_kernels(cmp, cfg.top or 0))
+            swapped = {k for swap in cmp.kernel_swaps.values() for k in swap.keys}
+            out += _keyed(cmp, name, cfg, metric, "op_steps", ("key",),
+                          [k for k in _top_kernels(cmp, cfg.top or 0) if k not in swapped])
+            out += _variant_checks(cmp, name, cfg, metric)
         elif name == "collective_time":
             out += _keyed(cmp, name, cfg, metric, "collectives_per_step", ("kind", "process_group"),
                           cmp.keys("collectives_per_step", ("kind", "process_group")))
@@ -80,6 +84,29 @@ def _keyed(cmp: Comparison, name: str, cfg: RelativeCheck, metric: Metric, table
                 ("collective call", dict(key=key.strip(), cls=COLLECTIVE))
             check = _relative_check(cmp, name, cfg, metric, g, subject=key.strip(), fine=fine)
             out += [check] if check else []
+    return out
+
+
+def _variant_checks(cmp: Comparison, name: str, cfg: RelativeCheck, metric: Metric) -> list[Check]:
+    """The GPU time per step of each kernel family whose kernels changed while it ran on both
+    sides (:mod:`.variants`): unchanged within noise is a note, moved is the family's timing
+    finding naming the kernels that left and came."""
+    out = []
+    for swap in cmp.kernel_swaps.values():  # a loop over the few swapped families
+        b = keyed_samples(cmp.b, "op_steps", ("key",), "dur_us", list(swap.keys)).sum(axis=1).to_numpy()
+        c = keyed_samples(cmp.c, "op_steps", ("key",), "dur_us", list(swap.keys)).sum(axis=1).to_numpy()
+        library = swap.family.split(" ", 1)[0]
+        for g in cmp.groups(pd.Series(b), pd.Series(c), cfg.aggregation, metric.worse):
+            check = _relative_check(cmp, name, cfg, metric, g, subject=swap.family)
+            if check is None:
+                continue
+            picked = f"{library} picked {swap.picked()}"
+            if check.status == PASS:
+                where = f" on rank {g.rank}" if g.rank is not None else ""
+                cmp.notes.append(Note("kernels", f"{library} picked other {swap.family[len(library) + 1:]} kernels"
+                                                 f"{where}: no time change ({check.message.split(': ', 1)[0]}; "
+                                                 f"{len(swap.removed)} kernel(s) left, {len(swap.added)} came)"))
+            out.append(replace(check, message=f"{check.message}; {picked}"))
     return out
 
 

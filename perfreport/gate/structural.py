@@ -1,5 +1,7 @@
 """Structural checks, free of noise: kernels, copy kinds or collectives added or removed, and
-counts per step (launches, copies, calls) that changed beyond their tolerance."""
+counts per step (launches, copies, calls) that changed beyond their tolerance. A kernel of a
+variant family that runs on both sides (cuDNN's per-process convolution pick) is no structural
+change: :mod:`.variants` and the relative checks judge its family's time instead."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from ..config import StructuralCheck
 from .checks import INCONCLUSIVE, PASS, Check, Evidence, Threshold, make_check
 from .comparison import MEMORY_KEY, Comparison
 from .metrics import HIGHER, METRICS, STRUCTURAL_COUNTS, Group, Metric, keyed_samples
+from .variants import variant_mask
 
 
 def structural_checks(cmp: Comparison) -> list[Check]:
@@ -78,6 +81,8 @@ def _key_sets(cmp: Comparison, name: str, cfg: StructuralCheck, table: str, key_
     group_ranks, b_med, c_med = _group_medians(cmp, b_wide, c_wide, cfg.aggregation)
     tolerance = np.maximum(cfg.tolerance, cfg.tolerance_pct / 100.0 * b_med)
     flagged = ((b_med > 0) != (c_med > 0)) | (calls & (b_med > 0) & (np.abs(c_med - b_med) > tolerance))
+    if name == "kernels":  # another kernel of a family that runs on both sides: judged by its time (.variants)
+        flagged &= ~variant_mask(keys, b_med, c_med)
     out: list[Check] = []
     row_of = {rank: i for i, rank in enumerate(group_ranks)}
     for j in np.flatnonzero(flagged.any(axis=0)):  # only the keys that changed somewhere

@@ -78,6 +78,7 @@ def evaluate(baseline: SideData, candidate: SideData, config: Config, *, today: 
     cmp = Comparison(baseline, candidate, config, rank_pairs(baseline, candidate),
                      hardware_inconclusive=hardware_differs and config.hardware_mismatch == "inconclusive")
     checks = relative_checks(cmp) + absolute_checks(cmp) + structural_checks(cmp)
+    notes += cmp.notes
     checks, waiver_notes = apply_waivers(checks, config.waivers, today)
     order = {s: i for i, s in enumerate(STATUSES)}
     family_order = {f: i for i, f in enumerate(FAMILIES)}
