@@ -102,6 +102,31 @@ def run_noise(baseline: np.ndarray, b_runs: np.ndarray, candidate: np.ndarray, c
     return Noise(b_val, c_val, width, between_run_sd=s, df=max(df, 1), p_value=t_sf(t, max(df, 1)))
 
 
+def t_quantile(alpha: float, df: int) -> float:
+    """The t with P(T ≥ t) = ``alpha`` for Student's t with ``df`` degrees of freedom (bisection
+    on :func:`t_sf`; the critical value of a one-sided test at level ``alpha``).
+
+    >>> round(t_quantile(0.05, 1), 3), round(t_quantile(0.05, 10), 3)
+    (6.314, 1.812)
+    """
+    lo, hi = 0.0, 1.0
+    while t_sf(hi, df) > alpha and hi < 1e9:
+        hi *= 2.0
+    for _ in range(100):  # a fixed number of halvings: 1e9 / 2**100 is far below any precision used
+        mid = (lo + hi) / 2.0
+        lo, hi = (mid, hi) if t_sf(mid, df) > alpha else (lo, mid)
+    return hi
+
+
+def z_quantile(alpha: float) -> float:
+    """The z with P(Z ≥ z) = ``alpha`` for a standard normal Z (bisection on erfc)."""
+    lo, hi = -10.0, 10.0
+    for _ in range(100):
+        mid = (lo + hi) / 2.0
+        lo, hi = (mid, hi) if 0.5 * math.erfc(mid / math.sqrt(2.0)) > alpha else (lo, mid)
+    return hi
+
+
 def t_sf(t: float, df: int) -> float:
     """P(T ≥ t) for Student's t with integer ``df`` ≥ 1 (Abramowitz & Stegun 26.7.3-4: a
     finite series in cos θ, θ = atan(t / √df)).
@@ -179,5 +204,6 @@ def sign_test(larger: int, untied: int) -> tuple[float, str]:
     return 0.5 * math.erfc(z / math.sqrt(2.0)), "normal"
 
 
-__all__ = ["Noise", "Paired", "step_noise", "run_noise", "paired_noise", "sign_test", "t_sf", "robust_sd",
+__all__ = ["Noise", "Paired", "step_noise", "run_noise", "paired_noise", "sign_test", "t_sf", "t_quantile",
+           "z_quantile", "robust_sd",
            "median_se"]

@@ -15,9 +15,10 @@ time moved:
   structure.
 
 A family is recognised from the kernel's name: cuDNN convolution kernels (cutlass/xmma
-implicit-GEMM conv kernels built into cuDNN, fprop/dgrad/wgrad), by data type; their
-dtype-less helpers (split-K reduction, workspace init) belong to whichever cuDNN convolution
-family runs. The traces carry no input shapes by default, so "same work" is the same family on
+implicit-GEMM conv kernels built into cuDNN, fprop/dgrad/wgrad, the ``volta_scudnn_*`` /
+``cudnn::cnn::*`` engines), by data type where the name says it; kernels without a data type
+in their name (split-K reduction, workspace init, older engines) belong to whichever cuDNN
+convolution family runs (the fp32 family). The traces carry no input shapes by default, so "same work" is the same family on
 the same rank with its time unchanged within noise.
 """
 
@@ -30,11 +31,16 @@ import numpy as np
 
 from .metrics import SideData, keyed_samples
 
-CUDNN_CONV = re.compile(r"cudnn", re.IGNORECASE)
-CONV_KERNEL = re.compile(r"fprop|dgrad|wgrad|conv2d|convolution|convolve|reducesplitk|init_device_workspace",
-                         re.IGNORECASE)
-DTYPE = re.compile(r"bf16|bfloat16|tf32|fp16|f16|half|f32|float", re.IGNORECASE)
-DTYPE_NAMES = {"bfloat16": "bf16", "half": "f16", "fp16": "f16", "float": "f32"}
+CUDNN_CONV = re.compile(r"cudnn|^(explicit|implicit)_convolve_", re.IGNORECASE)
+CONV_KERNEL = re.compile(r"fprop|dgrad|wgrad|conv2d|convolution|convolve|reducesplitk|init_device_workspace|"
+                         r"[sh]cudnn|cnn::|implicit_gemm|precomp|winograd|im2col|fft", re.IGNORECASE)
+NOT_CONV = re.compile(r"batchnorm|bn_|norm|nchwToNhwc|nhwcToNchw|convertTensor|sdpa|fusion|softmax|pool|lrn|"
+                      r"activation|op_tensor|rnn|dropout", re.IGNORECASE)
+"""cuDNN kernels that are no convolution: layout transforms, normalisation, attention are work
+of their own, and one appearing is structure."""
+DTYPE = re.compile(r"bf16|bfloat16|tf32|fp16|f16|half", re.IGNORECASE)
+"""Reduced-precision data types named in a kernel's name; without one it is fp32 (or unnamed)."""
+DTYPE_NAMES = {"bfloat16": "bf16", "half": "f16", "fp16": "f16"}
 HELPERS = "cuDNN convolution"
 """The family of dtype-less cuDNN convolution helpers: present wherever any cuDNN convolution runs."""
 
@@ -47,10 +53,12 @@ def family_of(key: str) -> str | None:
     'cuDNN convolution bf16'
     >>> family_of("cutlass__5x_cudnn::Kernel<cutlass__5x_cudnn::reduction::kernel::ReduceSplitK>")
     'cuDNN convolution'
+    >>> family_of("volta_scudnn_128x128_stridedB_interior_nn_v1")
+    'cuDNN convolution'
     >>> family_of("cudnn::engines_precompiled::nchwToNhwcKernel<__nv_bfloat16>") is None
     True
     """
-    if not CUDNN_CONV.search(key) or not CONV_KERNEL.search(key):
+    if not CUDNN_CONV.search(key) or not CONV_KERNEL.search(key) or NOT_CONV.search(key):
         return None
     dtype = DTYPE.search(key)
     if dtype is None:

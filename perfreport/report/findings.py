@@ -234,6 +234,8 @@ def _summary(title: str, members: list[dict]) -> str:
         limit = ((c.get("threshold") or {}).get("text") or "").strip()
         return f"{title} {_span(v, unit)}" + (f" (limit {limit}; baseline {_span(b, unit)})" if limit else "")
     # relative (and anything else): the change, the values, the evidence
+    if any((m.get("evidence") or {}).get("possible_regression") for m in members):
+        title = f"possible regression: {title}"
     if len(members) == 1:
         p = (c.get("evidence") or {}).get("p_value")
         p_text = f", p = {p:.2g}" if isinstance(p, (int, float)) and math.isfinite(p) else ""
