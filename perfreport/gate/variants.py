@@ -18,8 +18,8 @@ A family is recognised from the kernel's name: cuDNN convolution kernels (cutlas
 implicit-GEMM conv kernels built into cuDNN, fprop/dgrad/wgrad, the ``volta_scudnn_*`` /
 ``cudnn::cnn::*`` engines), by data type where the name says it; kernels without a data type
 in their name (split-K reduction, workspace init, older engines) belong to whichever cuDNN
-convolution family runs (the fp32 family). The traces carry no input shapes by default, so "same work" is the same family on
-the same rank with its time unchanged within noise.
+convolution family runs (the fp32 family). The traces carry no input shapes by default, so
+"same work" is the same family on the same rank with its time unchanged within noise.
 """
 
 from __future__ import annotations
