@@ -34,6 +34,8 @@ from .metrics import SideData, keyed_samples
 CUDNN_CONV = re.compile(r"cudnn|^(explicit|implicit)_convolve_", re.IGNORECASE)
 CONV_KERNEL = re.compile(r"fprop|dgrad|wgrad|conv2d|convolution|convolve|reducesplitk|init_device_workspace|"
                          r"[sh]cudnn|cnn::|implicit_gemm|precomp|winograd|im2col|fft", re.IGNORECASE)
+CONV_DIRECTION = re.compile(r"fprop|dgrad|wgrad|conv2d|convolution|convolve", re.IGNORECASE)
+"""Names that say convolution outright (a cutlass wgrad iterator's name may say "Activation")."""
 NOT_CONV = re.compile(r"batchnorm|bn_|norm|nchwToNhwc|nhwcToNchw|convertTensor|sdpa|fusion|softmax|pool|lrn|"
                       r"activation|op_tensor|rnn|dropout", re.IGNORECASE)
 """cuDNN kernels that are no convolution: layout transforms, normalisation, attention are work
@@ -58,7 +60,9 @@ def family_of(key: str) -> str | None:
     >>> family_of("cudnn::engines_precompiled::nchwToNhwcKernel<__nv_bfloat16>") is None
     True
     """
-    if not CUDNN_CONV.search(key) or not CONV_KERNEL.search(key) or NOT_CONV.search(key):
+    if not CUDNN_CONV.search(key) or not CONV_KERNEL.search(key):
+        return None
+    if not CONV_DIRECTION.search(key) and NOT_CONV.search(key):
         return None
     dtype = DTYPE.search(key)
     if dtype is None:
