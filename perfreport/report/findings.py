@@ -16,6 +16,8 @@ Rules, applied in order:
    (cuDNN picked other kernels).
 3. Order: severity (fail, warn, inconclusive, pass), counted before waived, step time first,
    then relative, structural, absolute checks, then the larger change, the more ranks, the title.
+4. A relative check the gate could not prove beyond noise (``evidence.possible_regression``)
+   says so first: "possible regression: step time +11.0 % (…)".
 
 Pure and deterministic: the same checks give the same groups in the same order.
 """
