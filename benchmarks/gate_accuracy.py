@@ -29,7 +29,7 @@ samples: the pass rests on a check that could not tell). A case is
 *wrong* when a must-pass case fails or a must-fail case passes or is inconclusive; a ``warn``
 where pass or fail was expected is listed as a miss, not counted wrong.
 
-    python benchmarks/gate_accuracy.py                  # everything (~3 min on 2 cores)
+    python benchmarks/gate_accuracy.py                  # everything (~2 CPU-min; 179 cases)
     python benchmarks/gate_accuracy.py --quick          # skip traces over 20 MB of gzip
     python benchmarks/gate_accuracy.py --family recorded --family injected
     python benchmarks/gate_accuracy.py --list           # the cases, without running them
