@@ -167,3 +167,12 @@ def test_host_wait_rule_holds_when_gpu_work_moves_a_little():
     assert compute.status == PASS and 2.0 < compute.delta_pct < 5.0  # under the 5 % compute threshold
     assert step.status == WARN and step.delta_pct > 10 and "host-side wait" in step.message
     assert verdict.status == WARN
+
+
+def test_inconclusive_level_is_validated():
+    from perfreport.errors import ConfigError
+
+    assert config_from_mapping({"stats": {"inconclusive_level": "fail"}}).stats.inconclusive_level == "fail"
+    assert Config().stats.inconclusive_level == "warn"
+    with pytest.raises(ConfigError, match="stats.inconclusive_level"):
+        config_from_mapping({"stats": {"inconclusive_level": "block"}})
