@@ -8,7 +8,8 @@ Cases (family: what must happen):
 * ``real pair``: ResNet50 on a V100, DataLoader workers 4 -> 0 (+40 % step time): fail; and
   0 -> 4 (an improvement): pass.
 * ``recorded repeats``: every ordered pair of the repeated runs in tests/data/recorded (the same
-  config run as separate processes on an H100): must not fail.
+  config run as separate processes on an H100; the host-bound ``workers0`` pair included, judged
+  both ways): must not fail.
 * ``recorded changes``: each repeat against each known-effect change recorded from it (workers 0,
   a sync per step, loss.item() per step, fp32, NCHW, +12.5 % tokens, TF32): fail; the reverse of the
   two pure slowdowns (an improvement): pass.
@@ -16,6 +17,10 @@ Cases (family: what must happen):
   (:func:`trace_edit.scale_kernels`): +5 % is reported but not scored (below most thresholds);
   +10, +15, +20 % must fail.
 * ``+1 D2H/step``, ``+1 sync/step``: a structural change injected into every step: fail.
+* ``multi-run baseline``: a stored baseline of several recorded repeats (``perfreport baseline
+  save --append``) against one candidate run: every other repeat (each left out in turn, and
+  two-run baselines): must not fail; every known-effect change recorded from them, and the
+  injected regressions of one repeat against a baseline of the others: fail.
 
 Each case runs ``perfreport.pipeline.compare`` with ``perfreport.config.load_config()``, as
 ``perfreport compare`` does. "got" is the verdict's status, or ``inconclusive`` when the verdict
@@ -24,7 +29,7 @@ samples: the pass rests on a check that could not tell). A case is
 *wrong* when a must-pass case fails or a must-fail case passes or is inconclusive; a ``warn``
 where pass or fail was expected is listed as a miss, not counted wrong.
 
-    python benchmarks/gate_accuracy.py                  # everything (~3 min on 2 cores)
+    python benchmarks/gate_accuracy.py                  # everything (~2 CPU-min; 179 cases)
     python benchmarks/gate_accuracy.py --quick          # skip traces over 20 MB of gzip
     python benchmarks/gate_accuracy.py --family recorded --family injected
     python benchmarks/gate_accuracy.py --list           # the cases, without running them
@@ -36,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
@@ -150,7 +156,7 @@ def cases(workdir: Path, families: list[str], quick: bool) -> list[Case]:
         out += [Case("real pair", "resnet50 workers 4 -> 0", PAIR / "workers4", PAIR / "workers0", "fail"),
                 Case("real pair", "resnet50 workers 0 -> 4", PAIR / "workers0", PAIR / "workers4", "pass")]
     if want("recorded"):
-        for case in ("repeat_base", "gpu_bound_repeat", "short_multirank"):
+        for case in ("repeat_base", "gpu_bound_repeat", "short_multirank", "workers0"):
             runs = sorted(p for p in (RECORDED / case).iterdir() if p.is_dir())
             out += [Case("recorded repeats", f"{case} {a.name} -> {b.name}", a, b, "pass")
                     for a, b in itertools.permutations(runs, 2)]
@@ -165,6 +171,8 @@ def cases(workdir: Path, families: list[str], quick: bool) -> list[Case]:
                         if change in ("workers0", "gpu_bound_seq1152"):
                             out.append(Case("recorded improvements", f"{change}/{c.name} -> {base}/{b.name}",
                                             c, b, "pass"))
+    if want("multi"):
+        out += multi_run_cases(workdir)
     if want("injected"):
         for job in (j for j in INJECT_INTO if j.exists() and small(j)):
             for pct in SCALES:
@@ -173,6 +181,53 @@ def cases(workdir: Path, families: list[str], quick: bool) -> list[Case]:
             for what, label in (("dtoh", "+1 D2H/step"), ("sync", "+1 sync/step")):
                 cand = edited(job, workdir / what / slug(job), lambda d, w=what: add_per_step(d, w))
                 out.append(Case(f"injected {label}", slug(job), job, cand, "fail"))
+    return out
+
+
+def stored(workdir: Path, runs: list[Path]) -> Path:
+    """A stored baseline holding ``runs`` (oldest first), made with ``perfreport baseline save
+    --append`` in ``workdir/store`` and reused."""
+    name = "__".join(slug(r) for r in runs).replace(".", "_")[:200]
+    store = workdir / "store"
+    if (store / name / "manifest.json").is_file():
+        return store / name
+    for run in runs:
+        subprocess.run([sys.executable, "-m", "perfreport", "baseline", "save", name, str(run), "--append",
+                        "--store", str(store), "--quiet", "--workers", "1"], check=True, cwd=ROOT,
+                       stdout=subprocess.DEVNULL)
+    return store / name
+
+
+def multi_run_cases(workdir: Path) -> list[Case]:
+    """Stored multi-run baselines against one candidate run: repeats (pass), changes and injections (fail)."""
+    out: list[Case] = []
+    family = "multi-run baseline"
+    changes = {"repeat_base": ["workers0", "sync_each_step", "loss_item_each_step", "fp32_no_amp", "no_channels_last"],
+               "gpu_bound_repeat": ["gpu_bound_seq1152", "gpu_bound_tf32_no_amp"]}
+    for base, changed in changes.items():
+        runs = sorted(p for p in (RECORDED / base).iterdir() if p.is_dir())
+        for left in runs:  # each repeat against a baseline of the others
+            others = [r for r in runs if r != left]
+            out.append(Case(family, f"{base} {'+'.join(r.name for r in others)} -> {left.name}",
+                            stored(workdir, others), left, "pass"))
+        if len(runs) >= 4:  # two-run baselines
+            for pair, left in ((runs[:2], runs[2]), (runs[:2], runs[3]), (runs[2:], runs[0]), (runs[2:], runs[1])):
+                out.append(Case(family, f"{base} {'+'.join(r.name for r in pair)} -> {left.name}",
+                                stored(workdir, pair), left, "pass"))
+        every = stored(workdir, runs)
+        for change in changed:
+            for c in sorted(p for p in (RECORDED / change).iterdir() if p.is_dir()):
+                out.append(Case(family + " changes", f"{base} ({len(runs)} runs) -> {change}/{c.name}", every, c, "fail"))
+                if len(runs) >= 4:
+                    out.append(Case(family + " changes", f"{base} {'+'.join(r.name for r in runs[:2])} -> "
+                                    f"{change}/{c.name}", stored(workdir, runs[:2]), c, "fail"))
+        first, others = runs[0], stored(workdir, runs[1:])
+        for pct in SCALES[1:]:
+            cand = edited(first, workdir / f"scale{pct}" / slug(first), lambda d, f=1 + pct / 100: scale_kernels(d, f))
+            out.append(Case(family + " injected", f"{base} others -> {first.name} kernels +{pct} %", others, cand, "fail"))
+        for what, label in (("dtoh", "+1 D2H/step"), ("sync", "+1 sync/step")):
+            cand = edited(first, workdir / what / slug(first), lambda d, w=what: add_per_step(d, w))
+            out.append(Case(family + " injected", f"{base} others -> {first.name} {label}", others, cand, "fail"))
     return out
 
 
@@ -223,7 +278,7 @@ def report(results: list[tuple[Case, str, str]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--family", action="append", default=[],
-                        help="run only families starting with this (self, halves, real, recorded, injected)")
+                        help="run only families starting with this (self, halves, real, recorded, injected, multi)")
     parser.add_argument("--quick", action="store_true", help="skip trace jobs over 20 MB of gzip")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/perfreport-gate-accuracy"))
     parser.add_argument("--list", action="store_true", help="list the cases and stop")

@@ -71,6 +71,13 @@ GPU compute, copy, communication and CPU ops; only the time the GPU waited for t
 when neither side has two runs: one run per side cannot tell a slower host from run-to-run
 drift of the machine (a real ResNet50 repeat drifted +16 % this way), so it warns and says to
 record more baseline runs. "fail" keeps such findings at their check's level."""
+INCONCLUSIVE_LEVEL = "warn"
+"""Level of a *possible regression*: a relative check whose change is beyond its threshold but
+not shown to be beyond noise (not significant, within the noise widths, or too few samples).
+A gate that passes over an estimated +11 % because two baseline runs disagreed by 3 % is a
+silent pass; "warn" shows it with what would decide it, "fail" blocks on it, "pass" keeps it
+an inconclusive check that does not change the verdict."""
+INCONCLUSIVE_LEVELS = ("pass", "warn", "fail")
 HOST_WAIT_GPU_TOLERANCE_PCT = 2.0
 """GPU work counts as unchanged for the host-wait rule when compute, communication and copy
 time per step moved by at most this much (repeats differ by under 1 %)."""
@@ -168,6 +175,7 @@ class StatsConfig:
     min_samples: int = MIN_SAMPLES
     noise_widths: float = NOISE_WIDTHS
     host_wait_level: str = HOST_WAIT_LEVEL
+    inconclusive_level: str = INCONCLUSIVE_LEVEL
     host_wait_gpu_tolerance_pct: float = HOST_WAIT_GPU_TOLERANCE_PCT
     bootstrap_resamples: int = BOOTSTRAP_RESAMPLES
     seed: int = SEED
@@ -582,6 +590,7 @@ def validate(config: Config) -> None:
     if s.noise_widths < 0:
         raise r.fail("stats.noise_widths", f"must be 0 or more, got {s.noise_widths}")
     _choice(r, "stats.host_wait_level", s.host_wait_level, LEVELS)
+    _choice(r, "stats.inconclusive_level", s.inconclusive_level, INCONCLUSIVE_LEVELS)
     if s.host_wait_gpu_tolerance_pct < 0:
         raise r.fail("stats.host_wait_gpu_tolerance_pct", f"must be 0 or more, got {s.host_wait_gpu_tolerance_pct}")
     if s.bootstrap_resamples < 100:

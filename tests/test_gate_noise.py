@@ -78,8 +78,10 @@ def test_drift_between_baseline_runs_widens_what_counts_as_a_change():
     # the baseline's two runs already differ by 8 %: +7.7 % over their mean is within the drift
     drifting = _runs_side([steady, [v * 1.08 for v in steady]])
     check = one(evaluate(drifting, candidate, Config()), "relative.step_time")
-    assert check.status == INCONCLUSIVE and check.evidence.sample_kind == "run"
-    assert (check.evidence.baseline_runs, check.evidence.candidate_runs) == (2, 1)
+    # beyond the threshold but within the drift: no silent pass, a possible regression that warns
+    assert check.status == WARN and check.evidence.sample_kind == "run" and check.evidence.possible_regression
+    assert check.message.startswith("possible regression: step time +7.7 %")
+    assert check.evidence.drift == "borrowed" and (check.evidence.baseline_runs, check.evidence.candidate_runs) == (2, 1)
     assert (check.evidence.baseline_steps, check.evidence.candidate_steps) == (10, 5)
     assert check.baseline_value == pytest.approx(1.04 * 100.2e3) and check.delta_pct == pytest.approx(7.69, abs=0.01)
     assert check.evidence.between_run_sd == pytest.approx(0.08 * 100.2e3 / math.sqrt(2))

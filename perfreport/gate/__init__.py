@@ -6,6 +6,8 @@
 * :mod:`~perfreport.gate.noise` - noise widths from the data: between steps, between runs,
   between matched GPU op calls (t and sign tests);
 * :mod:`~perfreport.gate.hostwait` - whether two sides differ only in host-side wait;
+* :mod:`~perfreport.gate.variants` - kernel families whose per-process pick (cuDNN's
+  convolution kernels) is no structural change;
 * :mod:`~perfreport.gate.verdict` - (baseline, candidate, Config) -> :class:`Verdict`;
 * :mod:`~perfreport.gate.baselines` - the versioned, checksummed baseline store (its column
   cache in :mod:`~perfreport.gate.colcache`, several runs in :mod:`~perfreport.gate.baseline_runs`).

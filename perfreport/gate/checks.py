@@ -36,7 +36,17 @@ class Evidence:
     them. ``noise_width`` is the standard error of the change in the metric's unit (see
     :mod:`perfreport.gate.noise`), ``noise_widths`` how many of them the change in the bad
     direction is wide, ``required_noise_widths`` the configured minimum for a finding, and
-    ``between_run_sd`` the spread of run medians (runs only)."""
+    ``between_run_sd`` the spread of run medians (runs only).
+
+    What the check could see (relative checks): ``min_detectable`` is the smallest change in the
+    bad direction (metric unit) that would have been a finding with this noise and these
+    samples - the threshold and floor, the noise widths, and the test's critical value, whichever
+    is largest (inf: no change could be, e.g. too few samples) - and ``min_detectable_pct`` the
+    same relative to the baseline; ``drift`` says how run-to-run drift entered: "measured" (runs
+    on both sides), "borrowed" (a one-run side takes the other side's spread between runs),
+    "unknown" (one run per side: steps cannot show it) or None (matched calls).
+    ``possible_regression``: beyond the threshold but not shown to be beyond noise, raised to
+    ``stats.inconclusive_level``; ``to_decide`` what more data would decide it."""
 
     test: str
     baseline_samples: int
@@ -59,6 +69,11 @@ class Evidence:
     noise_widths: float | None = None
     required_noise_widths: float | None = None
     between_run_sd: float | None = None
+    min_detectable: float | None = None
+    min_detectable_pct: float | None = None
+    drift: str | None = None
+    possible_regression: bool = False
+    to_decide: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,15 +201,32 @@ def evidence_text(e: Evidence) -> str:
     return text
 
 
+def detectable_text(e: Evidence, unit: str) -> str | None:
+    """The smallest change the check could have detected, for people: "+6.2 %", "+5.0 points",
+    "none: too few samples"; None where the check has no such figure (structural, absolute)."""
+    if e.min_detectable is None:
+        return None
+    if not math.isfinite(e.min_detectable):
+        return "none: too few samples to tell any change from noise"
+    if unit == "pct":
+        return f"+{e.min_detectable:.1f} points"
+    if e.min_detectable_pct is not None and math.isfinite(e.min_detectable_pct):
+        return f"+{e.min_detectable_pct:.1f} % ({format_value(e.min_detectable, unit)})"
+    return f"+{format_value(e.min_detectable, unit)}"
+
+
 def rests_on(e: Evidence) -> str:
     """What the test counted: "4 vs 5 steps", "2 vs 1 runs (10 vs 5 steps)", "4476 vs 4476
     matched kernel invocations (1 vs 1 steps)"."""
     if e.sample_kind == "run":
-        return f"{e.baseline_runs} vs {e.candidate_runs} runs ({e.baseline_steps} vs {e.candidate_steps} steps)"
+        text = f"{e.baseline_runs} vs {e.candidate_runs} runs ({e.baseline_steps} vs {e.candidate_steps} steps)"
+        return text + (", drift borrowed from the baseline's runs" if e.drift == "borrowed" else "")
     unit = {"step": "steps", "rank-step": "(rank, step) samples pooled over ranks",
             "kernel invocation": "matched kernel invocations", "collective call": "matched collective calls",
             "copy": "matched copies", "GPU op call": "matched GPU op calls"}.get(e.sample_kind, e.sample_kind)
     text = f"{e.baseline_samples} vs {e.candidate_samples} {unit}"
     if e.sample_kind not in ("step", "rank-step") and e.baseline_steps is not None:
         text += f" ({e.baseline_steps} vs {e.candidate_steps} steps)"
+    if e.drift == "unknown":
+        text += ", one run a side: drift between runs unknown"
     return text

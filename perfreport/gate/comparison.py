@@ -12,11 +12,12 @@ import pandas as pd
 
 from ..config import Config
 from ..model import COLLECTIVE
-from .checks import Evidence
+from .checks import Evidence, Note
 from .hostwait import HostWait, host_wait_only
 from .metrics import HIGHER, Group, Metric, SideData, aggregate, key_of
 from .noise import Paired, paired_noise
 from .stats import bootstrap_interval, mann_whitney_u
+from .variants import Swap, kernel_swaps
 
 MEMORY_KEY = re.compile(r"^(Memcpy|Memset)")
 """Op keys of copies and sets (not kernels)."""
@@ -30,6 +31,8 @@ class Comparison:
         self.b, self.c, self.config, self.pairs = b, c, config, pairs
         self.hw = hardware_inconclusive
         self.stats = config.stats
+        self.notes: list[Note] = []
+        """Notes the checks found on the way (kernel variants with unchanged time)."""
 
     def groups(self, b_values: pd.Series, c_values: pd.Series, aggregation: str, worse: str) -> list[Group]:
         return aggregate(self.b.steps, self.c.steps, b_values, c_values, aggregation, worse, self.pairs)
@@ -80,6 +83,12 @@ class Comparison:
         return host_wait_only(self.b, self.c, gpu_tolerance_pct=self.stats.host_wait_gpu_tolerance_pct,
                               min_change_us=self.config.relative["step_time"].min_change_us,
                               launch_tolerance_pct=launches.tolerance_pct if launches else 1.0)
+
+    @functools.cached_property
+    def kernel_swaps(self) -> dict[str, Swap]:
+        """Kernel families whose kernels changed while the family ran on both sides (:mod:`.variants`)."""
+        keys = [k for k in self.keys("op_steps", ("key",)) if not MEMORY_KEY.match(k)]
+        return kernel_swaps(self.b, self.c, self.pairs, keys)
 
     @functools.cached_property
     def faster_step(self) -> str | None:

@@ -10,6 +10,12 @@ samples pooled over ranks (``mean`` checks). Without any of these it is ``inconc
 
 Without between-run information (one run per side), a timing finding whose only evidence is
 host-side wait (:mod:`.hostwait`) is lowered to ``stats.host_wait_level``.
+
+No silent pass: a change beyond its threshold that the noise does not let the check prove
+(not significant, within the noise widths, too few samples) is a *possible regression* at
+``stats.inconclusive_level`` (warn), never above the check's own level, with what would decide
+it (:func:`_to_decide`). Every check's evidence carries the smallest change it could have
+detected (:func:`_min_detectable`).
 """
 
 from __future__ import annotations
@@ -22,14 +28,16 @@ import pandas as pd
 
 from ..config import RelativeCheck
 from ..model import COLLECTIVE, COMPUTATION, MEMORY
-from .checks import FAIL, INCONCLUSIVE, PASS, WARN, Check, Evidence, Threshold, evidence_text, format_value, make_check
+from .checks import (FAIL, INCONCLUSIVE, PASS, WARN, Check, Evidence, Note, Threshold, evidence_text, format_value,
+                     make_check)
 from .comparison import MEMORY_KEY, Comparison
 from .hostwait import HOST_WAIT_METRICS
 
 IDLE_METRICS = ("idle_us", "idle_pct")
 """GPU idle inside the step's GPU window: lowered to warn when the step itself got faster."""
 from .metrics import HIGHER, METRICS, RELATIVE_METRICS, Group, Metric, keyed_samples
-from .noise import run_noise, step_noise
+from .noise import run_noise, step_noise, t_quantile, z_quantile
+from .stats import smallest_p_value
 
 FINE_SAMPLES = {
     "compute_us": ("kernel invocation", COMPUTATION),
@@ -48,7 +56,10 @@ def relative_checks(cmp: Comparison) -> list[Check]:
             continue
         metric = METRICS[RELATIVE_METRICS[name]]
         if name == "kernel_time":
-            out += _keyed(cmp, name, cfg, metric, "op_steps", ("key",), _top_kernels(cmp, cfg.top or 0))
+            swapped = {k for swap in cmp.kernel_swaps.values() for k in swap.keys}
+            out += _keyed(cmp, name, cfg, metric, "op_steps", ("key",),
+                          [k for k in _top_kernels(cmp, cfg.top or 0) if k not in swapped])
+            out += _variant_checks(cmp, name, cfg, metric)
         elif name == "collective_time":
             out += _keyed(cmp, name, cfg, metric, "collectives_per_step", ("kind", "process_group"),
                           cmp.keys("collectives_per_step", ("kind", "process_group")))
@@ -83,6 +94,32 @@ def _keyed(cmp: Comparison, name: str, cfg: RelativeCheck, metric: Metric, table
     return out
 
 
+def _variant_checks(cmp: Comparison, name: str, cfg: RelativeCheck, metric: Metric) -> list[Check]:
+    """The GPU time per step of each kernel family whose kernels changed while it ran on both
+    sides (:mod:`.variants`): unchanged within noise is a note, moved is the family's timing
+    finding naming the kernels that left and came."""
+    out = []
+    for swap in cmp.kernel_swaps.values():  # a loop over the few swapped families
+        b = keyed_samples(cmp.b, "op_steps", ("key",), "dur_us", list(swap.keys)).sum(axis=1).to_numpy()
+        c = keyed_samples(cmp.c, "op_steps", ("key",), "dur_us", list(swap.keys)).sum(axis=1).to_numpy()
+        library = swap.family.split(" ", 1)[0]
+        for g in cmp.groups(pd.Series(b), pd.Series(c), cfg.aggregation, metric.worse):
+            check = _relative_check(cmp, name, cfg, metric, g, subject=swap.family)
+            if check is None:
+                continue
+            picked = f"{library} picked {swap.picked()}"
+            if check.status == PASS:
+                where = f" on rank {g.rank}" if g.rank is not None else ""
+                kind = swap.family[len(library) + 1:]
+                values = f"{format_value(check.baseline_value, 'us')} → {format_value(check.candidate_value, 'us')}"
+                change = f", {check.delta_pct:+.1f} %" if check.delta_pct is not None else ""
+                cmp.notes.append(Note("kernels", f"{library} picked other {kind} kernels{where}: no time change "
+                                                 f"({values} per step{change}, within its threshold or noise; "
+                                                 f"{len(swap.removed)} kernel(s) left, {len(swap.added)} came)"))
+            out.append(replace(check, message=f"{check.message}; {picked}"))
+    return out
+
+
 def _top_kernels(cmp: Comparison, top: int) -> list[str]:
     """The ``top`` kernels by mean time per sample on each side (their union, baseline first)."""
     keys: list[str] = []
@@ -107,7 +144,8 @@ def _too_few(cmp: Comparison, g: Group) -> bool:
 @dataclass(frozen=True, slots=True)
 class _Judged:
     """What one group's samples say: the two central values, the noise width of their
-    difference and the change in noise widths, the evidence, and whether it can decide."""
+    difference and the change in noise widths, the evidence, whether it can decide, and the
+    test's critical value in noise widths (inf: no change could be significant)."""
 
     baseline: float
     candidate: float
@@ -115,11 +153,14 @@ class _Judged:
     widths: float
     evidence: Evidence
     enough: bool
+    critical: float
 
 
 def _judge(cmp: Comparison, metric: Metric, g: Group, fine: tuple[str, dict] | None) -> _Judged:
     """The noise and evidence of one group, at the level where its samples are independent:
-    runs (≥ 2 on a side), steps, or matched calls when the steps are too few."""
+    runs (≥ 2 on a side; a one-run side borrows the other side's run-to-run spread), steps
+    (one run per side: the drift between runs is unknown), or matched calls when the steps are
+    too few."""
     s = cmp.stats
     b, c = g.baseline, g.candidate
     b_runs, c_runs = _runs(g.baseline_runs), _runs(g.candidate_runs)
@@ -127,12 +168,15 @@ def _judge(cmp: Comparison, metric: Metric, g: Group, fine: tuple[str, dict] | N
         noise = run_noise(b, _or_zero(g.baseline_runs, b), c, _or_zero(g.candidate_runs, c), metric.worse == HIGHER)
         evidence = Evidence("t-test on run medians", len(b), len(c), p_value=noise.p_value, alpha=s.alpha,
                             method=f"{noise.df} df", significant=bool(noise.p_value < s.alpha), sample_kind="run",
-                            between_run_sd=noise.between_run_sd)
+                            between_run_sd=noise.between_run_sd,
+                            drift="measured" if min(b_runs, c_runs) >= 2 else "borrowed")
         enough = len(b) >= 2 and len(c) >= 2
+        critical = t_quantile(s.alpha, noise.df or 1)
     else:
         noise = step_noise(b, c)
-        evidence = replace(cmp.evidence(b, c, metric), sample_kind=g.sample_kind)
+        evidence = replace(cmp.evidence(b, c, metric), sample_kind=g.sample_kind, drift="unknown")
         enough = not _too_few(cmp, g)
+        critical = z_quantile(s.alpha) if _best_p(len(b), len(c)) < s.alpha else math.inf
     delta = noise.candidate - noise.baseline
     width, widths = noise.width, noise.widths(delta if metric.worse == HIGHER else -delta)
     if not enough and fine is not None:  # too few steps: matched GPU op calls are the samples
@@ -141,11 +185,48 @@ def _judge(cmp: Comparison, metric: Metric, g: Group, fine: tuple[str, dict] | N
             enough, width, widths = True, paired.se * abs(noise.baseline), paired.widths()
             evidence = Evidence("sign test", paired.pairs, paired.pairs, p_value=paired.p_value, alpha=s.alpha,
                                 method=paired.method, significant=bool(paired.p_value < s.alpha and paired.ratio > 1),
-                                sample_kind=fine[0])
+                                sample_kind=fine[0], drift="unknown")
+            critical = z_quantile(s.alpha) if 0.5 ** paired.pairs < s.alpha else math.inf  # the sign test's best p
     evidence = replace(evidence, baseline_runs=b_runs, candidate_runs=c_runs, baseline_steps=len(b),
                        candidate_steps=len(c), noise_width=width, noise_widths=widths,
                        required_noise_widths=s.noise_widths)
-    return _Judged(noise.baseline, noise.candidate, width, widths, evidence, enough)
+    return _Judged(noise.baseline, noise.candidate, width, widths, evidence, enough,
+                   critical if enough else math.inf)
+
+
+def _best_p(n1: int, n2: int) -> float:
+    """The smallest p-value n1 vs n2 steps can give (Mann-Whitney U, exact)."""
+    return smallest_p_value(n1, n2) if n1 + n2 < 1000 else 0.0
+
+
+def _min_detectable(j: _Judged, floor: float, threshold: float, stats) -> float:
+    """The smallest change in the bad direction that would have been a finding: beyond the
+    threshold (and floor), the noise widths, and the test's critical value."""
+    if not math.isfinite(j.critical) or not math.isfinite(j.width):
+        return math.inf
+    return max(floor, threshold, j.width * max(stats.noise_widths, j.critical))
+
+
+def _to_decide(j: _Judged, worse_delta: float, change: str, metric: Metric, stats) -> str:
+    """What more data would tell this change from noise, in one clause."""
+    e = j.evidence
+    if not j.enough:
+        return (f"record at least {stats.min_samples} profiler steps per rank on each side after warm-up "
+                f"(a longer active schedule) to judge {change}")
+    if e.sample_kind == "run" and e.between_run_sd:
+        sd, m_b, m_c = e.between_run_sd, e.baseline_runs or 1, e.candidate_runs or 1
+        drift = (f"{100.0 * sd / abs(j.baseline):.1f} %" if metric.unit != "pct" and j.baseline
+                 else f"{sd:.1f}-point")
+        for k in range(1, 11):  # the fewest more candidate runs that would decide, if the change is real
+            width = math.hypot(sd / math.sqrt(m_b), sd / math.sqrt(m_c + k))
+            df = (m_b - 1) + (m_c + k - 1)
+            if width > 0 and worse_delta / width >= max(stats.noise_widths, t_quantile(stats.alpha, df)):
+                return (f"record {k} more candidate run{'s' if k > 1 else ''} (`--run`) to tell {change} from "
+                        f"the {drift} run-to-run drift")
+        return (f"{change} is within the {drift} run-to-run drift: record more runs of both sides "
+                f"(`perfreport baseline save --append`, `--run`)")
+    return (f"record 2 more baseline runs (`perfreport baseline save --append`) and candidate runs (`--run`) "
+            f"to tell {change} from the drift between runs")
 
 
 def _relative_check(cmp: Comparison, name: str, cfg: RelativeCheck, metric: Metric, g: Group,
@@ -172,6 +253,7 @@ def _relative_check(cmp: Comparison, name: str, cfg: RelativeCheck, metric: Metr
     if metric.unit == "pct":
         exceeds = worse_delta > cfg.threshold
         change = f"{delta:+.1f} points"
+        mde = _min_detectable(j, 0.0, cfg.threshold, s)
     else:
         floor = cfg.min_change_us
         if math.isfinite(g.baseline_step_us):
@@ -182,6 +264,9 @@ def _relative_check(cmp: Comparison, name: str, cfg: RelativeCheck, metric: Metr
         exceeds = worse_delta > floor and relative > cfg.threshold
         change = f"{100.0 * delta / abs(b_med):+.1f} %" if b_med else \
             f"{'+' if delta > 0 else ''}{format_value(delta, metric.unit)} (from 0)"
+        mde = _min_detectable(j, floor, cfg.threshold / 100.0 * abs(b_med), s)
+    evidence = replace(evidence, min_detectable=mde,
+                       min_detectable_pct=100.0 * mde / abs(b_med) if b_med and metric.unit != "pct" else None)
     values = f"{format_value(b_med, metric.unit)} → {format_value(c_med, metric.unit)}"
     text = f"{metric.label} {change} ({values}"
     if not exceeds:
@@ -211,8 +296,21 @@ def _relative_check(cmp: Comparison, name: str, cfg: RelativeCheck, metric: Metr
         if faster is not None and status == FAIL:  # idle moved inside a shorter step: shown, not failed
             status = WARN
             why += f"; {faster}"
-    return make_check(**base, status=status, b=b, c=c, evidence=evidence, message=f"{text}): {why}",
-                      values=(b_med, c_med))
+    message = f"{text}): {why}"
+    if status == INCONCLUSIVE and exceeds and not cmp.hw and s.inconclusive_level != PASS:
+        status = _milder(s.inconclusive_level, cfg.level)  # no silent pass: shown as a possible regression
+        if evidence.sample_kind != "run" and metric.column in HOST_WAIT_METRICS and cmp.host_wait is not None:
+            status = _milder(status, s.host_wait_level)
+        decide = _to_decide(j, worse_delta, change, metric, s)
+        evidence = replace(evidence, possible_regression=True, to_decide=decide)
+        message = f"possible regression: {message}; {decide}"
+    return make_check(**base, status=status, b=b, c=c, evidence=evidence, message=message, values=(b_med, c_med))
+
+
+def _milder(a: str, b: str) -> str:
+    """The less severe of two levels (fail > warn > pass)."""
+    order = (PASS, WARN, FAIL)
+    return order[min(order.index(a), order.index(b))]
 
 
 def _or_zero(runs: np.ndarray | None, values: np.ndarray) -> np.ndarray:

@@ -1,5 +1,7 @@
 """Structural checks, free of noise: kernels, copy kinds or collectives added or removed, and
-counts per step (launches, copies, calls) that changed beyond their tolerance."""
+counts per step (launches, copies, calls) that changed beyond their tolerance. A kernel of a
+variant family that runs on both sides (cuDNN's per-process convolution pick) is no structural
+change: :mod:`.variants` and the relative checks judge its family's time instead."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from ..config import StructuralCheck
 from .checks import INCONCLUSIVE, PASS, Check, Evidence, Threshold, make_check
 from .comparison import MEMORY_KEY, Comparison
 from .metrics import HIGHER, METRICS, STRUCTURAL_COUNTS, Group, Metric, keyed_samples
+from .variants import variant_mask
 
 
 def structural_checks(cmp: Comparison) -> list[Check]:
@@ -31,18 +34,34 @@ def structural_checks(cmp: Comparison) -> list[Check]:
         for column in columns:
             metric = METRICS[column]
             subject = column if len(columns) > 1 else None
-            for g in cmp.groups(cmp.b.steps[column], cmp.c.steps[column], cfg.aggregation, HIGHER):
-                out.append(_count_check(name, cfg, metric, g, subject, per_step))
+            groups = cmp.groups(cmp.b.steps[column], cmp.c.steps[column], cfg.aggregation, HIGHER)
+            allowances = _variant_allowances(cmp, cfg, len(groups)) if column == "launches" else [0.0] * len(groups)
+            for g, allowance in zip(groups, allowances):
+                out.append(_count_check(name, cfg, metric, g, subject, per_step, allowance=allowance))
     return out
 
 
+def _variant_allowances(cmp: Comparison, cfg: StructuralCheck, n: int) -> list[float]:
+    """Per group: how much the launches of kernel families cuDNN swapped (:mod:`.variants`)
+    changed per step - another pick may take a kernel more or less (split-K)."""
+    keys = [k for swap in cmp.kernel_swaps.values() for k in swap.keys]
+    if not keys:
+        return [0.0] * n
+    b = keyed_samples(cmp.b, "op_steps", ("key",), "count", keys).sum(axis=1).to_numpy()
+    c = keyed_samples(cmp.c, "op_steps", ("key",), "count", keys).sum(axis=1).to_numpy()
+    groups = cmp.groups(pd.Series(b), pd.Series(c), cfg.aggregation, HIGHER)
+    return [abs((float(np.median(g.candidate)) if len(g.candidate) else 0.0)
+                - (float(np.median(g.baseline)) if len(g.baseline) else 0.0)) for g in groups]
+
+
 def _count_check(name: str, cfg: StructuralCheck, metric: Metric, g: Group, subject: str | None, per_step: bool,
-                 what: str | None = None) -> Check:
-    """The check of one count per step in one group: unchanged within the tolerance, or more / fewer."""
+                 what: str | None = None, allowance: float = 0.0) -> Check:
+    """The check of one count per step in one group: unchanged within the tolerance (plus the
+    ``allowance`` of swapped kernel variants), or more / fewer."""
     b, c = g.baseline, g.candidate
     b_med = float(np.median(b)) if len(b) else 0.0
     c_med = float(np.median(c)) if len(c) else 0.0
-    tolerance = max(cfg.tolerance, cfg.tolerance_pct / 100.0 * abs(b_med))
+    tolerance = max(cfg.tolerance, cfg.tolerance_pct / 100.0 * abs(b_med)) + allowance
     delta = c_med - b_med
     base = dict(family="structural", name=name, metric=metric, subject=subject, rank=g.rank,
                 aggregation=cfg.aggregation, threshold=Threshold("max_change", tolerance), b=b, c=c,
@@ -50,7 +69,9 @@ def _count_check(name: str, cfg: StructuralCheck, metric: Metric, g: Group, subj
     label = what or metric.label
     text = f"{label} per step {b_med:g} → {c_med:g}"
     if abs(delta) <= tolerance:
-        return make_check(**base, level=cfg.level, status=PASS, message=f"{text}: unchanged")
+        why = f" (cuDNN's other kernels account for {allowance:g})" if allowance and abs(delta) > tolerance - allowance \
+            else ""
+        return make_check(**base, level=cfg.level, status=PASS, message=f"{text}: unchanged{why}")
     if not per_step:
         return make_check(**base, level=cfg.level, status=INCONCLUSIVE,
                           message=f"{text}: changed, but a side has no profiler steps, so the counts are per "
@@ -78,6 +99,8 @@ def _key_sets(cmp: Comparison, name: str, cfg: StructuralCheck, table: str, key_
     group_ranks, b_med, c_med = _group_medians(cmp, b_wide, c_wide, cfg.aggregation)
     tolerance = np.maximum(cfg.tolerance, cfg.tolerance_pct / 100.0 * b_med)
     flagged = ((b_med > 0) != (c_med > 0)) | (calls & (b_med > 0) & (np.abs(c_med - b_med) > tolerance))
+    if name == "kernels":  # another kernel of a family that runs on both sides: judged by its time (.variants)
+        flagged &= ~variant_mask(keys, b_med, c_med)
     out: list[Check] = []
     row_of = {rank: i for i, rank in enumerate(group_ranks)}
     for j in np.flatnonzero(flagged.any(axis=0)):  # only the keys that changed somewhere

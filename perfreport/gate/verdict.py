@@ -5,10 +5,13 @@ A check's status is one of:
 * ``pass`` - within its threshold (or the change is not worse);
 * ``warn`` / ``fail`` - beyond its threshold, significant where statistics apply; the check's
   configured ``level`` (structural decreases use ``decrease_level``);
-* ``inconclusive`` - beyond its threshold but not significant or within the noise (fewer than
-  ``stats.noise_widths`` noise widths), too few samples on a side (and no finer samples), a
-  side without the metric, or GPUs differ with ``hardware_mismatch = "inconclusive"``. Shown,
-  never a failure: a gate that cannot tell must not block.
+* a *possible regression* - beyond its threshold but not significant or within the noise
+  (fewer than ``stats.noise_widths`` noise widths), or too few samples on a side (and no finer
+  samples): ``stats.inconclusive_level`` (warn), never above the check's level, with what would
+  decide it - no silent pass over an estimate beyond the threshold;
+* ``inconclusive`` - a side without the metric, GPUs differ with ``hardware_mismatch =
+  "inconclusive"``, or a possible regression with ``stats.inconclusive_level = "pass"``. Shown,
+  never a failure.
 
 A check matched by a waiver keeps its status but carries the waiver and does not count. The
 overall status is ``fail`` if any counted check fails, else ``warn`` if any warns, else
@@ -80,6 +83,7 @@ def evaluate(baseline: SideData, candidate: SideData, config: Config, *, today: 
                      hardware_inconclusive=hardware_differs and config.hardware_mismatch == "inconclusive")
     checks = relative_checks(cmp) + absolute_checks(cmp) + structural_checks(cmp) + tensor_core_checks(cmp)
     checks += throughput_checks(cmp)
+    notes += cmp.notes
     if hardware_differs and (note := hardware_note(cmp)) is not None:
         notes.append(note)
     checks, waiver_notes = apply_waivers(checks, config.waivers, today)

@@ -75,6 +75,11 @@ def finding_evidence(g: FindingGroup) -> str:
         test += f", {samples_text(e)}"
     if len(g.checks) > 1:
         test += f"; {len(g.checks)} checks"
+    detects = e.get("min_detectable_text")
+    if detects:
+        test += f"; detects ≥ {detects}" if not detects.startswith("none") else f"; detects {detects}"
+    if e.get("to_decide"):
+        test += f"; {e['to_decide']}"
     return test.strip(", ")
 
 

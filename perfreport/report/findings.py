@@ -16,6 +16,8 @@ Rules, applied in order:
    (cuDNN picked other kernels).
 3. Order: severity (fail, warn, inconclusive, pass), counted before waived, step time first,
    then relative, structural, absolute checks, then the larger change, the more ranks, the title.
+4. A relative check the gate could not prove beyond noise (``evidence.possible_regression``)
+   says so first: "possible regression: step time +11.0 % (…)".
 
 Pure and deterministic: the same checks give the same groups in the same order.
 """
@@ -237,6 +239,8 @@ def _summary(title: str, members: list[dict]) -> str:
         limit = ((c.get("threshold") or {}).get("text") or "").strip()
         return f"{title} {_span(v, unit)}" + (f" (limit {limit}; baseline {_span(b, unit)})" if limit else "")
     # relative (and anything else): the change, the values, the evidence
+    if any((m.get("evidence") or {}).get("possible_regression") for m in members):
+        title = f"possible regression: {title}"
     if len(members) == 1:
         p = (c.get("evidence") or {}).get("p_value")
         p_text = f", p = {p:.2g}" if isinstance(p, (int, float)) and math.isfinite(p) else ""

@@ -18,6 +18,7 @@ from typing import Any
 from .. import __version__
 from ..jsondoc import json_text
 from ..config import Config
+from ..gate.checks import detectable_text
 from ..gate.verdict import Check, Verdict
 
 REPORT_SCHEMA_VERSION = 1
@@ -57,6 +58,9 @@ def check_record(check: Check) -> dict:
             "baseline_steps": e.baseline_steps, "candidate_steps": e.candidate_steps,
             "noise_width": e.noise_width, "noise_widths": e.noise_widths,
             "required_noise_widths": e.required_noise_widths, "between_run_sd": e.between_run_sd,
+            "min_detectable": e.min_detectable, "min_detectable_pct": e.min_detectable_pct,
+            "min_detectable_text": detectable_text(e, check.unit), "drift": e.drift,
+            "possible_regression": e.possible_regression, "to_decide": e.to_decide,
         },
         "message": check.message,
         "title": None,
