@@ -571,7 +571,8 @@ def validate(config: Config) -> None:
     if not 0.0 < s.alpha < 0.5:
         raise r.fail("stats.alpha", f"must be between 0 and 0.5, got {s.alpha}")
     _in_range(r, "stats.min_samples", s.min_samples, 2, MAX_MIN_SAMPLES)
-    best_p = math.exp(-_log_comb(2 * s.min_samples, s.min_samples))
+    best_p = 1.0 / math.comb(2 * s.min_samples, s.min_samples) if s.min_samples <= 500 else \
+        math.exp(-_log_comb(2 * s.min_samples, s.min_samples))  # the exact integer overflows a float
     if s.test == "mann-whitney" and best_p >= s.alpha:
         raise r.fail("stats.min_samples", f"with {s.min_samples} samples per side the smallest possible p-value is "
                      f"{best_p:.3g}, not below stats.alpha = {s.alpha}; raise min_samples or alpha")

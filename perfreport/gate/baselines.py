@@ -318,6 +318,9 @@ def migrate(manifest: Any, where: Path) -> dict:
     if version > SCHEMA_VERSION:
         raise BaselineError(f"{where}: written by a newer perfreport (baseline schema {version}, this version "
                             f"reads up to {SCHEMA_VERSION}); upgrade perfreport")
+    from .manifest_schema import check_manifest
+
+    check_manifest(manifest, where)
     ranks = manifest.get("ranks")
     if not isinstance(ranks, list) or not ranks or not all(_valid_rank_entry(r) for r in ranks):
         raise BaselineError(f"{where}: manifest lists no valid ranks")
