@@ -421,6 +421,7 @@ def clean_stale_temps(parent: Path) -> list[Path]:
         try:
             if m["tag"] == "old" and not original.exists():
                 os.rename(path, original)
+                note_recovered(parent, [m["name"]], "brought back what an interrupted replacement had set aside")
                 continue
             if path.is_dir() and not path.is_symlink():
                 shutil.rmtree(path)
@@ -429,7 +430,15 @@ def clean_stale_temps(parent: Path) -> list[Path]:
         except OSError:  # a read-only store, another cleaner first: leave it
             continue
         removed.append(path)
+    if removed:
+        note_recovered(parent, [p.name for p in removed])
     return removed
+
+
+def note_recovered(parent: Path, names: list[str], what: str = "removed leftovers of an interrupted run") -> None:
+    """Say on stderr what a command cleaned up or brought back before working (one line)."""
+    shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+    sys.stderr.write(f"perfreport: note: {parent}: {what}: {shown}\n")
 
 
 def _is_stale(path: Path, same_host: bool, pid: int) -> bool:

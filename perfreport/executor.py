@@ -49,6 +49,9 @@ class RankJob:
     """Known checksum of ``path`` (a stored baseline's): not recomputed."""
     verify: bool = False
     """Check ``path`` against ``sha256`` before loading it (a stored baseline's rank file)."""
+    digest_sha256: str | None = None
+    """Checksum of the stored baseline's cached analyses (``cache/rank-N.digest``): the cache is
+    read only when its bytes match it."""
 
 
 @dataclass(frozen=True)
@@ -74,10 +77,8 @@ def run_job(job: RankJob, options: AnalysisOptions, use_digest_cache: bool = Tru
     ``limits``: the caller's (``--limit``, ``$PERFREPORT_LIMITS``), which a Dask worker, with an
     environment of its own, would not otherwise see; default this process's."""
     t0 = time.perf_counter()
-    if job.cache is not None and use_digest_cache:
-        from . import digest_cache
-
-        from_cache = digest_cache.read(digest_cache.path_for(job.cache), options, job.path)
+    if job.cache is not None and use_digest_cache and job.digest_sha256:
+        from_cache = _cached_digest(job, options)
         if from_cache is not None and from_cache.sha256 == job.sha256:  # of this very rank file
             from .gate.baselines import verify_file
 
@@ -86,6 +87,28 @@ def run_job(job: RankJob, options: AnalysisOptions, use_digest_cache: bool = Tru
             from_cache.worker_peak_rss = _peak_rss()
             return from_cache
     return _analyse(job, options, limits, t0)[0]
+
+
+def _cached_digest(job: RankJob, options: AnalysisOptions) -> RankDigest | None:
+    """A stored rank's cached analyses when their bytes match the manifest's checksum; a cache
+    that differs (edited, damaged) is never used: the rank is analysed again from its verified
+    columns, with a warning naming the file."""
+    import hashlib
+    import logging
+
+    from . import digest_cache
+
+    path = digest_cache.path_for(job.cache)
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    if hashlib.sha256(data).hexdigest() != job.digest_sha256:
+        logging.getLogger("perfreport").warning(
+            "%s: cached analyses differ from their checksum in the manifest (modified or damaged); not used, the "
+            "rank is analysed again from its verified files ('baseline save --force' rewrites the cache)", path)
+        return None
+    return digest_cache.decode(data, options, job.path)
 
 
 def save_job(job: RankJob, options: AnalysisOptions, limits: Limits | None = None):
@@ -98,13 +121,19 @@ def save_job(job: RankJob, options: AnalysisOptions, limits: Limits | None = Non
 def _analyse(job: RankJob, options: AnalysisOptions, limits: Limits | None, t0: float, payload: bool = False):
     """(digest, the baseline payload when ``payload`` else None) of ``job``'s rank, loaded
     here; the rank's memory is given back before returning."""
+    source = None
+    if payload:
+        from .gate.baselines import source_state
+
+        source = source_state(job.path)  # before loading: the copy stored later must be this file
     trace, sha = _load(job, limits or current_limits())
     result = digest(trace, options, sha256=sha, load_s=time.perf_counter() - t0)
     stored = None
     if payload:
         from .gate.baselines import rank_payload
 
-        stored = rank_payload(trace, result)
+        source = dataclasses.replace(source, sha256=sha) if source is not None and job.cache is None else None
+        stored = rank_payload(trace, result, source)
     del trace
     result.worker_peak_rss = _peak_rss()
     _trim_heap()
