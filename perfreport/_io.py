@@ -194,7 +194,7 @@ def checkpoint(point: str) -> None:
         import signal
         import sys
 
-        sys.stderr.write(f"perfreport: paused at {wanted}\n")
+        sys.stderr.write(f"perfreport: paused at {wanted} (pid {os.getpid()})\n")
         sys.stderr.flush()
         os.kill(os.getpid(), signal.SIGSTOP)
 

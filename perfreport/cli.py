@@ -344,12 +344,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="perfreport: %(levelname)s: %(message)s",
         stream=sys.stderr,
     )
+    from .lifecycle import Terminated, install_handlers
+
+    install_handlers()  # SIGTERM unwinds like Ctrl-C: workers stopped, temporaries removed
     try:
         with override_limits(getattr(args, "limit", [])):
             return args.run(args)
     except PerfreportError as exc:
         print(f"perfreport: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except Terminated as exc:
+        print(f"perfreport: terminated by signal {exc.signum}; stopped its workers", file=sys.stderr)
+        return 128 + exc.signum
     except KeyboardInterrupt:
         print("perfreport: interrupted", file=sys.stderr)
         return 130

@@ -66,6 +66,8 @@ class Executor:
     def __post_init__(self) -> None:
         if self.kind not in EXECUTORS:
             raise PerfreportError(f"unknown executor {self.kind!r}: choose from {', '.join(EXECUTORS)}")
+        if self.workers is not None and self.workers < 1:
+            raise PerfreportError(f"--workers must be at least 1, got {self.workers}")
         if self.kind == "dask" and not self.scheduler:
             raise PerfreportError("--executor dask needs --scheduler tcp://HOST:PORT (a running Dask scheduler)")
 
@@ -219,37 +221,128 @@ def stream(jobs: Sequence[RankJob], options: AnalysisOptions, executor: Executor
 
 def _local(jobs: Sequence[RankJob], options: AnalysisOptions, executor: Executor, limits: Limits,
            task: Callable) -> Iterator[tuple[int, RankDigest]]:
-    n = executor.workers or worker_count(jobs)
+    n = local_workers(jobs, executor.workers)
     if n <= 1 or len(jobs) == 1:
         for i, job in enumerate(jobs):
-            yield i, task(job, options, limits=limits)
+            yield i, guarded(task, job, options, limits=limits)
         return
     import multiprocessing
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    from concurrent.futures.process import BrokenProcessPool
 
     ctx = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
-    with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
-        # submit as slots free up, not all at once: a failing rank stops the rest promptly
-        pending = iter(enumerate(jobs))
-        index = {}
+    started = ctx.Array("q", len(jobs), lock=False)  # job index -> pid of the worker running it
+    pool = ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_init_worker, initargs=(os.getpid(), started))
+    processes: dict[int, Any] = {}  # every worker the pool started, to name a dead one and to stop them all
+    pending = iter(enumerate(jobs))
+    index = {}
 
-        def submit(items):
-            for i, job in items:
-                future = pool.submit(task, job, options, limits=limits)
-                index[future] = i
-                yield future
+    def submit(items):
+        for i, job in items:
+            future = pool.submit(_tracked, i, task, job, options, limits=limits)
+            index[future] = i
+            processes.update(getattr(pool, "_processes", None) or {})
+            yield future
 
-        running = set(submit(_take(pending, n)))
-        try:
-            while running:
-                finished, running = wait(running, return_when=FIRST_COMPLETED)
-                for future in finished:
-                    yield index.pop(future), future.result()
-                    running |= set(submit(_take(pending, 1)))
-        except BaseException:
+    # submit as slots free up, not all at once: a failing rank stops the rest promptly
+    running = set(submit(_take(pending, n)))
+    finished_ok = False
+    try:
+        while running:
+            finished, running = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                try:
+                    result = future.result()
+                except BrokenProcessPool:
+                    raise _worker_died(jobs, [index[f] for f in finished | running], started, processes) from None
+                yield index.pop(future), result
+                running |= set(submit(_take(pending, 1)))
+        finished_ok = True
+    finally:
+        if not finished_ok:  # an error, Ctrl-C, SIGTERM or a consumer that stopped early: no worker goes on
             for future in running:
                 future.cancel()
-            raise
+            for process in processes.values():
+                if process.exitcode is None:
+                    process.kill()
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def local_workers(jobs: Sequence[RankJob], requested: int | None) -> int:
+    """Local processes for ``jobs``: ``requested`` (``--workers``) capped at what
+    :func:`worker_count` allows (ranks, cores, free memory), with a note when it is capped."""
+    allowed = worker_count(jobs)
+    if requested is None:
+        return allowed
+    if requested > allowed:
+        import sys
+
+        sys.stderr.write(f"perfreport: note: --workers {requested:,} capped at {allowed} (at most one worker per "
+                         f"rank, per core, and as many as free memory holds)\n")
+    return min(requested, allowed)
+
+
+def guarded(task: Callable, job: RankJob, options: AnalysisOptions, **kwargs):
+    """``task(job, …)`` with any unexpected exception turned into one PerfreportError naming the
+    rank's file: what a worker (local or Dask) sends back is always one clear line."""
+    try:
+        return task(job, options, **kwargs)
+    except PerfreportError:
+        raise
+    except MemoryError:
+        raise PerfreportError(f"{job.path}: not enough memory to load and analyse this rank; use fewer workers "
+                              f"(--workers 1) or a machine with more memory") from None
+    except RecursionError:
+        raise PerfreportError(f"{job.path}: nested too deeply to analyse") from None
+    except Exception as exc:  # a bug: still one line, with the file it happened on
+        raise PerfreportError(f"{job.path}: internal error while analysing this rank: {type(exc).__name__}: "
+                              f"{str(exc)[:300]} (please report it)") from None
+
+
+_started: Any = None
+"""In a local worker: the shared array of job index -> pid (see :func:`_tracked`)."""
+
+
+def _init_worker(parent_pid: int, started) -> None:
+    """A local worker's start: it dies with its parent (:func:`perfreport.lifecycle.worker_init`)
+    and keeps the array in which it notes the jobs it runs (inherited: arrays cannot be sent)."""
+    global _started
+    from .lifecycle import worker_init
+
+    worker_init(parent_pid)
+    _started = started
+
+
+def _tracked(i: int, task: Callable, job: RankJob, options: AnalysisOptions, **kwargs):
+    """In a worker: note which process runs job ``i`` (to name it if it dies), then run it."""
+    _started[i] = os.getpid()
+    from ._io import checkpoint
+
+    checkpoint("worker.task")
+    return guarded(task, job, options, **kwargs)
+
+
+def _worker_died(jobs: Sequence[RankJob], candidates: list[int], started, processes: dict) -> PerfreportError:
+    """The error for a worker process that died (SIGKILL by the OOM killer or an operator, a
+    crash): the rank it was running and how it ended."""
+    from .lifecycle import signal_name
+
+    by_pid = {pid: p for pid, p in processes.items()}
+    dead = []
+    for i in candidates:
+        process = by_pid.get(started[i])
+        code = process.exitcode if process is not None else None
+        if code is not None and code != -15:  # the pool SIGTERMs the others once one died
+            dead.append((i, code))
+    if not dead:
+        return PerfreportError("a worker process died unexpectedly (killed, or out of memory); "
+                               "retry with fewer workers (--workers 1)")
+    i, code = dead[0]
+    job = jobs[i]
+    who = f"rank {job.rank_hint}'s worker" if job.rank_hint is not None else "the worker"
+    why = " (killed: most often the out-of-memory killer; use fewer workers, --workers 1, or more memory)" \
+        if code == -9 else ""
+    return PerfreportError(f"{who} died ({signal_name(code)}) while analysing {job.path}{why}")
 
 
 def _take(it: Iterator, n: int) -> list:
@@ -272,14 +365,21 @@ def _dask(jobs: Sequence[RankJob], options: AnalysisOptions, executor: Executor,
     except OSError as exc:
         raise PerfreportError(f"{executor.scheduler}: cannot reach the Dask scheduler ({exc})") from None
     try:
+        futures = []
         with client.as_current():
-            futures = [client.submit(task, job, options, limits=limits, pure=False, key=f"perfreport-rank-{i}-{os.getpid()}")
-                       for i, job in enumerate(jobs)]
+            futures = [client.submit(guarded, task, job, options, limits=limits, pure=False,
+                                     key=f"perfreport-rank-{i}-{os.getpid()}") for i, job in enumerate(jobs)]
             index = {f.key: i for i, f in enumerate(futures)}
             for future in as_completed(futures):
                 yield index[future.key], future.result()
                 future.release()  # the digest is ours now: the cluster may forget it
+        futures = []
     finally:
+        if futures:  # an error, Ctrl-C or SIGTERM: the cluster stops working for us
+            try:
+                client.cancel(futures, force=True)
+            except Exception:  # noqa: BLE001 - a scheduler already gone: nothing left to cancel
+                pass
         client.close()
 
 
