@@ -258,40 +258,13 @@ def atomic_write(path: Path, data: bytes | str) -> None:
 
 
 def atomic_files(folder: Path, files: Mapping[str, bytes | str | Iterable[bytes]]) -> list[Path]:
-    """Write a set of files into ``folder`` (e.g. the reports of one run): all are written and
-    fsynced as temporaries first, then renamed into place in one burst. A run killed while
-    rendering or writing leaves every previous file untouched; only a kill inside the burst of
-    renames (microseconds) can leave some files new and some old, each of them complete. A
-    file's content is text, bytes, or an iterable of byte chunks (a large JSON document,
+    """Write a set of files into ``folder`` (the reports of one run) whole or not at all, with a
+    marker naming the run: :func:`perfreport.fileset.write_set`. A file's content is text,
+    bytes, or an iterable of byte chunks (a large JSON document,
     :class:`perfreport.jsondoc.JsonChunks`, written as it is encoded)."""
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    clean_stale_temps(folder)
-    staged: list[tuple[Path, Path]] = []
-    try:
-        for name, data in files.items():
-            target = folder / name
-            tmp = temp_name(target)
-            staged.append((tmp, target))
-            with open(tmp, "xb") as f:
-                if isinstance(data, (str, bytes, bytearray, memoryview)):
-                    f.write(data.encode("utf-8") if isinstance(data, str) else data)
-                else:
-                    for chunk in data:
-                        f.write(chunk)
-                f.flush()
-                os.fsync(f.fileno())
-        checkpoint("files.staged")
-        for i, (tmp, target) in enumerate(staged):
-            os.replace(tmp, target)
-            if i == 0:
-                checkpoint("files.renaming")
-    except BaseException:
-        for tmp, _ in staged:
-            _unlink(tmp)
-        raise
-    fsync_path(folder)
-    return [target for _, target in staged]
+    from .fileset import write_set
+
+    return write_set(folder, files)
 
 
 @contextmanager
@@ -391,7 +364,7 @@ def _exchange(a: Path, b: Path) -> bool:
     raise OSError(err, os.strerror(err), str(b))
 
 
-_TEMP = re.compile(r"^\.(?P<name>.+)\.(?P<tag>tmp|old|rm)-(?P<host>[A-Za-z0-9_]+)-(?P<pid>\d+)-[0-9a-f]{8}$")
+_TEMP = re.compile(r"^\.(?P<name>.+)\.(?P<tag>tmp|old|rm|prev)-(?P<host>[A-Za-z0-9_]+)-(?P<pid>\d+)-[0-9a-f]{8}$")
 STALE_AFTER_S = 24 * 3600
 """A temporary of another host (a shared store) is stale after this long."""
 
