@@ -124,7 +124,10 @@ def _roll_back(folder: Path, marker: dict) -> None:
     for name in names:
         backup = backups.get(name)
         if isinstance(backup, str) and _plain_name(backup) and (folder / backup).is_file():
-            os.replace(folder / backup, folder / name)
+            if (folder / name).is_file() and os.path.samefile(folder / backup, folder / name):
+                _unlink(folder / backup)  # not renamed yet: (rename between two links of one file does nothing)
+            else:
+                os.replace(folder / backup, folder / name)
         elif name not in backups:  # new in that run: the previous set did not have it
             _unlink(folder / name)
     previous = marker.get("previous")
