@@ -448,6 +448,28 @@ def store_lock(folder: Path, name: str = "") -> Iterator[None]:
         os.close(fd)  # closing releases the lock
 
 
+@contextmanager
+def try_store_lock(folder: Path, name: str = "") -> Iterator[bool]:
+    """:func:`store_lock` without waiting: yields True holding the lock, False when another
+    process holds it or the folder cannot be written (a reader's tidy-up is then skipped)."""
+    import fcntl
+
+    try:
+        fd = os.open(Path(folder) / (f".{name}.lock" if name else ".lock"), os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError:
+        yield False
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
+
+
 def _unlink(path: Path) -> None:
     try:
         os.unlink(path)

@@ -54,6 +54,18 @@ def test_killed_append_then_the_next_append_recovers(tmp_path, jobs, point):
     assert {p.name for p in (store / "b" / "runs").iterdir()} == named - {"0"}
 
 
+def test_a_reader_clears_a_killed_append(tmp_path, jobs):
+    a, b = jobs
+    store = tmp_path / "store"
+    run(["baseline", "save", "b", str(a), "--store", str(store), "-q"])
+    kill_at(["baseline", "save", "b", str(b), "--store", str(store), "--append", "-q"], "append.moved")
+    assert (store / "b" / "runs" / "1").is_dir()
+    proc = run(["baseline", "show", "b", "--store", str(store), "--verify"])
+    assert proc.returncode == 0 and "removed the files of runs an interrupted append left unrecorded: runs/1" \
+        in proc.stderr, proc.stderr
+    assert not (store / "b" / "runs" / "1").exists() and run_steps(store) == [3]
+
+
 def test_old_style_run_temporaries_are_cleared(tmp_path, jobs):
     a, b = jobs
     store = tmp_path / "store"

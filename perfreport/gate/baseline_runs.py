@@ -112,7 +112,7 @@ def recover(baseline: StoredBaseline) -> list[str]:
     leftovers = [p for p in path.glob(".run.*.tmp")]
     runs = path / "runs"
     if runs.is_dir():
-        leftovers += [p for p in runs.iterdir() if p.name not in named]
+        leftovers += [p for p in runs.iterdir() if p.name.isdigit() and p.name not in named]
     for p in leftovers:
         if p.is_dir() and not p.is_symlink():
             shutil.rmtree(p)

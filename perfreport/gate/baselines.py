@@ -338,7 +338,24 @@ def open_baseline(store: str | Path, name: str) -> StoredBaseline:
         available = ", ".join(b.name for b in list_baselines(store)) or "none"
         raise BaselineError(f"no baseline {name!r} in {store} (available: {available}; "
                             f"create one with 'perfreport baseline save {name} TRACE_DIR')")
-    return read_baseline(path)
+    baseline = read_baseline(path)
+    _tidy(Path(store), baseline)
+    return baseline
+
+
+def _tidy(store: Path, baseline: StoredBaseline) -> None:
+    """A reader clears what a killed append left in the baseline (see
+    :func:`perfreport.gate.baseline_runs.recover`) when no writer holds its lock and the store
+    is writable; otherwise it leaves it for the next writer."""
+    from .._io import try_store_lock
+    from .baseline_runs import recover
+
+    with try_store_lock(store, baseline.path.name) as held:
+        if held:
+            try:
+                recover(read_baseline(baseline.path))
+            except OSError:
+                pass
 
 
 def read_baseline(path: str | Path) -> StoredBaseline:
