@@ -77,7 +77,7 @@ def _stage(folder: Path, files: Mapping[str, bytes | str | Iterable[bytes]]) -> 
 def _swap(folder: Path, staged: list[tuple[Path, Path]]) -> None:
     previous = read_marker(folder)
     names = [target.name for _, target in staged]
-    dropped = [n for n in (previous or {}).get("files", []) if isinstance(n, str) and n not in names
+    dropped = [n for n in _list((previous or {}).get("files")) if isinstance(n, str) and n not in names
                and _plain_name(n) and (folder / n).is_file()]
     backups: dict[str, str] = {}
     marker = {"state": "writing", "run": secrets.token_hex(8), "files": names, "dropped": dropped,
@@ -113,14 +113,14 @@ def recover(folder: Path) -> bool:
     if not marker or marker.get("state") != "writing":
         return False
     _roll_back(folder, marker)
-    note_recovered(folder, [n for n in marker.get("files", []) if isinstance(n, str)],
+    note_recovered(folder, [n for n in _list(marker.get("files")) if isinstance(n, str)],
                    "an interrupted run left a mixed set of reports; restored the previous set")
     return True
 
 
 def _roll_back(folder: Path, marker: dict) -> None:
     backups = marker.get("backups") if isinstance(marker.get("backups"), dict) else {}
-    names = [n for n in marker.get("files", []) + marker.get("dropped", []) if isinstance(n, str) and _plain_name(n)]
+    names = [n for key in ("files", "dropped") for n in _list(marker.get(key)) if isinstance(n, str) and _plain_name(n)]
     for name in names:
         backup = backups.get(name)
         if isinstance(backup, str) and _plain_name(backup) and (folder / backup).is_file():
@@ -153,6 +153,10 @@ def _write_marker(folder: Path, marker: dict) -> None:
     from ._io import atomic_write_text
 
     atomic_write_text(folder / MARKER, json.dumps(marker, indent=1) + "\n")
+
+
+def _list(value) -> list:
+    return value if isinstance(value, list) else []
 
 
 def _plain_name(name: str) -> bool:

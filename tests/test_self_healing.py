@@ -149,3 +149,22 @@ def test_a_tampered_marker_cannot_reach_outside(tmp_path):
                                           "dropped": ["../victim.txt"], "backups": {}}))
     fileset.write_set(out, {"report.md": "x"})
     assert victim.read_text() == "keep" and (out / "report.md").read_text() == "x"
+
+
+@pytest.mark.parametrize("value", [None, 1, "x", [1, None, {}], {"a": 1}, 2**64, 1e308, -1])
+@pytest.mark.parametrize("key", ["state", "files", "dropped", "backups", "previous", "run"])
+def test_set_marker_with_wrong_types(tmp_path, key, value):
+    """Every field of the marker with a wrong JSON type: the next write still makes a whole set."""
+    from perfreport import fileset
+
+    out = tmp_path / "out"
+    fileset.write_set(out, {"report.md": "one", "report.json": "{}"})
+    marker = {"state": "writing", "run": "r", "files": ["report.md"], "dropped": [], "backups": {},
+              "previous": None, key: value}
+    (out / MARKER).write_text(json.dumps(marker))
+    fileset.write_set(out, {"report.md": "two"})
+    assert (out / "report.md").read_text() == "two"
+    assert read_marker(out)["state"] == "complete" and read_marker(out)["files"] == ["report.md"]
+    (out / MARKER).write_text("[" * 100000)  # nested past any parser's depth
+    fileset.write_set(out, {"report.md": "three"})
+    assert read_marker(out)["files"] == ["report.md"]
