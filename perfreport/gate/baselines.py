@@ -186,7 +186,8 @@ def save(store: str | Path, name: str, traces: TraceSet | RankSet, *, force: boo
          commit: str | None = None, now: _dt.datetime | None = None, options: Any = None) -> StoredBaseline:
     """Store ``traces`` (loaded from files, whose paths are in their metadata; or their payloads,
     made by the workers that loaded them) as ``name``. ``options``: the analysis settings of
-    the payloads' digests, which are then stored too.
+    the payloads' digests, which are then stored too. A rank file that changed since it was
+    loaded, or changes while it is copied, fails the save (BaselineError naming it).
 
     Raises BaselineError for a bad name, an existing baseline without ``force``, an empty
     trace set or a rank whose source file is gone.
@@ -227,12 +228,13 @@ def save_rank(folder: Path, payload: RankPayload, options: Any = None) -> dict:
     """Write one rank's file (gzip), column cache and, with ``options``, its digest under
     ``folder``; its manifest entry."""
     source = payload.meta.path
-    data = _read_unchanged(source, payload.source)
+    data, sha = _read_unchanged(source, payload.source)
     if data[:2] != GZIP_MAGIC:
         data = gzip.compress(data, compresslevel=6, mtime=0)
+        sha = None
     rel = f"traces/rank-{payload.rank}.json.gz"
     (folder / rel).write_bytes(data)
-    sha = hashlib.sha256(data).hexdigest()
+    sha = sha or hashlib.sha256(data).hexdigest()
     cache_rel = f"cache/rank-{payload.rank}.cols"
     (folder / cache_rel).write_bytes(payload.cache)
     digest_sha = None
@@ -253,7 +255,7 @@ def save_rank(folder: Path, payload: RankPayload, options: Any = None) -> dict:
     }
 
 
-def _read_unchanged(source: str, loaded: SourceState | None) -> bytes:
+def _read_unchanged(source: str, loaded: SourceState | None) -> tuple[bytes, str | None]:
     """The bytes of a rank file, refused (BaselineError) when the file changed while it was
     copied (size or mtime before and after the read differ) or since it was loaded and analysed
     (size, mtime or sha256 differ from ``loaded``): a baseline must hold the file its analyses
@@ -263,14 +265,16 @@ def _read_unchanged(source: str, loaded: SourceState | None) -> bytes:
     data = _read_source(source)
     after = source_state(source)
     changed = before != after or (before is not None and len(data) != before.size)
+    sha = None
     if loaded is not None and not changed:
+        sha = hashlib.sha256(data).hexdigest() if loaded.sha256 is not None else None
         changed = (before is not None and (before.size, before.mtime_ns) != (loaded.size, loaded.mtime_ns)) or \
-            (loaded.sha256 is not None and hashlib.sha256(data).hexdigest() != loaded.sha256)
+            (sha is not None and sha != loaded.sha256)
     if changed:
         raise BaselineError(f"{source}: the file changed while it was being stored (size, modification time or "
                             f"sha256 differ from when it was read); nothing was saved: save again once the file "
                             f"is complete")
-    return data
+    return data, sha
 
 
 def _read_source(source: str) -> bytes:
