@@ -82,7 +82,7 @@ def leftovers(folder: Path) -> list[str]:
 
 
 # (pause point, use renameat2): every moment of a save between "nothing written" and "done"
-SAVE_MOMENTS = [("baseline.rank#1", True), ("write.temp", True), ("dir.built", True), ("dir.exchanged", True),
+SAVE_MOMENTS = [("baseline.copy", True), ("baseline.rank#1", True), ("write.temp", True), ("dir.built", True), ("dir.exchanged", True),
                 ("dir.built", False), ("dir.aside", False)]
 
 
