@@ -371,7 +371,8 @@ def _dask(jobs: Sequence[RankJob], options: AnalysisOptions, executor: Executor,
                                      key=f"perfreport-rank-{i}-{os.getpid()}") for i, job in enumerate(jobs)]
             index = {f.key: i for i, f in enumerate(futures)}
             for future in as_completed(futures):
-                yield index[future.key], future.result()
+                i = index[future.key]
+                yield i, _dask_result(future, jobs[i])
                 future.release()  # the digest is ours now: the cluster may forget it
         futures = []
     finally:
@@ -381,6 +382,20 @@ def _dask(jobs: Sequence[RankJob], options: AnalysisOptions, executor: Executor,
             except Exception:  # noqa: BLE001 - a scheduler already gone: nothing left to cancel
                 pass
         client.close()
+
+
+def _dask_result(future, job: RankJob):
+    """A Dask task's result; a worker lost while running it (``KilledWorker``: it died, e.g. by
+    the OOM killer, as many times as the scheduler allows) or a task the cluster could not run
+    is one PerfreportError naming the rank's file."""
+    try:
+        return future.result()
+    except PerfreportError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - distributed's own errors: KilledWorker, CancelledError …
+        who = f"rank {job.rank_hint}'s task" if job.rank_hint is not None else "the task"
+        raise PerfreportError(f"{who} failed on the Dask cluster while analysing {job.path}: {type(exc).__name__}"
+                              f"{': ' + str(exc)[:200] if str(exc) else ''} (a worker died: out of memory?)") from None
 
 
 def worker_count(jobs: Sequence[RankJob]) -> int:

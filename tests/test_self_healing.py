@@ -168,3 +168,20 @@ def test_set_marker_with_wrong_types(tmp_path, key, value):
     (out / MARKER).write_text("[" * 100000)  # nested past any parser's depth
     fileset.write_set(out, {"report.md": "three"})
     assert read_marker(out)["files"] == ["report.md"]
+
+
+def test_sigterm_during_save_cleans_up_and_keeps_the_previous_baseline(tmp_path, jobs):
+    import signal
+
+    from .test_atomic import start, wait_paused
+
+    a, b = jobs
+    store = tmp_path / "store"
+    run(["baseline", "save", "b", str(a), "--store", str(store), "-q"])
+    proc = start(["baseline", "save", "b", str(b), "--store", str(store), "--force", "-q"], "dir.built")
+    wait_paused(proc, "dir.built")
+    proc.send_signal(signal.SIGTERM)  # delivered once it runs again
+    proc.send_signal(signal.SIGCONT)
+    assert proc.wait(timeout=30) == 143
+    assert proc.stderr.read().strip().endswith("perfreport: terminated by signal 15; stopped its workers")
+    assert run_steps(store) == [3] and leftovers(store) == []
