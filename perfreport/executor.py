@@ -246,7 +246,7 @@ def _local(jobs: Sequence[RankJob], options: AnalysisOptions, executor: Executor
 
     # submit as slots free up, not all at once: a failing rank stops the rest promptly
     running = set(submit(_take(pending, n)))
-    finished_ok = False
+    interrupted = False
     try:
         while running:
             finished, running = wait(running, return_when=FIRST_COMPLETED)
@@ -254,18 +254,25 @@ def _local(jobs: Sequence[RankJob], options: AnalysisOptions, executor: Executor
                 try:
                     result = future.result()
                 except BrokenProcessPool:
-                    raise _worker_died(jobs, [index[f] for f in finished | running], started, processes) from None
+                    error = _worker_died(jobs, [index[f] for f in finished | running], started, processes)
+                    for process in processes.values():  # the pool only SIGTERMs them: a stopped one would stay
+                        if process.exitcode is None:
+                            process.kill()
+                    raise error from None
                 yield index.pop(future), result
                 running |= set(submit(_take(pending, 1)))
-        finished_ok = True
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM (perfreport.lifecycle.Terminated): no worker goes on
+        interrupted = True
+        for process in processes.values():
+            if process.exitcode is None:
+                process.kill()
+        raise
     finally:
-        if not finished_ok:  # an error, Ctrl-C, SIGTERM or a consumer that stopped early: no worker goes on
-            for future in running:
-                future.cancel()
-            for process in processes.values():
-                if process.exitcode is None:
-                    process.kill()
-        pool.shutdown(wait=True, cancel_futures=True)
+        for future in running:  # an error or an early stop: nothing new starts; running ranks end
+            future.cancel()
+        # (never SIGKILL a worker on an ordinary error: one killed while sending its digest would
+        # leave the pool's reader waiting for the rest of the message)
+        pool.shutdown(wait=not interrupted, cancel_futures=True)
 
 
 def local_workers(jobs: Sequence[RankJob], requested: int | None) -> int:
