@@ -194,7 +194,7 @@ def checkpoint(point: str) -> None:
         import signal
         import sys
 
-        sys.stderr.write(f"perfreport: paused at {wanted}\n")
+        sys.stderr.write(f"perfreport: paused at {wanted} (pid {os.getpid()})\n")
         sys.stderr.flush()
         os.kill(os.getpid(), signal.SIGSTOP)
 
@@ -258,40 +258,13 @@ def atomic_write(path: Path, data: bytes | str) -> None:
 
 
 def atomic_files(folder: Path, files: Mapping[str, bytes | str | Iterable[bytes]]) -> list[Path]:
-    """Write a set of files into ``folder`` (e.g. the reports of one run): all are written and
-    fsynced as temporaries first, then renamed into place in one burst. A run killed while
-    rendering or writing leaves every previous file untouched; only a kill inside the burst of
-    renames (microseconds) can leave some files new and some old, each of them complete. A
-    file's content is text, bytes, or an iterable of byte chunks (a large JSON document,
+    """Write a set of files into ``folder`` (the reports of one run) whole or not at all, with a
+    marker naming the run: :func:`perfreport.fileset.write_set`. A file's content is text,
+    bytes, or an iterable of byte chunks (a large JSON document,
     :class:`perfreport.jsondoc.JsonChunks`, written as it is encoded)."""
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    clean_stale_temps(folder)
-    staged: list[tuple[Path, Path]] = []
-    try:
-        for name, data in files.items():
-            target = folder / name
-            tmp = temp_name(target)
-            staged.append((tmp, target))
-            with open(tmp, "xb") as f:
-                if isinstance(data, (str, bytes, bytearray, memoryview)):
-                    f.write(data.encode("utf-8") if isinstance(data, str) else data)
-                else:
-                    for chunk in data:
-                        f.write(chunk)
-                f.flush()
-                os.fsync(f.fileno())
-        checkpoint("files.staged")
-        for i, (tmp, target) in enumerate(staged):
-            os.replace(tmp, target)
-            if i == 0:
-                checkpoint("files.renaming")
-    except BaseException:
-        for tmp, _ in staged:
-            _unlink(tmp)
-        raise
-    fsync_path(folder)
-    return [target for _, target in staged]
+    from .fileset import write_set
+
+    return write_set(folder, files)
 
 
 @contextmanager
@@ -391,7 +364,7 @@ def _exchange(a: Path, b: Path) -> bool:
     raise OSError(err, os.strerror(err), str(b))
 
 
-_TEMP = re.compile(r"^\.(?P<name>.+)\.(?P<tag>tmp|old|rm)-(?P<host>[A-Za-z0-9_]+)-(?P<pid>\d+)-[0-9a-f]{8}$")
+_TEMP = re.compile(r"^\.(?P<name>.+)\.(?P<tag>tmp|old|rm|prev)-(?P<host>[A-Za-z0-9_]+)-(?P<pid>\d+)-[0-9a-f]{8}$")
 STALE_AFTER_S = 24 * 3600
 """A temporary of another host (a shared store) is stale after this long."""
 
@@ -421,6 +394,7 @@ def clean_stale_temps(parent: Path) -> list[Path]:
         try:
             if m["tag"] == "old" and not original.exists():
                 os.rename(path, original)
+                note_recovered(parent, [m["name"]], "brought back what an interrupted replacement had set aside")
                 continue
             if path.is_dir() and not path.is_symlink():
                 shutil.rmtree(path)
@@ -429,7 +403,15 @@ def clean_stale_temps(parent: Path) -> list[Path]:
         except OSError:  # a read-only store, another cleaner first: leave it
             continue
         removed.append(path)
+    if removed:
+        note_recovered(parent, [p.name for p in removed])
     return removed
+
+
+def note_recovered(parent: Path, names: list[str], what: str = "removed leftovers of an interrupted run") -> None:
+    """Say on stderr what a command cleaned up or brought back before working (one line)."""
+    shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+    sys.stderr.write(f"perfreport: note: {parent}: {what}: {shown}\n")
 
 
 def _is_stale(path: Path, same_host: bool, pid: int) -> bool:
@@ -464,6 +446,28 @@ def store_lock(folder: Path, name: str = "") -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # closing releases the lock
+
+
+@contextmanager
+def try_store_lock(folder: Path, name: str = "") -> Iterator[bool]:
+    """:func:`store_lock` without waiting: yields True holding the lock, False when another
+    process holds it or the folder cannot be written (a reader's tidy-up is then skipped)."""
+    import fcntl
+
+    try:
+        fd = os.open(Path(folder) / (f".{name}.lock" if name else ".lock"), os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError:
+        yield False
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
 
 
 def _unlink(path: Path) -> None:

@@ -11,7 +11,9 @@ import argparse
 import os
 
 from .jsondoc import json_text
-from .cli import EXIT_OK, executor_of, limit_argument, run_arguments, store_argument
+import sys
+
+from .cli import EXIT_OK, EXIT_USAGE, executor_of, limit_argument, run_arguments, store_argument
 from .units import format_bytes
 
 
@@ -33,6 +35,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     b.set_defaults(run=cmd_baseline_save)
     b = bsub.add_parser("list", help="list the stored baselines")
     store_argument(b)
+    b.add_argument("--verify", action="store_true",
+                   help="also verify every stored file of every baseline (exit 2 when one fails)")
     b.set_defaults(run=cmd_baseline_list)
     b = bsub.add_parser("show", help="show a baseline's manifest")
     b.add_argument("name", metavar="NAME")
@@ -104,16 +108,35 @@ def _rank_set(source: str, payloads: list):
 def cmd_baseline_list(args: argparse.Namespace) -> int:
     from .gate.baselines import list_baselines
 
+    from .errors import BaselineError
+    from .gate.baselines import unreadable_baselines, verify
+
     baselines = list_baselines(args.store)
-    if not baselines:
+    broken = unreadable_baselines(args.store)  # (name, why): listed, never skipped in silence
+    if not baselines and not broken:
         print(f"no baselines in {args.store}")
         return EXIT_OK
-    rows = [("name", "ranks", "GPU", "created (UTC)", "commit")]
+    rows = [("name", "ranks", "GPU", "created (UTC)", "commit") + (("verified",) if args.verify else ())]
+    failed = len(broken)
     for b in baselines:
-        rows.append((b.name, str(len(b.ranks)), ", ".join(b.gpus) or "-", b.created_utc, (b.commit or "-")[:12]))
+        row = (b.name, str(len(b.ranks)), ", ".join(b.gpus) or "-", b.created_utc, (b.commit or "-")[:12])
+        if args.verify:
+            try:
+                row += (f"ok ({verify(b)} files)",)
+            except BaselineError as exc:
+                failed += 1
+                row += ("FAILED",)
+                print(f"perfreport: error: {exc}", file=sys.stderr)
+        rows.append(row)
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip())
+    for name, why in broken:
+        print(f"perfreport: {'error' if args.verify else 'warning'}: {why}", file=sys.stderr)
+    if failed and args.verify:
+        print(f"perfreport: error: {failed} baseline(s) in {args.store} failed verification or cannot be read",
+              file=sys.stderr)
+        return EXIT_USAGE
     return EXIT_OK
 
 
@@ -121,8 +144,7 @@ def cmd_baseline_show(args: argparse.Namespace) -> int:
     from .gate.baselines import open_baseline, verify
 
     stored = open_baseline(args.store, args.name)
-    if args.verify:
-        verify(stored)
+    checked = verify(stored) if args.verify else 0
     summary = stored.summary()
     if args.json:
         print(json_text(summary), end="")
@@ -138,7 +160,8 @@ def cmd_baseline_show(args: argparse.Namespace) -> int:
         print(f"  rank {r['rank']}: {r['file']} ({format_bytes(r['bytes'])}, sha256 {r['sha256'][:12]}…), "
               f"{r['events']:,} events, steps {r['steps'] or '-'}, from {r['source_file']}")
     if args.verify:
-        print("  checksums: all files verified")
+        print(f"  checksums: all files verified ({checked}: rank files by sha256 and whole gzip stream, column "
+              f"caches and cached analyses by sha256)")
     return EXIT_OK
 
 

@@ -369,12 +369,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler.setFormatter(OneLineFormatter("perfreport: %(levelname)s: %(message)s"))  # names escaped: one line
     logging.basicConfig(level=[logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)],
                         handlers=[handler])
+    from .lifecycle import Terminated, install_handlers
+
+    install_handlers()  # SIGTERM unwinds like Ctrl-C: workers stopped, temporaries removed
     try:
         with override_limits(getattr(args, "limit", [])):
             return args.run(args)
     except PerfreportError as exc:
         print(f"perfreport: error: {printable(exc)}", file=sys.stderr)
         return EXIT_USAGE
+    except Terminated as exc:
+        print(f"perfreport: terminated by signal {exc.signum}; stopped its workers", file=sys.stderr)
+        return 128 + exc.signum
     except KeyboardInterrupt:
         print("perfreport: interrupted", file=sys.stderr)
         return 130

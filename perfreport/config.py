@@ -440,8 +440,14 @@ def _read_toml(path: Path) -> dict:
             return tomllib.load(f)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML ({exc})") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: invalid TOML (nested too deeply)") from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
+
+
+MAX_INT = 2**53
+"""Largest magnitude of a number in a configuration (exact as a float, far inside int64)."""
 
 
 class _Reader:
@@ -484,10 +490,14 @@ class _Reader:
         if isinstance(default, int) and not isinstance(default, bool):
             if isinstance(value, bool) or not isinstance(value, int):
                 raise self.fail(key, f"expected an integer, got {_describe(value)}")
+            if abs(value) > MAX_INT:
+                raise self.fail(key, f"out of range: {value:.3g}")
             return value
         if isinstance(default, float) or default is None:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise self.fail(key, f"expected a number, got {_describe(value)}")
+            if abs(value) > MAX_INT:
+                raise self.fail(key, f"out of range: {value:.3g}")
             return float(value)
         if isinstance(default, str):
             if not isinstance(value, str):
@@ -581,9 +591,9 @@ def validate(config: Config) -> None:
     _choice(r, "stats.test", s.test, TESTS)
     if not 0.0 < s.alpha < 0.5:
         raise r.fail("stats.alpha", f"must be between 0 and 0.5, got {s.alpha}")
-    if s.min_samples < 2:
-        raise r.fail("stats.min_samples", f"must be at least 2, got {s.min_samples}")
-    best_p = 1.0 / math.comb(2 * s.min_samples, s.min_samples)
+    _in_range(r, "stats.min_samples", s.min_samples, 2, MAX_MIN_SAMPLES)
+    best_p = 1.0 / math.comb(2 * s.min_samples, s.min_samples) if s.min_samples <= 500 else \
+        math.exp(-_log_comb(2 * s.min_samples, s.min_samples))  # the exact integer overflows a float
     if s.test == "mann-whitney" and best_p >= s.alpha:
         raise r.fail("stats.min_samples", f"with {s.min_samples} samples per side the smallest possible p-value is "
                      f"{best_p:.3g}, not below stats.alpha = {s.alpha}; raise min_samples or alpha")
@@ -593,8 +603,7 @@ def validate(config: Config) -> None:
     _choice(r, "stats.inconclusive_level", s.inconclusive_level, INCONCLUSIVE_LEVELS)
     if s.host_wait_gpu_tolerance_pct < 0:
         raise r.fail("stats.host_wait_gpu_tolerance_pct", f"must be 0 or more, got {s.host_wait_gpu_tolerance_pct}")
-    if s.bootstrap_resamples < 100:
-        raise r.fail("stats.bootstrap_resamples", f"must be at least 100, got {s.bootstrap_resamples}")
+    _in_range(r, "stats.bootstrap_resamples", s.bootstrap_resamples, 100, MAX_BOOTSTRAP_RESAMPLES)
     st = config.steps
     for key in ("skip_first", "max_warmup_steps", "warmup_threshold_pct"):
         if getattr(st, key) < 0:
@@ -649,6 +658,27 @@ def _validate_absolute(r: _Reader, key: str, check: AbsoluteCheck, default: Abso
     if given != [allowed]:
         wrong = [k for k in given if k != allowed]
         raise r.fail(key, f"takes {allowed!r}" + (f", not {wrong[0]!r}" if wrong else " (missing)"))
+    value = check.max if allowed == "max" else check.min
+    if value < 0:
+        raise r.fail(f"{key}.{allowed}", f"must be 0 or more, got {value:g}")
+    if key.endswith("_pct") and value > 100:
+        raise r.fail(f"{key}.{allowed}", f"is a share of the step in %: at most 100, got {value:g}")
+
+
+MAX_MIN_SAMPLES = 10_000
+"""More steps per side than any profiler window records; bounds the exact tests' work."""
+MAX_BOOTSTRAP_RESAMPLES = 100_000
+"""Resamples × samples are drawn at once (8 bytes each): past 100,000 the interval no longer moves."""
+
+
+def _in_range(r: _Reader, key: str, value: int, low: int, high: int) -> None:
+    if not low <= value <= high:
+        raise r.fail(key, f"must be between {low:,} and {high:,}, got {value:,}")
+
+
+def _log_comb(n: int, k: int) -> float:
+    """log C(n, k) without the exact integer (which overflows a float past n ~ 1,030)."""
+    return math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
 
 
 __all__ = [

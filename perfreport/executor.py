@@ -49,6 +49,9 @@ class RankJob:
     """Known checksum of ``path`` (a stored baseline's): not recomputed."""
     verify: bool = False
     """Check ``path`` against ``sha256`` before loading it (a stored baseline's rank file)."""
+    digest_sha256: str | None = None
+    """Checksum of the stored baseline's cached analyses (``cache/rank-N.digest``): the cache is
+    read only when its bytes match it."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,8 @@ class Executor:
     def __post_init__(self) -> None:
         if self.kind not in EXECUTORS:
             raise PerfreportError(f"unknown executor {self.kind!r}: choose from {', '.join(EXECUTORS)}")
+        if self.workers is not None and self.workers < 1:
+            raise PerfreportError(f"--workers must be at least 1, got {self.workers}")
         if self.kind == "dask" and not self.scheduler:
             raise PerfreportError("--executor dask needs --scheduler tcp://HOST:PORT (a running Dask scheduler)")
 
@@ -74,10 +79,8 @@ def run_job(job: RankJob, options: AnalysisOptions, use_digest_cache: bool = Tru
     ``limits``: the caller's (``--limit``, ``$PERFREPORT_LIMITS``), which a Dask worker, with an
     environment of its own, would not otherwise see; default this process's."""
     t0 = time.perf_counter()
-    if job.cache is not None and use_digest_cache:
-        from . import digest_cache
-
-        from_cache = digest_cache.read(digest_cache.path_for(job.cache), options, job.path)
+    if job.cache is not None and use_digest_cache and job.digest_sha256:
+        from_cache = _cached_digest(job, options)
         if from_cache is not None and from_cache.sha256 == job.sha256:  # of this very rank file
             from .gate.baselines import verify_file
 
@@ -86,6 +89,28 @@ def run_job(job: RankJob, options: AnalysisOptions, use_digest_cache: bool = Tru
             from_cache.worker_peak_rss = _peak_rss()
             return from_cache
     return _analyse(job, options, limits, t0)[0]
+
+
+def _cached_digest(job: RankJob, options: AnalysisOptions) -> RankDigest | None:
+    """A stored rank's cached analyses when their bytes match the manifest's checksum; a cache
+    that differs (edited, damaged) is never used: the rank is analysed again from its verified
+    columns, with a warning naming the file."""
+    import hashlib
+    import logging
+
+    from . import digest_cache
+
+    path = digest_cache.path_for(job.cache)
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    if hashlib.sha256(data).hexdigest() != job.digest_sha256:
+        logging.getLogger("perfreport").warning(
+            "%s: cached analyses differ from their checksum in the manifest (modified or damaged); not used, the "
+            "rank is analysed again from its verified files ('baseline save --force' rewrites the cache)", path)
+        return None
+    return digest_cache.decode(data, options, job.path)
 
 
 def save_job(job: RankJob, options: AnalysisOptions, limits: Limits | None = None):
@@ -98,13 +123,19 @@ def save_job(job: RankJob, options: AnalysisOptions, limits: Limits | None = Non
 def _analyse(job: RankJob, options: AnalysisOptions, limits: Limits | None, t0: float, payload: bool = False):
     """(digest, the baseline payload when ``payload`` else None) of ``job``'s rank, loaded
     here; the rank's memory is given back before returning."""
+    source = None
+    if payload:
+        from .gate.baselines import source_state
+
+        source = source_state(job.path)  # before loading: the copy stored later must be this file
     trace, sha = _load(job, limits or current_limits())
     result = digest(trace, options, sha256=sha, load_s=time.perf_counter() - t0)
     stored = None
     if payload:
         from .gate.baselines import rank_payload
 
-        stored = rank_payload(trace, result)
+        source = dataclasses.replace(source, sha256=sha) if source is not None and job.cache is None else None
+        stored = rank_payload(trace, result, source)
     del trace
     result.worker_peak_rss = _peak_rss()
     _trim_heap()
@@ -190,37 +221,135 @@ def stream(jobs: Sequence[RankJob], options: AnalysisOptions, executor: Executor
 
 def _local(jobs: Sequence[RankJob], options: AnalysisOptions, executor: Executor, limits: Limits,
            task: Callable) -> Iterator[tuple[int, RankDigest]]:
-    n = executor.workers or worker_count(jobs)
+    n = local_workers(jobs, executor.workers)
     if n <= 1 or len(jobs) == 1:
         for i, job in enumerate(jobs):
-            yield i, task(job, options, limits=limits)
+            yield i, guarded(task, job, options, limits=limits)
         return
     import multiprocessing
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    from concurrent.futures.process import BrokenProcessPool
 
     ctx = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
-    with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
-        # submit as slots free up, not all at once: a failing rank stops the rest promptly
-        pending = iter(enumerate(jobs))
-        index = {}
+    started = ctx.Array("q", len(jobs), lock=False)  # job index -> pid of the worker running it
+    pool = ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_init_worker, initargs=(os.getpid(), started))
+    processes: dict[int, Any] = {}  # every worker the pool started, to name a dead one and to stop them all
+    pending = iter(enumerate(jobs))
+    index = {}
 
-        def submit(items):
-            for i, job in items:
-                future = pool.submit(task, job, options, limits=limits)
-                index[future] = i
-                yield future
+    def submit(items):
+        for i, job in items:
+            future = pool.submit(_tracked, i, task, job, options, limits=limits)
+            index[future] = i
+            processes.update(getattr(pool, "_processes", None) or {})
+            yield future
 
-        running = set(submit(_take(pending, n)))
-        try:
-            while running:
-                finished, running = wait(running, return_when=FIRST_COMPLETED)
-                for future in finished:
-                    yield index.pop(future), future.result()
-                    running |= set(submit(_take(pending, 1)))
-        except BaseException:
-            for future in running:
-                future.cancel()
-            raise
+    # submit as slots free up, not all at once: a failing rank stops the rest promptly
+    running = set(submit(_take(pending, n)))
+    interrupted = False
+    try:
+        while running:
+            finished, running = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                try:
+                    result = future.result()
+                except BrokenProcessPool:
+                    error = _worker_died(jobs, [index[f] for f in finished | running], started, processes)
+                    for process in processes.values():  # the pool only SIGTERMs them: a stopped one would stay
+                        if process.exitcode is None:
+                            process.kill()
+                    raise error from None
+                yield index.pop(future), result
+                running |= set(submit(_take(pending, 1)))
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM (perfreport.lifecycle.Terminated): no worker goes on
+        interrupted = True
+        for process in processes.values():
+            if process.exitcode is None:
+                process.kill()
+        raise
+    finally:
+        for future in running:  # an error or an early stop: nothing new starts; running ranks end
+            future.cancel()
+        # (never SIGKILL a worker on an ordinary error: one killed while sending its digest would
+        # leave the pool's reader waiting for the rest of the message)
+        pool.shutdown(wait=not interrupted, cancel_futures=True)
+
+
+def local_workers(jobs: Sequence[RankJob], requested: int | None) -> int:
+    """Local processes for ``jobs``: ``requested`` (``--workers``) capped at what
+    :func:`worker_count` allows (ranks, cores, free memory), with a note when it is capped."""
+    allowed = worker_count(jobs)
+    if requested is None:
+        return allowed
+    if requested > allowed:
+        import sys
+
+        sys.stderr.write(f"perfreport: note: --workers {requested:,} capped at {allowed} (at most one worker per "
+                         f"rank, per core, and as many as free memory holds)\n")
+    return min(requested, allowed)
+
+
+def guarded(task: Callable, job: RankJob, options: AnalysisOptions, **kwargs):
+    """``task(job, …)`` with any unexpected exception turned into one PerfreportError naming the
+    rank's file: what a worker (local or Dask) sends back is always one clear line."""
+    try:
+        return task(job, options, **kwargs)
+    except PerfreportError:
+        raise
+    except MemoryError:
+        raise PerfreportError(f"{job.path}: not enough memory to load and analyse this rank; use fewer workers "
+                              f"(--workers 1) or a machine with more memory") from None
+    except RecursionError:
+        raise PerfreportError(f"{job.path}: nested too deeply to analyse") from None
+    except Exception as exc:  # a bug: still one line, with the file it happened on
+        raise PerfreportError(f"{job.path}: internal error while analysing this rank: {type(exc).__name__}: "
+                              f"{str(exc)[:300]} (please report it)") from None
+
+
+_started: Any = None
+"""In a local worker: the shared array of job index -> pid (see :func:`_tracked`)."""
+
+
+def _init_worker(parent_pid: int, started) -> None:
+    """A local worker's start: it dies with its parent (:func:`perfreport.lifecycle.worker_init`)
+    and keeps the array in which it notes the jobs it runs (inherited: arrays cannot be sent)."""
+    global _started
+    from .lifecycle import worker_init
+
+    worker_init(parent_pid)
+    _started = started
+
+
+def _tracked(i: int, task: Callable, job: RankJob, options: AnalysisOptions, **kwargs):
+    """In a worker: note which process runs job ``i`` (to name it if it dies), then run it."""
+    _started[i] = os.getpid()
+    from ._io import checkpoint
+
+    checkpoint("worker.task")
+    return guarded(task, job, options, **kwargs)
+
+
+def _worker_died(jobs: Sequence[RankJob], candidates: list[int], started, processes: dict) -> PerfreportError:
+    """The error for a worker process that died (SIGKILL by the OOM killer or an operator, a
+    crash): the rank it was running and how it ended."""
+    from .lifecycle import signal_name
+
+    by_pid = {pid: p for pid, p in processes.items()}
+    dead = []
+    for i in candidates:
+        process = by_pid.get(started[i])
+        code = process.exitcode if process is not None else None
+        if code is not None and code != -15:  # the pool SIGTERMs the others once one died
+            dead.append((i, code))
+    if not dead:
+        return PerfreportError("a worker process died unexpectedly (killed, or out of memory); "
+                               "retry with fewer workers (--workers 1)")
+    i, code = dead[0]
+    job = jobs[i]
+    who = f"rank {job.rank_hint}'s worker" if job.rank_hint is not None else "the worker"
+    why = " (killed: most often the out-of-memory killer; use fewer workers, --workers 1, or more memory)" \
+        if code == -9 else ""
+    return PerfreportError(f"{who} died ({signal_name(code)}) while analysing {job.path}{why}")
 
 
 def _take(it: Iterator, n: int) -> list:
@@ -243,15 +372,37 @@ def _dask(jobs: Sequence[RankJob], options: AnalysisOptions, executor: Executor,
     except OSError as exc:
         raise PerfreportError(f"{executor.scheduler}: cannot reach the Dask scheduler ({exc})") from None
     try:
+        futures = []
         with client.as_current():
-            futures = [client.submit(task, job, options, limits=limits, pure=False, key=f"perfreport-rank-{i}-{os.getpid()}")
-                       for i, job in enumerate(jobs)]
+            futures = [client.submit(guarded, task, job, options, limits=limits, pure=False,
+                                     key=f"perfreport-rank-{i}-{os.getpid()}") for i, job in enumerate(jobs)]
             index = {f.key: i for i, f in enumerate(futures)}
             for future in as_completed(futures):
-                yield index[future.key], future.result()
+                i = index[future.key]
+                yield i, _dask_result(future, jobs[i])
                 future.release()  # the digest is ours now: the cluster may forget it
+        futures = []
     finally:
+        if futures:  # an error, Ctrl-C or SIGTERM: the cluster stops working for us
+            try:
+                client.cancel(futures, force=True)
+            except Exception:  # noqa: BLE001 - a scheduler already gone: nothing left to cancel
+                pass
         client.close()
+
+
+def _dask_result(future, job: RankJob):
+    """A Dask task's result; a worker lost while running it (``KilledWorker``: it died, e.g. by
+    the OOM killer, as many times as the scheduler allows) or a task the cluster could not run
+    is one PerfreportError naming the rank's file."""
+    try:
+        return future.result()
+    except PerfreportError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - distributed's own errors: KilledWorker, CancelledError …
+        who = f"rank {job.rank_hint}'s task" if job.rank_hint is not None else "the task"
+        raise PerfreportError(f"{who} failed on the Dask cluster while analysing {job.path}: {type(exc).__name__}"
+                              f"{': ' + str(exc)[:200] if str(exc) else ''} (a worker died: out of memory?)") from None
 
 
 def worker_count(jobs: Sequence[RankJob]) -> int:

@@ -46,7 +46,7 @@ class Limits:
 
     def decompressed_limit(self, compressed_bytes: int) -> int:
         """Most bytes a gzip file of ``compressed_bytes`` may decompress to."""
-        return int(min(self.gzip_ratio * max(compressed_bytes, 1), self.gzip_max_gb * GiB))
+        return int(min(self.gzip_ratio * max(compressed_bytes, 1), self.gzip_max_gb * GiB, 2.0 ** 62))
 
     @property
     def max_name_chars(self) -> int:
@@ -86,9 +86,18 @@ def _value(name: str, text: str, kind: object) -> float | int | bool:
         number = float(text)
     except ValueError:
         raise ConfigError(f"limit {name}={text!r}: expected a number") from None
-    if not number > 0 or number == float("inf"):
-        raise ConfigError(f"limit {name}={text!r}: expected a positive finite number")
-    return int(number) if kind in (int, "int") else number
+    if not 0 < number <= MAX_VALUE:
+        raise ConfigError(f"limit {name}={text!r}: expected a positive number up to {MAX_VALUE:g}")
+    if kind in (int, "int"):
+        if number < 1 or number != int(number):
+            raise ConfigError(f"limit {name}={text!r}: expected a whole number, at least 1")
+        return int(number)
+    return number
+
+
+MAX_VALUE = 1e15
+"""Largest value of a limit: past it a limit means nothing, and sizes computed from it must stay
+inside int64."""
 
 
 _cache: tuple[str, Limits] | None = None

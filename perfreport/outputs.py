@@ -42,8 +42,12 @@ class PdfRenderer:
         sys.stderr.flush()
         down_r, down_w = os.pipe()
         up_r, up_w = os.pipe()
+        parent = os.getpid()
         pid = os.fork()
         if pid == 0:  # the child: never returns
+            from .lifecycle import worker_init
+
+            worker_init(parent)  # dies with the parent, whatever kills it
             os.close(down_w)
             os.close(up_r)
             _child(down_r, up_w)
@@ -86,6 +90,15 @@ class PdfRenderer:
         """Stop the child if nothing was sent (an empty page), and reap it."""
         self._send(b"")
         self._collect()
+
+    def kill(self) -> None:
+        """Stop the child now (the command failed or was interrupted)."""
+        import signal
+
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
     def _collect(self) -> bytes:
         if self._from_child < 0:
@@ -225,6 +238,10 @@ def pdf_renderer(formats: Iterable[str]) -> Iterator[PdfRenderer | None]:
     renderer = PdfRenderer.start() if "pdf" in formats else None
     try:
         yield renderer
+    except BaseException:
+        if renderer is not None:  # failed or interrupted: the PDF is not wanted, stop laying it out
+            renderer.kill()
+        raise
     finally:
         if renderer is not None:
             renderer.close()

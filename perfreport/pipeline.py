@@ -199,7 +199,7 @@ def baseline_jobs(stored: StoredBaseline, ranks: list[Mapping] | None = None) ->
         if use_cache:
             jobs.append(RankJob(str(path), int(r["rank"]), "mapping", json_bytes=int((r.get("meta") or {}).get("json_bytes") or 0),
                                 cache=str(stored.path / r["cache"]), cache_sha256=r["cache_sha256"],
-                                meta_entry=r, sha256=r["sha256"]))
+                                meta_entry=r, sha256=r["sha256"], digest_sha256=r.get("digest_sha256")))
         else:
             jobs.append(RankJob(str(path), int(r["rank"]), "mapping", json_bytes=int(r.get("bytes") or 0),
                                 sha256=r["sha256"], verify=True))

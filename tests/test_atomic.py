@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from perfreport import _io
+from perfreport.fileset import MARKER
 from perfreport.gate.baselines import list_baselines, load_traces, open_baseline, verify
 from perfreport.load import load
 
@@ -76,11 +77,12 @@ def assert_intact(store: Path, name: str, ranks: list[int], steps: int) -> None:
 
 
 def leftovers(folder: Path) -> list[str]:
-    return sorted(p.name for p in folder.iterdir() if p.name.startswith(".") and not p.name.endswith(".lock"))
+    return sorted(p.name for p in folder.iterdir() if p.name.startswith(".") and not p.name.endswith(".lock")
+                  and p.name != MARKER)
 
 
 # (pause point, use renameat2): every moment of a save between "nothing written" and "done"
-SAVE_MOMENTS = [("baseline.rank#1", True), ("write.temp", True), ("dir.built", True), ("dir.exchanged", True),
+SAVE_MOMENTS = [("baseline.copy", True), ("baseline.rank#1", True), ("write.temp", True), ("dir.built", True), ("dir.exchanged", True),
                 ("dir.built", False), ("dir.aside", False)]
 
 

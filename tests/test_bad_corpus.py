@@ -234,7 +234,7 @@ BROKEN_BASELINES = {
     "cache_flipped": ("cache/rank-1.cols", "checksum mismatch"),
     "trace_flipped_no_cache": ("traces/rank-0.json.gz", "checksum mismatch"),
     "manifest_garbage": ("manifest.json", "unreadable manifest"),
-    "manifest_wrong_types": ("manifest.json", "manifest lists no valid ranks"),
+    "manifest_wrong_types": ("manifest.json", "ranks[0].rank: expected a rank from 0 to"),
     "manifest_path_escape": ("manifest.json", "outside the baseline"),
     "manifest_from_the_future": ("manifest.json", "newer perfreport"),
     "manifest_truncated": ("manifest.json", "unreadable manifest"),

@@ -27,6 +27,7 @@ from perfreport.load import load
 from perfreport.pipeline import trace_jobs
 from perfreport.progress import Progress
 
+from .test_baselines import tiny_trace
 from .conftest import TRACES
 
 TWO_RANKS = TRACES / "hta_sampled_2of128rank"
@@ -136,6 +137,15 @@ def test_dask_cluster_gives_the_local_results(tmp_path, job8, capsys):
         assert main(["analyze", str(job8), "--out", str(tmp_path / "dask-limited"), "--format", "json", "-q",
                      "--limit", "max_events=1000", "--executor", "dask", "--scheduler", address]) == 2
         dask_limited = capsys.readouterr().err
+        # an error inside a Dask worker (a step number beyond int64) is one line naming the file
+        huge = tmp_path / "huge"
+        trace = tiny_trace(huge, 0)
+        trace.write_text(trace.read_text().replace("ProfilerStep#1", f"ProfilerStep#{2**64}"))
+        tiny_trace(huge, 1)
+        assert main(["analyze", str(huge), "--out", str(tmp_path / "dask-huge"), "--format", "json", "-q",
+                     "--executor", "dask", "--scheduler", address]) == 2
+        assert capsys.readouterr().err == f"perfreport: error: {trace}: profiler step number 1.84e+19 " \
+                                          f"(ProfilerStep#…) is beyond int64; the trace is corrupt\n"
         assert time.monotonic() - t0 < 120
     assert main(["analyze", str(job8), "--out", str(tmp_path / "local"), "--format", "json", "-q"]) == 0
     assert main(["compare", str(TWO_RANKS), str(job8), "--out", str(tmp_path / "local-cmp"), "--format", "json",

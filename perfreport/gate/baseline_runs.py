@@ -12,12 +12,11 @@ import datetime as _dt
 
 import os
 import shutil
-import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from .. import __version__
-from .._io import atomic_write, store_lock
+from .._io import atomic_write, checkpoint, clean_stale_temps, note_recovered, store_lock, temp_name
 from ..jsondoc import json_text
 from ..errors import BaselineError
 from ..model import TraceSet
@@ -42,8 +41,16 @@ def append(store: str | Path, name: str, traces: TraceSet | RankSet, *, commit: 
     if not len(traces):
         raise BaselineError(f"{traces.source}: no ranks to store")
     path = Path(store) / name
-    with store_lock(Path(store), name):  # save's lock: appends and saves of one name take turns
+    try:
+        return _append(Path(store), name, path, traces, commit, keep, now, options)
+    except OSError as exc:
+        raise BaselineError(f"{path}: cannot write the run ({exc.strerror or exc})") from None
+
+
+def _append(store: Path, name: str, path: Path, traces: RankSet, commit, keep, now, options) -> StoredBaseline:
+    with store_lock(store, name):  # save's lock: appends and saves of one name take turns
         baseline = read_baseline(path)  # re-read under the lock: another append may have landed
+        recover(baseline)
         m = dict(baseline.manifest)
         ranks_now = sorted(int(r["rank"]) for r in m["ranks"])
         gpus = sorted({t.meta.gpu_name() for t in traces if t.meta.gpu_name()})
@@ -55,15 +62,18 @@ def append(store: str | Path, name: str, traces: TraceSet | RankSet, *, commit: 
                                 f"{', '.join(m['gpus'])}; store other hardware as another baseline")
         run = max(int(r["run"]) for r in m["runs"]) + 1
         folder = f"runs/{run}"
-        tmp = Path(tempfile.mkdtemp(dir=path, prefix=".run.", suffix=".tmp"))
+        tmp = temp_name(path / f"run-{run}")
+        tmp.mkdir()
         try:
             (tmp / "traces").mkdir()
             (tmp / "cache").mkdir()
             ranks = [save_rank(tmp, payload, options) for payload in traces]
             for r in ranks:
                 r["file"], r["cache"] = f"{folder}/{r['file']}", f"{folder}/{r['cache']}"
+            checkpoint("append.staged")
             (path / "runs").mkdir(exist_ok=True)
             os.replace(tmp, path / folder)
+            checkpoint("append.moved")  # the run in runs/, the manifest not yet naming it
         except OSError as exc:
             shutil.rmtree(tmp, ignore_errors=True)
             raise BaselineError(f"{path}: cannot write the run ({exc.strerror or exc})") from None
@@ -78,6 +88,7 @@ def append(store: str | Path, name: str, traces: TraceSet | RankSet, *, commit: 
         m.update(schema_version=SCHEMA_VERSION, runs=runs, ranks=ranks, commit=commit or m.get("commit"),
                  perfreport_version=__version__)
         atomic_write(path / MANIFEST, json_text(m))
+        checkpoint("append.recorded")
         for old in dropped:  # after the new manifest is in place: nothing it names is deleted
             for r in old["ranks"]:
                 for key in ("file", "cache"):
@@ -88,6 +99,29 @@ def append(store: str | Path, name: str, traces: TraceSet | RankSet, *, commit: 
             if int(old["run"]) > 0:
                 shutil.rmtree(path / f"runs/{old['run']}", ignore_errors=True)
     return StoredBaseline(name=name, path=path, manifest=m)
+
+
+def recover(baseline: StoredBaseline) -> list[str]:
+    """Clear what killed writers left in a baseline's folder, under its lock (so no live writer
+    owns any of it): temporaries (``.run-N.tmp-…``, older ``.run.*.tmp``, a manifest's
+    temporary) and run folders the manifest does not name (an append killed between moving its
+    run into ``runs/`` and writing the manifest). Says what it removed; returns the names."""
+    path = baseline.path
+    clean_stale_temps(path)
+    named = {str(run["run"]) for run in baseline.runs}
+    leftovers = [p for p in path.glob(".run.*.tmp")]
+    runs = path / "runs"
+    if runs.is_dir():
+        leftovers += [p for p in runs.iterdir() if p.name.isdigit() and p.name not in named]
+    for p in leftovers:
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p)
+        else:
+            p.unlink()
+    if leftovers:
+        note_recovered(path, [str(p.relative_to(path)) for p in leftovers],
+                       "removed the files of runs an interrupted append left unrecorded")
+    return [p.name for p in leftovers]
 
 
 def _list(ranks) -> str:

@@ -87,12 +87,35 @@ class RankPayload:
     steps: tuple[int, ...]
     cache: bytes
     digest: Any = None
+    source: SourceState | None = None
+    """The rank file as it was when loaded: the copy stored must be that file, unchanged."""
 
 
-def rank_payload(trace: RankTrace, digest: Any = None) -> RankPayload:
+@dataclass(frozen=True, slots=True)
+class SourceState:
+    """Size, modification time and sha256 of a rank file when it was loaded."""
+
+    size: int
+    mtime_ns: int
+    sha256: str | None
+
+
+def source_state(path: str) -> SourceState | None:
+    """The size and mtime of a local rank file (its sha256 is added once it is computed); None
+    for a URL or a file that cannot be read (its loading says why)."""
+    if "://" in path:
+        return None
+    try:
+        st = Path(path).stat()
+    except OSError:
+        return None
+    return SourceState(st.st_size, st.st_mtime_ns, None)
+
+
+def rank_payload(trace: RankTrace, digest: Any = None, source: SourceState | None = None) -> RankPayload:
     """The payload of a loaded rank: its metadata, steps and column cache."""
     return RankPayload(trace.rank, trace.meta, trace.n_events, tuple(int(s) for s in trace.step_numbers()),
-                       encode_columns(trace), digest)
+                       encode_columns(trace), digest, source)
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,7 +186,8 @@ def save(store: str | Path, name: str, traces: TraceSet | RankSet, *, force: boo
          commit: str | None = None, now: _dt.datetime | None = None, options: Any = None) -> StoredBaseline:
     """Store ``traces`` (loaded from files, whose paths are in their metadata; or their payloads,
     made by the workers that loaded them) as ``name``. ``options``: the analysis settings of
-    the payloads' digests, which are then stored too.
+    the payloads' digests, which are then stored too. A rank file that changed since it was
+    loaded, or changes while it is copied, fails the save (BaselineError naming it).
 
     Raises BaselineError for a bad name, an existing baseline without ``force``, an empty
     trace set or a rank whose source file is gone.
@@ -204,26 +228,53 @@ def save_rank(folder: Path, payload: RankPayload, options: Any = None) -> dict:
     """Write one rank's file (gzip), column cache and, with ``options``, its digest under
     ``folder``; its manifest entry."""
     source = payload.meta.path
-    data = _read_source(source)
+    data, sha = _read_unchanged(source, payload.source)
     if data[:2] != GZIP_MAGIC:
         data = gzip.compress(data, compresslevel=6, mtime=0)
+        sha = None
     rel = f"traces/rank-{payload.rank}.json.gz"
     (folder / rel).write_bytes(data)
-    sha = hashlib.sha256(data).hexdigest()
+    sha = sha or hashlib.sha256(data).hexdigest()
     cache_rel = f"cache/rank-{payload.rank}.cols"
     (folder / cache_rel).write_bytes(payload.cache)
+    digest_sha = None
     if payload.digest is not None and options is not None:
         from ..digest_cache import encode, path_for
 
-        path_for(folder / cache_rel).write_bytes(encode(dataclasses.replace(payload.digest, sha256=sha), options))
+        encoded = encode(dataclasses.replace(payload.digest, sha256=sha), options)
+        path_for(folder / cache_rel).write_bytes(encoded)
+        digest_sha = hashlib.sha256(encoded).hexdigest()
     meta = {f.name: getattr(payload.meta, f.name) for f in dataclasses.fields(TraceMeta) if f.name != "path"}
     return {
         "rank": payload.rank, "file": rel, "sha256": sha, "bytes": len(data),
         "source_file": str(source), "json_bytes": payload.meta.json_bytes, "events": payload.n_events,
         "steps": list(payload.steps), "gpu": payload.meta.gpu_name(),
         "cache": cache_rel, "cache_sha256": hashlib.sha256(payload.cache).hexdigest(), "cache_bytes": len(payload.cache),
+        **({"digest_sha256": digest_sha} if digest_sha else {}),
         "meta": json.loads(json_text(meta)),
     }
+
+
+def _read_unchanged(source: str, loaded: SourceState | None) -> tuple[bytes, str | None]:
+    """The bytes of a rank file, refused (BaselineError) when the file changed while it was
+    copied (size or mtime before and after the read differ) or since it was loaded and analysed
+    (size, mtime or sha256 differ from ``loaded``): a baseline must hold the file its analyses
+    describe, never a half-written one."""
+    before = source_state(source)
+    checkpoint("baseline.copy")
+    data = _read_source(source)
+    after = source_state(source)
+    changed = before != after or (before is not None and len(data) != before.size)
+    sha = None
+    if loaded is not None and not changed:
+        sha = hashlib.sha256(data).hexdigest() if loaded.sha256 is not None else None
+        changed = (before is not None and (before.size, before.mtime_ns) != (loaded.size, loaded.mtime_ns)) or \
+            (sha is not None and sha != loaded.sha256)
+    if changed:
+        raise BaselineError(f"{source}: the file changed while it was being stored (size, modification time or "
+                            f"sha256 differ from when it was read); nothing was saved: save again once the file "
+                            f"is complete")
+    return data, sha
 
 
 def _read_source(source: str) -> bytes:
@@ -291,7 +342,24 @@ def open_baseline(store: str | Path, name: str) -> StoredBaseline:
         available = ", ".join(b.name for b in list_baselines(store)) or "none"
         raise BaselineError(f"no baseline {name!r} in {store} (available: {available}; "
                             f"create one with 'perfreport baseline save {name} TRACE_DIR')")
-    return read_baseline(path)
+    baseline = read_baseline(path)
+    _tidy(Path(store), baseline)
+    return baseline
+
+
+def _tidy(store: Path, baseline: StoredBaseline) -> None:
+    """A reader clears what a killed append left in the baseline (see
+    :func:`perfreport.gate.baseline_runs.recover`) when no writer holds its lock and the store
+    is writable; otherwise it leaves it for the next writer."""
+    from .._io import try_store_lock
+    from .baseline_runs import recover
+
+    with try_store_lock(store, baseline.path.name) as held:
+        if held:
+            try:
+                recover(read_baseline(baseline.path))
+            except OSError:
+                pass
 
 
 def read_baseline(path: str | Path) -> StoredBaseline:
@@ -318,6 +386,9 @@ def migrate(manifest: Any, where: Path) -> dict:
     if version > SCHEMA_VERSION:
         raise BaselineError(f"{where}: written by a newer perfreport (baseline schema {version}, this version "
                             f"reads up to {SCHEMA_VERSION}); upgrade perfreport")
+    from .manifest_schema import check_manifest
+
+    check_manifest(manifest, where)
     ranks = manifest.get("ranks")
     if not isinstance(ranks, list) or not ranks or not all(_valid_rank_entry(r) for r in ranks):
         raise BaselineError(f"{where}: manifest lists no valid ranks")
@@ -400,12 +471,54 @@ def verify_file(path: Path, expected: str) -> bytes:
     return data
 
 
-def verify(baseline: StoredBaseline) -> None:
-    """Check every file the manifest lists (traces, and caches that are present), every run."""
+def verify(baseline: StoredBaseline) -> int:
+    """Check every file the manifest lists, every run: each rank file's sha256, that its gzip
+    stream is whole and holds as many bytes of JSON as were loaded, each column cache's sha256
+    and container, each cached analysis's sha256. Returns how many files were checked; raises
+    BaselineError naming the first file that fails. A cached analysis without a checksum (saved
+    by an older perfreport) is never used, so it is not a failure."""
+    checked = 0
     for r in (r for run in baseline.runs for r in run["ranks"]):
-        verify_file(baseline.path / r["file"], r["sha256"])
+        path = baseline.path / r["file"]
+        data = verify_file(path, r["sha256"])
+        _check_gzip(path, data, (r.get("meta") or {}).get("json_bytes"))
+        checked += 1
         if r.get("cache") and (baseline.path / r["cache"]).exists():
-            verify_file(baseline.path / r["cache"], r["cache_sha256"])
+            cache = baseline.path / r["cache"]
+            decode_columns(verify_file(cache, r["cache_sha256"]), _meta(r, path) if r.get("meta") else
+                           TraceMeta(path=str(path), rank=int(r["rank"]), rank_source="mapping", json_bytes=0), cache)
+            checked += 1
+            digest = cache.with_suffix(".digest")
+            if r.get("digest_sha256"):
+                verify_file(digest, r["digest_sha256"])
+                checked += 1
+    return checked
+
+
+def _check_gzip(path: Path, data: bytes, json_bytes: Any) -> None:
+    """A stored rank file's gzip stream ends where it should and holds ``json_bytes`` of JSON
+    (when the manifest says): decompressed in blocks, never held whole."""
+    import zlib
+
+    d = zlib.decompressobj(wbits=31)
+    total, view, step = 0, memoryview(data), 1 << 22
+    try:
+        for i in range(0, len(view), step):
+            chunk = d.decompress(view[i:i + step])
+            while True:
+                total += len(chunk)
+                if d.eof or not d.unconsumed_tail:
+                    break
+                chunk = d.decompress(d.unconsumed_tail)
+            if d.eof:
+                break
+    except zlib.error as exc:
+        raise BaselineError(f"{path}: corrupt gzip stream ({exc}); the baseline is damaged, save it again") from None
+    if not d.eof:
+        raise BaselineError(f"{path}: truncated gzip stream; the baseline is damaged, save it again")
+    if type(json_bytes) is int and json_bytes > 0 and total != json_bytes:
+        raise BaselineError(f"{path}: holds {total:,} bytes of JSON, the manifest says {json_bytes:,}; the stored "
+                            f"copy is not the file that was analysed, save it again")
 
 
 def cache_usable(baseline: StoredBaseline, ranks: list[Mapping[str, Any]] | None = None) -> bool:
@@ -460,16 +573,33 @@ def list_baselines(store: str | Path) -> list[StoredBaseline]:
             continue
         try:
             out.append(read_baseline(folder))
+        except BaselineError:  # unreadable_baselines names them
+            continue
+    return out
+
+
+def unreadable_baselines(store: str | Path) -> list[tuple[str, str]]:
+    """(name, why) of every folder of ``store`` that holds a manifest this version cannot read."""
+    store = Path(store)
+    out = []
+    for folder in sorted(store.iterdir()) if store.is_dir() else []:
+        if folder.name.startswith(".") or not (folder / MANIFEST).is_file():
+            continue
+        try:
+            read_baseline(folder)
         except BaselineError as exc:
-            log.warning("%s", exc)
+            out.append((folder.name, str(exc)))
     return out
 
 
 def remove(store: str | Path, name: str) -> Path:
     """Delete the baseline ``name`` (moved aside atomically, then deleted); its former path."""
     baseline = open_baseline(store, name)
-    with store_lock(store, name):
-        trash_dir(baseline.path)
+    try:
+        with store_lock(store, name):
+            trash_dir(baseline.path)
+    except OSError as exc:
+        raise BaselineError(f"{baseline.path}: cannot remove the baseline ({exc.strerror or exc})") from None
     return baseline.path
 
 

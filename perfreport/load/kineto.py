@@ -235,12 +235,20 @@ def _make_meta(rank_file: RankFile, metadata: dict[str, Any], json_bytes: int, t
     )
 
 
+MAX_RANK = 2**31 - 1
+"""Largest rank a trace may claim (world sizes are int32 in torch.distributed)."""
+MAX_STEP = 2**62
+"""Largest profiler step number: steps are int64 columns."""
+
+
 def resolve_rank(rank_file: RankFile, distributed_info: dict) -> tuple[int, str]:
     """Rank of a file: an explicit mapping, else ``distributedInfo.rank``, else the file name, else 0."""
     if rank_file.hint_source == "mapping":
         return int(rank_file.rank_hint), "mapping"
     rank = distributed_info.get("rank")
     if isinstance(rank, int) and not isinstance(rank, bool) and rank >= 0:
+        if rank > MAX_RANK:
+            raise TraceError(rank_file.path, f"distributedInfo.rank {rank:.3g} is beyond any job (at most {MAX_RANK:,})")
         return rank, "distributedInfo"
     if rank_file.rank_hint is not None:
         return rank_file.rank_hint, "file name"
@@ -279,7 +287,7 @@ def build_rank_trace(result: ScanResult, meta: TraceMeta) -> RankTrace:
         device=dense_int("device"),
     )
     linked = _link_cpu_gpu(columns, codes)
-    iteration = _iterations(columns, codes, strings, linked)
+    iteration = _iterations(columns, codes, strings, linked, meta.path)
     trace = RankTrace(
         meta=meta, strings=strings, linked=linked, iteration=iteration, args=args, _codes=codes, **columns
     )
@@ -415,7 +423,7 @@ def _match(keys_a: list[np.ndarray], keys_b: list[np.ndarray]) -> np.ndarray:
     return out
 
 
-def _iterations(cols, codes: dict[str, int], strings: np.ndarray, linked: np.ndarray) -> np.ndarray:
+def _iterations(cols, codes: dict[str, int], strings: np.ndarray, linked: np.ndarray, path: str = "") -> np.ndarray:
     """Profiler step number of every event, -1 outside any step.
 
     CPU-side events take the step whose span contains their start; GPU-side events take the
@@ -426,6 +434,9 @@ def _iterations(cols, codes: dict[str, int], strings: np.ndarray, linked: np.nda
     step_codes = {i: int(m.group(1)) for i, s in enumerate(strings) if (m := STEP_NAME.match(s))}
     if not step_codes:
         return iteration
+    if max(step_codes.values()) > MAX_STEP:
+        big = max(step_codes.values())
+        raise TraceError(path, f"profiler step number {big:.3g} (ProfilerStep#…) is beyond int64; the trace is corrupt")
     complete = cols["ph"] == codes.get("X", -2)
     gpu_side = complete & _mask(cols["cat"], codes, GPU_SIDE_CATEGORIES)
     # CPU-side spans only: torch >= 2.4 also writes each ProfilerStep as a gpu_user_annotation,

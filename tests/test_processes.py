@@ -1,0 +1,122 @@
+"""No orphan, ever (issue 21): after SIGKILL, SIGTERM or SIGINT to the command, its workers and
+its PDF renderer are gone within 5 s; a worker killed mid-run (the OOM killer) is one line naming
+its rank and signal; --workers is capped with a note; errors inside workers are one line."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from perfreport import _io
+from perfreport.errors import PerfreportError
+from perfreport.executor import Executor, RankJob, guarded, local_workers
+
+from .test_bad_corpus import run_cli
+from .test_baselines import tiny_trace
+
+
+@pytest.fixture()
+def job(tmp_path) -> Path:
+    folder = tmp_path / "job"
+    tiny_trace(folder, 0)
+    tiny_trace(folder, 1)
+    return folder
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def children(pid: int) -> list[int]:
+    with open(f"/proc/{pid}/task/{pid}/children") as f:
+        return [int(x) for x in f.read().split()]
+
+
+def start_paused_in_workers(args: list[str]) -> tuple[subprocess.Popen, list[int]]:
+    """The command, its two workers stopped at their task (they SIGSTOP themselves)."""
+    env = {**os.environ, _io.PAUSE_ENV: "worker.task"}
+    proc = subprocess.Popen([sys.executable, "-m", "perfreport", *args], env=env, stderr=subprocess.PIPE,
+                            stdout=subprocess.DEVNULL, text=True)
+    workers = []
+    for line in proc.stderr:
+        if m := re.search(r"paused at worker\.task \(pid (\d+)\)", line):
+            workers.append(int(m.group(1)))
+            if len(workers) == 2:
+                return proc, workers
+    pytest.fail(f"workers never paused (exit {proc.wait()})")
+
+
+def gone_within(pids: list[int], seconds: float = 5.0) -> list[int]:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and any(alive(p) for p in pids):
+        time.sleep(0.05)
+    return [p for p in pids if alive(p)]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and PR_SET_PDEATHSIG")
+@pytest.mark.parametrize("sig,code", [(signal.SIGKILL, -9), (signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_no_process_outlives_the_command(job, tmp_path, sig, code):
+    """Workers and the forked PDF renderer (format pdf) die with the command however it ends."""
+    for _ in range(2):  # repeated
+        proc, workers = start_paused_in_workers(["analyze", str(job), "--out", str(tmp_path / "o"), "--format",
+                                                 "md,pdf", "--workers", "2"])
+        kids = children(proc.pid)
+        assert set(workers) <= set(kids) and len(kids) >= 3  # two workers and the renderer
+        proc.send_signal(sig)
+        assert proc.wait(timeout=30) == code
+        assert gone_within(kids) == []
+        err = proc.stderr.read()
+        if sig == signal.SIGTERM:
+            assert err.strip() == "perfreport: terminated by signal 15; stopped its workers"
+        assert "Traceback" not in err
+    assert not (tmp_path / "o").exists() or not [p for p in (tmp_path / "o").iterdir() if not p.name.startswith(".")]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc")
+def test_a_worker_killed_mid_run_is_named_by_rank_and_signal(job, tmp_path):
+    proc, workers = start_paused_in_workers(["analyze", str(job), "--out", str(tmp_path / "o"), "--format", "md",
+                                             "--workers", "2"])
+    kids = children(proc.pid)
+    os.kill(workers[0], signal.SIGKILL)  # as the OOM killer does
+    assert proc.wait(timeout=30) == 2
+    err = proc.stderr.read().strip().splitlines()
+    assert len(err) == 1, err
+    assert re.fullmatch(r"perfreport: error: rank [01]'s worker died \(signal 9, SIGKILL\) while analysing "
+                        + re.escape(str(job)) + r"/rank[01]\.json \(killed: most often the out-of-memory killer.*",
+                        err[0]), err
+    assert gone_within(kids) == []
+
+
+def test_workers_capped_at_ranks_cores_and_memory(job, tmp_path, capsys):
+    code, _, err = run_cli(capsys, "analyze", job, "--out", tmp_path / "o", "--format", "md", "-q",
+                           "--workers", "100000")
+    assert code == 0
+    assert re.search(r"note: --workers 100,000 capped at [12] \(at most one worker per rank", err), err
+    jobs = [RankJob("a", json_bytes=10), RankJob("b", json_bytes=10)]
+    assert local_workers(jobs, 1) == 1 and local_workers(jobs, 100000) <= 2
+    for bad in (0, -3):
+        with pytest.raises(PerfreportError, match="--workers must be at least 1"):
+            Executor(workers=bad)
+
+
+@pytest.mark.parametrize("exc,expect", [(OverflowError("Python int too large to convert to C long"),
+                                         "internal error while analysing this rank: OverflowError"),
+                                        (MemoryError(), "not enough memory to load and analyse this rank"),
+                                        (RecursionError(), "nested too deeply to analyse")])
+def test_unexpected_errors_in_a_worker_are_one_line_naming_the_file(exc, expect):
+    def task(job, options, **kwargs):
+        raise exc
+    with pytest.raises(PerfreportError, match=expect) as info:
+        guarded(task, RankJob("/data/rank3.json"), None)
+    assert str(info.value).startswith("/data/rank3.json: ") and "\n" not in str(info.value)
