@@ -2,7 +2,8 @@
 
 Usage (after tagging and pushing a release):  python scripts/pin_examples.py v0.2.0
 
-Every ``uses: perfreport/perfreport@…`` and ``pip install "perfreport @ git+…@…"`` in
+Every ``uses: perfreport/perfreport@…``, ``pip install "perfreport @ git+…@…"`` and
+``--install-from perfreport/perfreport@…`` (the comment's "Reproduce locally" line) in
 ``examples/workflows/``, ``README.md`` and ``docs/github-action.md`` gets the tag's full commit
 SHA (``git rev-parse TAG^{commit}``) with the tag in a comment. A tag can be moved; a commit
 cannot, so a workflow that copied the example runs exactly the code that was released — which
@@ -23,12 +24,14 @@ REPO = Path(__file__).resolve().parent.parent
 FILES = [*sorted((REPO / "examples" / "workflows").glob("*.yml")), REPO / "README.md", REPO / "docs" / "github-action.md"]
 USES = re.compile(r"(perfreport/perfreport@)[0-9a-f]{40}( # )v\d+\.\d+\.\d+")
 PIP = re.compile(r"(perfreport/perfreport@)[0-9a-f]{40}(\")")
+INSTALL_FROM = re.compile(r"(--install-from perfreport/perfreport@)[0-9a-f]{40}\b")
 VERSION_NOTE = re.compile(r"(# )v\d+\.\d+\.\d+\S*(; scripts/pin_examples\.py)")
 
 
 def pin(text: str, sha: str, tag: str) -> str:
     text = USES.sub(lambda m: f"{m.group(1)}{sha}{m.group(2)}{tag}", text)
     text = PIP.sub(lambda m: f"{m.group(1)}{sha}{m.group(2)}", text)
+    text = INSTALL_FROM.sub(lambda m: f"{m.group(1)}{sha}", text)
     return VERSION_NOTE.sub(lambda m: f"{m.group(1)}{tag}{m.group(2)}", text)
 
 

@@ -42,6 +42,7 @@ body { margin: 0; background: #fff; font: 14px/1.5 -apple-system, "Segoe UI", "N
 RUN = "https://github.com/octo/widgets/actions/runs/1234"
 HEAD, BASE, MERGE = "c0ffee1" + "0" * 33, "ba5e002" + "0" * 33, "3e26e03" + "0" * 33
 """Example commits of an example PR (the picture shows where line 2's links go)."""
+ACTION_SHA = "ac71010" + "0" * 33  # the commit of perfreport the Action ran (github.action_ref)
 
 
 def render(md_text: str) -> str:
@@ -71,7 +72,8 @@ def main() -> None:
     refs = Refs(HEAD, "fast-loader", BASE, "main")
     links = CommentLinks("https://github.com", "octo/widgets", refs, run_url=RUN, run_id="1234",
                          artifact_url=f"{RUN}/artifacts/5678", artifact_name="perfreport-report",
-                         archive_url="https://octo.github.io/widgets/")
+                         archive_url="https://octo.github.io/widgets/",
+                         install_from=f"perfreport/perfreport@{ACTION_SHA}")
     body = comment_body(document, "", links=links, report_dir=args.report_dir)
     with tempfile.TemporaryDirectory() as tmp:
         page = Path(tmp) / "comment.html"

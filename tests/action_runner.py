@@ -56,7 +56,9 @@ JOB_CHECK_RUN_ID = "4343"
 
 
 def run_action(action_path: Path, inputs: dict, env: dict, workspace: Path, *, skip: tuple[str, ...] = (),
-               only: tuple[str, ...] | None = None, timeout: float = 300) -> JobResult:
+               only: tuple[str, ...] | None = None, timeout: float = 300, github: dict | None = None) -> JobResult:
+    """``github``: more of the ``github`` context (e.g. ``action_repository``, ``action_ref``; both
+    "" as for a local ``uses: ./`` when not given)."""
     spec = yaml.safe_load((action_path / "action.yml").read_text())
     values = {k: str(v.get("default", "")) for k, v in spec["inputs"].items()}
     missing = [k for k, v in spec["inputs"].items() if v.get("required") and k not in inputs]
@@ -64,7 +66,8 @@ def run_action(action_path: Path, inputs: dict, env: dict, workspace: Path, *, s
     ctx = {"inputs": values, "steps": {}, "github": {
         "action_path": str(action_path), "token": env.get("GITHUB_TOKEN", ""),
         "event_name": env.get("GITHUB_EVENT_NAME", ""), "repository": env.get("GITHUB_REPOSITORY", ""),
-        "run_id": env.get("GITHUB_RUN_ID", ""), "server_url": env.get("GITHUB_SERVER_URL", ""), "job": "perf"},
+        "run_id": env.get("GITHUB_RUN_ID", ""), "server_url": env.get("GITHUB_SERVER_URL", ""), "job": "perf",
+        "action_repository": "", "action_ref": "", **(github or {})},
         "job": {"status": "success", "check_run_id": JOB_CHECK_RUN_ID}}
     for k, v in spec["inputs"].items():  # defaults may be expressions (github.token)
         values[k] = _substitute(values[k], ctx)

@@ -24,6 +24,8 @@ REPO = Path(__file__).resolve().parent.parent
 TOKEN = "ghs_TESTTOKEN0123456789abcdefSECRET"
 PR = 7
 HEAD_SHA, BASE_SHA, MERGE_SHA = "c0ffee" + "1" * 34, "ba5e00" + "2" * 34, "3e26e0" + "3" * 34
+ACTION_SHA = "ac7101" + "4" * 34
+ACTION = {"action_repository": "perfreport/perfreport", "action_ref": ACTION_SHA}  # uses: perfreport/perfreport@SHA
 INPUTS = {"baseline": "demo", "candidate": str(REPO / "examples" / "resnet50-workers0"),
           "store": str(REPO / "baselines"), "formats": "html,md,json,junit"}
 
@@ -52,7 +54,7 @@ def first_run(tmp_path_factory):
     with GitHubStub() as gh:
         gh.add_comments(PR, 120)
         env = environment(workspace, gh.url)
-        job = run_action(REPO, INPUTS, env, workspace, skip=("install",))
+        job = run_action(REPO, INPUTS, env, workspace, skip=("install",), github=ACTION)
     return workspace, gh, job, env
 
 
@@ -93,7 +95,11 @@ def test_the_comment_names_the_commits_and_says_how_to_reproduce(first_run):
     assert "gh run download 99 --repo octo/widgets --name perfreport-report --dir perfreport-report" in block
     from perfreport import __version__
 
-    assert f'pip install "perfreport=={__version__}"' in block
+    # the code the job installed (this action at its commit), never the PyPI name, another project's
+    assert (f"# perfreport {__version__} that wrote this report: the job installed it from perfreport/perfreport "
+            f"at {ACTION_SHA}\n" f'pip install "perfreport @ git+https://github.com/perfreport/perfreport@{ACTION_SHA}"'
+            ) in block
+    assert "perfreport==" not in body
     assert f"git fetch origin {MERGE_SHA} && git checkout {MERGE_SHA}" in block
     assert f"perfreport compare demo {INPUTS['candidate']} --store {INPUTS['store']} --out perfreport-local" in block
     # the step traces the compare step added to the artifact, named in the comment
@@ -150,6 +156,26 @@ def test_second_run_updates_the_same_comment(first_run, tmp_path):
         assert len(gh.state.comments[PR]) == 121
 
 
+@pytest.mark.parametrize("action, expected", [
+    ({"action_repository": "perfreport/perfreport", "action_ref": "v1"},  # a tag: may move, and says so
+     'it may have moved since)\npip install "perfreport @ git+https://github.com/perfreport/perfreport@v1"'),
+    ({"action_repository": "x/y --index-url https://evil", "action_ref": 'v1" $(touch pwned) "'},
+     "(install from its repository; the PyPI name 'perfreport' is another project)"),
+])  # a local `uses: ./` (both empty) is the fork run below
+def test_reproduce_installs_the_actions_own_ref_or_names_the_version(first_run, action, expected):
+    workspace, _, _, _ = first_run
+    with GitHubStub() as gh:
+        job = run_action(REPO, INPUTS, environment(workspace, gh.url), workspace, only=("compare", "pr comment"),
+                         github=action)
+    assert job.step("pr comment").exit_code == 0, job.step("pr comment").stderr
+    block = gh.writes()[0].body["body"].split("<summary><b>Reproduce locally</b>")[1]
+    assert expected in block and "perfreport==" not in block
+    assert block.count("pip install") == (1 if "git+" in expected else 0)
+    assert "evil" not in block and "pwned" not in block and not (workspace / "pwned").exists()
+    if "evil" in action["action_repository"]:
+        assert "is not OWNER/REPO@REF" in job.step("pr comment").stderr
+
+
 def test_fork_run_warns_and_does_not_fail_the_comment_step(first_run):
     workspace, _, _, _ = first_run
     with GitHubStub() as gh:
@@ -161,6 +187,12 @@ def test_fork_run_warns_and_does_not_fail_the_comment_step(first_run):
     assert "::warning" in step.stdout and "pull-requests: write" in step.stdout
     assert job.step("verdict").exit_code == 1  # the verdict still fails the job
     assert TOKEN not in job.text
+    # no action repository/ref here (as for a local `uses: ./`): the version is named, nothing installed
+    from perfreport import __version__
+
+    block = gh.writes()[0].body["body"].split("<summary><b>Reproduce locally</b>")[1]
+    assert (f"# the report was written by perfreport {__version__} (install from its repository; the PyPI name "
+            "'perfreport' is another project)") in block and "pip install" not in block
 
 
 def test_fail_on_never_passes_the_job_and_bad_input_fails_it(first_run, tmp_path):

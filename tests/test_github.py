@@ -292,7 +292,7 @@ def test_line_2_names_commits_baseline_and_links(demo_document):
     links = CommentLinks("https://github.com", "o/r", Refs(HEAD, "feat", BASE, "main"),
                          run_url="https://github.com/o/r/actions/runs/5", run_id="5",
                          artifact_url="https://github.com/o/r/actions/runs/5/artifacts/6", artifact_name="perf",
-                         archive_url="https://o.github.io/r/")
+                         archive_url="https://o.github.io/r/", install_from=f"perfreport/perfreport@{STORED}")
     body = comment.comment_body(doc, "", links=links)
     lines = body.split("\n")
     assert "FAIL" in lines[1]
@@ -304,6 +304,11 @@ def test_line_2_names_commits_baseline_and_links(demo_document):
                         "[report artifact](https://github.com/o/r/actions/runs/5/artifacts/6) · "
                         "[release trends](https://o.github.io/r/)")
     assert lines[3] == ""  # line 2 is its own paragraph
+    # "Reproduce locally" installs the code the job ran, from its repository at its commit (never PyPI)
+    i = lines.index(f'pip install "perfreport @ git+https://github.com/perfreport/perfreport@{STORED}"')
+    assert lines[i - 1] == (f"# perfreport {doc['perfreport_version']} that wrote this report: the job installed "
+                            f"it from perfreport/perfreport at {STORED}")
+    assert lines[i + 2] == f"git fetch origin {MERGE} && git checkout {MERGE}" and "perfreport==" not in body
     with pytest.raises(GitHubError, match="--archive-url"):
         comment.comment_body(doc, "", links=CommentLinks(archive_url="https://x/a) [evil](https://y"))
 
@@ -323,7 +328,7 @@ def test_hostile_values_never_reach_the_comment_as_markup(demo_document, tmp_pat
         {"side": "baseline", "file": "baseline-rank0-step7.pt.trace.json", "rank": 0, "step": 7,
          "step_time_ms": 126.8, "events": 13349, "bytes": 3206520, "cut_after_us": None}]}))
     links = CommentLinks("https://github.com", "o/r", Refs(HEAD, "x](https://evil) `b`", "", ""), run_id="5",
-                         artifact_name="perf; rm")
+                         artifact_name="perf; rm", install_from="o/r@main\"; curl evil")
     body = comment.comment_body(doc, "", links=links, report_dir=tmp_path)
     line2 = body.split("\n")[2]
     assert not re.search(r"(?<!\\)\]\(https://evil", body)  # every "](" from the data is escaped: no link
@@ -335,6 +340,27 @@ def test_hostile_values_never_reach_the_comment_as_markup(demo_document, tmp_pat
     assert "perfreport compare demo <ARG> --out perfreport-local" in block and block.count("```") == 2
     assert "`baseline-rank0-step7.pt.trace.json` — rank 0, step 7, 126.80 ms, 13,349 events, 3.2 MB" in block
     assert "evil" not in block
+
+
+@pytest.mark.parametrize("value, expected", [
+    (f"perfreport/perfreport@{HEAD}", f"perfreport/perfreport@{HEAD}"),
+    ("my-org/perf.report_x@v1.2.0", "my-org/perf.report_x@v1.2.0"),
+    (" o/r@release/2026.11 ", "o/r@release/2026.11"),
+    ("", ""), ("@", ""), ("o/r", ""), ("o/r@", ""), ("/r@v1", ""), ("-o/r@v1", ""), ("o/r/x@v1", ""),
+    ("o/..@v1", ""), ("o/r@--upgrade", ""), ("o/r@../../x", ""), ("o/r@v1@v2", ""), ("o/r@v1 --pre", ""),
+    ("o/r@v1#egg=x", ""), ("o/r@v1\n```", ""), ("o/r@v1\"", ""), ("o/r@https://evil/x", ""),
+    ("o/r@" + "A" * 40 + "!", ""), ("o/r@" + "v" * 201, ""),
+])
+def test_install_source_takes_only_a_plain_repository_and_ref(value, expected, demo_document):
+    from perfreport.github.links import CommentLinks, install_lines, install_source
+
+    assert install_source(value) == expected
+    lines = install_lines(demo_document, CommentLinks(install_from=value))
+    pip = [line for line in lines if not line.startswith("#")]
+    assert pip == ([f'pip install "perfreport @ git+https://github.com/{expected}"'] if expected else [])
+    if not expected:
+        assert lines == [f"# the report was written by perfreport {demo_document['perfreport_version']} (install "
+                         "from its repository; the PyPI name 'perfreport' is another project)"]
 
 
 def test_workflow_run_from_a_fork_names_the_prs_base_from_the_lookup(report_dir, tmp_path):

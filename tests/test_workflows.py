@@ -123,7 +123,11 @@ def test_checkout_keeps_no_credentials_unless_the_job_pushes(path):
 def test_the_comment_workflow_installs_perfreport_from_a_fixed_commit():
     steps = load(REPO / "examples" / "workflows" / "perfreport-comment.yml")["jobs"]["comment"]["steps"]
     install = next(s["run"] for s in steps if "pip install" in s.get("run", ""))
-    assert re.search(r"git\+https://github\.com/perfreport/perfreport@[0-9a-f]{40}\"", install), install
+    pinned = re.search(r"git\+https://github\.com/perfreport/perfreport@([0-9a-f]{40})\"", install)
+    assert pinned, install
+    # the comment's "Reproduce locally" names the same commit, so a reader installs what the job ran
+    comment = next(s["run"] for s in steps if "github comment" in s.get("run", ""))
+    assert f"--install-from perfreport/perfreport@{pinned.group(1)}" in comment, comment
 
 
 def test_pin_examples_rewrites_every_perfreport_reference():
@@ -139,6 +143,7 @@ def test_pin_examples_rewrites_every_perfreport_reference():
     assert "0" * 40 not in out and "v0.1.0" not in out
     assert f"perfreport/perfreport@{sha} # v2.3.4; scripts/pin_examples.py" in out
     assert f'perfreport/perfreport@{sha}"' in out and "# v2.3.4; scripts/pin_examples.py sets" in out
+    assert f"--install-from perfreport/perfreport@{sha}\n" in out
 
 
 def _zizmor(*inputs: Path) -> list[dict]:

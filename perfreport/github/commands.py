@@ -22,7 +22,7 @@ from . import comment as _comment
 from . import workflow
 from .api import DEADLINE_ENV, DEADLINE_S, Client
 from .context import from_environment
-from .links import links_for, refs_from_event
+from .links import install_source, links_for, refs_from_event
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -38,6 +38,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--artifact-name", default="", metavar="NAME", help="the artifact's name (for gh run download)")
     c.add_argument("--archive-url", default="", metavar="URL", help="the release archive's trend page")
     c.add_argument("--job-id", default="", metavar="ID", help="this job's id (job.check_run_id): link the job")
+    c.add_argument("--install-from", default="", metavar="OWNER/REPO@REF",
+                   help="the repository and ref (40-hex commit, tag or branch) perfreport was installed from: the "
+                        "comment's \"Reproduce locally\" installs the same code (the Action passes its own); "
+                        "a value that is not plain is left out")
     c.add_argument("--pr", type=int, default=None, metavar="N",
                    help="pull request number (default: from the event; checked against workflow_run's head)")
     c.add_argument("--token-env", default="GITHUB_TOKEN", metavar="NAME",
@@ -75,10 +79,14 @@ def cmd_comment(args: argparse.Namespace) -> int:
         raise GitHubError(f"no token: set {args.token_env} (in the Action: the github-token input)")
     client = Client(ctx.api_url, ctx.token, deadline_s=deadline_from(os.environ), token_name=args.token_env)
     mark = _comment.marker(args.comment_id)
+    if args.install_from and not install_source(args.install_from):
+        print(f"perfreport: --install-from {printable(args.install_from[:120])!r} is not OWNER/REPO@REF (a 40-hex "
+              "commit, tag or branch name): the comment names the version only", file=sys.stderr)
     try:
         pr, pull = _comment.locate_pull_request(client, ctx, args.pr)
         links = links_for(ctx, refs_from_event(ctx, pull), artifact_url=args.artifact_url,
-                          artifact_name=args.artifact_name, archive_url=args.archive_url, job_id=args.job_id)
+                          artifact_name=args.artifact_name, archive_url=args.archive_url, job_id=args.job_id,
+                          install_from=args.install_from)
         with consuming(_comment.report_path(args.report)):
             body = _comment.comment_body(document, args.comment_id, links=links, report_dir=args.report)
         if args.only_on_alert and document.get("status") in ("pass", None):

@@ -6,8 +6,15 @@ branch against its base commit and branch (and the merge commit the job actually
 differs), the stored baseline and the commit it was recorded from, then links to the run, the
 report artifact and the release archive's trend page. Folded below the report, "Reproduce
 locally" gives the exact commands: download this run's artifact with ``gh``, install the
-perfreport version that wrote the report, check out the commit, and run the same
-``perfreport compare``; and it says how to open the step traces in the artifact.
+perfreport the job ran, check out the commit, and run the same ``perfreport compare``; and it
+says how to open the step traces in the artifact.
+
+Which perfreport: the name ``perfreport`` on PyPI belongs to another project, so the block never
+says ``pip install "perfreport==X"``. The job's own code is known to the command that posts the
+comment (``--install-from OWNER/REPO@REF``: the Action passes ``github.action_repository`` and
+``github.action_ref``; the fork-safe workflow passes the commit it installed), and the block
+installs exactly that with ``pip install "perfreport @ git+https://github.com/OWNER/REPO@REF"``.
+Without it, only a comment names the version.
 
 Where each commit comes from: the PR's head and base from the event payload
 (``pull_request.head.sha`` / ``base.sha``; under ``workflow_run``, the run's ``head_sha`` and the
@@ -40,6 +47,10 @@ _ARG = re.compile(r"^[A-Za-z0-9_.,:=@%+/-]{1,300}$")
 _FILE = re.compile(r"^[A-Za-z0-9_.-]{1,120}\.json$")
 _REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 _RUN_ID = re.compile(r"^[0-9]{1,20}$")
+_OWNER_REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,38}/[A-Za-z0-9_.-]{1,100}$")
+_GIT_SHA = re.compile(r"^[0-9a-f]{40}$")
+_GIT_REF = re.compile(r"^[A-Za-z0-9._/-]{1,200}$")
+PYPI_NOTE = "install from its repository; the PyPI name 'perfreport' is another project"
 SHORT = 7
 LOCAL_OUT = "perfreport-local"
 ARTIFACT_DIR = "perfreport-report"
@@ -92,6 +103,7 @@ class CommentLinks:
     artifact_url: str = ""
     artifact_name: str = ""
     archive_url: str = ""
+    install_from: str = ""  # OWNER/REPO@REF of the perfreport the job ran, validated by install_source
 
     def commit_url(self, sha: str) -> str:
         if not (self.server_url and _REPO.match(self.repository) and _SHA.match(sha)):
@@ -100,7 +112,7 @@ class CommentLinks:
 
 
 def links_for(ctx: Context, refs: Refs, *, artifact_url: str = "", artifact_name: str = "",
-              archive_url: str = "", job_id: str = "") -> CommentLinks:
+              archive_url: str = "", job_id: str = "", install_from: str = "") -> CommentLinks:
     """The links of this job: under ``workflow_run`` the run and artifact are the triggering
     run's (the one that made the report); otherwise, with ``job_id`` (``job.check_run_id``), the
     link goes to this job's own page rather than the whole run."""
@@ -110,7 +122,20 @@ def links_for(ctx: Context, refs: Refs, *, artifact_url: str = "", artifact_name
     if run is None and run_url and _RUN_ID.match(job_id or ""):
         run_url = f"{run_url}/job/{job_id}"
     return CommentLinks(ctx.server_url, ctx.repository, refs, run_url, run_id if _RUN_ID.match(run_id) else "",
-                        artifact_url, artifact_name, archive_url)
+                        artifact_url, artifact_name, archive_url, install_source(install_from))
+
+
+def install_source(text: str) -> str:
+    """``OWNER/REPO@REF`` when both halves are plain, else "": the owner and name as GitHub
+    allows them, the ref a 40-hex commit or a tag/branch name of ``[A-Za-z0-9._/-]`` that cannot
+    be read as an option, a path step or a URL part. What fails is dropped, never pasted."""
+    repo, sep, ref = str(text or "").strip().partition("@")
+    if not (sep and _OWNER_REPO.match(repo)) or repo.split("/")[1] in (".", ".."):
+        return ""
+    if not (_GIT_SHA.match(ref) or (_GIT_REF.match(ref) and not ref.startswith(("-", "/", "."))
+                                    and ".." not in ref and "//" not in ref and not ref.endswith(("/", ".")))):
+        return ""
+    return f"{repo}@{ref}"
 
 
 # --- line 2 --------------------------------------------------------------------------------------
@@ -171,9 +196,7 @@ def reproduce_block(document: Mapping, links: CommentLinks, report_dir: str | Pa
     if links.run_id and artifact and _REPO.match(links.repository):
         lines += [f"# this run's reports and step traces (the artifact {artifact})",
                   f"gh run download {links.run_id} --repo {links.repository} --name {artifact} --dir {ARTIFACT_DIR}"]
-    version = str(document.get("perfreport_version") or "")
-    if _VERSION.match(version):
-        lines += ["# the perfreport that wrote this report", f'pip install "perfreport=={version}"']
+    lines += install_lines(document, links)
     ran = _sha((document.get("candidate") or {}).get("commit")) or links.refs.head_sha
     if ran:
         lines += ["# the code and the baseline store the job used", f"git fetch origin {ran} && git checkout {ran}"]
@@ -187,6 +210,24 @@ def reproduce_block(document: Mapping, links: CommentLinks, report_dir: str | Pa
     out += step_trace_lines(report_dir)
     out += ["</details>"]
     return "\n".join(out)
+
+
+def install_lines(document: Mapping, links: CommentLinks) -> list[str]:
+    """How to install the perfreport that wrote the report: its repository at the ref the job
+    installed when known, else a comment naming the version (never a PyPI line: that name is
+    another project's)."""
+    version = str(document.get("perfreport_version") or "")
+    version = version if _VERSION.match(version) else ""
+    source = install_source(links.install_from)
+    if source:
+        repo, _, ref = source.partition("@")
+        named = f"perfreport {version}" if version else "the perfreport"
+        moving = "" if _GIT_SHA.match(ref) else " (a tag or branch: it may have moved since)"
+        return [f"# {named} that wrote this report: the job installed it from {repo} at {ref}{moving}",
+                f'pip install "perfreport @ git+https://github.com/{source}"']
+    if version:
+        return [f"# the report was written by perfreport {version} ({PYPI_NOTE})"]
+    return []
 
 
 def compare_command(document: Mapping) -> str:
