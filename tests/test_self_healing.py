@@ -95,9 +95,9 @@ def test_killed_report_writing_leaves_one_whole_set(tmp_path, jobs, point):
     a, b = jobs
     out = tmp_path / "out"
     args = ["--out", str(out), "--format", "md,json", "-q"]
-    assert run(["analyze", str(a), *args, "--format", "junit,md,json"]).returncode == 0
+    assert run(["analyze", str(a), *args, "--format", "html,md,json"]).returncode == 0
     first = report_set(out)
-    assert "report.junit.xml" in first and read_marker(out)["state"] == "complete"
+    assert "report.html" in first and read_marker(out)["state"] == "complete"
     for _ in range(2):  # repeated
         kill_at(["analyze", str(b), *args], point)
         if point == "files.renamed":  # every file new, the marker not yet "complete"
@@ -111,7 +111,7 @@ def test_killed_report_writing_leaves_one_whole_set(tmp_path, jobs, point):
     files = report_set(out)
     marker = read_marker(out)
     assert marker["state"] == "complete" and sorted(marker["files"]) == sorted(files)
-    assert "report.junit.xml" not in files  # the previous set's own file went
+    assert "report.html" not in files  # the previous set's own file went
     assert run_of(files) == {3}
     assert leftovers(out) == []
 
