@@ -81,10 +81,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=cmd_compare)
 
     from .archive.commands import add_parser as add_archive
-    from .baseline_cli import add_parser as add_baseline
-    from .config_cli import add_parser as add_config
+    from .commands.baseline import add_parser as add_baseline
+    from .commands.config import add_parser as add_config
     from .github.commands import add_parser as add_github
-    from .step_trace_cli import add_parser as add_step_trace
+    from .commands.step_trace import add_parser as add_step_trace
 
     add_baseline(sub)
     add_github(sub)
@@ -169,8 +169,8 @@ def compare_one(args: argparse.Namespace, labels: list[str], formats, renderer) 
 
 
 def compare_hints(args: argparse.Namespace, comparison) -> list[str]:
-    """Hints that BASELINE and CANDIDATE look swapped (:mod:`perfreport.hints`)."""
-    from .hints import recorded_at, swapped_hints
+    """Hints that BASELINE and CANDIDATE look swapped (:mod:`perfreport.commands.hints`)."""
+    from .commands.hints import recorded_at, swapped_hints
     from .pipeline import stored_candidate
 
     try:

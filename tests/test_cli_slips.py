@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from perfreport.cli import main
-from perfreport.hints import swapped_hints
+from perfreport.commands.hints import swapped_hints
 
 from .conftest import DATA
 

@@ -192,7 +192,7 @@ def test_config_show_defaults_and_a_bad_file(tmp_path, capsys, monkeypatch):
 def test_yaml_writer_quotes_what_yaml_would_misread():
     import yaml
 
-    from perfreport.config_cli import to_yaml
+    from perfreport.commands.config import to_yaml
 
     value = {"a": "on", "b": "0.1.0", "c": "x: y", "d": [], "e": {}, "f": [{"k": "v", "n": None}], "g": "-1",
              "h": 'say "hi"\n', "i": 1e-9, "j": True}

@@ -26,3 +26,9 @@ def test_templates_ship_inside_the_wheel(tmp_path: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     shipped = {f"perfreport/templates/{p.name}" for p in (ROOT / "templates").iterdir() if p.is_file()}
     assert shipped and shipped <= names
+    # every module of every subpackage ships too (pyproject lists the packages by name: a new
+    # folder missing there imports in an editable install and fails in the Action's real one)
+    modules = {p.relative_to(ROOT).as_posix() for p in (ROOT / "perfreport").rglob("*.py")
+               if "__pycache__" not in p.parts}
+    assert modules and not (modules - names), sorted(modules - names)
+    assert "perfreport/report/report-schema.json" in names

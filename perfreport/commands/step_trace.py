@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from .step_trace import MAX_BYTES, OPEN_HINT, write_step_traces
+from ..step_trace import MAX_BYTES, OPEN_HINT, write_step_traces
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -27,7 +27,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_step_trace(args: argparse.Namespace) -> int:
-    from .errors import PerfreportError
+    from ..errors import PerfreportError
 
     if not 0.01 <= args.max_mb <= 1000:
         raise PerfreportError(f"--max-mb {args.max_mb:g}: use 0.01 to 1000")

@@ -19,7 +19,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import fields
 
-from . import __version__
+from .. import __version__
 
 _PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-/ ]*$")
 _RESERVED = {"true", "false", "yes", "no", "on", "off", "null", "y", "n", "~"}
@@ -41,8 +41,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def effective(config_path: str | None, limit_items: list[str], *, today: _dt.date | None = None) -> dict:
     """The effective configuration as one plain mapping: source and checksum first, then every
     option, the waivers (each with ``expired``), then the limits in force."""
-    from .config import load_config
-    from .limits import override
+    from ..config import load_config
+    from ..limits import override
 
     config = load_config(config_path)
     doc = config.to_dict()

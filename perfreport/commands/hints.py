@@ -17,7 +17,7 @@ from __future__ import annotations
 import datetime as _dt
 from collections.abc import Iterable
 
-from .model import TraceSet
+from ..model import TraceSet
 
 
 def recorded_at(traces: TraceSet) -> list[float]:

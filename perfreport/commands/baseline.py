@@ -10,11 +10,11 @@ from __future__ import annotations
 import argparse
 import os
 
-from .jsondoc import json_text
+from ..jsondoc import json_text
 import sys
 
-from .cli import EXIT_OK, EXIT_USAGE, executor_of, limit_argument, run_arguments, store_argument
-from .units import format_bytes
+from ..cli import EXIT_OK, EXIT_USAGE, executor_of, limit_argument, run_arguments, store_argument
+from ..units import format_bytes
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -56,14 +56,14 @@ def cmd_baseline_save(args: argparse.Namespace) -> int:
     analyze); this process gets back its column cache and digest and writes the store."""
     import dataclasses
 
-    from .config import load_config
-    from .errors import BaselineError
-    from .executor import run as run_executor
-    from .executor import save_job
-    from .gate.baseline_runs import append
-    from .gate.baselines import check_name, save
-    from .pipeline import analysis_options, source_label, trace_jobs
-    from .progress import make_progress
+    from ..config import load_config
+    from ..errors import BaselineError
+    from ..executor import run as run_executor
+    from ..executor import save_job
+    from ..gate.baseline_runs import append
+    from ..gate.baselines import check_name, save
+    from ..pipeline import analysis_options, source_label, trace_jobs
+    from ..progress import make_progress
 
     check_name(args.name)
     if args.append and args.force:
@@ -98,18 +98,18 @@ def cmd_baseline_save(args: argparse.Namespace) -> int:
 
 def _rank_set(source: str, payloads: list):
     """The payloads in rank order, each rank once (as :func:`perfreport.load.load` checks)."""
-    from .gate.baselines import RankSet
-    from .load import one_per_rank
+    from ..gate.baselines import RankSet
+    from ..load import one_per_rank
 
     by_rank = one_per_rank(payloads)
     return RankSet(source, tuple(by_rank[r] for r in sorted(by_rank)))
 
 
 def cmd_baseline_list(args: argparse.Namespace) -> int:
-    from .gate.baselines import list_baselines
+    from ..gate.baselines import list_baselines
 
-    from .errors import BaselineError
-    from .gate.baselines import unreadable_baselines, verify
+    from ..errors import BaselineError
+    from ..gate.baselines import unreadable_baselines, verify
 
     baselines = list_baselines(args.store)
     broken = unreadable_baselines(args.store)  # (name, why): listed, never skipped in silence
@@ -141,7 +141,7 @@ def cmd_baseline_list(args: argparse.Namespace) -> int:
 
 
 def cmd_baseline_show(args: argparse.Namespace) -> int:
-    from .gate.baselines import open_baseline, verify
+    from ..gate.baselines import open_baseline, verify
 
     stored = open_baseline(args.store, args.name)
     checked = verify(stored) if args.verify else 0
@@ -166,7 +166,7 @@ def cmd_baseline_show(args: argparse.Namespace) -> int:
 
 
 def cmd_baseline_rm(args: argparse.Namespace) -> int:
-    from .gate.baselines import remove
+    from ..gate.baselines import remove
 
     path = remove(args.store, args.name)
     print(f"removed baseline {args.name!r} ({path})")
