@@ -363,3 +363,40 @@ def test_kernel_metrics_per_kernel_name_match_the_raw_launch_args():
         assert row.est_sm_efficiency_pct == pytest.approx((eff * dur).sum() / dur.sum(), rel=1e-6)
         assert row.registers_per_thread == max(k["args"]["registers per thread"] for k in mine)
         assert row.tensor_core == any(s in name for s in ("tensorop", "xmma", "flash_fwd"))
+
+
+def test_the_roofline_plot_draws_the_top_ops_under_the_gpus_own_roofs():
+    """The plot is a statement too: its points are the top ops by kernel time at their
+    FLOPs / bytes and achieved TFLOPS/s, counted here from the raw events, under the H100's
+    datasheet roofs; a GPU without a known peak gets no roofline at all."""
+    from perfreport.pipeline import analyze, summary_document
+    from perfreport.report.blocks import Side
+    from perfreport.report.build import build_report
+    from perfreport.report.efficiency import FIGURE_OPS, _roofline_figure
+    from perfreport.report.figures import render_svg
+    from perfreport.report.model import RooflineFigure
+
+    doc = summary_document(analyze(str(BERT_H100), workers=1))
+    section = next(s for s in build_report(doc).sections if s.id == "efficiency")
+    (figure,) = [b for b in section.blocks if isinstance(b, RooflineFigure)]
+    assert figure.bandwidth_tbps == 3.35  # H100 SXM HBM3
+    assert dict(figure.peaks)["bf16"] == 989.4
+    modelled = [r for r in doc["op_efficiency"] if r["model"] != "none" and r["tflops_per_s"]]
+    assert len(figure.points) == min(FIGURE_OPS, len(modelled))
+    # the vocabulary projection addmm [30522, 141x512, 512x30522], one of the top ops by kernel time
+    events = _events(BERT_H100)
+    key = "[[30522],[141,512],[512,30522],[],[]]"
+    calls = sum(1 for e in events if e.get("name") == "aten::addmm" and _compact(e["args"]["Input Dims"]) == key)
+    us = _kernel_us_by_op(events, "aten::addmm")
+    m, k, n = 141, 512, 30522
+    flops, nbytes = 2 * m * n * k + m * n, 2 * (m * k + k * n + m * n + n)
+    point = next(p for p in figure.points if "30522" in p.label)
+    assert point.intensity == pytest.approx(flops / nbytes, rel=1e-9)
+    assert point.tflops == pytest.approx(calls * flops / (us[key] * 1e-6) / 1e12, rel=1e-9)
+    assert all(p.tflops <= min(max(dict(figure.peaks).values()), figure.bandwidth_tbps * p.intensity) * 1.05
+               for p in figure.points)  # nothing above the roof (5 %: Winograd-style counts aside)
+    svg = render_svg(figure)
+    assert svg.count("<path") > len(figure.points) and "arithmetic intensity (FLOP/B)" in svg
+    # an unknown GPU: no bandwidth, no peak, no roofline
+    unknown = dict(doc, efficiency_summary=[dict(r, mem_tbps=None) for r in doc["efficiency_summary"]])
+    assert _roofline_figure([Side("", unknown)]) is None

@@ -18,7 +18,7 @@ from typing import Any
 
 from ..units import format_us
 from .blocks import TOP_ROWS, Side, make_section, records, side_label, sorted_rows, table
-from .model import Bar, BarFigure, Paragraph, Section, Suggestion
+from .model import Bar, BarFigure, Paragraph, RooflineFigure, RooflinePoint, Section, Suggestion
 
 STAKE_SHARE_PCT = 5.0
 """Share of the rank's GPU time from which an op's gap to its roofline is worth a suggestion."""
@@ -68,6 +68,38 @@ def _gpu_paragraphs(sides: Sequence[Side]) -> list[Paragraph]:
     return out
 
 
+def _roofline_figure(sides: Sequence[Side]) -> RooflineFigure | None:
+    """The top ops by kernel time on the roofline of the GPU they ran on. The roofs are the
+    GPU table's (memory bandwidth, and the peak of each plotted op's dtype): an unknown GPU has
+    none, so no figure rather than a made-up roof. Ops of another GPU (a compare across GPUs)
+    are left out, and the note says so."""
+    picked: list[tuple[Side, dict]] = []
+    for side in sides:
+        rows = [r for r in records(side, "op_efficiency") if _modelled(r)
+                and (_num(r.get("arithmetic_intensity")) or 0) > 0 and (_num(r.get("tflops_per_s")) or 0) > 0
+                and (_num(r.get("peak_tflops_per_s")) or 0) > 0]
+        picked += [(side, r) for r in sorted_rows(rows, ["kernel_us"], descending=True)[:FIGURE_OPS]]
+    if not picked:
+        return None
+    side0, top = picked[0]
+    summary = next((r for r in records(side0, "efficiency_summary") if r.get("rank") == top.get("rank")), {})
+    bandwidth = _num(summary.get("mem_tbps"))
+    if not bandwidth or bandwidth <= 0:
+        return None
+    gpu = top.get("gpu")
+    kept = [(side, r) for side, r in picked if r.get("gpu") == gpu]
+    points = tuple(RooflinePoint(side_label(r.get("rank"), side.label, r.get("label")),
+                                 float(r["arithmetic_intensity"]), float(r["tflops_per_s"])) for side, r in kept)
+    peaks = sorted({(str(r.get("compute_class") or r.get("dtype") or "peak"), float(r["peak_tflops_per_s"]))
+                    for _, r in kept}, key=lambda p: -p[1])
+    note = (f"{gpu}: the roofs are its peak for each plotted dtype and its memory bandwidth; a point's height "
+            "below its roof is the time the op could give back.")
+    if len(kept) < len(picked):
+        note += f" Ops that ran on another GPU ({len(picked) - len(kept)}) are not drawn on this GPU's roofline."
+    return RooflineFigure("roofline", "Roofline: the top ops by kernel time", points, bandwidth, tuple(peaks),
+                          note=note)
+
+
 def _roofline_bars(sides: Sequence[Side]) -> BarFigure | None:
     bars = []
     for side in sides:
@@ -92,6 +124,7 @@ def efficiency_section(sides: Sequence[Side]) -> Section | None:
                   "and of its memory bandwidth. Time at stake is the kernel time beyond the roofline's; the "
                   "table is ordered by it. A Winograd or FFT convolution does fewer FLOPs than the algorithm "
                   "counts, so it can show more than 100 %."),
+        _roofline_figure(sides),
         _roofline_bars(sides),
         table("op_efficiency", "Where to look first: ops by time at stake", sides, "op_efficiency", OP_COLUMNS,
               where=_modelled, sort=("time_at_stake_us",), descending=True, top=TOP_ROWS),

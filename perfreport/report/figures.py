@@ -24,7 +24,7 @@ import matplotlib
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
-from .model import BarFigure, LineFigure, WaterfallFigure
+from .model import BarFigure, LineFigure, RooflineFigure, WaterfallFigure
 from .templates import clean_text, shorten
 
 WIDTH_IN = 10.0
@@ -93,7 +93,7 @@ def _label(text: str) -> str:
     return shorten(clean_text(text), LABEL_CHARS)
 
 
-def render_svg(figure: BarFigure | LineFigure | WaterfallFigure, width_in: float = WIDTH_IN,
+def render_svg(figure: BarFigure | LineFigure | WaterfallFigure | RooflineFigure, width_in: float = WIDTH_IN,
                prefix: str | None = None) -> str:
     """The figure as an SVG element (text), ready to inline in HTML; ``width_in`` narrower for
     figures shown side by side (fonts keep their size). ``prefix`` (default ``fig-`` and the
@@ -101,6 +101,8 @@ def render_svg(figure: BarFigure | LineFigure | WaterfallFigure, width_in: float
     with matplotlib.rc_context(RC):
         if isinstance(figure, WaterfallFigure):
             fig = _draw_waterfall(figure, width_in)
+        elif isinstance(figure, RooflineFigure):
+            fig = _draw_roofline(figure, width_in)
         elif isinstance(figure, BarFigure):
             fig = _draw_bars(figure, width_in)
         else:
@@ -239,6 +241,33 @@ def _draw_waterfall(f: WaterfallFigure, width_in: float = WIDTH_IN) -> Figure:
 
 _PROLOG = re.compile(r"<\?xml[^>]*\?>\s*|<!DOCTYPE[^>]*>\s*|<metadata>.*?</metadata>\s*", re.DOTALL)
 _ROOT = re.compile(r"<svg\b([^>]*)>")
+
+
+def _draw_roofline(f: RooflineFigure, width_in: float = WIDTH_IN) -> Figure:
+    """Log-log roofline: each roof is flat at its peak and slopes with the memory bandwidth below
+    the ridge point (peak / bandwidth FLOP/B); points are numbered, the legend names them."""
+    fig = Figure(figsize=(width_in, 3.6 + 0.16 * len(f.points)), dpi=DPI, layout="constrained")
+    ax = fig.add_subplot()
+    ridges = [peak / f.bandwidth_tbps for _, peak in f.peaks]
+    xs = [p.intensity for p in f.points] + ridges
+    lo, hi = min(xs) / 4, max(xs) * 4
+    grid = [lo * (hi / lo) ** (k / 200) for k in range(201)]
+    for k, (label, peak) in enumerate(f.peaks):
+        ax.plot(grid, [min(peak, f.bandwidth_tbps * x) for x in grid], color=PALETTE[k % len(PALETTE)],
+                linewidth=1.2, label=_label(f"roof: {label} {peak:,.0f} TFLOPS/s, {f.bandwidth_tbps:.2f} TB/s"))
+    for n, p in enumerate(f.points, start=1):
+        ax.scatter([p.intensity], [p.tflops], s=22, color="#333333", zorder=3,
+                   label=_label(f"{n}. {p.label}"))
+        ax.annotate(str(n), (p.intensity, p.tflops), textcoords="offset points", xytext=(4, 3), fontsize=7)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    plain = FuncFormatter(lambda v, _: f"{v:,.10g}")  # 0.001 … 1,000: the report's fonts draw no mathtext
+    ax.xaxis.set_major_formatter(plain)
+    ax.yaxis.set_major_formatter(plain)
+    ax.set_xlabel("arithmetic intensity (FLOP/B)")
+    ax.set_ylabel("achieved (TFLOPS/s)")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
+    return fig
 
 
 def inline_svg(svg: str, prefix: str, title: str) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from .figures import render_svg
-from .model import Section, BarFigure, LineFigure, Paragraph, Report, Table, WaterfallFigure
+from .model import Section, BarFigure, LineFigure, Paragraph, Report, RooflineFigure, Table, WaterfallFigure
 from . import templates
 
 TEMPLATE = "report.html.j2"
@@ -35,7 +35,7 @@ def _blocks(section, svgs: dict[str, str], used: set[str], width_in: float | Non
             out.append({"kind": "paragraph", "block": block, "svg": "", "anchor": ""})
         elif isinstance(block, Table):
             out.append({"kind": "table", "block": block, "svg": "", "anchor": _anchor("tbl", section.id, block.id, used)})
-        elif isinstance(block, (LineFigure, BarFigure, WaterfallFigure)):
+        elif isinstance(block, (LineFigure, BarFigure, WaterfallFigure, RooflineFigure)):
             anchor = _anchor("fig", section.id, block.id, used)
             key = f"{section.id}/{block.id}@{width_in}"
             if key not in svgs:

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from . import templates
-from .model import BarFigure, Link, LineFigure, Paragraph, Report, Section, Table
+from .model import BarFigure, Link, LineFigure, Paragraph, Report, RooflineFigure, Section, Table
 
 MAX_CHARS = 60_000
 """Default budget: under GitHub's 65,536-character limit for comments, with room to spare."""
@@ -49,7 +49,7 @@ def _view(section: Section) -> dict:
             blocks.append({"kind": "table", "block": b})
         elif isinstance(b, Paragraph):
             blocks.append({"kind": "paragraph", "block": b})
-    figures = sum(isinstance(b, (LineFigure, BarFigure)) for b in section.blocks)
+    figures = sum(isinstance(b, (LineFigure, BarFigure, RooflineFigure)) for b in section.blocks)
     return {"section": section, "blocks": blocks, "figures": figures}
 
 

@@ -155,12 +155,34 @@ class WaterfallFigure:
 
 
 @dataclass(frozen=True, slots=True)
+class RooflinePoint:
+    label: str
+    intensity: float
+    """Arithmetic intensity (FLOP/B)."""
+    tflops: float
+    """Achieved TFLOPS/s."""
+
+
+@dataclass(frozen=True, slots=True)
+class RooflineFigure:
+    """Ops as points (arithmetic intensity, achieved TFLOPS/s) on log-log axes under the GPU's
+    roofs: for each ``peaks`` entry (label, TFLOPS/s), min(peak, ``bandwidth_tbps`` × intensity)."""
+
+    id: str
+    title: str
+    points: tuple[RooflinePoint, ...]
+    bandwidth_tbps: float
+    peaks: tuple[tuple[str, float], ...]
+    note: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class Paragraph:
     text: str
 
 
 Figure = Union[LineFigure, BarFigure, WaterfallFigure]
-Block = Union[Paragraph, Table, LineFigure, BarFigure, WaterfallFigure]
+Block = Union[Paragraph, Table, LineFigure, BarFigure, WaterfallFigure, RooflineFigure]
 
 
 @dataclass(frozen=True, slots=True)
