@@ -269,6 +269,7 @@ def diagnose(tables: Mapping[str, pd.DataFrame]) -> dict:
         return {"rank": rank, "slowest_of": len(tables["summary"]) if multi else 1, **fallback,
                 "suggestions": [straggler] if straggler else []}
     step_us, steps = float(rows["step_us"].iloc[0]), int(rows["steps"].iloc[0])
+    step_us_median = float(rows["step_us_median"].iloc[0])
     whole = rows["method"].iloc[0] == "whole_trace"
     causes = _causes(rows)
     if not _has_gpu(tables, rank):
@@ -303,7 +304,7 @@ def diagnose(tables: Mapping[str, pd.DataFrame]) -> dict:
         basis += "No GPU work in these steps: the GPU idles throughout."
     return {
         "rank": rank, "method": "whole_trace" if whole else "steps", "steps": steps, "step_us": step_us,
-        "per_step": not whole, "share_of": "the trace" if whole else "the step",
+        "step_us_median": None if whole else step_us_median, "per_step": not whole, "share_of": "the trace" if whole else "the step",
         "basis": basis.strip(),
         "where_the_time_goes": [{k: v for k, v in c.items() if k not in ("cpu_us_per_step", "host_op")}
                                 for c in causes[:WHERE_TOP]],

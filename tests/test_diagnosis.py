@@ -123,6 +123,8 @@ def check_first_cause(folder: Path, kind: str, key: str | None = None) -> tuple[
     assert d["rank"] == pace(ranks) and d["method"] == "steps"
     want = expected(ranks[d["rank"]])
     assert d["step_us"] == pytest.approx(want["step"], rel=1e-6)
+    judged = [e - s for s, e in steps_of(ranks[d["rank"]])[:-1]]  # the headline's step time: their median
+    assert d["step_us_median"] == pytest.approx(statistics.median(judged), rel=1e-6)
     first = d["where_the_time_goes"][0]
     assert first["kind"] == kind and (key is None or key in str(first["key"]))
     name = "dataloader" if first["kind"] == "host" else first["kind"]

@@ -58,7 +58,10 @@ TOP_KEYS = 10
 """Keys kept per (rank, kind) in the summary table; the rest are one "other" row."""
 
 PART_COLUMNS = ("rank", "step", "kind", "key", "runs_on", "time_us")
-COLUMNS = ("rank", "method", "steps", "step_us", "kind", "key", "runs_on", "us_per_step", "pct_of_step")
+COLUMNS = ("rank", "method", "steps", "step_us", "step_us_median", "kind", "key", "runs_on", "us_per_step",
+           "pct_of_step")
+"""``step_us`` is the mean window (the parts add up to it); ``step_us_median`` the median window,
+the step time the headline states (the gate's statistic: the judged steps' median)."""
 
 
 # --- one rank: the parts of each window -----------------------------------------------------------
@@ -201,6 +204,7 @@ def time_at_stake(traces: TraceSet) -> pd.DataFrame:
         steps = np.unique(p["step"].to_numpy())
         n = len(steps)
         step_us = float(p["time_us"].sum()) / n
+        step_us_median = float(np.median(p.groupby("step", sort=False)["time_us"].sum().to_numpy()))
         g = p.groupby(["kind", "key", "runs_on"], sort=False)["time_us"].sum().reset_index()
         g["us_per_step"] = g["time_us"] / n
         g = g.sort_values(["kind", "us_per_step", "key"], ascending=[True, False, True], kind="stable")
@@ -211,7 +215,7 @@ def time_at_stake(traces: TraceSet) -> pd.DataFrame:
         f = pd.concat([top[["kind", "key", "runs_on", "us_per_step"]], rest], ignore_index=True)
         f["pct_of_step"] = [pct(x, step_us) for x in f["us_per_step"]]
         frames.append(f.assign(rank=t.rank, method="whole_trace" if steps.tolist() == [WHOLE_TRACE_STEP] else "steps",
-                               steps=n, step_us=step_us))
+                               steps=n, step_us=step_us, step_us_median=step_us_median))
     if not frames:
         return pd.DataFrame({c: pd.Series(dtype=object if c in ("method", "kind", "key", "runs_on") else np.float64)
                              for c in COLUMNS})

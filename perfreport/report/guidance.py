@@ -56,13 +56,15 @@ def analysis_headline(doc: Mapping[str, Any]) -> Headline | None:
     who = f" on rank {rank}" + (" (the slowest)" if multi else "")
     steps = next(iter(_rows(side, "step_times", rank)), {})
     temporal = next(iter(_rows(side, "temporal_breakdown", rank)), {})
+    d = _diagnosis(doc)
     parts = []
-    if _num(steps.get("wall_us_median")) is not None:
+    if d.get("method") == "steps" and _num(d.get("step_us_median")) is not None:  # the steps the diagnosis judged
+        parts.append(f"step time {format_us(d['step_us_median'])} (median of the {d.get('steps')} judged steps)")
+    elif _num(steps.get("wall_us_median")) is not None:
         parts.append(f"step time {format_us(steps['wall_us_median'])} (median of {steps.get('steps')} steps)")
     if _num(temporal.get("idle_pct")) is not None:
         parts.append(f"GPU idle {temporal['idle_pct']:.1f} % of its span")
     text = (", ".join(parts) or "no GPU activity") + who
-    d = _diagnosis(doc)
     where = [c for c in d.get("where_the_time_goes") or [] if isinstance(c, Mapping)]
     per_step = bool(d.get("per_step"))
     causes = []
