@@ -334,13 +334,22 @@ def _worker_died(jobs: Sequence[RankJob], candidates: list[int], started, proces
     crash): the rank it was running and how it ended."""
     from .lifecycle import signal_name
 
+    import time
+
     by_pid = {pid: p for pid, p in processes.items()}
-    dead = []
-    for i in candidates:
-        process = by_pid.get(started[i])
-        code = process.exitcode if process is not None else None
-        if code is not None and code != -15:  # the pool SIGTERMs the others once one died
-            dead.append((i, code))
+    deadline = time.monotonic() + 2.0
+    while True:
+        dead = []
+        for i in candidates:
+            process = by_pid.get(started[i])
+            code = process.exitcode if process is not None else None
+            if code is not None and code != -15:  # the pool SIGTERMs the others once one died
+                dead.append((i, code))
+        # the pool's own thread may be reaping the dead worker right now (its exit code is then
+        # unknown for a moment): ask again briefly rather than lose which rank it was
+        if dead or time.monotonic() > deadline:
+            break
+        time.sleep(0.02)
     if not dead:
         return PerfreportError("a worker process died unexpectedly (killed, or out of memory); "
                                "retry with fewer workers (--workers 1)")
