@@ -56,6 +56,7 @@ from ..units import format_bytes, pct, us_to_ms
 from .callstack import call_stack
 from .collectives import rank_collectives
 from .diff import normalize_kernel_name, op_steps
+from .intervals import window_overlaps
 from .memory_bw import direction_of
 from .step_metrics import WHOLE_TRACE_STEP, step_windows
 from .steps import STEP_NAME
@@ -113,15 +114,7 @@ def _gpu_parts(trace: RankTrace, ws: np.ndarray, we: np.ndarray, exact: bool) ->
     # pair each event with the windows it overlaps (windows sorted by start; ranges are supersets)
     order = np.argsort(ws, kind="stable")
     ws_s, we_s = ws[order], we[order]
-    reach = np.maximum.accumulate(we_s)
-    first = np.searchsorted(reach, s, side="right")
-    last = np.searchsorted(ws_s, e, side="left") - 1
-    n_pairs = np.maximum(last - first + 1, 0)
-    ev = np.repeat(np.arange(len(rows)), n_pairs)
-    win = first[ev] + (np.arange(n_pairs.sum()) - np.repeat(np.cumsum(n_pairs) - n_pairs, n_pairs))
-    lo, hi = np.maximum(s[ev], ws_s[win]), np.minimum(e[ev], we_s[win])
-    ok = hi > lo
-    ev, win, lo, hi = ev[ok], win[ok], lo[ok], hi[ok]
+    ev, win, lo, hi = window_overlaps(ws_s, we_s, s, e)
     share = np.zeros(len(ev))
     for c in range(n_cls):  # a loop over the four kernel classes
         sel = cls[ev] == c

@@ -57,3 +57,19 @@ def intersection_length(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, n
     order = np.lexsort((delta, times))
     times, level = times[order], np.cumsum(delta[order])
     return float((np.diff(times) * (level[:-1] == 3)).sum())
+
+
+def window_overlaps(ws_sorted: np.ndarray, we_sorted: np.ndarray, starts: np.ndarray,
+                    ends: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Every (interval, window) pair that overlaps, vectorised: ``(interval, window, lo, hi)``,
+    the indices and the overlap [lo, hi). Windows are sorted by start and may overlap each other
+    (their running maximum end bounds the search), so one event can meet several windows."""
+    reach = np.maximum.accumulate(we_sorted) if len(we_sorted) else we_sorted
+    first = np.searchsorted(reach, starts, side="right")
+    last = np.searchsorted(ws_sorted, ends, side="left") - 1
+    n = np.maximum(last - first + 1, 0)
+    ev = np.repeat(np.arange(len(starts)), n)
+    win = first[ev] + (np.arange(n.sum()) - np.repeat(np.cumsum(n) - n, n))
+    lo, hi = np.maximum(starts[ev], ws_sorted[win]), np.minimum(ends[ev], we_sorted[win])
+    ok = hi > lo
+    return ev[ok], win[ok], lo[ok], hi[ok]

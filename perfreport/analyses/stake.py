@@ -46,6 +46,7 @@ from .attribution import _host_ops
 from .callstack import call_stack
 from .collectives import collective_kind
 from .diff import normalize_kernel_name
+from .intervals import window_overlaps
 from .memory_bw import direction_of
 from .step_metrics import SYNC_CALLS, WHOLE_TRACE_STEP, step_windows
 
@@ -149,15 +150,7 @@ def attribute(ws: np.ndarray, we: np.ndarray, layers: list[tuple]) -> pd.DataFra
         claim = free & (active > 0.5)
         rate = np.where(claim, 1.0 / np.maximum(active, 1.0), 0.0)
         cum = np.r_[0.0, np.cumsum(rate * seg)]
-        # each interval against the windows it overlaps (windows sorted and disjoint)
-        first = np.searchsorted(we_s, s, side="right")
-        last = np.searchsorted(ws_s, e, side="left") - 1
-        n = np.maximum(last - first + 1, 0)
-        ev = np.repeat(np.arange(len(s)), n)
-        win = first[ev] + (np.arange(n.sum()) - np.repeat(np.cumsum(n) - n, n))
-        lo, hi = np.maximum(s[ev], ws_s[win]), np.minimum(e[ev], we_s[win])
-        ok = hi > lo
-        ev, win, lo, hi = ev[ok], win[ok], lo[ok], hi[ok]
+        ev, win, lo, hi = window_overlaps(ws_s, we_s, s, e)  # each interval against its windows
         time = cum[np.searchsorted(bounds, hi)] - cum[np.searchsorted(bounds, lo)]
         frames.append(pd.DataFrame({"window": order[win], "kind": kind, "key": keys[ev], "runs_on": runs_on,
                                     "time_us": time}))

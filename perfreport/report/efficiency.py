@@ -92,8 +92,8 @@ def _roofline_figure(sides: Sequence[Side]) -> RooflineFigure | None:
                                  float(r["arithmetic_intensity"]), float(r["tflops_per_s"])) for side, r in kept)
     peaks = sorted({(str(r.get("compute_class") or r.get("dtype") or "peak"), float(r["peak_tflops_per_s"]))
                     for _, r in kept}, key=lambda p: -p[1])
-    note = (f"{gpu}: the roofs are its peak for each plotted dtype and its memory bandwidth; a point's height "
-            "below its roof is the time the op could give back.")
+    note = (f"{gpu}: the roofs are its peak for each plotted dtype and its memory bandwidth; the further a "
+            "point sits below its roof, the further the op runs from what the GPU could do at its intensity.")
     if len(kept) < len(picked):
         note += f" Ops that ran on another GPU ({len(picked) - len(kept)}) are not drawn on this GPU's roofline."
     return RooflineFigure("roofline", "Roofline: the top ops by kernel time", points, bandwidth, tuple(peaks),
