@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import TraceError
+from .timing import phase
 from .limits import GiB, Limits, how_to_raise
 from .limits import current as current_limits
 
@@ -50,6 +51,29 @@ def read_trace_bytes(path: Path, *, allow_mmap: bool = False, limits: Limits | N
     Raises TraceError naming the file for unreadable, empty, truncated/corrupt or too large input.
     """
     limits = limits or current_limits()
+    with phase("read"):
+        data = _read_or_map(path, allow_mmap)
+    if isinstance(data, mmap.mmap):
+        return data
+    if data[:2] != GZIP_MAGIC:
+        return data
+    limit = limits.decompressed_limit(len(data))
+    try:  # (the ISIZE trailer cannot tell early: in a truncated file it is arbitrary bytes)
+        with phase("decompress"):
+            return gunzip(data, limit)
+    except DecompressionLimit:
+        raise TraceError(path, _too_large(len(data), limit, limits)) from None
+    except EOFError:
+        raise TraceError(path, "truncated gzip file (unexpected end of data)") from None
+    except Exception as exc:  # zlib.error, isal's IsalError, OSError: all mean a corrupt stream
+        if "truncated" in str(exc) or "incomplete" in str(exc):
+            raise TraceError(path, "truncated gzip file (unexpected end of data)") from None
+        raise TraceError(path, f"corrupt gzip file ({exc})") from None
+
+
+def _read_or_map(path: Path, allow_mmap: bool) -> bytes | mmap.mmap:
+    """The file's bytes: a read-only map of a plain file (``allow_mmap``), else read whole.
+    Raises TraceError naming the file when it cannot be read or is empty."""
     try:
         with open(path, "rb") as f:
             if allow_mmap:
@@ -70,19 +94,7 @@ def read_trace_bytes(path: Path, *, allow_mmap: bool = False, limits: Limits | N
         raise TraceError(path, f"cannot read file ({exc.strerror or exc})") from None
     if not data:
         raise TraceError(path, "file is empty")
-    if data[:2] != GZIP_MAGIC:
-        return data
-    limit = limits.decompressed_limit(len(data))
-    try:  # (the ISIZE trailer cannot tell early: in a truncated file it is arbitrary bytes)
-        return gunzip(data, limit)
-    except DecompressionLimit:
-        raise TraceError(path, _too_large(len(data), limit, limits)) from None
-    except EOFError:
-        raise TraceError(path, "truncated gzip file (unexpected end of data)") from None
-    except Exception as exc:  # zlib.error, isal's IsalError, OSError: all mean a corrupt stream
-        if "truncated" in str(exc) or "incomplete" in str(exc):
-            raise TraceError(path, "truncated gzip file (unexpected end of data)") from None
-        raise TraceError(path, f"corrupt gzip file ({exc})") from None
+    return data
 
 
 class DecompressionLimit(Exception):

@@ -37,6 +37,7 @@ from .analyses.op_profile import OpProfileFold
 from .analyses.series import MAX_LINES, line_peak
 from .digest import COMMON_CLOCK_COLUMNS, CROSS_RANK, DigestTrace, FrozenFrame, RankDigest, memo_kind
 from .model import TraceSet
+from .timing import phase
 
 
 STACK_EVERY = 16
@@ -180,6 +181,8 @@ class Assembler:
         self.load_s = self.analyze_s = 0.0
         self.checksums: dict[int, str | None] = {}
         self.worker_peak_rss = 0
+        self.rank_timings: list[dict] = []
+        """Each rank's task: process, peak RSS and phases (:mod:`perfreport.timing`)."""
 
     def add(self, d: RankDigest, position: int) -> None:
         """The digest of the side's job number ``position``."""
@@ -205,6 +208,8 @@ class Assembler:
         self.analyze_s += d.analyze_s
         self.checksums[rank] = d.sha256
         self.worker_peak_rss = max(self.worker_peak_rss, d.worker_peak_rss)
+        self.rank_timings.append({"rank": rank, "pid": d.pid, "peak_rss_bytes": d.worker_peak_rss,
+                                  "wall_s": round(d.load_s + d.analyze_s, 4), "phases": d.timings})
 
     def finish(self) -> tuple[TraceSet, dict[str, pd.DataFrame]]:
         from .analyses import ANALYSES
@@ -218,9 +223,11 @@ class Assembler:
             if name == FOLDED:
                 tables[name] = self.profile.table()
             elif name in CROSS_RANK:
-                tables[name] = fn(traces)
+                with phase(f"cross-rank:{name}"):
+                    tables[name] = fn(traces)
             else:
-                tables[name] = self.tables[name].frame(shifts, COMMON_CLOCK_COLUMNS.get(name, ()))
+                with phase("gather per-rank tables"):
+                    tables[name] = self.tables[name].frame(shifts, COMMON_CLOCK_COLUMNS.get(name, ()))
         return traces, tables
 
 

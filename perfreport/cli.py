@@ -16,7 +16,8 @@ import os
 import shlex
 import logging
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from . import __version__
@@ -40,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Analyse PyTorch profiler (Kineto) traces: where does the GPU time go?",
     )
     parser.add_argument("--version", action="version", version=f"perfreport {__version__}")
-    parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv: debug)")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output and, for analyze/compare, where the time went (-vv: debug)")
     parser.add_argument("--debug", action="store_true", help="show a traceback for unexpected errors")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -102,6 +103,9 @@ def run_arguments(p: argparse.ArgumentParser) -> None:
                    help="local processes (default) or tasks on a Dask cluster (needs --scheduler)")
     p.add_argument("--scheduler", metavar="ADDRESS", default=None, help="Dask scheduler, e.g. tcp://10.0.0.5:8786")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
+    p.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS,
+                   help="print where the time went (every phase, parent and rank tasks; report.json keeps them "
+                        "as 'timings') and more log output (-vv: debug)")
 
 
 def executor_of(args: argparse.Namespace):
@@ -158,11 +162,15 @@ def compare_one(args: argparse.Namespace, labels: list[str], formats, renderer) 
         progress.finish()
     try:  # report.json is always written: it is what machines and later renders read
         paths = write_reports(report, out, ("json", *formats), pdf_appendix=args.pdf_appendix, renderer=renderer,
-                              pdf_optional=args.format in (None, "all"))
+                              pdf_optional=args.format in (None, "all"),
+                              before_write=timings_hook(args, [document, report.document], {
+                                  "baseline": comparison.baseline.rank_timings,
+                                  "candidate": comparison.candidate.rank_timings}))
     except OSError as exc:
         raise PerfreportError(f"{out}: cannot write the report ({exc.strerror or exc})") from None
     print("\n".join(verdict_lines(document, report=report)))
     print(f"\nwrote {', '.join(str(p) for p in paths)}")
+    print_timings(args, document)
     for hint in compare_hints(args, comparison):
         print(f"perfreport: hint: {hint}", file=sys.stderr)
     return EXIT_FAIL if document["status"] == "fail" else EXIT_OK
@@ -226,8 +234,10 @@ def compare_setups(args: argparse.Namespace, labels: list[str], formats, rendere
     finally:
         progress.finish()
     try:
+        sides = {"baseline": comparisons[0].baseline.rank_timings,
+                 **{label: c.candidate.rank_timings for label, c in zip(labels[1:], comparisons)}}
         paths = write_reports(report, out, ("json", *formats), pdf_appendix=args.pdf_appendix, renderer=renderer,
-                              pdf_optional=args.format in (None, "all"))
+                              pdf_optional=args.format in (None, "all"), before_write=timings_hook(args, [document, report.document], sides))
     except OSError as exc:
         raise PerfreportError(f"{out}: cannot write the report ({exc.strerror or exc})") from None
     print(f"perfreport compare: {document['status'].upper()} · {report.headline.counts}")
@@ -239,7 +249,31 @@ def compare_setups(args: argparse.Namespace, labels: list[str], formats, rendere
         if h[3] != "–":
             print(f"        top cause: {h[3]}")
     print(f"\nwrote {', '.join(str(p) for p in paths)}")
+    print_timings(args, document)
     return EXIT_FAIL if document["status"] == "fail" else EXIT_OK
+
+
+def timings_hook(args: argparse.Namespace, documents: Sequence[dict], sides: Mapping[str, list]
+                 ) -> Callable[[], None]:
+    """What :func:`perfreport.outputs.write_reports` runs once every format is rendered: the
+    command's phases into ``documents`` (``timings``: the command's document and the report's
+    plain copy, which report.json is written from)."""
+    from .executor import _peak_rss
+    from .timing import current, timings_document
+
+    def attach() -> None:
+        timings = timings_document(current(), sides, time.perf_counter() - args.started, os.getpid(), _peak_rss())
+        for document in documents:
+            document["timings"] = timings
+    return attach
+
+
+def print_timings(args: argparse.Namespace, document: dict) -> None:
+    """``-v``: where the time went (:func:`perfreport.timing.timing_lines`), on stderr."""
+    from .timing import timing_lines
+
+    if args.verbose and document.get("timings"):
+        print("\n".join(f"perfreport: {line}" for line in timing_lines(document["timings"])), file=sys.stderr)
 
 
 def reproduce_command(args: argparse.Namespace) -> str:
@@ -326,7 +360,8 @@ def analyze_to(args: argparse.Namespace, formats, renderer) -> int:
     try:  # report.json is always written: it is what machines and later renders read
         paths = write_reports(build_report(document), out, ("json", *formats), ready={"json": text},
                               pdf_appendix=args.pdf_appendix, renderer=renderer,
-                              pdf_optional=args.format in (None, "all"))
+                              pdf_optional=args.format in (None, "all"),
+                              before_write=timings_hook(args, [document], {"": analysis.rank_timings}))
     except OSError as exc:
         raise PerfreportError(f"{out}: cannot write the report ({exc.strerror or exc})") from None
     print(render_summary_table(analysis.tables["summary"]))
@@ -338,6 +373,7 @@ def analyze_to(args: argparse.Namespace, formats, renderer) -> int:
         print(line)
     written = ", ".join(str(p) for p in paths)
     print(f"\nloaded {len(analysis.traces)} rank(s) in {analysis.load_s:.2f} s; wrote {written}")
+    print_timings(args, document)
     if no_junit:
         print("perfreport: note: no JUnit report: a single-run analysis has no checks (compare writes one)",
               file=sys.stderr)
@@ -362,9 +398,11 @@ def render_summary_table(df) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    started = time.perf_counter()
     parser = build_parser()
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
+    args.started = started
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(OneLineFormatter("perfreport: %(levelname)s: %(message)s"))  # names escaped: one line
     logging.basicConfig(level=[logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)],
@@ -372,8 +410,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .lifecycle import Terminated, install_handlers
 
     install_handlers()  # SIGTERM unwinds like Ctrl-C: workers stopped, temporaries removed
+    from .timing import recording
+
     try:
-        with override_limits(getattr(args, "limit", [])):
+        with override_limits(getattr(args, "limit", [])), recording():  # the phases -v prints
             return args.run(args)
     except PerfreportError as exc:
         print(f"perfreport: error: {printable(exc)}", file=sys.stderr)

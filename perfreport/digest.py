@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from .model import RankTrace, TraceMeta, TraceSet
+from .timing import phase
 
 CROSS_RANK = frozenset({
     "step_metrics", "kernel_rank_distribution", "collectives", "collective_skew", "straggler_evidence",
@@ -88,6 +89,10 @@ class RankDigest:
     analyze_s: float
     worker_peak_rss: int = 0
     """The worker process's peak RSS (bytes) when it sent this digest (0 when not measured)."""
+    timings: list[dict] = field(default_factory=list)
+    """The task's phases (:mod:`perfreport.timing` records): read, decompress, scan, decode, each analysis."""
+    pid: int = 0
+    """The process that ran the task."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,21 +162,26 @@ def digest(trace: RankTrace, options: AnalysisOptions = AnalysisOptions(), *, sh
 
     t0 = time.perf_counter()
     one = TraceSet(ranks={trace.rank: trace}, source=trace.meta.path)
-    tables = {name: fn(one) for name, fn in ANALYSES if name not in CROSS_RANK}
-    for name, fn in ANALYSES:  # run for their memoised per-rank parts
-        if name in CROSS_RANK:
-            fn(one)
-    time_series(one)
-    memory_note(one)
+    tables = {}
+    for name, fn in ANALYSES:  # a cross-rank one runs for its memoised per-rank parts
+        with phase(f"analysis:{name}"):
+            table = fn(one)
+        if name not in CROSS_RANK:
+            tables[name] = table
+    with phase("analysis:series"):
+        time_series(one)
+    with phase("analysis:memory_note"):
+        memory_note(one)
     trace.span_us()
     trace.step_numbers()
-    _rank_pairs(trace, np.empty(0, dtype=np.int64), False)  # the op profile's sums when the ranks share no step
+    with phase("analysis:op_profile_sums"):
+        _rank_pairs(trace, np.empty(0, dtype=np.int64), False)  # the op profile's sums when the ranks share no step
     if options.gate:
         from .analyses.efficiency.op_efficiency import op_efficiency_steps
 
-        op_efficiency_steps(trace)  # the gate's achieved-throughput samples
-    if options.gate:
-        _precompute_gate(one, options)
+        with phase("gate inputs"):
+            op_efficiency_steps(trace)  # the gate's achieved-throughput samples
+            _precompute_gate(one, options)
     memo = {k: v for k, v in trace._memo.items()
             if memo_kind(k) in DIGEST_KEYS and (options.gate or memo_kind(k) not in GATE_ONLY_KEYS)}
     return RankDigest(meta=trace.meta, tables=tables, memo=memo, sha256=sha256, n_events=trace.n_events,

@@ -78,13 +78,27 @@ def run_job(job: RankJob, options: AnalysisOptions, use_digest_cache: bool = Tru
     baseline's: read from its digest cache when that was made by this code for these settings).
     ``limits``: the caller's (``--limit``, ``$PERFREPORT_LIMITS``), which a Dask worker, with an
     environment of its own, would not otherwise see; default this process's."""
+    from .timing import recording
+
     t0 = time.perf_counter()
+    with recording() as timings:  # the task's own phases, sent back with its digest
+        result = _cached_or_analysed(job, options, use_digest_cache, limits, t0)
+    result.timings, result.pid = timings.records(), os.getpid()
+    return result
+
+
+def _cached_or_analysed(job: RankJob, options: AnalysisOptions, use_digest_cache: bool, limits: Limits | None,
+                        t0: float) -> RankDigest:
+    from .timing import phase
+
     if job.cache is not None and use_digest_cache and job.digest_sha256:
-        from_cache = _cached_digest(job, options)
+        with phase("read cached analyses"):
+            from_cache = _cached_digest(job, options)
         if from_cache is not None and from_cache.sha256 == job.sha256:  # of this very rank file
             from .gate.baselines import verify_file
 
-            verify_file(Path(job.cache), job.cache_sha256)  # damaged stored columns: the load's error line
+            with phase("verify stored columns"):
+                verify_file(Path(job.cache), job.cache_sha256)  # damaged stored columns: the load's error line
             from_cache.load_s = time.perf_counter() - t0
             from_cache.worker_peak_rss = _peak_rss()
             return from_cache
@@ -135,7 +149,10 @@ def _analyse(job: RankJob, options: AnalysisOptions, limits: Limits | None, t0: 
         from .gate.baselines import rank_payload
 
         source = dataclasses.replace(source, sha256=sha) if source is not None and job.cache is None else None
-        stored = rank_payload(trace, result, source)
+        from .timing import phase
+
+        with phase("baseline columns"):
+            stored = rank_payload(trace, result, source)
     del trace
     result.worker_peak_rss = _peak_rss()
     _trim_heap()
@@ -144,21 +161,25 @@ def _analyse(job: RankJob, options: AnalysisOptions, limits: Limits | None, t0: 
 
 def _load(job: RankJob, limits: Limits):
     from ._io import sha256_file
+    from .timing import phase, record
     from .load import load_rank_file
     from .load.discover import RankFile
 
     if job.cache is not None:
         from .gate.baselines import _meta, decode_columns, verify_file
 
-        data = verify_file(Path(job.cache), job.cache_sha256)
-        return decode_columns(data, _meta(job.meta_entry, Path(job.path)), Path(job.cache)), job.sha256
+        with phase("read stored columns"):
+            data = verify_file(Path(job.cache), job.cache_sha256)
+        with phase("decode"):
+            return decode_columns(data, _meta(job.meta_entry, Path(job.path)), Path(job.cache)), job.sha256
     if "://" in job.path:
         return _load_remote(job, limits)
     path = Path(job.path)
     if job.verify:
         from .gate.baselines import verify_file
 
-        verify_file(path, job.sha256)
+        with phase("verify"):
+            verify_file(path, job.sha256)
     if job.sha256 or not path.is_file():
         return load_rank_file(RankFile(path, job.rank_hint, job.hint_source), limits), job.sha256
     # the checksum (provenance in summary.json) is hashed on a second thread while the rank
@@ -166,9 +187,20 @@ def _load(job: RankJob, limits: Limits):
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(1, thread_name_prefix="perfreport-sha256") as pool:
-        checksum = pool.submit(sha256_file, path)
+        checksum = pool.submit(_timed, sha256_file, path)
         trace = load_rank_file(RankFile(path, job.rank_hint, job.hint_source), limits)
-        return trace, checksum.result()
+        with phase("wait for checksum"):
+            sha, wall, cpu = checksum.result()
+    record("checksum (own thread)", wall, cpu)
+    return trace, sha
+
+
+def _timed(fn: Callable, *args):
+    """(``fn(*args)``, its wall seconds, its thread's CPU seconds): a task on another thread,
+    which the caller records (:func:`perfreport.timing.record`)."""
+    t0, c0 = time.perf_counter(), time.thread_time()
+    value = fn(*args)
+    return value, time.perf_counter() - t0, time.thread_time() - c0
 
 
 def _load_remote(job: RankJob, limits: Limits):
@@ -179,6 +211,7 @@ def _load_remote(job: RankJob, limits: Limits):
 
     from .load import load_rank_file
     from .load.discover import RankFile
+    from .timing import phase
 
     try:
         import fsspec
@@ -188,7 +221,7 @@ def _load_remote(job: RankJob, limits: Limits):
     with tempfile.TemporaryDirectory(prefix="perfreport-") as tmp:
         local = Path(tmp) / f"rank{suffix}"
         h = hashlib.sha256()
-        with fsspec.open(job.path, "rb") as src, open(local, "wb") as dst:
+        with phase("download"), fsspec.open(job.path, "rb") as src, open(local, "wb") as dst:
             for block in iter(lambda: src.read(1 << 22), b""):
                 h.update(block)
                 dst.write(block)

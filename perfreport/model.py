@@ -25,6 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from .timing import phase
+
 
 @dataclass(frozen=True, slots=True)
 class SparseColumn:
@@ -409,7 +411,8 @@ def _memoised(store: dict, key: Hashable, compute: Callable[[], Any]) -> Any:
     try:
         return store[key]
     except KeyError:
-        value = compute()
+        with phase(f"memo:{key[0] if isinstance(key, tuple) else key}"):
+            value = compute()
         if isinstance(value, np.ndarray):
             value.flags.writeable = False
         store[key] = value

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import sys
 import traceback
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -24,6 +24,7 @@ from ._io import atomic_files
 from .errors import PerfreportError
 from .report import FILENAMES, parse_formats, render
 from .report.model import Report
+from .timing import phase
 
 
 class PdfRenderer:
@@ -175,13 +176,14 @@ Content = str | bytes | Iterable[bytes]
 def write_reports(report: Report, out_dir: str | Path, formats: Iterable[str] | str | None = None,
                   extra: Mapping[str, Content] | None = None, *, pdf_appendix: bool = False,
                   ready: Mapping[str, Content] | None = None, renderer: PdfRenderer | None = None,
-                  pdf_optional: bool = False) -> list[Path]:
+                  pdf_optional: bool = False, before_write: Callable[[], None] | None = None) -> list[Path]:
     """:func:`perfreport.report.write_reports` (the report files and the ``extra`` files written as
     one set, :func:`perfreport._io.atomic_files`) with the PDF laid out in a child process at the
     same time as the other formats are rendered: ``renderer`` (started early by the command), or
     one forked here. ``ready`` holds formats already rendered. ``pdf_optional``: the PDF was a
     default, not asked for, so where WeasyPrint cannot load it is left out with a note on
-    stderr instead of failing. Returns the paths: the extra files, then the reports in
+    stderr instead of failing. ``before_write`` runs once everything is rendered, before any
+    file is written (the command puts its phase timings into the document then). Returns the paths: the extra files, then the reports in
     :data:`perfreport.report.FORMATS` order. Raises OSError for a write that failed,
     PerfreportError for a PDF that failed (the other files are written all the same)."""
     from .report import pdf
@@ -197,7 +199,8 @@ def write_reports(report: Report, out_dir: str | Path, formats: Iterable[str] | 
         if "pdf" in formats and "pdf" not in ready:
             if renderer is None:
                 renderer = own = PdfRenderer.start()
-            pdf_page = pdf.paged_html(report, appendix=pdf_appendix, svgs=svgs)
+            with phase("render:pdf page (figures, HTML)"):
+                pdf_page = pdf.paged_html(report, appendix=pdf_appendix, svgs=svgs)
             if renderer is not None:
                 renderer.send(pdf_page)
         for fmt in formats:
@@ -206,14 +209,17 @@ def write_reports(report: Report, out_dir: str | Path, formats: Iterable[str] | 
             elif fmt == "html":
                 from .report.html import render_html  # matplotlib: only when a page is drawn
 
-                files[FILENAMES[fmt]] = render_html(report, svgs=svgs)
+                with phase("render:html"):
+                    files[FILENAMES[fmt]] = render_html(report, svgs=svgs)
             elif fmt != "pdf":
-                files[FILENAMES[fmt]] = render(report, fmt)
+                with phase(f"render:{fmt}"):
+                    files[FILENAMES[fmt]] = render(report, fmt)
         error = None
         if pdf_page is not None:
             path = out / FILENAMES["pdf"]
             try:
-                files[FILENAMES["pdf"]] = renderer.result(path) if renderer else pdf.layout_pdf(pdf_page)
+                with phase("render:pdf layout (child process; waited for)" if renderer else "render:pdf layout"):
+                    files[FILENAMES["pdf"]] = renderer.result(path) if renderer else pdf.layout_pdf(pdf_page)
             except pdf.PdfUnavailable as exc:
                 if not pdf_optional:
                     raise
@@ -224,6 +230,8 @@ def write_reports(report: Report, out_dir: str | Path, formats: Iterable[str] | 
         if own is not None:
             own.close()
     order = [*(extra or {})] + [FILENAMES[f] for f in formats if FILENAMES[f] in files]
+    if before_write is not None:
+        before_write()
     atomic_files(out, {name: files[name] for name in order})
     if error:
         raise error

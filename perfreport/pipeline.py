@@ -37,6 +37,7 @@ from .digest import INVOCATIONS_ALWAYS, AnalysisOptions
 from .executor import Executor, RankJob, stream
 from .model import TraceSet
 from .progress import Progress
+from .timing import phase
 from .report.json_report import compare_document, side_record
 
 SUMMARY_SCHEMA_VERSION = 1
@@ -55,6 +56,8 @@ class Analysis:
     checksums: Mapping[int, str | None] = field(default_factory=dict)
     worker_peak_rss: int = 0
     """The largest peak RSS (bytes) of a process that loaded a rank."""
+    rank_timings: list[dict] = field(default_factory=list)
+    """Each rank task's process, peak RSS and phases (:mod:`perfreport.timing`), in arrival order."""
 
 
 def analyze(source: str | Path | Mapping[int, str | Path], *, workers: int | None = None,
@@ -103,12 +106,14 @@ def run_sides(sides: list[tuple[list[RankJob], str]], *, workers: int | None = N
     t0 = time.perf_counter()
     if progress is not None:
         progress.start(len(jobs), sum(j.json_bytes for j in jobs))
-    for index, digest in stream(jobs, options, executor):
-        if progress is not None:
-            progress.rank_done(digest)
-        side, position = owner[index]
-        assemblers[side].add(digest, position)
-        del digest  # folded in: nothing of it is kept whole
+    with phase("per-rank tasks (load and analyse)"):
+        for index, digest in stream(jobs, options, executor):
+            if progress is not None:
+                progress.rank_done(digest)
+            side, position = owner[index]
+            with phase("fold in digests"):
+                assemblers[side].add(digest, position)
+            del digest  # folded in: nothing of it is kept whole
     t1 = time.perf_counter()
     if progress is not None:
         progress.phase("cross-rank analyses")
@@ -117,13 +122,15 @@ def run_sides(sides: list[tuple[list[RankJob], str]], *, workers: int | None = N
 
 def _reduce(assembler: Assembler, t0: float, t1: float) -> Analysis:
     r0 = time.perf_counter()
-    traces, tables = assembler.finish()
+    with phase("cross-rank analyses"):
+        traces, tables = assembler.finish()
     # the per-rank stage ran load and per-rank analyses together: split its wall time by their CPU shares
     load_cpu, analyze_cpu = assembler.load_s, assembler.analyze_s
     load_share = load_cpu / (load_cpu + analyze_cpu) if load_cpu + analyze_cpu > 0 else 1.0
     return Analysis(traces, tables, load_s=(t1 - t0) * load_share,
                     analyze_s=(t1 - t0) * (1 - load_share) + time.perf_counter() - r0,
-                    checksums=dict(sorted(assembler.checksums.items())), worker_peak_rss=assembler.worker_peak_rss)
+                    checksums=dict(sorted(assembler.checksums.items())), worker_peak_rss=assembler.worker_peak_rss,
+                    rank_timings=assembler.rank_timings)
 
 
 def rank_metadata(traces: TraceSet) -> list[dict]:
@@ -151,6 +158,10 @@ def rank_metadata(traces: TraceSet) -> list[dict]:
 def summary_document(analysis: Analysis) -> dict:
     """The document of ``analyze`` (``report.json``, docs/analysis-document.md): every table as
     records, per rank, plus provenance and, for a partial job, which ranks are missing."""
+    with phase("diagnosis"):
+        diagnosis = diagnose(analysis.tables)
+    with phase("series"):
+        series = time_series(analysis.traces)
     return {
         "schema_version": SUMMARY_SCHEMA_VERSION,
         "perfreport_version": __version__,
@@ -161,9 +172,9 @@ def summary_document(analysis: Analysis) -> dict:
         "ranks": rank_metadata(analysis.traces),
         "files": [{"rank": t.rank, "file": t.meta.path, "sha256": analysis.checksums.get(t.rank)}
                   for t in analysis.traces],
-        "diagnosis": diagnose(analysis.tables),
+        "diagnosis": diagnosis,
         **{name: Records(df) for name, df in analysis.tables.items()},
-        "series": time_series(analysis.traces),
+        "series": series,
         "memory_note": memory_note(analysis.traces),
         "rank_coverage": rank_coverage([t.rank for t in analysis.traces],
                                        [t.meta.world_size for t in analysis.traces]),
@@ -362,16 +373,20 @@ def compare_many(baseline: str | Path, candidates: list[str | Path], *, config: 
         t0 = time.perf_counter()
         fine = len(b_runs) == len(c_runs) == 1 and (few_steps(b_traces, config) or few_steps(c_traces, config))
         if fine:  # a side with many steps did not list its calls in the worker: list them now
-            _add_invocations([b_traces, c_traces], jobs_of, config, workers, executor)
-        if fine not in b_sides:
-            b_sides[fine] = gate_side("baseline", b_runs, config, invocations=fine)
-        b_side = b_sides[fine]
-        c_side = gate_side("candidate", c_runs, config, invocations=fine)
-        verdict = evaluate(b_side, c_side, config)
+            with phase("gate: list op calls again"):
+                _add_invocations([b_traces, c_traces], jobs_of, config, workers, executor)
+        with phase("gate: inputs"):
+            if fine not in b_sides:
+                b_sides[fine] = gate_side("baseline", b_runs, config, invocations=fine)
+            b_side = b_sides[fine]
+            c_side = gate_side("candidate", c_runs, config, invocations=fine)
+        with phase("gate: verdict"):
+            verdict = evaluate(b_side, c_side, config)
         explanation, note = None, None
         try:  # attribute over the very steps the gate judged (warm-up and skipped steps left out)
-            explanation = explain(b_traces, c_traces, exact_names=config.exact_kernel_names,
-                                  baseline_steps=judged_steps(b_side), candidate_steps=judged_steps(c_side, c_run))
+            with phase("attribution"):
+                explanation = explain(b_traces, c_traces, exact_names=config.exact_kernel_names,
+                                      baseline_steps=judged_steps(b_side), candidate_steps=judged_steps(c_side, c_run))
         except TraceError as exc:
             note = f"no attribution: {exc.problem}"
         except Exception as exc:  # the attribution explains; it must never take the verdict down with it

@@ -25,6 +25,7 @@ from .._io import read_trace_bytes
 from ..errors import TraceError
 from ..limits import Limits
 from ..limits import current as current_limits
+from ..timing import phase
 from ..model import GPU_SIDE_CATEGORIES, RUNTIME_CATEGORIES, STEP_NAME, TEXT_ID_BASE, RankTrace, TraceMeta
 from .discover import RankFile
 from .fields import INT_MISSING, ScanResult
@@ -55,18 +56,20 @@ def load_rank_file(rank_file: RankFile, limits: Limits | None = None) -> RankTra
         data = text
     json_bytes = len(data)
     try:
-        result, metadata = _scan_trace(path, data)
+        with phase("scan"):  # of a mapped file, this includes reading it (page faults)
+            result, metadata = _scan_trace(path, data)
     except BaseException:
         _release(data, strict=False)
         raise
     _release(data)  # the raw text is no longer needed: free it before building
     del data
-    check_sizes(path, result, limits)
-    result, dropped = drop_absurd(result, limits)
-    meta = _make_meta(rank_file, metadata, json_bytes, ts_origin_us=ts_origin_us(result))
-    if dropped:
-        meta = replace(meta, dropped=dropped)
-    return build_rank_trace(result, meta)
+    with phase("decode"):
+        check_sizes(path, result, limits)
+        result, dropped = drop_absurd(result, limits)
+        meta = _make_meta(rank_file, metadata, json_bytes, ts_origin_us=ts_origin_us(result))
+        if dropped:
+            meta = replace(meta, dropped=dropped)
+        return build_rank_trace(result, meta)
 
 
 def _release(data: bytes | mmap.mmap, strict: bool = True) -> None:

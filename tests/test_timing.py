@@ -1,0 +1,127 @@
+"""Where the time goes: every phase timed, kept in report.json (``timings``) and printed by -v."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from perfreport.analyses import ANALYSES
+from perfreport.cli import main
+from perfreport.timing import Timings, merged, phase, recording, timing_lines
+
+from .conftest import DATA, TRACES
+
+SCHEMA = Path(__file__).parents[1] / "perfreport" / "report" / "report-schema.json"
+ROOT = Path(__file__).parents[1]
+
+
+def test_nested_phases_keep_inclusive_and_self_time() -> None:
+    with recording() as t:
+        with phase("outer"):
+            time.sleep(0.02)
+            with phase("inner"):
+                time.sleep(0.03)
+        with phase("inner"):
+            time.sleep(0.01)
+    rows = {r["phase"]: r for r in t.records()}
+    assert [r["phase"] for r in t.records()] == ["outer", "inner"]  # the order they started
+    assert rows["inner"]["calls"] == 2 and rows["outer"]["calls"] == 1
+    assert rows["inner"]["wall_s"] == pytest.approx(0.04, abs=0.02)
+    assert rows["outer"]["wall_s"] >= rows["inner"]["wall_s"] - 0.01 + 0.02 - 0.005
+    # self time leaves the nested phase out: the outer's own 20 ms, not its 50 ms
+    assert rows["outer"]["self_s"] == pytest.approx(rows["outer"]["wall_s"] - 0.03, abs=0.006)
+    assert rows["outer"]["cpu_s"] < 0.01  # asleep: wall time without CPU time
+
+
+def test_nothing_is_recorded_outside_a_recording_and_inner_recordings_are_their_own() -> None:
+    with phase("nowhere"):
+        pass
+    with recording() as outer:
+        with recording() as inner:
+            with phase("task"):
+                pass
+        with phase("parent"):
+            pass
+    assert [r["phase"] for r in inner.records()] == ["task"]
+    assert [r["phase"] for r in outer.records()] == ["parent"]
+
+
+def test_merged_sums_phases_over_tasks() -> None:
+    a, b = Timings(), Timings()
+    a.add("scan", 1.0, 0.9)
+    b.add("scan", 2.0, 1.5)
+    b.add("decode", 0.5, 0.5)
+    rows = {r["phase"]: r for r in merged([a.records(), b.records()])}
+    assert rows["scan"]["wall_s"] == 3.0 and rows["scan"]["cpu_s"] == 2.4 and rows["scan"]["calls"] == 2
+    assert rows["decode"]["self_s"] == 0.5
+
+
+def _validator():
+    jsonschema = pytest.importorskip("jsonschema")
+    return jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text()))
+
+
+def test_analyze_keeps_every_phase_of_the_parent_and_each_rank(tmp_path, capsys) -> None:
+    trace = TRACES / "hta_a100_nccl_rank0of2"
+    assert main(["analyze", str(trace), "--out", str(tmp_path), "--format", "md", "-q", "-v"]) == 0
+    document = json.loads((tmp_path / "report.json").read_text())
+    _validator().validate(document)
+    timings = document["timings"]
+    (rank,) = timings["ranks"]
+    assert rank["side"] == "" and rank["rank"] == document["ranks"][0]["rank"]
+    # the loader's phases, then one per analysis: nothing the task ran goes untimed
+    for name in ("read", "decompress", "scan", "decode", *(f"analysis:{n}" for n, _ in ANALYSES)):
+        assert name in rank["phases"], name
+    # self times of one task add up to (no more than) its wall time
+    assert 0.5 * rank["wall_s"] <= sum(rank["phases"].values()) <= rank["wall_s"] * 1.05 + 0.01
+    parent = [r["phase"] for r in timings["parent"]["phases"]]
+    assert parent.index("per-rank tasks (load and analyse)") < parent.index("cross-rank analyses") \
+        < parent.index("render:md")
+    assert {f"cross-rank:{n}" for n in ("stragglers", "collectives", "step_metrics")} <= set(parent)
+    assert timings["wall_s"] >= sum(r["self_s"] for r in timings["parent"]["phases"]) - 0.01
+    assert timings["parent"]["pid"] == os.getpid() and timings["parent"]["peak_rss_bytes"] > 10_000_000
+    # one rank runs in the parent: no worker process
+    assert rank["pid"] == os.getpid() and timings["workers"]["processes"] == 0
+    err = capsys.readouterr().err
+    assert f"perfreport: timings: {timings['wall_s']:.2f} s wall" in err
+    assert "rank tasks, summed over 1 rank(s):" in err and "    scan " in err.replace("perfreport: ", "")
+
+
+def test_compare_times_both_sides_in_their_worker_processes(tmp_path, capsys, monkeypatch) -> None:
+    monkeypatch.chdir(ROOT)  # the demo baseline lives in ./baselines
+    code = main(["compare", "demo", "examples/resnet50-workers0", "--out", str(tmp_path), "--format", "md",
+                 "-q", "--workers", "2"])
+    assert code == 1  # the demo's candidate is a real regression
+    document = json.loads((tmp_path / "report.json").read_text())
+    _validator().validate(document)  # the real document, every check included
+    timings = document["timings"]
+    sides = {r["side"]: r for r in timings["ranks"]}
+    assert set(sides) == {"baseline", "candidate"}
+    # the stored baseline is read from its column cache, the candidate parsed from its JSON
+    assert "read stored columns" in sides["baseline"]["phases"] and "scan" not in sides["baseline"]["phases"]
+    assert "scan" in sides["candidate"]["phases"]
+    pids = {r["pid"] for r in timings["ranks"]}
+    if timings["workers"]["processes"]:  # two cores or more: each side in a worker of its own
+        assert os.getpid() not in pids
+        assert timings["workers"]["largest_peak_rss_bytes"] == max(r["peak_rss_bytes"] for r in timings["ranks"])
+    parent = {r["phase"] for r in timings["parent"]["phases"]}
+    assert {"gate: inputs", "gate: verdict", "attribution", "render:md"} <= parent
+    assert "timings:" not in capsys.readouterr().err  # printed with -v only
+
+
+def test_timing_lines_show_the_slowest_ranks_and_hide_tiny_phases() -> None:
+    records = [{"phase": "scan", "wall_s": 2.0, "self_s": 2.0, "cpu_s": 1.9, "calls": 1},
+               {"phase": "memo:tiny", "wall_s": 0.0001, "self_s": 0.0001, "cpu_s": 0.0001, "calls": 1}]
+    doc = {"wall_s": 3.0, "parent": {"pid": 1, "peak_rss_bytes": 50e6, "phases": records[:1]},
+           "workers": {"processes": 2, "largest_peak_rss_bytes": 300e6}, "rank_phases": records,
+           "ranks": [{"side": "", "rank": r, "pid": 10 + r, "peak_rss_bytes": 1e8, "wall_s": float(r),
+                      "phases": {}} for r in range(12)]}
+    lines = timing_lines(doc)
+    assert lines[0] == "timings: 3.00 s wall; parent peak RSS 50 MB; 2 worker process(es), largest peak RSS 300 MB"
+    assert "(1 phase(s) under 0.5 ms not shown; report.json keeps them)" in [ln.strip() for ln in lines]
+    ranks = [ln for ln in lines if ln.startswith("    rank ")]
+    assert len(ranks) == 8 and ranks[0].strip().startswith("rank 11: 11.000 s")
