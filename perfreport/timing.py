@@ -106,10 +106,12 @@ def current() -> Timings | None:
 
 
 def record(name: str, wall_s: float, cpu_s: float = 0.0) -> None:
-    """Add a phase timed elsewhere (another thread or process) to the current recording."""
+    """Add a phase timed elsewhere (another thread or process) to the current recording. It
+    ran beside this thread's phases, so it gets no self time: the self times still add up to
+    the recording thread's wall time."""
     timings = _current.get()
-    if timings is not None:
-        timings.add(name, wall_s, cpu_s)
+    if timings is not None:  # concurrent with this thread's phases: no self time of its own
+        timings.add(name, wall_s, cpu_s, self_s=0.0)
 
 
 def top_phases(records: Sequence[Mapping], n: int = 8) -> list[Mapping]:
