@@ -1,24 +1,31 @@
 #!/usr/bin/env python3
-"""Whole commands, timed end to end, side by side with HTA 0.5.0 on the same generated traces.
+"""Whole commands in one run, side by side with HTA 0.5.0 (and TraceLens where it runs), on the
+same generated traces, against issue 24's targets.
 
-    python benchmarks/commands.py [--sizes 200,1000] [--workdir DIR] [--repeat 3]
-                                  [--hta-python /work/hta-venv/bin/python] [--ranks 64 --rank-mb 50]
+    python benchmarks/commands.py [--sizes 200,1000] [--ranks 16 --rank-mb 50] [--repeat 3]
+                                  [--hta-python /work/hta-venv/bin/python]
+                                  [--tracelens-python /work/tl-venv/bin/python] [--suite]
 
-Every measurement is a fresh process under ``/usr/bin/time -v`` (wall seconds and peak RSS of the
-process tree); the figure quoted is the median of ``--repeat`` runs, with the 1-minute load
-average at the time (the machine may be shared: compare rows taken under similar load).
+Every measurement is a fresh process under ``/usr/bin/time -v`` (wall, CPU = user + system of
+the process tree, peak RSS of the largest process of the tree); a figure is the median of
+``--repeat`` runs, with the 1-minute load average when it ran (the machine may be shared).
+perfreport's own rows also read the command's ``report.json`` ``timings`` (what ``-v`` prints):
+the load (read + decompress + scan + decode) and the analyses of the slowest rank task, and the
+peak RSS of the parent and of the largest worker, each against the rank's JSON size.
 
-* ``analyze --format json`` on one rank of each size, against HTA's load + temporal, idle,
-  kernel, comm/comp overlap and launch-stats breakdowns (a script run by HTA's own interpreter,
-  from its own venv: HTA is never a perfreport dependency);
-* ``compare`` of the trace against a copy of itself with every format;
-* the README's demo quick start (``compare demo examples/resnet50-workers0``), every format;
-* with ``--ranks N``: ``analyze`` of N ranks x ``--rank-mb`` MB (.json.gz copies of one
-  generated rank, each with its own rank number): wall time, the parent's peak RSS and the
-  largest worker's.
+* one rank of each ``--sizes`` MB: ``analyze --format json``; HTA's load + temporal, idle,
+  kernel, comm/comp overlap and launch-stats breakdowns; TraceLens's perf report; ``compare``
+  of the trace against a copy of itself, every format;
+* ``--ranks N``: ``analyze`` and ``compare`` of N ranks x ``--rank-mb`` MB (.json.gz copies of
+  one generated rank, each with its own rank number), and HTA on the same folder;
+* the README's demo quick start (``compare demo examples/resnet50-workers0``);
+* ``--suite``: the README's test command (``python -m pytest``) in this checkout.
 
-Traces are made by ``benchmarks/load.py``'s generator (a real trace repeated to the size).
-Prints a Markdown table per section (progress on stderr).
+Traces are made by ``benchmarks/load.py``'s generator (a real A100 trace repeated to the size)
+into ``--workdir`` and kept there. HTA and TraceLens run from venvs of their own (never
+perfreport dependencies): ``python -m venv /work/hta-venv && /work/hta-venv/bin/pip install
+HolisticTraceAnalysis==0.5.0``; TraceLens from its repository (github.com/AMD-AGI/TraceLens).
+Prints Markdown tables (progress on stderr).
 """
 
 from __future__ import annotations
@@ -27,12 +34,14 @@ import argparse
 import gzip
 import json
 import os
+import platform
 import re
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -40,6 +49,7 @@ import load as gen  # noqa: E402  (benchmarks/load.py: the trace generator)
 
 REPO = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
+MB = 1e6
 HTA_SCRIPT = """
 import sys, time
 t0 = time.perf_counter()
@@ -54,31 +64,52 @@ a.get_comm_comp_overlap(visualize=False)
 a.get_cuda_kernel_launch_stats(ranks=ranks, visualize=False)
 print(f"HTA load {t1 - t0:.2f} s, analyses {time.perf_counter() - t1:.2f} s", file=sys.stderr)
 """
-PARENT_SCRIPT = """
-import json, sys
-import perfreport.pipeline as p
-seen = []
-real = p.run_jobs
-def spy(*a, **k):
-    out = real(*a, **k)
-    seen.append(out.worker_peak_rss)
-    return out
-p.run_jobs = spy
-from perfreport.cli import main
-code = main(sys.argv[1:])
-hwm = [l for l in open("/proc/self/status") if l.startswith("VmHWM")][0].split()[1]
-print(json.dumps({"parent_kb": int(hwm), "worker_bytes": max(seen or [0])}), file=sys.stderr)
-sys.exit(code)
+TRACELENS_SCRIPT = """
+import sys
+from TraceLens.Reporting.generate_perf_report_pytorch import main
+sys.argv = ["TraceLens_generate_perf_report_pytorch", "--profile_json_path", sys.argv[1],
+            "--output_xlsx_path", sys.argv[2]]
+main()
 """
+LOAD_PHASES = ("read", "decompress", "scan", "decode", "read stored columns")
 
 
-def timed(argv: list[str], env: dict | None = None) -> tuple[float, float, int, str]:
-    """(wall s, CPU s (user + system, the process tree), peak RSS KB of the process tree,
-    stderr) of one run under /usr/bin/time -v."""
-    proc = subprocess.run(["/usr/bin/time", "-v", *argv], capture_output=True, text=True, env=env, cwd=REPO)
+@dataclass
+class Run:
+    """The median of a command's runs, and its report.json timings when it wrote one."""
+
+    wall: float
+    low: float
+    high: float
+    cpu: float
+    rss_mb: float
+    load_avg: float
+    timings: dict = field(default_factory=dict)
+    stderr: str = ""
+
+    def phase_s(self, names: tuple[str, ...] | None = None, prefix: tuple[str, ...] = ()) -> float:
+        """Self seconds of the slowest rank task's phases named ``names`` or starting with ``prefix``."""
+        ranks = self.timings.get("ranks") or []
+        if not ranks:
+            return float("nan")
+        slowest = max(ranks, key=lambda r: r["wall_s"])
+        return sum(s for p, s in slowest["phases"].items() if (names and p in names) or p.startswith(prefix or ("\0",)))
+
+    @property
+    def parent_mb(self) -> float:
+        return self.timings.get("parent", {}).get("peak_rss_bytes", 0) / MB
+
+    @property
+    def worker_mb(self) -> float:
+        return self.timings.get("workers", {}).get("largest_peak_rss_bytes", 0) / MB
+
+
+def timed(argv: list[str], cwd: Path = REPO) -> tuple[float, float, int, str]:
+    """(wall s, CPU s of the process tree, peak RSS KB of its largest process, stderr)."""
+    proc = subprocess.run(["/usr/bin/time", "-v", *argv], capture_output=True, text=True, cwd=cwd)
     err = proc.stderr
-    if proc.returncode not in (0, 1) or (proc.returncode == 1 and "Traceback" in proc.stderr):
-        raise SystemExit(f"failed ({proc.returncode}): {' '.join(argv)}\n{err[-2000:]}")
+    if proc.returncode not in (0, 1) or (proc.returncode == 1 and "Traceback" in err):
+        raise SystemExit(f"failed ({proc.returncode}): {' '.join(argv)}\n{err[-3000:]}")
     wall = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): (?:(\d+):)?(\d+):([\d.]+)", err)
     seconds = int(wall.group(1) or 0) * 3600 + int(wall.group(2)) * 60 + float(wall.group(3))
     rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", err).group(1))
@@ -86,59 +117,162 @@ def timed(argv: list[str], env: dict | None = None) -> tuple[float, float, int, 
     return seconds, cpu, rss, err
 
 
-def median_run(argv: list[str], repeat: int) -> dict:
+def median_run(argv: list[str], repeat: int, report: Path | None = None, cwd: Path = REPO) -> Run:
     runs = []
     for _ in range(repeat):
         load = os.getloadavg()[0]
-        wall, cpu, rss, err = timed(argv)
-        runs.append((wall, rss, load, err, cpu))
-        print(f"    {wall:6.2f} s  cpu {cpu:6.2f} s  {rss / 1024:7.0f} MB  load {load:.1f}  {' '.join(argv[-6:])}",
+        wall, cpu, rss, err = timed(argv, cwd)
+        timings = json.loads(report.read_text()).get("timings", {}) if report and report.exists() else {}
+        runs.append(Run(wall, wall, wall, cpu, rss / 1024, load, timings, err))
+        shown = [a if len(a) < 80 else "<script>" for a in argv[-5:]]
+        print(f"    {wall:7.2f} s  cpu {cpu:7.2f} s  {rss / 1024:7.0f} MB  load {load:.1f}  {' '.join(shown)}",
               file=sys.stderr)
-    walls = [r[0] for r in runs]
-    return {"wall": statistics.median(walls), "min": min(walls), "max": max(walls),
-            "cpu": statistics.median(r[4] for r in runs),
-            "rss_mb": max(r[1] for r in runs) / 1024, "load": statistics.median(r[2] for r in runs),
-            "err": runs[-1][3]}
+    walls = sorted(r.wall for r in runs)
+    mid = sorted(runs, key=lambda r: r.wall)[len(runs) // 2]  # the median run's timings
+    return Run(statistics.median(walls), walls[0], walls[-1], statistics.median(r.cpu for r in runs),
+               max(r.rss_mb for r in runs), statistics.median(r.load_avg for r in runs), mid.timings, mid.stderr)
 
 
 def perfreport(*args: str) -> list[str]:
-    return [PYTHON, "-m", "perfreport.cli", *args]
+    return [PYTHON, "-m", "perfreport", *args]
 
 
-def single_rank(sizes: list[int], workdir: Path, repeat: int, hta_python: str | None) -> list[str]:
-    source = gen.read_source(gen.DEFAULT_SOURCE)
-    rows = ["| JSON MB | command | wall s (median) | min–max | CPU s | peak RSS MB | peak / JSON | load avg | "
-            "HTA wall s | HTA CPU s | HTA peak MB | × HTA (wall) | × HTA (CPU) |",
-            "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for mb in sizes:
-        json_path, _, info = gen.generate(source, mb, "line", 6, workdir)
-        folder = workdir / f"rank_{mb}MB"
+def one_rank_folders(mb: int, workdir: Path) -> tuple[Path, Path, float]:
+    """A folder holding the generated ``mb`` MB rank and a second folder with a copy of it
+    (symlinks: the same bytes, so a compare of the two is a compare of a run with itself)."""
+    json_path, _, info = gen.generate(gen.read_source(gen.DEFAULT_SOURCE), mb, "line", 6, workdir)
+    folders = []
+    for name in (f"rank_{mb}MB", f"twin_{mb}MB"):
+        folder = workdir / name
         folder.mkdir(exist_ok=True)
-        link = folder / "rank0.json"
-        if not link.exists():
-            link.symlink_to(json_path)
-        twin = workdir / f"twin_{mb}MB"
-        twin.mkdir(exist_ok=True)
-        if not (twin / "rank0.json").exists():
-            (twin / "rank0.json").symlink_to(json_path)
-        size = info.json_bytes / 1e6
-        out = Path(tempfile.mkdtemp(prefix="pr-cmd-"))
-        print(f"  {mb} MB: analyze --format json", file=sys.stderr)
-        a = median_run(perfreport("analyze", str(folder), "--out", str(out), "--format", "json", "-q"), repeat)
-        hta = None
-        if hta_python:
-            print(f"  {mb} MB: HTA", file=sys.stderr)
-            hta = median_run([hta_python, "-c", HTA_SCRIPT, str(folder)], max(1, min(repeat, 2)))
-        print(f"  {mb} MB: compare, every format", file=sys.stderr)
-        c = median_run(perfreport("compare", str(folder), str(twin), "--out", str(out), "-q"), repeat)
+        if not (folder / "rank0.json").exists():
+            (folder / "rank0.json").symlink_to(json_path)
+        folders.append(folder)
+    return folders[0], folders[1], info.json_bytes / MB
+
+
+def many_rank_folders(n: int, rank_mb: int, workdir: Path) -> tuple[Path, Path, float]:
+    """Two folders of ``n`` .json.gz ranks (copies of one generated rank, each with its own
+    ``distributedInfo.rank``); the JSON MB of one rank."""
+    _, gz_path, info = gen.generate(gen.read_source(gen.DEFAULT_SOURCE), rank_mb, "line", 6, workdir)
+    folders = []
+    for name in (f"ranks_{n}x{rank_mb}MB", f"ranks_{n}x{rank_mb}MB_twin"):
+        folder = workdir / name
+        folder.mkdir(exist_ok=True)
+        text = None
+        for rank in range(n):
+            target = folder / f"rank{rank}.json.gz"
+            if target.exists():
+                continue
+            if text is None:
+                text = gzip.decompress(gz_path.read_bytes())
+            head, rest = text[:20000], text[20000:]
+            head = re.sub(rb'"distributedInfo": \{[^}]*\}',
+                          f'"distributedInfo": {{"rank": {rank}, "world_size": {n}}}'.encode(), head, count=1)
+            if b'"distributedInfo"' not in head:
+                head = head.replace(b"{", f'{{"distributedInfo": {{"rank": {rank}, "world_size": {n}}},'.encode(), 1)
+            target.write_bytes(gzip.compress(head + rest, 1))
+        folders.append(folder)
+    return folders[0], folders[1], info.json_bytes / MB
+
+
+@dataclass
+class Case:
+    """One input (a rank size or N ranks) and what every tool did on it."""
+
+    label: str
+    json_mb: float
+    ranks: int
+    analyze: Run
+    compare: Run
+    hta: Run | None = None
+    tracelens: Run | None = None
+
+
+def run_case(label: str, folder: Path, twin: Path, json_mb: float, ranks: int, repeat: int, hta: str | None,
+             tracelens: str | None) -> Case:
+    out = Path(tempfile.mkdtemp(prefix="pr-bench-out-"))
+    try:
+        print(f"  {label}: analyze --format json", file=sys.stderr)
+        a = median_run(perfreport("analyze", str(folder), "--out", str(out / "a"), "--format", "json", "-q"), repeat,
+                       out / "a" / "report.json")
+        print(f"  {label}: compare, every format", file=sys.stderr)
+        c = median_run(perfreport("compare", str(folder), str(twin), "--out", str(out / "c"), "-q"), repeat,
+                       out / "c" / "report.json")
+        h = t = None
+        if hta:
+            print(f"  {label}: HTA 0.5.0", file=sys.stderr)
+            h = median_run([hta, "-c", HTA_SCRIPT, str(folder)], max(1, min(repeat, 2)))
+        if tracelens and ranks == 1:
+            print(f"  {label}: TraceLens", file=sys.stderr)
+            t = median_run([tracelens, "-c", TRACELENS_SCRIPT, str(next(folder.iterdir())), str(out / "tl.xlsx")], 1)
+        return Case(label, json_mb, ranks, a, c, h, t)
+    finally:
         shutil.rmtree(out, ignore_errors=True)
-        side = (f"{hta['wall']:.1f} | {hta['cpu']:.1f} | {hta['rss_mb']:.0f} | {hta['wall'] / a['wall']:.1f} × | "
-                f"{hta['cpu'] / a['cpu']:.1f} × |") if hta else "— | — | — | — | — |"
-        rows.append(f"| {size:.0f} | `analyze --format json` | {a['wall']:.2f} | {a['min']:.2f}–{a['max']:.2f} | "
-                    f"{a['cpu']:.2f} | {a['rss_mb']:.0f} | {a['rss_mb'] / size:.2f} | {a['load']:.1f} | {side}")
-        rows.append(f"| {size:.0f} | `compare` (trace vs itself), every format | {c['wall']:.2f} | "
-                    f"{c['min']:.2f}–{c['max']:.2f} | {c['cpu']:.2f} | {c['rss_mb']:.0f} | {c['rss_mb'] / size:.2f} | "
-                    f"{c['load']:.1f} | | | | | |")
+
+
+def tools_table(cases: list[Case]) -> list[str]:
+    rows = ["| input | tool, command | wall s (median) | min–max | CPU s | peak RSS MB | peak / rank JSON | load avg |"
+            " × HTA (wall) |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for case in cases:
+        hta_wall = case.hta.wall if case.hta else None
+        for name, run in (("perfreport `analyze --format json`", case.analyze), ("HTA 0.5.0 load + 5 analyses", case.hta),
+                          ("TraceLens perf report", case.tracelens),
+                          ("perfreport `compare` (vs a copy), every format", case.compare)):
+            if run is None:
+                continue
+            ratio = f"{hta_wall / run.wall:.1f} ×" if hta_wall and "analyze" in name else ""
+            rows.append(f"| {case.label} | {name} | {run.wall:.2f} | {run.low:.2f}–{run.high:.2f} | {run.cpu:.2f} | "
+                        f"{run.rss_mb:,.0f} | {run.rss_mb / case.json_mb:.2f} | {run.load_avg:.1f} | {ratio} |")
+    return rows
+
+
+def phases_table(cases: list[Case]) -> list[str]:
+    """Where perfreport's time and memory go (report.json ``timings``), the slowest rank task."""
+    rows = ["| input | command | load s (read+decompress+scan+decode) | load GB/s (one core) | analyses s | "
+            "parent peak MB (/ rank JSON) | largest worker peak MB (/ rank JSON) |",
+            "|---|---|---:|---:|---:|---:|---:|"]
+    for case in cases:
+        for name, run in (("analyze", case.analyze), ("compare", case.compare)):
+            load = run.phase_s(LOAD_PHASES)
+            analyses = run.phase_s(prefix=("analysis:", "memo:", "gate inputs"))
+            worker = f"{run.worker_mb:,.0f} ({run.worker_mb / case.json_mb:.2f})" if run.worker_mb else "– (in parent)"
+            rows.append(f"| {case.label} | {name} | {load:.2f} | {case.json_mb / 1000 / load:.2f} | {analyses:.2f} | "
+                        f"{run.parent_mb:,.0f} ({run.parent_mb / case.json_mb:.2f}) | {worker} |")
+    return rows
+
+
+def targets_table(cases: list[Case], suite: Run | None) -> list[str]:
+    """Issue 24's goals, met or not, from the figures above."""
+    rows = ["| target | measured | met |", "|---|---|---|"]
+
+    def row(target: str, measured: str, ok: bool) -> None:
+        rows.append(f"| {target} | {measured} | {'✅' if ok else '❌'} |")
+
+    for case in cases:
+        a, c = case.analyze, case.compare
+        if case.hta:
+            row(f"`analyze` ≥ 20 × HTA, {case.label}", f"{a.wall:.2f} s vs {case.hta.wall:.1f} s: "
+                f"{case.hta.wall / a.wall:.1f} ×", case.hta.wall / a.wall >= 20)
+        for name, run in (("analyze", a), ("compare", c)):
+            worst = max(run.parent_mb, run.worker_mb) / case.json_mb
+            of_job = f"; {max(run.parent_mb, run.worker_mb) / (case.json_mb * case.ranks):.2f} × the job's" \
+                if case.ranks > 1 else ""
+            row(f"`{name}` peak ≤ 1.3 × the rank's JSON (parent and each worker), {case.label}",
+                f"parent {run.parent_mb:,.0f} MB, largest worker {run.worker_mb:,.0f} MB: {worst:.2f} ×{of_job}",
+                worst <= 1.3)
+        if case.ranks == 1 and case.json_mb >= 900:
+            row(f"`compare` {case.label} × 2, every format, ≤ 6 s", f"{c.wall:.2f} s", c.wall <= 6)
+        if case.ranks == 1:
+            load = a.phase_s(LOAD_PHASES)
+            row(f"load ≥ 1 GB/s per core, {case.label}", f"{load:.2f} s: {case.json_mb / 1000 / load:.2f} GB/s",
+                case.json_mb / 1000 / load >= 1)
+        if case.ranks == 1 and case.json_mb >= 900:
+            analyses = a.phase_s(prefix=("analysis:", "memo:"))
+            row(f"analyses ≤ 1.5 s, {case.label}", f"{analyses:.2f} s", analyses <= 1.5)
+    if suite is not None:
+        row("the README's test command ≤ 3 min on 2 cores", f"{suite.wall / 60:.1f} min ({suite.cpu:.0f} CPU s)",
+            suite.wall <= 180)
     return rows
 
 
@@ -146,71 +280,68 @@ def demo(repeat: int) -> list[str]:
     out = Path(tempfile.mkdtemp(prefix="pr-demo-"))
     rows = ["| command | wall s (median) | min–max | CPU s | peak RSS MB | load avg |", "|---|---:|---:|---:|---:|---:|"]
     for label, fmt in (("every format", None), ("all but pdf", "html,md,json,junit")):
-        args = ["compare", "demo", "examples/resnet50-workers0", "--out", str(out), "-q"]
         print(f"  demo quick start, {label}", file=sys.stderr)
+        args = ["compare", "demo", "examples/resnet50-workers0", "--out", str(out), "-q"]
         r = median_run(perfreport(*args, *(["--format", fmt] if fmt else [])), repeat)
-        rows.append(f"| `compare demo examples/resnet50-workers0`, {label} | {r['wall']:.2f} | "
-                    f"{r['min']:.2f}–{r['max']:.2f} | {r['cpu']:.2f} | {r['rss_mb']:.0f} | {r['load']:.1f} |")
+        rows.append(f"| `compare demo examples/resnet50-workers0`, {label} | {r.wall:.2f} | {r.low:.2f}–{r.high:.2f} | "
+                    f"{r.cpu:.2f} | {r.rss_mb:.0f} | {r.load_avg:.1f} |")
     shutil.rmtree(out, ignore_errors=True)
     return rows
 
 
-def many_ranks(n: int, rank_mb: int, workdir: Path, repeat: int) -> list[str]:
-    source = gen.read_source(gen.DEFAULT_SOURCE)
-    _, gz_path, info = gen.generate(source, rank_mb, "line", 6, workdir)
-    folder = workdir / f"ranks_{n}x{rank_mb}MB"
-    folder.mkdir(exist_ok=True)
-    text = None
-    for rank in range(n):
-        target = folder / f"rank{rank}.json.gz"
-        if target.exists():
-            continue
-        if text is None:
-            text = gzip.decompress(gz_path.read_bytes())
-        head, rest = text[:20000], text[20000:]
-        head = re.sub(rb'"distributedInfo": \{[^}]*\}', f'"distributedInfo": {{"rank": {rank}, "world_size": {n}}}'
-                      .encode(), head, count=1)
-        if b'"distributedInfo"' not in head:
-            head = head.replace(b"{", f'{{"distributedInfo": {{"rank": {rank}, "world_size": {n}}},'.encode(), 1)
-        target.write_bytes(gzip.compress(head + rest, 1))
-    out = Path(tempfile.mkdtemp(prefix="pr-ranks-"))
-    rows = ["| ranks × JSON MB | wall s (median) | min–max | CPU s | tree peak RSS MB | parent peak MB | "
-            "largest worker peak MB | load avg |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
-    print(f"  {n} ranks x {rank_mb} MB: analyze --format json", file=sys.stderr)
-    r = median_run([PYTHON, "-c", PARENT_SCRIPT, "analyze", str(folder), "--out", str(out), "--format", "json",
-                    "-q"], repeat)
-    peaks = json.loads(r["err"].strip().splitlines()[[i for i, line in enumerate(r["err"].strip().splitlines())
-                                                       if line.startswith('{"parent_kb"')][-1]])
-    rows.append(f"| {n} × {info.json_bytes / 1e6:.0f} | {r['wall']:.2f} | {r['min']:.2f}–{r['max']:.2f} | "
-                f"{r['cpu']:.2f} | {r['rss_mb']:.0f} | {peaks['parent_kb'] / 1024:.0f} | {peaks['worker_bytes'] / 2**20:.0f} | "
-                f"{r['load']:.1f} |")
-    shutil.rmtree(out, ignore_errors=True)
-    return rows
+def machine() -> str:
+    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
+    import numpy
+    import pandas
+
+    sys.path.insert(0, str(REPO))
+    from perfreport.load.scanner import scanner_name
+
+    return (f"{os.cpu_count()} cores ({cpu}), {os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} "
+            f"GiB RAM, Python {platform.python_version()}, numpy {numpy.__version__}, pandas {pandas.__version__}, "
+            f"scanner {scanner_name()}")
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--sizes", default="200", help="single-rank JSON sizes in MB (default %(default)s; '' for none)")
+    p.add_argument("--sizes", default="200,1000", help="single-rank JSON sizes in MB (default %(default)s; '' for none)")
+    p.add_argument("--ranks", type=int, default=16, help="also N ranks of --rank-mb MB (0: none; default %(default)s)")
+    p.add_argument("--rank-mb", type=int, default=50)
     p.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "pr-bench")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--hta-python", default="/work/hta-venv/bin/python",
-                   help="an interpreter with HolisticTraceAnalysis==0.5.0 installed ('' to skip HTA)")
-    p.add_argument("--ranks", type=int, default=0, help="also analyse this many ranks (e.g. 64)")
-    p.add_argument("--rank-mb", type=int, default=50)
+                   help="an interpreter with HolisticTraceAnalysis==0.5.0 ('' to skip HTA)")
+    p.add_argument("--tracelens-python", default="/work/tl-venv/bin/python",
+                   help="an interpreter with TraceLens installed ('' to skip it)")
     p.add_argument("--no-demo", action="store_true")
+    p.add_argument("--suite", action="store_true", help="also time the README's test command (python -m pytest)")
     args = p.parse_args(argv)
     args.workdir.mkdir(parents=True, exist_ok=True)
     hta = args.hta_python if args.hta_python and Path(args.hta_python).exists() else None
-    print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}; load {os.getloadavg()}")
+    tracelens = args.tracelens_python if args.tracelens_python and Path(args.tracelens_python).exists() else None
+    before = os.getloadavg()
+    print(f"Machine: {machine()}. 1/5/15-min load average before: {before[0]:.1f} / {before[1]:.1f} / {before[2]:.1f}.")
+    cases = []
+    for mb in [int(s) for s in args.sizes.split(",") if s.strip()]:
+        folder, twin, json_mb = one_rank_folders(mb, args.workdir)
+        cases.append(run_case(f"1 rank, {json_mb:,.0f} MB", folder, twin, json_mb, 1, args.repeat, hta, tracelens))
+    if args.ranks:
+        folder, twin, json_mb = many_rank_folders(args.ranks, args.rank_mb, args.workdir)
+        cases.append(run_case(f"{args.ranks} ranks × {json_mb:,.0f} MB (.json.gz)", folder, twin, json_mb, args.ranks,
+                              args.repeat, hta, None))
+    suite = None
+    if args.suite:
+        print("  the README's test command", file=sys.stderr)
+        suite = median_run([PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider"], 1)
+    if cases:
+        print("\n### The tools side by side\n\n" + "\n".join(tools_table(cases)))
+        print("\n### Where perfreport's time and memory go (report.json `timings`, the slowest rank task)\n\n"
+              + "\n".join(phases_table(cases)))
     if not args.no_demo:
         print("\n### Demo quick start\n\n" + "\n".join(demo(args.repeat)))
-    sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
-    if sizes:
-        print("\n### One rank, side by side with HTA 0.5.0\n\n" + "\n".join(single_rank(sizes, args.workdir,
-                                                                                     args.repeat, hta)))
-    if args.ranks:
-        print(f"\n### {args.ranks} ranks on one machine\n\n" + "\n".join(many_ranks(args.ranks, args.rank_mb,
-                                                                                  args.workdir, args.repeat)))
+    print("\n### Targets (issue 24)\n\n" + "\n".join(targets_table(cases, suite)))
+    after = os.getloadavg()
+    print(f"\n1/5/15-min load average after: {after[0]:.1f} / {after[1]:.1f} / {after[2]:.1f}.")
     return 0
 
 
