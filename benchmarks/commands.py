@@ -71,6 +71,8 @@ sys.argv = ["TraceLens_generate_perf_report_pytorch", "--profile_json_path", sys
             "--output_xlsx_path", sys.argv[2]]
 main()
 """
+TRACELENS_SOURCE = Path("/work/shared/traces/tracelens_b200_eager_rank0of8/eager_trace.json.gz")
+"""A real trace TraceLens reads (it finds no GPU events in the A100 trace the other ranks grow from)."""
 LOAD_PHASES = ("read", "decompress", "scan", "decode", "read stored columns")
 
 
@@ -137,10 +139,11 @@ def perfreport(*args: str) -> list[str]:
     return [PYTHON, "-m", "perfreport", *args]
 
 
-def one_rank_folders(mb: int, workdir: Path) -> tuple[Path, Path, float]:
-    """A folder holding the generated ``mb`` MB rank and a second folder with a copy of it
-    (symlinks: the same bytes, so a compare of the two is a compare of a run with itself)."""
-    json_path, _, info = gen.generate(gen.read_source(gen.DEFAULT_SOURCE), mb, "line", 6, workdir)
+def one_rank_folders(mb: int, workdir: Path, source: Path = gen.DEFAULT_SOURCE) -> tuple[Path, Path, float]:
+    """A folder holding the ``mb`` MB rank grown from ``source`` and a second folder with a copy
+    of it (symlinks: the same bytes, so a compare of the two is a compare of a run with itself)."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    json_path, _, info = gen.generate(gen.read_source(source), mb, "line", 6, workdir)
     folders = []
     for name in (f"rank_{mb}MB", f"twin_{mb}MB"):
         folder = workdir / name
@@ -313,6 +316,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="an interpreter with HolisticTraceAnalysis==0.5.0 ('' to skip HTA)")
     p.add_argument("--tracelens-python", default="/work/tl-venv/bin/python",
                    help="an interpreter with TraceLens installed ('' to skip it)")
+    p.add_argument("--tracelens-mb", type=int, default=200,
+                   help="also a rank of this many MB grown from a trace TraceLens reads (0: none; default %(default)s)")
+    p.add_argument("--tracelens-source", type=Path, default=TRACELENS_SOURCE,
+                   help="the real trace it is grown from (default: %(default)s)")
     p.add_argument("--no-demo", action="store_true")
     p.add_argument("--suite", action="store_true", help="also time the README's test command (python -m pytest)")
     args = p.parse_args(argv)
@@ -324,7 +331,12 @@ def main(argv: list[str] | None = None) -> int:
     cases = []
     for mb in [int(s) for s in args.sizes.split(",") if s.strip()]:
         folder, twin, json_mb = one_rank_folders(mb, args.workdir)
-        cases.append(run_case(f"1 rank, {json_mb:,.0f} MB", folder, twin, json_mb, 1, args.repeat, hta, tracelens))
+        cases.append(run_case(f"1 rank, {json_mb:,.0f} MB", folder, twin, json_mb, 1, args.repeat, hta, None))
+    if args.tracelens_mb and args.tracelens_source.exists():
+        folder, twin, json_mb = one_rank_folders(args.tracelens_mb, args.workdir / "tracelens-source",
+                                                 args.tracelens_source)
+        cases.append(run_case(f"1 rank, {json_mb:,.0f} MB grown from {args.tracelens_source.parent.name}", folder, twin,
+                              json_mb, 1, args.repeat, hta, tracelens))
     if args.ranks:
         folder, twin, json_mb = many_rank_folders(args.ranks, args.rank_mb, args.workdir)
         cases.append(run_case(f"{args.ranks} ranks × {json_mb:,.0f} MB (.json.gz)", folder, twin, json_mb, args.ranks,
