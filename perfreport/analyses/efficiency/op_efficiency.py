@@ -249,9 +249,10 @@ def _op_efficiency_steps(trace: RankTrace) -> pd.DataFrame:
         return empty.astype({"rank": np.int64, "step": np.int64, "calls": np.int64})
     owners, owner_of = distinct_codes(owner, trace.n_events)
     sig = _signature(trace, owners)
-    texts = [tuple(_text(trace, int(c)) for c in row) for row in sig.tolist()]
+    first, sig_of = distinct_rows(sig)  # the calls' distinct signatures: a few hundred, not every call
     wanted = {(r.op, r.input_dims, r.input_types, r.concrete_inputs): i for i, r in enumerate(top.itertuples())}
-    which = np.array([wanted.get(t, -1) for t in texts], dtype=np.int64)  # a loop over owning calls
+    which = np.array([wanted.get(tuple(_text(trace, c) for c in row), -1) for row in sig[first].tolist()],
+                     dtype=np.int64)[sig_of]  # a loop over distinct signatures
     step = trace.iteration[owners]
     keep_call = (which >= 0) & (step >= 0)
     if not keep_call.any():
