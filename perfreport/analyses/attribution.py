@@ -51,7 +51,7 @@ import pandas as pd
 from ..errors import TraceError
 from ..model import COMMUNICATION, COMPUTATION, GPU_SIDE_CATEGORIES, KERNEL_CLASS_NAMES, MEMORY
 from ..model import OTHER as MODEL_OTHER
-from ..model import RankTrace, TraceSet
+from ..model import RankTrace, TraceSet, distinct_codes
 from ..units import format_bytes, pct, us_to_ms
 from .callstack import call_stack
 from .collectives import rank_collectives
@@ -129,14 +129,14 @@ def _gpu_parts(trace: RankTrace, ws: np.ndarray, we: np.ndarray, exact: bool) ->
 def _gpu_keys(trace: RankTrace, rows: np.ndarray, exact: bool) -> np.ndarray:
     """Key of each GPU event: memcpy/memset direction, else the (normalised) kernel name."""
     memset = trace.memsets()[rows]
-    memory = trace.memcpys()[rows] | memset
-    code = np.where(memory, -2 - memset.astype(np.int64), trace.name[rows].astype(np.int64))
-    uniq, inverse = np.unique(np.stack([code, trace.name[rows]], axis=1), axis=0, return_inverse=True)
+    kind = np.where(memset, 2, trace.memcpys()[rows].astype(np.int64))  # 0 kernel, 1 memcpy, 2 memset
+    name = trace.name[rows].astype(np.int64) + 1  # -1 (no name) -> 0
+    uniq, inverse = distinct_codes(name * 3 + kind, 3 * (len(trace.strings) + 1))  # one int per (name, kind)
     labels = []
-    for c, name in uniq:  # a loop over distinct names
-        text = trace.strings[name] if name >= 0 else ""
-        labels.append(direction_of(text, c == -3) if c < -1 else text if exact else normalize_kernel_name(text))
-    return np.array(labels, dtype=object)[inverse.ravel()]
+    for c, k in zip(*np.divmod(uniq.tolist(), 3)):  # a loop over distinct names
+        text = trace.strings[c - 1] if c > 0 else ""
+        labels.append(direction_of(text, k == 2) if k else text if exact else normalize_kernel_name(text))
+    return np.array(labels, dtype=object)[inverse]
 
 
 def _host_ops(trace: RankTrace, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -37,16 +37,18 @@ the compute-bound part of HTA's critical path within 2 % (``tests/test_diagnosis
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
-from ..model import COMMUNICATION, GPU_SIDE_CATEGORIES, MEMORY, RankTrace, TraceSet
+from ..model import COMMUNICATION, GPU_SIDE_CATEGORIES, MEMORY, RankTrace, TraceSet, distinct_codes
 from ..units import pct
 from .attribution import _host_ops
 from .callstack import call_stack
 from .collectives import collective_kind
 from .diff import normalize_kernel_name
-from .intervals import window_overlaps
+from .intervals import sorted_edges, window_overlaps
 from .memory_bw import direction_of
 from .step_metrics import SYNC_CALLS, WHOLE_TRACE_STEP, step_windows
 
@@ -71,11 +73,22 @@ def _layer(kind: str, runs_on: str, starts: np.ndarray, ends: np.ndarray, keys: 
     return kind, runs_on, starts[ok].astype(np.float64), ends[ok].astype(np.float64), keys[ok]
 
 
-def _labels(trace: RankTrace, codes: np.ndarray, fn) -> np.ndarray:
-    """``fn(name)`` per row, computed once per distinct name code."""
-    uniq, inverse = np.unique(codes, return_inverse=True)
-    out = np.array([fn(trace.strings[c] if c >= 0 else "") for c in uniq.tolist()], dtype=object)
-    return out[inverse.ravel()]
+def _labels(trace: RankTrace, codes: np.ndarray, fn) -> pd.Categorical:
+    """``fn(name)`` per row, computed once per distinct name code (a categorical: the few
+    distinct labels and a code per row, so the parts are summed by integer key)."""
+    return _code_labels(codes, len(trace.strings), lambda c: fn(trace.strings[c] if c >= 0 else ""))
+
+
+def _code_labels(codes: np.ndarray, n_codes: int, label_of) -> pd.Categorical:
+    """``label_of(code)`` per row of ``codes`` (in -1 … ``n_codes`` - 1), once per distinct code."""
+    uniq, inverse = distinct_codes(codes, n_codes)
+    return _categorical([label_of(c) for c in uniq.tolist()], inverse)
+
+
+def _categorical(labels: list[str], which: np.ndarray) -> pd.Categorical:
+    """``labels[which]`` as a categorical (distinct labels: two names may share one)."""
+    ids, distinct = pd.factorize(np.array(labels, dtype=object))
+    return pd.Categorical.from_codes(ids[which] if len(ids) else np.zeros(len(which), np.int64), distinct)
 
 
 def _layers(trace: RankTrace, steps: np.ndarray) -> list[tuple]:
@@ -87,11 +100,13 @@ def _layers(trace: RankTrace, steps: np.ndarray) -> list[tuple]:
     comm, mem = cls == COMMUNICATION, cls == MEMORY
     comp = ~comm & ~mem  # computation and the odd OTHER kernel hold the GPU alike
     memset = trace.memsets()[gpu]
+    n = len(trace.strings)  # code of a memset: one past the string table
+    copy = _code_labels(np.where(memset[mem], n, trace.name[gpu[mem]]), n + 1,
+                        lambda c: "Memset" if c == n else direction_of(trace.strings[c] if c >= 0 else "", False))
     layers = [
         _layer("compute", "GPU", s[comp], e[comp], _labels(trace, trace.name[gpu[comp]], normalize_kernel_name)),
         _layer("communication", "GPU", s[comm], e[comm], _labels(trace, trace.name[gpu[comm]], collective_kind)),
-        _layer("memory", "GPU", s[mem], e[mem],
-               np.where(memset[mem], "Memset", _labels(trace, trace.name[gpu[mem]], lambda n: direction_of(n, False)))),
+        _layer("memory", "GPU", s[mem], e[mem], copy),
     ]
     stack = call_stack(trace)
     cpu = stack.is_node & ~trace.is_cat(GPU_SIDE_CATEGORIES) & np.isfinite(trace.dur)
@@ -101,14 +116,14 @@ def _layers(trace: RankTrace, steps: np.ndarray) -> list[tuple]:
     layers.append(_layer("communication", "CPU", trace.ts[outer], trace.ts[outer] + trace.dur[outer],
                          _labels(trace, trace.name[outer], _cpu_collective_key)))
     syncs = np.flatnonzero(cpu & trace.is_name(SYNC_CALLS))
-    starts = np.sort(s)
+    starts = np.sort(s, kind="stable")  # nearly sorted: timsort
     nxt = np.searchsorted(starts, trace.ts[syncs] + trace.dur[syncs], side="left")
     has = nxt < len(starts)
     syncs = syncs[has]
-    layers.append(_layer("sync", "CPU", trace.ts[syncs], starts[nxt[has]], trace.decode(trace.name[syncs])))
+    layers.append(_layer("sync", "CPU", trace.ts[syncs], starts[nxt[has]], _labels(trace, trace.name[syncs], str)))
     launch = np.flatnonzero(trace.launches() & cpu)
     layers.append(_layer("launch", "CPU", trace.ts[launch], trace.ts[launch] + trace.dur[launch],
-                         trace.decode(trace.name[launch])))
+                         _labels(trace, trace.name[launch], str)))
     main, _ = _host_ops(trace, steps)
     layers.append(_layer("host", "CPU", trace.ts[main], trace.ts[main] + trace.dur[main],
                          _labels(trace, trace.name[main], str)))
@@ -134,32 +149,79 @@ def attribute(ws: np.ndarray, we: np.ndarray, layers: list[tuple]) -> pd.DataFra
     """(window, kind, key, runs_on, time_us): each instant of each window [ws, we) given to the
     first layer active then, shared equally by that layer's active intervals; the time no layer
     claims is host time outside any op (``NO_OP``). Windows must not overlap."""
-    edges = [ws, we] + [x for layer in layers for x in (layer[2], layer[3])]
-    bounds = np.unique(np.concatenate(edges))
+    c = _claims(ws, we, layers)
+    kinds = np.array([layer[0] for layer in layers] + ["host"], dtype=object)
+    runs_on = np.array([layer[1] for layer in layers] + ["CPU"], dtype=object)
+    labels, offset = _distinct_keys(layers)
+    return pd.DataFrame({"window": c.window, "kind": kinds[c.layer], "key": labels[offset[c.layer] + c.code],
+                         "runs_on": runs_on[c.layer], "time_us": c.time})
+
+
+@dataclass(frozen=True)
+class _Claims:
+    """:func:`attribute`'s parts as columns, in the layers' order (then the unclaimed rest):
+    the window, the layer (``len(layers)`` for the rest), the key's code among the layer's
+    distinct keys (:func:`_keys`), the time (µs, > 0)."""
+
+    window: np.ndarray
+    layer: np.ndarray
+    code: np.ndarray
+    time: np.ndarray
+
+
+def _distinct_keys(layers: list[tuple]) -> tuple[np.ndarray, np.ndarray]:
+    """(every layer's distinct keys one after the other, then ``NO_OP``; where each layer's start)."""
+    distinct = [_keys(layer[4])[1] for layer in layers] + [np.array([NO_OP], dtype=object)]
+    return np.concatenate(distinct), np.cumsum([0] + [len(d) for d in distinct])
+
+
+def _keys(keys) -> tuple[np.ndarray, np.ndarray]:
+    """(code per interval, distinct keys): a categorical's own codes, else factorised."""
+    if isinstance(keys, pd.Categorical):
+        return keys.codes.astype(np.int64), np.asarray(keys.categories, dtype=object)
+    codes, distinct = pd.factorize(np.asarray(keys, dtype=object))
+    return codes.astype(np.int64), np.asarray(distinct, dtype=object)
+
+
+def _claims(ws: np.ndarray, we: np.ndarray, layers: list[tuple]) -> _Claims:
+    """:func:`attribute`'s parts as integer columns (:class:`_Claims`).
+
+    All edges are sorted once (:func:`sorted_edges`) and every interval knows its edges'
+    positions, so no value is searched for. A layer's claim is the free segments where it is
+    active; its running integral is summed over the claimed segments only (adding the zeros of
+    the other segments would not change a float sum), so each layer costs a pass over the
+    segments' masks plus its own intervals."""
+    edges = [x for layer in layers for x in (layer[2], layer[3])]
+    bounds, (iws, iwe, *pos) = sorted_edges(ws, we, *edges)
+    n_seg = max(len(bounds) - 1, 0)
     seg = np.diff(bounds)
-    free = np.ones(len(seg), dtype=bool)
+    free = np.ones(n_seg, dtype=bool)
     order = np.argsort(ws, kind="stable")
-    ws_s, we_s = ws[order], we[order]
-    frames = []
-    for kind, runs_on, s, e, keys in layers:  # a loop over the few layers, each vectorised
+    ws_s, we_s, iws_s, iwe_s = ws[order], we[order], iws[order], iwe[order]
+    parts = []
+    for i, (_, _, s, e, keys) in enumerate(layers):  # a loop over the few layers, each vectorised
         if not len(s):
             continue
-        delta = (np.bincount(np.searchsorted(bounds, s), minlength=len(bounds))
-                 - np.bincount(np.searchsorted(bounds, e), minlength=len(bounds)))
-        active = np.cumsum(delta)[: len(seg)].astype(np.float64)
-        claim = free & (active > 0.5)
-        rate = np.where(claim, 1.0 / np.maximum(active, 1.0), 0.0)
-        cum = np.r_[0.0, np.cumsum(rate * seg)]
-        ev, win, lo, hi = window_overlaps(ws_s, we_s, s, e)  # each interval against its windows
-        time = cum[np.searchsorted(bounds, hi)] - cum[np.searchsorted(bounds, lo)]
-        frames.append(pd.DataFrame({"window": order[win], "kind": kind, "key": keys[ev], "runs_on": runs_on,
-                                    "time_us": time}))
+        si, ei = pos[2 * i], pos[2 * i + 1]
+        active = np.cumsum(np.bincount(si, minlength=len(bounds)) - np.bincount(ei, minlength=len(bounds)))[:n_seg]
+        claim = free & (active > 0)
+        claimed = np.flatnonzero(claim)
+        cum = np.r_[0.0, np.cumsum((1.0 / active[claimed].astype(np.float64)) * seg[claimed])]
+        ev, win, _, _ = window_overlaps(ws_s, we_s, s, e)  # each interval against its windows
+        lo = np.where(s[ev] >= ws_s[win], si[ev], iws_s[win])  # positions of the overlap's ends
+        hi = np.where(e[ev] <= we_s[win], ei[ev], iwe_s[win])
+        time = cum[np.searchsorted(claimed, hi)] - cum[np.searchsorted(claimed, lo)]
+        ok = time > 0
+        parts.append((i, order[win[ok]], _keys(keys)[0][ev[ok]], time[ok]))
         free &= ~claim
-    cum_free = np.r_[0.0, np.cumsum(free * seg)]
-    rest = cum_free[np.searchsorted(bounds, we_s)] - cum_free[np.searchsorted(bounds, ws_s)]
-    frames.append(pd.DataFrame({"window": order, "kind": "host", "key": NO_OP, "runs_on": "CPU", "time_us": rest}))
-    out = pd.concat(frames, ignore_index=True)
-    return out.loc[out["time_us"] > 0].reset_index(drop=True)
+    unclaimed = np.flatnonzero(free)
+    cum_free = np.r_[0.0, np.cumsum(seg[unclaimed])]
+    rest = cum_free[np.searchsorted(unclaimed, iwe_s)] - cum_free[np.searchsorted(unclaimed, iws_s)]
+    ok = rest > 0
+    parts.append((len(layers), order[ok], np.zeros(int(ok.sum()), dtype=np.int64), rest[ok]))
+    return _Claims(window=np.concatenate([p[1] for p in parts]),
+                   layer=np.repeat([p[0] for p in parts], [len(p[1]) for p in parts]).astype(np.int64),
+                   code=np.concatenate([p[2] for p in parts]), time=np.concatenate([p[3] for p in parts]))
 
 
 def stake_parts(trace: RankTrace) -> pd.DataFrame:
@@ -177,11 +239,26 @@ def _stake_parts(trace: RankTrace) -> pd.DataFrame:
                              for c in PART_COLUMNS})
     numbers = windows["step"].to_numpy(np.int64)
     ws, we = windows["start_us"].to_numpy(np.float64), windows["end_us"].to_numpy(np.float64)
-    parts = attribute(ws, we, _layers(trace, numbers))
-    parts["step"] = numbers[parts["window"].to_numpy(np.int64)]
-    out = parts.groupby(["step", "kind", "key", "runs_on"], sort=True)["time_us"].sum().reset_index()
-    out.insert(0, "rank", trace.rank)
-    return out.astype({"rank": np.int64, "step": np.int64})[list(PART_COLUMNS)]
+    layers = _layers(trace, numbers)
+    claims = _claims(ws, we, layers)
+    # one id per distinct (kind, key, runs_on) over the layers' few distinct keys, so the
+    # parts are summed by integer key (pandas' sum, in the rows' order: the same sums)
+    labels, offset = _distinct_keys(layers)
+    kinds = [layer[0] for layer in layers] + ["host"]
+    runs_on = [layer[1] for layer in layers] + ["CPU"]
+    triples = [(kinds[i], labels[j], runs_on[i]) for i in range(len(kinds)) for j in range(offset[i], offset[i + 1])]
+    ids, distinct = pd.factorize(pd.Series(triples, dtype=object))
+    n_ids = max(len(distinct), 1)
+    key = numbers[claims.window] * n_ids + ids[offset[claims.layer] + claims.code]
+    sums = pd.Series(claims.time).groupby(key, sort=False).sum()
+    group = sums.index.to_numpy(np.int64)
+    kind_key_on = np.empty((len(distinct), 3), dtype=object)
+    kind_key_on[:] = list(distinct)
+    which = kind_key_on[group % n_ids]
+    out = pd.DataFrame({"rank": np.int64(trace.rank), "step": group // n_ids, "kind": which[:, 0], "key": which[:, 1],
+                        "runs_on": which[:, 2], "time_us": sums.to_numpy(np.float64)})
+    return out.sort_values(["step", "kind", "key", "runs_on"], kind="stable").reset_index(drop=True).astype(
+        {"rank": np.int64, "step": np.int64})[list(PART_COLUMNS)]
 
 
 # --- the table -------------------------------------------------------------------------------------
