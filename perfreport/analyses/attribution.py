@@ -56,7 +56,7 @@ from ..units import format_bytes, pct, us_to_ms
 from .callstack import call_stack
 from .collectives import rank_collectives
 from .diff import normalize_kernel_name, op_steps
-from .intervals import window_overlaps
+from .intervals import sorted_edges, window_overlaps
 from .memory_bw import direction_of
 from .step_metrics import WHOLE_TRACE_STEP, step_windows
 from .steps import STEP_NAME
@@ -80,15 +80,37 @@ _COMM = PRIORITY.index(COMMUNICATION)
 
 
 # --- one rank: the parts of each step ---------------------------------------------------------
-def _piecewise(bounds: np.ndarray, rate: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """∫ rate from -inf to x, for a rate constant on each [bounds[j], bounds[j+1]) (0 outside)."""
+@dataclass(frozen=True, slots=True)
+class _Points:
+    """Points located once among the bounds of a piecewise-constant rate, so that several rates
+    are integrated up to them without searching again: ``j`` the segment of each point (clipped
+    to the bounds), ``before`` points before the first bound, ``offset`` the point's distance
+    from its segment's start."""
+
+    j: np.ndarray
+    before: np.ndarray
+    offset: np.ndarray
+
+    @classmethod
+    def at(cls, bounds: np.ndarray, x: np.ndarray, j: np.ndarray | None = None) -> "_Points":
+        """``j``: the points' ``searchsorted(bounds, x, side="right") - 1`` when known."""
+        if j is None:
+            j = np.searchsorted(bounds, x, side="right") - 1
+        jc = np.clip(j, 0, max(len(bounds) - 1, 0))
+        return cls(jc, j < 0, x - bounds[jc] if len(bounds) else np.zeros(len(x)))
+
+    def take(self, sel: np.ndarray) -> "_Points":
+        return _Points(self.j[sel], self.before[sel], self.offset[sel])
+
+
+def _piecewise(bounds: np.ndarray, rate: np.ndarray, *points: _Points) -> list[np.ndarray]:
+    """∫ rate from -inf to each set of points, for a rate constant on each [bounds[j],
+    bounds[j+1]) (0 outside); the running integral is summed once for all the sets."""
     if len(bounds) == 0:
-        return np.zeros(len(x))
+        return [np.zeros(len(p.j)) for p in points]
     cum = np.concatenate([[0.0], np.cumsum(rate * np.diff(bounds))])
-    j = np.searchsorted(bounds, x, side="right") - 1
-    jc = np.clip(j, 0, len(bounds) - 1)
-    r = np.append(rate, 0.0)[jc]
-    return np.where(j < 0, 0.0, cum[jc] + r * (x - bounds[jc]))
+    r = np.append(rate, 0.0)
+    return [np.where(p.before, 0.0, cum[p.j] + r[p.j] * p.offset) for p in points]
 
 
 def _gpu_parts(trace: RankTrace, ws: np.ndarray, we: np.ndarray, exact: bool) -> pd.DataFrame:
@@ -100,10 +122,10 @@ def _gpu_parts(trace: RankTrace, ws: np.ndarray, we: np.ndarray, exact: bool) ->
     s, e = trace.ts[rows], trace.ts[rows] + trace.dur[rows]
     cls = _PRIORITY_OF_CLASS[trace.gpu_class()[rows]]
     n_cls = len(PRIORITY)
-    bounds = np.unique(np.concatenate([s, e]))
+    bounds, (si, ei) = sorted_edges(s, e)
     delta = np.zeros((n_cls, len(bounds) + 1))
-    np.add.at(delta, (cls, np.searchsorted(bounds, s)), 1.0)
-    np.add.at(delta, (cls, np.searchsorted(bounds, e)), -1.0)
+    np.add.at(delta, (cls, si), 1.0)
+    np.add.at(delta, (cls, ei), -1.0)
     active = np.cumsum(delta, axis=1)[:, : len(bounds) - 1]  # per segment [bounds[j], bounds[j+1])
     on = active > 0.5
     top = np.where(on.any(axis=0), np.argmax(on, axis=0), -1)  # highest-priority class running
@@ -115,12 +137,17 @@ def _gpu_parts(trace: RankTrace, ws: np.ndarray, we: np.ndarray, exact: bool) ->
     order = np.argsort(ws, kind="stable")
     ws_s, we_s = ws[order], we[order]
     ev, win, lo, hi = window_overlaps(ws_s, we_s, s, e)
+    # an overlap ends at an event's edge (a bound: its position is known) or a window's
+    jws, jwe = (np.searchsorted(bounds, x, side="right") - 1 for x in (ws_s, we_s))
+    at_lo = _Points.at(bounds, lo, np.where(s[ev] >= ws_s[win], si[ev], jws[win]))
+    at_hi = _Points.at(bounds, hi, np.where(e[ev] <= we_s[win], ei[ev], jwe[win]))
     share = np.zeros(len(ev))
     for c in range(n_cls):  # a loop over the four kernel classes
         sel = cls[ev] == c
-        share[sel] = _piecewise(bounds, rate[c], hi[sel]) - _piecewise(bounds, rate[c], lo[sel])
-    overlapped = np.where(cls[ev] == _COMM, _piecewise(bounds, under_compute, hi) - _piecewise(bounds, under_compute, lo),
-                          0.0)
+        to_hi, to_lo = _piecewise(bounds, rate[c], at_hi.take(sel), at_lo.take(sel))
+        share[sel] = to_hi - to_lo
+    to_hi, to_lo = _piecewise(bounds, under_compute, at_hi, at_lo)
+    overlapped = np.where(cls[ev] == _COMM, to_hi - to_lo, 0.0)
     keys = _gpu_keys(trace, rows[ev], exact)
     return pd.DataFrame({"window": order[win], "kind": _PRIORITY_KIND[cls[ev]], "key": keys, "time_us": share,
                          "overlapped_us": overlapped})
@@ -186,29 +213,29 @@ def _idle_parts(trace: RankTrace, steps: np.ndarray, ws: np.ndarray, we: np.ndar
     s = trace.ts[gpu]
     e = s + np.maximum(trace.dur[gpu], 0.0)
     c_s, c_e = _host_collective_spans(trace)
-    bounds = np.unique(np.concatenate([s, e, c_s, c_e]))
+    bounds, (ps, pe, pcs, pce) = sorted_edges(s, e, c_s, c_e)
     busy = np.zeros(max(len(bounds) - 1, 0))
     coll = np.zeros(max(len(bounds) - 1, 0))
     if len(bounds) > 1:
-        for starts, ends, out in ((s, e, busy), (c_s, c_e, coll)):  # GPU work, then host collectives
-            delta = np.zeros(len(bounds) + 1)
-            np.add.at(delta, np.searchsorted(bounds, starts), 1.0)
-            np.add.at(delta, np.searchsorted(bounds, ends), -1.0)
-            out[:] = (np.cumsum(delta)[: len(bounds) - 1] > 0.5).astype(np.float64)
+        for starts, ends, out in ((ps, pe, busy), (pcs, pce, coll)):  # GPU work, then host collectives
+            delta = np.bincount(starts, minlength=len(bounds) + 1) - np.bincount(ends, minlength=len(bounds) + 1)
+            out[:] = (np.cumsum(delta)[: len(bounds) - 1] > 0).astype(np.float64)
     comm_rate = (1.0 - busy) * coll
 
-    def idle(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        return np.maximum((b - a) - (_piecewise(bounds, busy, b) - _piecewise(bounds, busy, a)), 0.0)
+    def idle(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(idle time, of which host communication) in each [a, b)."""
+        at_a, at_b = _Points.at(bounds, a), _Points.at(bounds, b)
+        busy_b, busy_a = _piecewise(bounds, busy, at_b, at_a)
+        comm_b, comm_a = _piecewise(bounds, comm_rate, at_b, at_a)
+        return np.maximum((b - a) - (busy_b - busy_a), 0.0), np.maximum(comm_b - comm_a, 0.0)
 
-    def host_comm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        return np.maximum(_piecewise(bounds, comm_rate, b) - _piecewise(bounds, comm_rate, a), 0.0)
-
-    total, comm = idle(ws, we), host_comm(ws, we)
+    total, comm = idle(ws, we)
     rows, win = _host_ops(trace, steps)
     lo = np.maximum(trace.ts[rows], ws[win])
     hi = np.minimum(trace.ts[rows] + trace.dur[rows], we[win])
     ok = hi > lo
-    rows, win, in_op = rows[ok], win[ok], np.maximum(idle(lo[ok], hi[ok]) - host_comm(lo[ok], hi[ok]), 0.0)
+    rows, win = rows[ok], win[ok]
+    in_op = np.maximum(np.subtract(*idle(lo[ok], hi[ok])), 0.0)
     by_window = np.bincount(win, weights=in_op, minlength=len(ws))
     n = len(ws)
     frame = pd.DataFrame({"window": np.concatenate([win, np.arange(n), np.arange(n)]),
