@@ -30,7 +30,16 @@
  *     span_order(group, start, key2, n_groups, out) -> None
  *
  * writes into ``out`` (int64) the permutation ``np.lexsort((key2, start, group))`` gives, by
- * the same counting sort and natural merge sort (``ordering.span_order``). Only the Python C
+ * the same counting sort and natural merge sort (``ordering.span_order``).
+ *
+ *     tree_sum(order, parent, acc) -> None
+ *     tree_inherit(order, parent, out, nearest) -> None
+ *
+ * are the level passes of ``callstack.reduce_levels`` (np.add) and ``callstack.topmost_match``
+ * / ``nearest_match`` as one loop over the nodes in level order (``order``: the nodes, deepest
+ * level first): a sum visits them forwards and adds each node into its parent, in the order
+ * ``np.add.at`` does level by level (the same float sums); an inheritance visits them backwards
+ * (shallowest first), so a parent's answer is final before its children read it. Only the Python C
  * API is used (buffers in, buffers out); the GIL is released during each pass.
  */
 #define PY_SSIZE_T_CLEAN
@@ -437,6 +446,87 @@ static PyObject *span_order(PyObject *self, PyObject *args)
     return close_columns(views, 4, rc);
 }
 
+/* Buffers order (int64, m items), parent (int64, n), values (8-byte items, n, writable). */
+static int open_tree(PyObject **objs, Py_buffer *views, const char *what, Py_ssize_t *m, Py_ssize_t *n)
+{
+    if (PyObject_GetBuffer(objs[0], &views[0], PyBUF_C_CONTIGUOUS) < 0)
+        return -1;
+    if (PyObject_GetBuffer(objs[1], &views[1], PyBUF_C_CONTIGUOUS) < 0) {
+        release(views, 1);
+        return -1;
+    }
+    if (PyObject_GetBuffer(objs[2], &views[2], PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) {
+        release(views, 2);
+        return -1;
+    }
+    *m = views[0].len / 8;
+    *n = views[1].len / 8;
+    if (views[0].len % 8 || views[1].len % 8 || views[2].len != views[1].len) {
+        release(views, 3);
+        PyErr_Format(PyExc_ValueError, "%s: expected int64 order and parent, 8-byte values as long as parent", what);
+        return -1;
+    }
+    const int64_t *order = views[0].buf, *parent = views[1].buf;
+    for (Py_ssize_t k = 0; k < *m; k++) {
+        int64_t i = order[k];
+        if (i < 0 || i >= *n || parent[i] < -1 || parent[i] >= *n) {
+            release(views, 3);
+            PyErr_Format(PyExc_ValueError, "%s: a node or its parent is outside the arrays", what);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static PyObject *tree_sum(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *objs[3];
+    if (!PyArg_ParseTuple(args, "OOO", &objs[0], &objs[1], &objs[2]))
+        return NULL;
+    Py_buffer views[3];
+    Py_ssize_t m, n;
+    if (open_tree(objs, views, "tree_sum", &m, &n) < 0)
+        return NULL;
+    const int64_t *order = views[0].buf, *parent = views[1].buf;
+    double *acc = views[2].buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t k = 0; k < m; k++) {
+        int64_t i = order[k], p = parent[i];
+        if (p >= 0)
+            acc[p] += acc[i];
+    }
+    Py_END_ALLOW_THREADS
+    release(views, 3);
+    Py_RETURN_NONE;
+}
+
+static PyObject *tree_inherit(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *objs[3];
+    int nearest;
+    if (!PyArg_ParseTuple(args, "OOOp", &objs[0], &objs[1], &objs[2], &nearest))
+        return NULL;
+    Py_buffer views[3];
+    Py_ssize_t m, n;
+    if (open_tree(objs, views, "tree_inherit", &m, &n) < 0)
+        return NULL;
+    const int64_t *order = views[0].buf, *parent = views[1].buf;
+    int64_t *out = views[2].buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t k = m - 1; k >= 0; k--) {
+        int64_t i = order[k], p = parent[i];
+        if (p < 0)
+            continue;
+        if (nearest ? out[i] < 0 : out[p] >= 0)
+            out[i] = out[p];
+    }
+    Py_END_ALLOW_THREADS
+    release(views, 3);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef nest_methods[] = {
     {"nest", nest, METH_VARARGS,
      "nest(group, start, dur, row, n_groups, parent, depth) -> None\n\n"
@@ -446,6 +536,15 @@ static PyMethodDef nest_methods[] = {
      "span_order(group, start, key2, n_groups, out) -> None\n\n"
      "Write into out the permutation np.lexsort((key2, start, group)) gives (see\n"
      "ordering.span_order): fast on events in file order."},
+    {"tree_sum", tree_sum, METH_VARARGS,
+     "tree_sum(order, parent, acc) -> None\n\n"
+     "Add each node's acc (float64) into its parent's, nodes visited in order (deepest level\n"
+     "first): callstack.reduce_levels with np.add."},
+    {"tree_inherit", tree_inherit, METH_VARARGS,
+     "tree_inherit(order, parent, out, nearest) -> None\n\n"
+     "Visit the nodes in reverse order (shallowest first); a node takes its parent's out (int64)\n"
+     "when the parent has one (topmost_match) or, with nearest, when it has none itself\n"
+     "(nearest_match)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -17,7 +17,7 @@ import pandas as pd
 
 from ..model import CPU_OP_CATEGORIES, GPU_SIDE_CATEGORIES, RankTrace, TraceSet
 from .grouping import Grouped, string_keys
-from .nesting import NO_PARENT, nest, stable_order, thread_ids
+from .nesting import NO_PARENT, _nest, nest, stable_order, thread_ids
 
 def tree_depth(parent: np.ndarray) -> np.ndarray:
     """Depth of every node of a forest given by parent positions (-1 = root, depth 0).
@@ -37,15 +37,25 @@ def tree_depth(parent: np.ndarray) -> np.ndarray:
     raise ValueError("the parent links contain a cycle")
 
 
-def levels(depth: np.ndarray) -> list[np.ndarray]:
+class Levels(list):
+    """Node positions grouped by depth, deepest first (a list of arrays), and ``order``: the
+    same positions as one array (the groups are views of it), for the one-loop passes of the
+    C extension."""
+
+    def __init__(self, groups: list[np.ndarray], order: np.ndarray):
+        super().__init__(groups)
+        self.order = order
+
+
+def levels(depth: np.ndarray) -> Levels:
     """Node positions grouped by depth, deepest first (for bottom-up passes)."""
     nodes = np.flatnonzero(depth >= 0)
     if len(nodes) == 0:
-        return []
+        return Levels([], nodes)
     order = nodes[stable_order(-depth[nodes])]
     d = depth[order]
     cuts = np.flatnonzero(d[1:] != d[:-1]) + 1
-    return np.split(order, cuts)
+    return Levels(np.split(order, cuts), order)
 
 
 def subtree_reduce(parent: np.ndarray, depth: np.ndarray, values: np.ndarray, ufunc) -> np.ndarray:
@@ -53,9 +63,25 @@ def subtree_reduce(parent: np.ndarray, depth: np.ndarray, values: np.ndarray, uf
     return reduce_levels(parent, levels(depth), values, ufunc)
 
 
+def _in_one_loop(by_level: list[np.ndarray], parent: np.ndarray) -> np.ndarray | None:
+    """The nodes in level order as one int64 array when the C extension can do the pass."""
+    order = getattr(by_level, "order", None)
+    if _nest is None or order is None or parent.dtype != np.int64:
+        return None
+    return np.ascontiguousarray(order, dtype=np.int64)
+
+
 def reduce_levels(parent: np.ndarray, by_level: list[np.ndarray], values: np.ndarray, ufunc) -> np.ndarray:
     """:func:`subtree_reduce` given the :func:`levels` (deepest first), so that several
-    reductions over one tree group its nodes by depth only once."""
+    reductions over one tree group its nodes by depth only once. A sum over :class:`Levels`
+    is one loop in C when the extension is built (the same additions in the same order)."""
+    exact = values.dtype == np.float64 or (values.dtype.kind in "iu" and  # integer sums exact in float64
+                                            float(np.abs(values).max(initial=0)) * len(values) < 2**53)
+    order = _in_one_loop(by_level, parent) if ufunc is np.add and exact else None
+    if order is not None:
+        acc = np.array(values, dtype=np.float64)
+        _nest.tree_sum(order, np.ascontiguousarray(parent), acc)
+        return acc if values.dtype == np.float64 else acc.astype(values.dtype)
     acc = values.copy()
     for lv in by_level:
         p = parent[lv]
@@ -73,6 +99,10 @@ def topmost_match(parent: np.ndarray, by_level: list[np.ndarray], matches: np.nd
     an *outermost* match (no matching ancestor).
     """
     top = np.where(matches, np.arange(len(parent)), -1)
+    order = _in_one_loop(by_level, parent)
+    if order is not None:
+        _nest.tree_inherit(order, np.ascontiguousarray(parent), top, False)
+        return top
     for lv in reversed(by_level):  # shallowest first: a parent's answer is final before its children
         p = parent[lv]
         ok = p >= 0
@@ -86,6 +116,10 @@ def nearest_match(parent: np.ndarray, by_level: list[np.ndarray], matches: np.nd
     """Per node: the innermost node on its path to the root, itself included, where ``matches``
     holds; -1 if none (the counterpart of :func:`topmost_match`, one top-down pass as well)."""
     near = np.where(matches, np.arange(len(parent)), -1)
+    order = _in_one_loop(by_level, parent)
+    if order is not None:
+        _nest.tree_inherit(order, np.ascontiguousarray(parent), near, True)
+        return near
     for lv in reversed(by_level):  # shallowest first: a parent's answer is final before its children
         p = parent[lv]
         take = (near[lv] < 0) & (p >= 0)
