@@ -32,7 +32,7 @@ def _topmost(trace: RankTrace, stack, operator: str | None) -> np.ndarray:
     """Per event: its outermost matching operator (itself included), -1 if none."""
     if operator is None:
         return outermost_ops(trace)  # every cpu_op matches: shared with op_kernels
-    matches = cpu_ops(trace, stack) & np.isin(trace.name, trace.codes_where(lambda s: operator in s))
+    matches = cpu_ops(trace, stack) & trace.name_in(trace.codes_where(lambda s: operator in s))
     return topmost_match(stack.parent, stack_levels(trace), matches)
 
 

@@ -129,8 +129,8 @@ def _layers(trace: RankTrace, steps: np.ndarray) -> list[tuple]:
                          _labels(trace, trace.name[main], str)))
     threads = np.unique(trace.tid[launch]) if len(launch) else np.empty(0, trace.tid.dtype)
     main_tids = np.unique(trace.tid[main]) if len(main) else np.empty(0, trace.tid.dtype)
-    other = np.flatnonzero(cpu & (stack.depth == 0) & np.isin(trace.tid, threads) & ~np.isin(trace.tid, main_tids)
-                           & ~trace.steps())
+    other = np.flatnonzero(cpu & (stack.depth == 0) & ~trace.steps())  # top-level ops, then their threads
+    other = other[np.isin(trace.tid[other], threads) & ~np.isin(trace.tid[other], main_tids)]
     layers.append(_layer("host", "CPU", trace.ts[other], trace.ts[other] + trace.dur[other],
                          _labels(trace, trace.name[other], _thread_op_key)))
     return layers
