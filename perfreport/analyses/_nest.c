@@ -32,7 +32,7 @@
  * writes into ``out`` (int64) the permutation ``np.lexsort((key2, start, group))`` gives, by
  * the same counting sort and natural merge sort (``ordering.span_order``).
  *
- *     tree_sum(order, parent, acc) -> None
+ *     tree_sum(order, parent, acc, integer) -> None
  *     tree_inherit(order, parent, out, nearest) -> None
  *
  * are the level passes of ``callstack.reduce_levels`` (np.add) and ``callstack.topmost_match``
@@ -482,19 +482,29 @@ static PyObject *tree_sum(PyObject *self, PyObject *args)
 {
     (void)self;
     PyObject *objs[3];
-    if (!PyArg_ParseTuple(args, "OOO", &objs[0], &objs[1], &objs[2]))
+    int integer;
+    if (!PyArg_ParseTuple(args, "OOOp", &objs[0], &objs[1], &objs[2], &integer))
         return NULL;
     Py_buffer views[3];
     Py_ssize_t m, n;
     if (open_tree(objs, views, "tree_sum", &m, &n) < 0)
         return NULL;
     const int64_t *order = views[0].buf, *parent = views[1].buf;
-    double *acc = views[2].buf;
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t k = 0; k < m; k++) {
-        int64_t i = order[k], p = parent[i];
-        if (p >= 0)
-            acc[p] += acc[i];
+    if (integer) {
+        int64_t *acc = views[2].buf;
+        for (Py_ssize_t k = 0; k < m; k++) {
+            int64_t i = order[k], p = parent[i];
+            if (p >= 0)
+                acc[p] += acc[i];
+        }
+    } else {
+        double *acc = views[2].buf;
+        for (Py_ssize_t k = 0; k < m; k++) {
+            int64_t i = order[k], p = parent[i];
+            if (p >= 0)
+                acc[p] += acc[i];
+        }
     }
     Py_END_ALLOW_THREADS
     release(views, 3);
@@ -537,8 +547,9 @@ static PyMethodDef nest_methods[] = {
      "Write into out the permutation np.lexsort((key2, start, group)) gives (see\n"
      "ordering.span_order): fast on events in file order."},
     {"tree_sum", tree_sum, METH_VARARGS,
-     "tree_sum(order, parent, acc) -> None\n\n"
-     "Add each node's acc (float64) into its parent's, nodes visited in order (deepest level\n"
+     "tree_sum(order, parent, acc, integer) -> None\n\n"
+     "Add each node's acc (float64, or int64 when integer) into its parent's, nodes visited in\n"
+     "order (deepest level\n"
      "first): callstack.reduce_levels with np.add."},
     {"tree_inherit", tree_inherit, METH_VARARGS,
      "tree_inherit(order, parent, out, nearest) -> None\n\n"

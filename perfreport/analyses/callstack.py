@@ -75,13 +75,11 @@ def reduce_levels(parent: np.ndarray, by_level: list[np.ndarray], values: np.nda
     """:func:`subtree_reduce` given the :func:`levels` (deepest first), so that several
     reductions over one tree group its nodes by depth only once. A sum over :class:`Levels`
     is one loop in C when the extension is built (the same additions in the same order)."""
-    exact = values.dtype == np.float64 or (values.dtype.kind in "iu" and  # integer sums exact in float64
-                                            float(np.abs(values).max(initial=0)) * len(values) < 2**53)
-    order = _in_one_loop(by_level, parent) if ufunc is np.add and exact else None
+    order = _in_one_loop(by_level, parent) if ufunc is np.add and values.dtype in (np.float64, np.int64) else None
     if order is not None:
-        acc = np.array(values, dtype=np.float64)
-        _nest.tree_sum(order, np.ascontiguousarray(parent), acc)
-        return acc if values.dtype == np.float64 else acc.astype(values.dtype)
+        acc = np.array(values)  # a contiguous copy
+        _nest.tree_sum(order, np.ascontiguousarray(parent), acc, acc.dtype == np.int64)
+        return acc
     acc = values.copy()
     for lv in by_level:
         p = parent[lv]
@@ -228,7 +226,10 @@ def subtree_gpu_work(trace: RankTrace) -> tuple[np.ndarray, np.ndarray]:
 def _gpu_nodes(trace: RankTrace, stack: CallStack) -> tuple[np.ndarray, np.ndarray]:
     """(GPU work in the tree, its duration: 0 elsewhere and for a missing duration)."""
     gpu = stack.is_node & trace.gpu_activity()
-    return gpu, np.where(gpu, np.nan_to_num(trace.dur), 0.0)
+    dur = np.zeros(trace.n_events)
+    rows = np.flatnonzero(gpu)
+    dur[rows] = np.nan_to_num(trace.dur[rows])
+    return gpu, dur
 
 
 def kernel_totals(trace: RankTrace, stack: CallStack) -> pd.DataFrame:
