@@ -209,7 +209,7 @@ class Grouped:
         if key is not None and key in self._sorted:
             return self._sorted[key]
         v = self._values(values).astype(np.float64)
-        order = np.lexsort((v, self.ids))  # NaN sorts last within a group
+        order = _by_group_then_value(self.ids, v, self.n)  # NaN sorts last within a group
         sizes = np.bincount(self.ids, minlength=self.n)
         start = np.cumsum(sizes) - sizes
         present = np.bincount(self.ids, weights=~np.isnan(v), minlength=self.n).astype(np.int64)
@@ -222,6 +222,17 @@ class Grouped:
         """The key columns (one row per group, in order) followed by ``columns``."""
         keys = {k: self._column(k)[self.first] for k in self.keys}
         return pd.DataFrame({**keys, **columns})
+
+
+def _by_group_then_value(ids: np.ndarray, v: np.ndarray, n: int) -> np.ndarray:
+    """``np.lexsort((v, ids))`` as two stable sorts: by value (a timsort: the values of an event
+    column come in sorted runs), then by group id, a radix sort when the ids fit in 16 bits.
+    Stable sorts compose, so the permutation is the same."""
+    order = np.argsort(v, kind="stable")
+    group = ids[order]
+    if n <= 1 << 16:
+        group = group.astype(np.uint16)
+    return order[np.argsort(group, kind="stable")]
 
 
 def _sums(ids: np.ndarray, weights: np.ndarray, n: int) -> np.ndarray:
