@@ -53,7 +53,7 @@ from ..model import COMMUNICATION, COMPUTATION, GPU_SIDE_CATEGORIES, KERNEL_CLAS
 from ..model import OTHER as MODEL_OTHER
 from ..model import RankTrace, TraceSet, distinct_codes
 from ..units import format_bytes, pct, us_to_ms
-from .callstack import call_stack
+from .callstack import call_stack, stack_levels
 from .collectives import rank_collectives
 from .diff import normalize_kernel_name, op_steps
 from .intervals import sorted_edges, window_overlaps
@@ -179,20 +179,37 @@ def _host_ops(trace: RankTrace, steps: np.ndarray) -> tuple[np.ndarray, np.ndarr
         pid, tid = pairs[np.argmax(counts)]
         rows = np.flatnonzero(cpu & (stack.depth == 0) & (trace.pid == pid) & (trace.tid == tid))
         return rows, np.zeros(len(rows), dtype=np.int64)
-    step_rows = np.flatnonzero(trace.steps() & ~trace.gpu_side() & np.isfinite(trace.dur))
-    numbers = np.array([int(STEP_NAME.match(s).group(1)) for s in trace.decode(trace.name[step_rows])],
-                       dtype=np.int64)
-    number_of = np.full(trace.n_events, WHOLE_TRACE_STEP, dtype=np.int64)
-    number_of[step_rows] = numbers
-    parent = stack.parent
-    child = np.flatnonzero(stack.is_node & (parent >= 0) & ~trace.is_cat(GPU_SIDE_CATEGORIES))
-    child = child[trace.steps()[parent[child]] & ~trace.gpu_side()[parent[child]]]
-    number = number_of[parent[child]]
+    child, number = _step_children(trace)
     if not len(steps):
         return np.empty(0, np.int64), np.empty(0, np.int64)
     pos = np.clip(np.searchsorted(steps, number), 0, len(steps) - 1)
     ok = steps[pos] == number
     return child[ok], pos[ok]
+
+
+def _step_children(trace: RankTrace) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, step number) of the CPU ops directly under a ProfilerStep span, rows ascending.
+    Memoised: the attribution and the time at stake both start from them. Only the depth
+    levels just below the steps' are searched (the call stack's levels are shared)."""
+    def compute() -> tuple[np.ndarray, np.ndarray]:
+        stack = call_stack(trace)
+        step_rows = np.flatnonzero(trace.steps())
+        step_rows = step_rows[~trace.gpu_side()[step_rows] & np.isfinite(trace.dur[step_rows])]
+        numbers = np.array([int(STEP_NAME.match(s).group(1)) for s in trace.decode(trace.name[step_rows])],
+                           dtype=np.int64)
+        below = set((stack.depth[step_rows] + 1).tolist())
+        by_level = stack_levels(trace)
+        candidates = [lv for lv in by_level if len(lv) and int(stack.depth[lv[0]]) in below]
+        if not candidates:
+            return np.empty(0, np.int64), np.empty(0, np.int64)
+        rows = np.sort(np.concatenate(candidates))
+        parent = stack.parent[rows]
+        is_step = np.zeros(trace.n_events, dtype=bool)
+        is_step[step_rows] = True
+        rows = rows[(parent >= 0) & is_step[np.maximum(parent, 0)] & ~trace.is_cat(GPU_SIDE_CATEGORIES)[rows]]
+        return rows, numbers[np.searchsorted(step_rows, stack.parent[rows])]
+
+    return trace.memo("step_children", compute)
 
 
 HOST_COMM = "collectives on the host"

@@ -45,7 +45,7 @@ import pandas as pd
 from ..model import COMMUNICATION, GPU_SIDE_CATEGORIES, MEMORY, RankTrace, TraceSet, distinct_codes
 from ..units import pct
 from .attribution import _host_ops
-from .callstack import call_stack
+from .callstack import call_stack, stack_levels
 from .collectives import collective_kind
 from .diff import normalize_kernel_name
 from .intervals import sorted_edges, window_overlaps
@@ -109,19 +109,27 @@ def _layers(trace: RankTrace, steps: np.ndarray) -> list[tuple]:
         _layer("memory", "GPU", s[mem], e[mem], copy),
     ]
     stack = call_stack(trace)
-    cpu = stack.is_node & ~trace.is_cat(GPU_SIDE_CATEGORIES) & np.isfinite(trace.dur)
-    coll = cpu & trace.cpu_collectives()
-    parent = stack.parent
-    outer = np.flatnonzero(coll & ~np.where(parent >= 0, coll[np.clip(parent, 0, None)], False))
+    gpu_side = trace.is_cat(GPU_SIDE_CATEGORIES)
+
+    def cpu_rows(rows: np.ndarray) -> np.ndarray:
+        """The rows that are CPU nodes of the call stack with a duration (row subsets: no
+        pass over every event)."""
+        return rows[stack.is_node[rows] & ~gpu_side[rows] & np.isfinite(trace.dur[rows])]
+
+    coll_rows = cpu_rows(np.flatnonzero(trace.cpu_collectives()))
+    coll = np.zeros(trace.n_events, dtype=bool)
+    coll[coll_rows] = True
+    parent = stack.parent[coll_rows]
+    outer = coll_rows[~((parent >= 0) & coll[np.maximum(parent, 0)])]  # outermost collectives only
     layers.append(_layer("communication", "CPU", trace.ts[outer], trace.ts[outer] + trace.dur[outer],
                          _labels(trace, trace.name[outer], _cpu_collective_key)))
-    syncs = np.flatnonzero(cpu & trace.is_name(SYNC_CALLS))
+    syncs = cpu_rows(np.flatnonzero(trace.is_name(SYNC_CALLS)))
     starts = np.sort(s, kind="stable")  # nearly sorted: timsort
     nxt = np.searchsorted(starts, trace.ts[syncs] + trace.dur[syncs], side="left")
     has = nxt < len(starts)
     syncs = syncs[has]
     layers.append(_layer("sync", "CPU", trace.ts[syncs], starts[nxt[has]], _labels(trace, trace.name[syncs], str)))
-    launch = np.flatnonzero(trace.launches() & cpu)
+    launch = cpu_rows(np.flatnonzero(trace.launches()))
     layers.append(_layer("launch", "CPU", trace.ts[launch], trace.ts[launch] + trace.dur[launch],
                          _labels(trace, trace.name[launch], str)))
     main, _ = _host_ops(trace, steps)
@@ -129,7 +137,10 @@ def _layers(trace: RankTrace, steps: np.ndarray) -> list[tuple]:
                          _labels(trace, trace.name[main], str)))
     threads = np.unique(trace.tid[launch]) if len(launch) else np.empty(0, trace.tid.dtype)
     main_tids = np.unique(trace.tid[main]) if len(main) else np.empty(0, trace.tid.dtype)
-    other = np.flatnonzero(cpu & (stack.depth == 0) & ~trace.steps())  # top-level ops, then their threads
+    by_level = stack_levels(trace)  # deepest first: the last level is the top-level nodes
+    top = by_level[-1] if len(by_level) and stack.depth[by_level[-1][0]] == 0 else np.empty(0, np.int64)
+    other = cpu_rows(top)
+    other = other[~trace.steps()[other]]  # top-level ops, then their threads
     other = other[np.isin(trace.tid[other], threads) & ~np.isin(trace.tid[other], main_tids)]
     layers.append(_layer("host", "CPU", trace.ts[other], trace.ts[other] + trace.dur[other],
                          _labels(trace, trace.name[other], _thread_op_key)))
