@@ -49,6 +49,7 @@ from .callstack import call_stack, stack_levels
 from .collectives import collective_kind
 from .diff import normalize_kernel_name
 from .intervals import sorted_edges, window_overlaps
+from .nesting import _nest
 from .memory_bw import direction_of
 from .step_metrics import SYNC_CALLS, WHOLE_TRACE_STEP, step_windows
 
@@ -214,17 +215,13 @@ def _claims(ws: np.ndarray, we: np.ndarray, layers: list[tuple]) -> _Claims:
         if not len(s):
             continue
         si, ei = pos[2 * i], pos[2 * i + 1]
-        active = np.cumsum(np.bincount(si, minlength=len(bounds)) - np.bincount(ei, minlength=len(bounds)))[:n_seg]
-        claim = free & (active > 0)
-        claimed = np.flatnonzero(claim)
-        cum = np.r_[0.0, np.cumsum((1.0 / active[claimed].astype(np.float64)) * seg[claimed])]
+        cum_at = _layer_claim(si, ei, free, seg)
         ev, win, _, _ = window_overlaps(ws_s, we_s, s, e)  # each interval against its windows
         lo = np.where(s[ev] >= ws_s[win], si[ev], iws_s[win])  # positions of the overlap's ends
         hi = np.where(e[ev] <= we_s[win], ei[ev], iwe_s[win])
-        time = cum[np.searchsorted(claimed, hi)] - cum[np.searchsorted(claimed, lo)]
+        time = cum_at(hi) - cum_at(lo)
         ok = time > 0
         parts.append((i, order[win[ok]], _keys(keys)[0][ev[ok]], time[ok]))
-        free &= ~claim
     unclaimed = np.flatnonzero(free)
     cum_free = np.r_[0.0, np.cumsum(seg[unclaimed])]
     rest = cum_free[np.searchsorted(unclaimed, iwe_s)] - cum_free[np.searchsorted(unclaimed, iws_s)]
@@ -233,6 +230,25 @@ def _claims(ws: np.ndarray, we: np.ndarray, layers: list[tuple]) -> _Claims:
     return _Claims(window=np.concatenate([p[1] for p in parts]),
                    layer=np.repeat([p[0] for p in parts], [len(p[1]) for p in parts]).astype(np.int64),
                    code=np.concatenate([p[2] for p in parts]), time=np.concatenate([p[3] for p in parts]))
+
+
+def _layer_claim(si: np.ndarray, ei: np.ndarray, free: np.ndarray, seg: np.ndarray):
+    """One layer of :func:`_claims`: claim the free segments where the layer is active (``free``
+    is cleared there) and return ``cum_at(k)``, the running integral of the layer's rate (1 /
+    its active intervals on the segments it claims) up to edge position ``k``. In C when the
+    extension is built (one pass, the same floats), else numpy over the claimed segments."""
+    if _nest is not None:
+        cum = np.empty(len(seg) + 1)
+        _nest.layer_claim(np.ascontiguousarray(si, np.int64), np.ascontiguousarray(ei, np.int64),
+                          free.view(np.uint8), np.ascontiguousarray(seg, np.float64), cum)
+        return lambda k: cum[k]
+    n_bounds = len(seg) + 1
+    active = np.cumsum(np.bincount(si, minlength=n_bounds) - np.bincount(ei, minlength=n_bounds))[:len(seg)]
+    claim = free & (active > 0)
+    claimed = np.flatnonzero(claim)
+    cum = np.r_[0.0, np.cumsum((1.0 / active[claimed].astype(np.float64)) * seg[claimed])]
+    free &= ~claim
+    return lambda k: cum[np.searchsorted(claimed, k)]
 
 
 def stake_parts(trace: RankTrace) -> pd.DataFrame:
