@@ -66,7 +66,7 @@ def subtree_reduce(parent: np.ndarray, depth: np.ndarray, values: np.ndarray, uf
 def _in_one_loop(by_level: list[np.ndarray], parent: np.ndarray) -> np.ndarray | None:
     """The nodes in level order as one int64 array when the C extension can do the pass."""
     order = getattr(by_level, "order", None)
-    if _nest is None or order is None or parent.dtype != np.int64:
+    if not hasattr(_nest, "tree_sum") or order is None or parent.dtype != np.int64:  # an older build lacks it
         return None
     return np.ascontiguousarray(order, dtype=np.int64)
 

@@ -237,7 +237,7 @@ def _layer_claim(si: np.ndarray, ei: np.ndarray, free: np.ndarray, seg: np.ndarr
     is cleared there) and return ``cum_at(k)``, the running integral of the layer's rate (1 /
     its active intervals on the segments it claims) up to edge position ``k``. In C when the
     extension is built (one pass, the same floats), else numpy over the claimed segments."""
-    if _nest is not None:
+    if hasattr(_nest, "layer_claim"):  # an extension built before it was added lacks it
         cum = np.empty(len(seg) + 1)
         _nest.layer_claim(np.ascontiguousarray(si, np.int64), np.ascontiguousarray(ei, np.int64),
                           free.view(np.uint8), np.ascontiguousarray(seg, np.float64), cum)
