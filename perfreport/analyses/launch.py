@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from ..model import RankTrace, TraceSet, distinct_codes
-from .grouping import Grouped, run_ids, string_keys
+from .grouping import Grouped, run_ids, string_keys, value_order
 from .ordering import span_order
 
 RUNTIME_CUTOFF_US = 50.0
@@ -199,10 +199,10 @@ SUMMARY_COLUMNS = (
 )
 
 
-def _summarise(table: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+def _summarise(table: pd.DataFrame, keys: list[str], value_orders: dict | None = None) -> pd.DataFrame:
     if not len(table):
         return pd.DataFrame(columns=keys + list(SUMMARY_COLUMNS))
-    g = Grouped(table, keys)
+    g = Grouped(table, keys, value_orders)
     return g.frame({
         "launches": g.size(),
         "gpu_ops": g.sum("gpu_ops"),
@@ -223,13 +223,23 @@ def _summarise(table: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
 def launch_summary(traces: TraceSet) -> pd.DataFrame:
     """Per (rank, launch call name): count, CPU/GPU durations, launch-delay statistics (µs)
     and how many launches each flag marks (default cutoffs 50 µs / 100 µs)."""
-    return _summarise(launches(traces), ["rank", "launch"])
+    return _summarise(launches(traces), ["rank", "launch"], _value_orders(traces))
 
 
 def launch_summary_by_step(traces: TraceSet) -> pd.DataFrame:
     """:func:`launch_summary` per (rank, profiler step) over all launch names; step -1 holds
     launches outside any ProfilerStep."""
-    return _summarise(launches(traces), ["rank", "iteration"])
+    return _summarise(launches(traces), ["rank", "iteration"], _value_orders(traces))
+
+
+def _value_orders(traces: TraceSet) -> dict[str, np.ndarray]:
+    """The launch table's CPU durations and launch delays sorted once (:func:`value_order`),
+    shared by its summaries per name and per step (memoised on the trace set)."""
+    def compute() -> dict[str, np.ndarray]:
+        table = launches(traces)
+        return {c: value_order(table[c].to_numpy()) for c in ("cpu_dur_us", "launch_delay_us")}
+
+    return traces.memo("launch_value_orders", compute)
 
 
 # --- aten op -> kernel launch delays ---------------------------------------------------------
