@@ -128,9 +128,7 @@ def rank_launches(trace: RankTrace, runtime_cutoff_us: float = RUNTIME_CUTOFF_US
 def _rank_launches(trace: RankTrace, runtime_cutoff_us: float, launch_delay_cutoff_us: float) -> pd.DataFrame:
     launch_rows, gpu_rows = launch_gpu_ops(trace)
     n = len(launch_rows)
-    slot = np.full(trace.n_events, -1, dtype=np.int64)
-    slot[launch_rows] = np.arange(n)
-    owner = slot[trace.linked[gpu_rows]]
+    owner = np.searchsorted(launch_rows, trace.linked[gpu_rows])  # each GPU op's launch, a launch row (ascending)
     g_start = trace.ts[gpu_rows]
     g_dur = trace.dur[gpu_rows]
     ops = np.bincount(owner, minlength=n)
@@ -171,7 +169,7 @@ def _rank_launches(trace: RankTrace, runtime_cutoff_us: float, launch_delay_cuto
         "short_kernel": short,
         "runtime_outlier": runtime_outlier,
         "launch_delay_outlier": delay_outlier,
-    }, columns=list(LAUNCH_COLUMNS))
+    }, columns=list(LAUNCH_COLUMNS), copy=False)  # fresh arrays: no copy into 2-D blocks
 
 
 def launches(traces: TraceSet, runtime_cutoff_us: float = RUNTIME_CUTOFF_US,
@@ -335,7 +333,7 @@ def _build_aten_instances(trace: RankTrace) -> tuple[pd.DataFrame, np.ndarray]:
         "kernel_sequence": sequences.astype(object),
         "aten_op_delay_us": trace.ts[first_launch] - trace.ts[heads],
         "runtime_delay_us": trace.ts[gpu_rows[starts]] - trace.ts[first_launch],
-    }, columns=list(ATEN_INSTANCE_COLUMNS))
+    }, columns=list(ATEN_INSTANCE_COLUMNS), copy=False)  # fresh arrays: no copy into 2-D blocks
     return table, key
 
 
