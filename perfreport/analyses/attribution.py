@@ -113,12 +113,12 @@ def _piecewise(bounds: np.ndarray, rate: np.ndarray, *points: _Points) -> list[n
     return [np.where(p.before, 0.0, cum[p.j] + r[p.j] * p.offset) for p in points]
 
 
-def _gpu_parts(trace: RankTrace, ws: np.ndarray, we: np.ndarray, exact: bool) -> pd.DataFrame:
-    """(window, kind, key, time_us, overlapped_us): each GPU event's share of each window."""
+def _gpu_parts(trace: RankTrace, ws: np.ndarray, we: np.ndarray, exact: bool) -> "_Parts":
+    """Each GPU event's share of each window (:class:`_Parts`)."""
     rows = trace.gpu_work_rows()
     rows = rows[trace.dur[rows] > 0]
     if not len(rows) or not len(ws):
-        return pd.DataFrame(columns=["window", "kind", "key", "time_us", "overlapped_us"])
+        return _Parts.empty()
     s, e = trace.ts[rows], trace.ts[rows] + trace.dur[rows]
     cls = _PRIORITY_OF_CLASS[trace.gpu_class()[rows]]
     n_cls = len(PRIORITY)
@@ -148,13 +148,33 @@ def _gpu_parts(trace: RankTrace, ws: np.ndarray, we: np.ndarray, exact: bool) ->
         share[sel] = to_hi - to_lo
     to_hi, to_lo = _piecewise(bounds, under_compute, at_hi, at_lo)
     overlapped = np.where(cls[ev] == _COMM, to_hi - to_lo, 0.0)
-    keys = _gpu_keys(trace, rows[ev], exact)
-    return pd.DataFrame({"window": order[win], "kind": _PRIORITY_KIND[cls[ev]], "key": keys, "time_us": share,
-                         "overlapped_us": overlapped})
+    code, labels = _gpu_keys(trace, rows[ev], exact)
+    n_labels = max(len(labels), 1)
+    pairs, pair = np.unique(cls[ev] * n_labels + code, return_inverse=True)  # (kind, key) as one integer
+    return _Parts(window=order[win], pair=pair.ravel(), time=share, overlapped=overlapped,
+                  pairs=[(_PRIORITY_KIND[p // n_labels], labels[p % n_labels]) for p in pairs.tolist()])
 
 
-def _gpu_keys(trace: RankTrace, rows: np.ndarray, exact: bool) -> np.ndarray:
-    """Key of each GPU event: memcpy/memset direction, else the (normalised) kernel name."""
+@dataclass(frozen=True)
+class _Parts:
+    """Parts of the windows as columns: the window, the part's (kind, key) as a position in
+    ``pairs``, its time and its overlapped time (µs)."""
+
+    window: np.ndarray
+    pair: np.ndarray
+    time: np.ndarray
+    overlapped: np.ndarray
+    pairs: list[tuple[str, str]]
+
+    @classmethod
+    def empty(cls) -> "_Parts":
+        none = np.empty(0, dtype=np.int64)
+        return cls(none, none, np.empty(0), np.empty(0), [])
+
+
+def _gpu_keys(trace: RankTrace, rows: np.ndarray, exact: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(per event its key's position in the keys, the keys): the key of a GPU event is its
+    memcpy/memset direction, else its (normalised) kernel name (two names may share one)."""
     memset = trace.memsets()[rows]
     kind = np.where(memset, 2, trace.memcpys()[rows].astype(np.int64))  # 0 kernel, 1 memcpy, 2 memset
     name = trace.name[rows].astype(np.int64) + 1  # -1 (no name) -> 0
@@ -163,7 +183,7 @@ def _gpu_keys(trace: RankTrace, rows: np.ndarray, exact: bool) -> np.ndarray:
     for c, k in zip(*np.divmod(uniq.tolist(), 3)):  # a loop over distinct names
         text = trace.strings[c - 1] if c > 0 else ""
         labels.append(direction_of(text, k == 2) if k else text if exact else normalize_kernel_name(text))
-    return np.array(labels, dtype=object)[inverse]
+    return inverse, np.array(labels, dtype=object)
 
 
 def _host_ops(trace: RankTrace, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -223,9 +243,9 @@ def _host_collective_spans(trace: RankTrace) -> tuple[np.ndarray, np.ndarray]:
     return trace.ts[rows], trace.ts[rows] + trace.dur[rows]
 
 
-def _idle_parts(trace: RankTrace, steps: np.ndarray, ws: np.ndarray, we: np.ndarray) -> pd.DataFrame:
-    """(window, kind, key, time_us): GPU idle time of each window: communication while a
-    collective runs on the host (``HOST_COMM``), else by the host op running, else ``NO_OP``."""
+def _idle_parts(trace: RankTrace, steps: np.ndarray, ws: np.ndarray, we: np.ndarray) -> "_Parts":
+    """GPU idle time of each window (:class:`_Parts`): communication while a collective runs on
+    the host (``HOST_COMM``), else by the host op running, else ``NO_OP``."""
     gpu = trace.gpu_work_rows()
     s = trace.ts[gpu]
     e = s + np.maximum(trace.dur[gpu], 0.0)
@@ -255,14 +275,16 @@ def _idle_parts(trace: RankTrace, steps: np.ndarray, ws: np.ndarray, we: np.ndar
     in_op = np.maximum(np.subtract(*idle(lo[ok], hi[ok])), 0.0)
     by_window = np.bincount(win, weights=in_op, minlength=len(ws))
     n = len(ws)
-    frame = pd.DataFrame({"window": np.concatenate([win, np.arange(n), np.arange(n)]),
-                          "kind": np.concatenate([np.full(len(win) + n, "idle", dtype=object),
-                                                  np.full(n, "communication", dtype=object)]),
-                          "key": np.concatenate([trace.decode(trace.name[rows]), np.full(n, NO_OP, dtype=object),
-                                                 np.full(n, HOST_COMM, dtype=object)]),
-                          "time_us": np.concatenate([in_op, np.maximum(total - comm - by_window, 0.0), comm]),
-                          "overlapped_us": 0.0})
-    return frame.loc[(frame["kind"] == "idle") | (frame["time_us"] > 0)].reset_index(drop=True)
+    names, name_of = np.unique(trace.name[rows], return_inverse=True)
+    # pairs: each host op's name (idle), then NO_OP (idle) and HOST_COMM (communication)
+    pairs = [("idle", str(k)) for k in trace.decode(names).tolist()] + [("idle", NO_OP), ("communication", HOST_COMM)]
+    time = np.concatenate([in_op, np.maximum(total - comm - by_window, 0.0), comm])
+    pair = np.concatenate([name_of.ravel(), np.full(n, len(names)), np.full(n, len(names) + 1)]).astype(np.int64)
+    keep = np.ones(len(time), dtype=bool)
+    keep[len(win) + n:] = time[len(win) + n:] > 0  # the idle parts stay, even at 0; host comm when > 0
+    window = np.concatenate([win, np.arange(n), np.arange(n)])
+    return _Parts(window=window[keep], pair=pair[keep], time=time[keep], overlapped=np.zeros(int(keep.sum())),
+                  pairs=pairs)
 
 
 def step_parts(trace: RankTrace, steps: np.ndarray | None = None, exact: bool = False) -> pd.DataFrame:
@@ -285,12 +307,25 @@ def _step_parts(trace: RankTrace, exact: bool) -> pd.DataFrame:
     windows = windows[np.isfinite(windows["start_us"]) & np.isfinite(windows["end_us"])]
     numbers = windows["step"].to_numpy(dtype=np.int64)
     ws, we = windows["start_us"].to_numpy(np.float64), windows["end_us"].to_numpy(np.float64)
-    parts = pd.concat([_gpu_parts(trace, ws, we, exact), _idle_parts(trace, numbers, ws, we)], ignore_index=True)
-    if parts.empty:
+    gpu, idle = _gpu_parts(trace, ws, we, exact), _idle_parts(trace, numbers, ws, we)
+    if not len(gpu.time) and not len(idle.time):
         return pd.DataFrame({c: pd.Series(dtype=object if c in ("kind", "key") else np.float64) for c in PART_COLUMNS})
-    parts["step"] = numbers[parts["window"].to_numpy(dtype=np.int64)]
-    out = parts.groupby(["step", "kind", "key"], sort=True)[["time_us", "overlapped_us"]].sum().reset_index()
-    out.insert(0, "rank", trace.rank)
+    # one id per distinct (kind, key) over both sides' few pairs, so the parts are summed by
+    # integer key (pandas' sum, in the rows' order: the sums a groupby on the strings gives)
+    ids, distinct = pd.factorize(pd.Series(gpu.pairs + idle.pairs, dtype=object))
+    pair = np.concatenate([ids[:len(gpu.pairs)][gpu.pair], ids[len(gpu.pairs):][idle.pair]])
+    n_ids = max(len(distinct), 1)
+    key = numbers[np.concatenate([gpu.window, idle.window])] * n_ids + pair
+    sums = pd.DataFrame({"time_us": np.concatenate([gpu.time, idle.time]),
+                         "overlapped_us": np.concatenate([gpu.overlapped, idle.overlapped])}).groupby(key, sort=False).sum()
+    group = sums.index.to_numpy(np.int64)
+    kind_key = np.empty((len(distinct), 2), dtype=object)
+    kind_key[:] = list(distinct)
+    which = kind_key[group % n_ids]
+    out = pd.DataFrame({"rank": np.int64(trace.rank), "step": group // n_ids, "kind": which[:, 0], "key": which[:, 1],
+                        "time_us": sums["time_us"].to_numpy(np.float64),
+                        "overlapped_us": sums["overlapped_us"].to_numpy(np.float64)})
+    out = out.sort_values(["step", "kind", "key"], kind="stable").reset_index(drop=True)
     return out.astype({"rank": np.int64, "step": np.int64})[list(PART_COLUMNS)]
 
 
