@@ -96,7 +96,7 @@ def topmost_match(parent: np.ndarray, by_level: list[np.ndarray], matches: np.nd
     cost is one visit per node whatever the depth. A matching node whose answer is itself is
     an *outermost* match (no matching ancestor).
     """
-    top = np.where(matches, np.arange(len(parent)), -1)
+    top = _self_where(matches)
     order = _in_one_loop(by_level, parent)
     if order is not None:
         _nest.tree_inherit(order, np.ascontiguousarray(parent), top, False)
@@ -113,7 +113,7 @@ def topmost_match(parent: np.ndarray, by_level: list[np.ndarray], matches: np.nd
 def nearest_match(parent: np.ndarray, by_level: list[np.ndarray], matches: np.ndarray) -> np.ndarray:
     """Per node: the innermost node on its path to the root, itself included, where ``matches``
     holds; -1 if none (the counterpart of :func:`topmost_match`, one top-down pass as well)."""
-    near = np.where(matches, np.arange(len(parent)), -1)
+    near = _self_where(matches)
     order = _in_one_loop(by_level, parent)
     if order is not None:
         _nest.tree_inherit(order, np.ascontiguousarray(parent), near, True)
@@ -123,6 +123,22 @@ def nearest_match(parent: np.ndarray, by_level: list[np.ndarray], matches: np.nd
         take = (near[lv] < 0) & (p >= 0)
         near[lv[take]] = near[p[take]]
     return near
+
+
+def _self_where(matches: np.ndarray) -> np.ndarray:
+    """Per node: itself where ``matches`` holds, else -1 (``np.where(matches, np.arange(n), -1)``
+    without a temporary over every event)."""
+    out = np.full(len(matches), -1, dtype=np.int64)
+    rows = np.flatnonzero(matches)
+    out[rows] = rows
+    return out
+
+
+def roots_of(top: np.ndarray) -> np.ndarray:
+    """Rows that are their own answer in a :func:`topmost_match` result (``top[i] == i``):
+    the outermost matches, ascending."""
+    rows = np.flatnonzero(top >= 0)
+    return rows[top[rows] == rows]
 
 
 def ancestor_at_depth(parent: np.ndarray, depth: np.ndarray, target: int) -> np.ndarray:
@@ -267,7 +283,7 @@ def op_kernels(traces: TraceSet) -> pd.DataFrame:
     frames = []
     for t in traces:
         num_kernels, kernel_dur = subtree_gpu_work(t)
-        rows = np.flatnonzero(outermost_ops(t) == np.arange(t.n_events))
+        rows = roots_of(outermost_ops(t))
         if len(rows) == 0:
             continue
         key, labels = string_keys(t.name[rows], t.strings)  # groups as the names do, without hashing them
