@@ -11,7 +11,8 @@ import pytest
 
 from perfreport.analyses import nesting
 from perfreport.analyses.callstack import (
-    ancestor_at_depth, call_stack, cpu_events, kernel_totals, op_kernels, subtree_reduce, tree_depth,
+    ancestor_at_depth, call_stack, cpu_events, cpu_ops, kernel_totals, levels, nearest_match, op_kernels,
+    reduce_levels, subtree_reduce, topmost_match, tree_depth,
 )
 from perfreport.analyses.nesting import parents_from_sweep, sweep_order, thread_ids
 from perfreport.load import load
@@ -89,6 +90,27 @@ def test_c_sweep_equals_numpy_sweep_on_real_threads() -> None:
     c_parent, c_depth = nesting.nest(*args, use_c=True)
     assert (c_parent == numpy_parent).all() and (c_depth == numpy_depth).all()
     assert numpy_depth.max() >= 5
+
+
+@pytest.mark.skipif(not hasattr(nesting._nest, "tree_sum"), reason="the C extension was not built")
+def test_c_tree_passes_equal_the_numpy_level_loops_on_a_real_trace() -> None:
+    """reduce_levels (np.add), topmost_match and nearest_match in one C loop over
+    ``Levels.order``: the same sums bit for bit, the same matches, as level by level in numpy."""
+    t = load_cached(str(TRACES / "hta_a100_nccl_rank0of2"))[0]
+    st = call_stack(t)
+    by_level = levels(st.depth)
+    plain = list(by_level)  # no .order: the numpy loop
+    gpu = st.is_node & t.gpu_activity()
+    dur = np.where(gpu, np.nan_to_num(t.dur) * 1.0001, 0.0)  # fractional µs: the order of the additions shows
+    for values in (gpu.astype(np.int64), dur):
+        c, py = reduce_levels(st.parent, by_level, values, np.add), reduce_levels(st.parent, plain, values, np.add)
+        assert c.dtype == py.dtype and np.array_equal(c, py)
+    assert reduce_levels(st.parent, by_level, dur, np.add)[st.depth == 0].sum() > 0
+    ops = cpu_ops(t, st)
+    some = t.kernels() | (np.arange(t.n_events) % 5 == 0)
+    assert np.array_equal(topmost_match(st.parent, by_level, ops), topmost_match(st.parent, plain, ops))
+    assert np.array_equal(nearest_match(st.parent, by_level, some), nearest_match(st.parent, plain, some))
+    assert (topmost_match(st.parent, by_level, ops) >= 0).sum() > 1000
 
 
 def python_stack_walk(ev: np.ndarray, is_open: np.ndarray, n: int) -> list[int]:

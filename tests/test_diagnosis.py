@@ -269,6 +269,29 @@ def test_attribute_gives_each_instant_to_the_first_active_layer() -> None:
     assert sum(got.values()) == 100.0
 
 
+def test_c_layer_claims_equal_the_numpy_path_on_a_recorded_trace(monkeypatch) -> None:
+    """The time at stake's layers claimed in C (_nest.layer_claim) and in numpy: the same parts,
+    float for float, on ns-resolution times (fractional µs: the order of the sums shows)."""
+    import numpy as np
+
+    from perfreport.analyses import stake
+    from perfreport.analyses.step_metrics import step_windows
+    from perfreport.load import load
+
+    if not hasattr(stake._nest, "layer_claim"):
+        pytest.skip("the C extension was not built")
+    trace = load(RECORDED / "gpu_bound_repeat" / "run1", workers=1)[0]
+    w = step_windows(trace)
+    ws, we = w["start_us"].to_numpy(np.float64), w["end_us"].to_numpy(np.float64)
+    layers = stake._layers(trace, w["step"].to_numpy(np.int64))
+    in_c = stake._claims(ws, we, layers)
+    monkeypatch.setattr(stake, "_nest", None)
+    in_numpy = stake._claims(ws, we, layers)
+    for column in ("window", "layer", "code", "time"):
+        assert np.array_equal(getattr(in_c, column), getattr(in_numpy, column)), column
+    assert len(in_c.time) > 1000 and (in_c.time != np.round(in_c.time)).mean() > 0.5
+
+
 def test_analyze_prints_what_to_fix_first_and_writes_it_for_ci(tmp_path: Path, capsys) -> None:
     from perfreport.cli import main
 

@@ -30,7 +30,25 @@
  *     span_order(group, start, key2, n_groups, out) -> None
  *
  * writes into ``out`` (int64) the permutation ``np.lexsort((key2, start, group))`` gives, by
- * the same counting sort and natural merge sort (``ordering.span_order``). Only the Python C
+ * the same counting sort and natural merge sort (``ordering.span_order``).
+ *
+ *     tree_sum(order, parent, acc, integer) -> None
+ *     tree_inherit(order, parent, out, nearest) -> None
+ *
+ * are the level passes of ``callstack.reduce_levels`` (np.add) and ``callstack.topmost_match``
+ * / ``nearest_match`` as one loop over the nodes in level order (``order``: the nodes, deepest
+ * level first): a sum visits them forwards and adds each node into its parent, in the order
+ * ``np.add.at`` does level by level (the same float sums); an inheritance visits them backwards
+ * (shallowest first), so a parent's answer is final before its children read it.
+ *
+ *     layer_claim(starts, ends, free, seg, cum) -> None
+ *
+ * is one layer of ``stake._claims``: the layer's intervals given as positions among the sorted
+ * edges (``starts``, ``ends``: int64), ``free`` (uint8 per segment, cleared where the layer
+ * claims), ``seg`` the segments' lengths; writes ``cum`` (float64, segments + 1): the running
+ * integral of the layer's rate, 1 / (intervals active) on each segment it claims (active and
+ * free), 0 elsewhere, summed in segment order as the numpy path's cumsum over the claimed
+ * segments does (the same floats). Only the Python C
  * API is used (buffers in, buffers out); the GIL is released during each pass.
  */
 #define PY_SSIZE_T_CLEAN
@@ -38,6 +56,14 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* The float sums here must be the numpy reference's, operation for operation: no fused
+ * multiply-add (layer_claim's products and sums are numpy's two separate roundings). */
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
 
 /* One point of an instant that holds several, with its sort keys. */
 typedef struct {
@@ -437,6 +463,158 @@ static PyObject *span_order(PyObject *self, PyObject *args)
     return close_columns(views, 4, rc);
 }
 
+/* Buffers order (int64, m items), parent (int64, n), values (8-byte items, n, writable). */
+static int open_tree(PyObject **objs, Py_buffer *views, const char *what, Py_ssize_t *m, Py_ssize_t *n)
+{
+    if (PyObject_GetBuffer(objs[0], &views[0], PyBUF_C_CONTIGUOUS) < 0)
+        return -1;
+    if (PyObject_GetBuffer(objs[1], &views[1], PyBUF_C_CONTIGUOUS) < 0) {
+        release(views, 1);
+        return -1;
+    }
+    if (PyObject_GetBuffer(objs[2], &views[2], PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) {
+        release(views, 2);
+        return -1;
+    }
+    *m = views[0].len / 8;
+    *n = views[1].len / 8;
+    if (views[0].len % 8 || views[1].len % 8 || views[2].len != views[1].len) {
+        release(views, 3);
+        PyErr_Format(PyExc_ValueError, "%s: expected int64 order and parent, 8-byte values as long as parent", what);
+        return -1;
+    }
+    const int64_t *order = views[0].buf, *parent = views[1].buf;
+    for (Py_ssize_t k = 0; k < *m; k++) {
+        int64_t i = order[k];
+        if (i < 0 || i >= *n || parent[i] < -1 || parent[i] >= *n) {
+            release(views, 3);
+            PyErr_Format(PyExc_ValueError, "%s: a node or its parent is outside the arrays", what);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static PyObject *tree_sum(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *objs[3];
+    int integer;
+    if (!PyArg_ParseTuple(args, "OOOp", &objs[0], &objs[1], &objs[2], &integer))
+        return NULL;
+    Py_buffer views[3];
+    Py_ssize_t m, n;
+    if (open_tree(objs, views, "tree_sum", &m, &n) < 0)
+        return NULL;
+    const int64_t *order = views[0].buf, *parent = views[1].buf;
+    Py_BEGIN_ALLOW_THREADS
+    if (integer) {
+        int64_t *acc = views[2].buf;
+        for (Py_ssize_t k = 0; k < m; k++) {
+            int64_t i = order[k], p = parent[i];
+            if (p >= 0)
+                acc[p] += acc[i];
+        }
+    } else {
+        double *acc = views[2].buf;
+        for (Py_ssize_t k = 0; k < m; k++) {
+            int64_t i = order[k], p = parent[i];
+            if (p >= 0)
+                acc[p] += acc[i];
+        }
+    }
+    Py_END_ALLOW_THREADS
+    release(views, 3);
+    Py_RETURN_NONE;
+}
+
+static PyObject *tree_inherit(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *objs[3];
+    int nearest;
+    if (!PyArg_ParseTuple(args, "OOOp", &objs[0], &objs[1], &objs[2], &nearest))
+        return NULL;
+    Py_buffer views[3];
+    Py_ssize_t m, n;
+    if (open_tree(objs, views, "tree_inherit", &m, &n) < 0)
+        return NULL;
+    const int64_t *order = views[0].buf, *parent = views[1].buf;
+    int64_t *out = views[2].buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t k = m - 1; k >= 0; k--) {
+        int64_t i = order[k], p = parent[i];
+        if (p < 0)
+            continue;
+        if (nearest ? out[i] < 0 : out[p] >= 0)
+            out[i] = out[p];
+    }
+    Py_END_ALLOW_THREADS
+    release(views, 3);
+    Py_RETURN_NONE;
+}
+
+static PyObject *layer_claim(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *objs[5];
+    if (!PyArg_ParseTuple(args, "OOOOO", &objs[0], &objs[1], &objs[2], &objs[3], &objs[4]))
+        return NULL;
+    Py_buffer views[5];
+    int flags[5] = {PyBUF_C_CONTIGUOUS, PyBUF_C_CONTIGUOUS, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE, PyBUF_C_CONTIGUOUS,
+                    PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE};
+    for (int k = 0; k < 5; k++) {
+        if (PyObject_GetBuffer(objs[k], &views[k], flags[k]) < 0) {
+            release(views, k);
+            return NULL;
+        }
+    }
+    Py_ssize_t k = views[0].len / 8, n_seg = views[2].len;
+    if (views[0].len % 8 || views[1].len != views[0].len || views[3].len != n_seg * 8
+        || views[4].len != (n_seg + 1) * 8) {
+        release(views, 5);
+        PyErr_SetString(PyExc_ValueError, "layer_claim: expected int64 starts and ends of one length, uint8 free, "
+                                          "float64 seg (one per segment) and cum (one more)");
+        return NULL;
+    }
+    const int64_t *starts = views[0].buf, *ends = views[1].buf;
+    for (Py_ssize_t i = 0; i < k; i++) {
+        if (starts[i] < 0 || starts[i] > n_seg || ends[i] < 0 || ends[i] > n_seg) {
+            release(views, 5);
+            PyErr_SetString(PyExc_ValueError, "layer_claim: an edge position is outside the segments");
+            return NULL;
+        }
+    }
+    int64_t *delta = calloc((size_t)n_seg + 1, sizeof(int64_t));
+    if (delta == NULL) {
+        release(views, 5);
+        return PyErr_NoMemory();
+    }
+    uint8_t *free_ = views[2].buf;
+    const double *seg = views[3].buf;
+    double *cum = views[4].buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < k; i++) {
+        delta[starts[i]] += 1;
+        delta[ends[i]] -= 1;
+    }
+    int64_t active = 0;
+    double c = 0.0;
+    cum[0] = 0.0;
+    for (Py_ssize_t j = 0; j < n_seg; j++) {
+        active += delta[j];
+        if (active > 0 && free_[j]) {
+            c += (1.0 / (double)active) * seg[j];
+            free_[j] = 0;
+        }
+        cum[j + 1] = c;
+    }
+    Py_END_ALLOW_THREADS
+    free(delta);
+    release(views, 5);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef nest_methods[] = {
     {"nest", nest, METH_VARARGS,
      "nest(group, start, dur, row, n_groups, parent, depth) -> None\n\n"
@@ -446,6 +624,20 @@ static PyMethodDef nest_methods[] = {
      "span_order(group, start, key2, n_groups, out) -> None\n\n"
      "Write into out the permutation np.lexsort((key2, start, group)) gives (see\n"
      "ordering.span_order): fast on events in file order."},
+    {"tree_sum", tree_sum, METH_VARARGS,
+     "tree_sum(order, parent, acc, integer) -> None\n\n"
+     "Add each node's acc (float64, or int64 when integer) into its parent's, nodes visited in\n"
+     "order (deepest level\n"
+     "first): callstack.reduce_levels with np.add."},
+    {"tree_inherit", tree_inherit, METH_VARARGS,
+     "tree_inherit(order, parent, out, nearest) -> None\n\n"
+     "Visit the nodes in reverse order (shallowest first); a node takes its parent's out (int64)\n"
+     "when the parent has one (topmost_match) or, with nearest, when it has none itself\n"
+     "(nearest_match)."},
+    {"layer_claim", layer_claim, METH_VARARGS,
+     "layer_claim(starts, ends, free, seg, cum) -> None\n\n"
+     "One layer of the time at stake: claim the free segments where the layer is active and\n"
+     "write the running integral of its shared rate (see stake._claims)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -51,12 +51,12 @@ import pandas as pd
 from ..errors import TraceError
 from ..model import COMMUNICATION, COMPUTATION, GPU_SIDE_CATEGORIES, KERNEL_CLASS_NAMES, MEMORY
 from ..model import OTHER as MODEL_OTHER
-from ..model import RankTrace, TraceSet
+from ..model import RankTrace, TraceSet, distinct_codes
 from ..units import format_bytes, pct, us_to_ms
-from .callstack import call_stack
+from .callstack import call_stack, stack_levels
 from .collectives import rank_collectives
 from .diff import normalize_kernel_name, op_steps
-from .intervals import window_overlaps
+from .intervals import sorted_edges, window_overlaps
 from .memory_bw import direction_of
 from .step_metrics import WHOLE_TRACE_STEP, step_windows
 from .steps import STEP_NAME
@@ -80,30 +80,52 @@ _COMM = PRIORITY.index(COMMUNICATION)
 
 
 # --- one rank: the parts of each step ---------------------------------------------------------
-def _piecewise(bounds: np.ndarray, rate: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """∫ rate from -inf to x, for a rate constant on each [bounds[j], bounds[j+1]) (0 outside)."""
+@dataclass(frozen=True, slots=True)
+class _Points:
+    """Points located once among the bounds of a piecewise-constant rate, so that several rates
+    are integrated up to them without searching again: ``j`` the segment of each point (clipped
+    to the bounds), ``before`` points before the first bound, ``offset`` the point's distance
+    from its segment's start."""
+
+    j: np.ndarray
+    before: np.ndarray
+    offset: np.ndarray
+
+    @classmethod
+    def at(cls, bounds: np.ndarray, x: np.ndarray, j: np.ndarray | None = None) -> "_Points":
+        """``j``: the points' ``searchsorted(bounds, x, side="right") - 1`` when known."""
+        if j is None:
+            j = np.searchsorted(bounds, x, side="right") - 1
+        jc = np.clip(j, 0, max(len(bounds) - 1, 0))
+        return cls(jc, j < 0, x - bounds[jc] if len(bounds) else np.zeros(len(x)))
+
+    def take(self, sel: np.ndarray) -> "_Points":
+        return _Points(self.j[sel], self.before[sel], self.offset[sel])
+
+
+def _piecewise(bounds: np.ndarray, rate: np.ndarray, *points: _Points) -> list[np.ndarray]:
+    """∫ rate from -inf to each set of points, for a rate constant on each [bounds[j],
+    bounds[j+1]) (0 outside); the running integral is summed once for all the sets."""
     if len(bounds) == 0:
-        return np.zeros(len(x))
+        return [np.zeros(len(p.j)) for p in points]
     cum = np.concatenate([[0.0], np.cumsum(rate * np.diff(bounds))])
-    j = np.searchsorted(bounds, x, side="right") - 1
-    jc = np.clip(j, 0, len(bounds) - 1)
-    r = np.append(rate, 0.0)[jc]
-    return np.where(j < 0, 0.0, cum[jc] + r * (x - bounds[jc]))
+    r = np.append(rate, 0.0)
+    return [np.where(p.before, 0.0, cum[p.j] + r[p.j] * p.offset) for p in points]
 
 
-def _gpu_parts(trace: RankTrace, ws: np.ndarray, we: np.ndarray, exact: bool) -> pd.DataFrame:
-    """(window, kind, key, time_us, overlapped_us): each GPU event's share of each window."""
+def _gpu_parts(trace: RankTrace, ws: np.ndarray, we: np.ndarray, exact: bool) -> "_Parts":
+    """Each GPU event's share of each window (:class:`_Parts`)."""
     rows = trace.gpu_work_rows()
     rows = rows[trace.dur[rows] > 0]
     if not len(rows) or not len(ws):
-        return pd.DataFrame(columns=["window", "kind", "key", "time_us", "overlapped_us"])
+        return _Parts.empty()
     s, e = trace.ts[rows], trace.ts[rows] + trace.dur[rows]
     cls = _PRIORITY_OF_CLASS[trace.gpu_class()[rows]]
     n_cls = len(PRIORITY)
-    bounds = np.unique(np.concatenate([s, e]))
+    bounds, (si, ei) = sorted_edges(s, e)
     delta = np.zeros((n_cls, len(bounds) + 1))
-    np.add.at(delta, (cls, np.searchsorted(bounds, s)), 1.0)
-    np.add.at(delta, (cls, np.searchsorted(bounds, e)), -1.0)
+    np.add.at(delta, (cls, si), 1.0)
+    np.add.at(delta, (cls, ei), -1.0)
     active = np.cumsum(delta, axis=1)[:, : len(bounds) - 1]  # per segment [bounds[j], bounds[j+1])
     on = active > 0.5
     top = np.where(on.any(axis=0), np.argmax(on, axis=0), -1)  # highest-priority class running
@@ -115,28 +137,53 @@ def _gpu_parts(trace: RankTrace, ws: np.ndarray, we: np.ndarray, exact: bool) ->
     order = np.argsort(ws, kind="stable")
     ws_s, we_s = ws[order], we[order]
     ev, win, lo, hi = window_overlaps(ws_s, we_s, s, e)
+    # an overlap ends at an event's edge (a bound: its position is known) or a window's
+    jws, jwe = (np.searchsorted(bounds, x, side="right") - 1 for x in (ws_s, we_s))
+    at_lo = _Points.at(bounds, lo, np.where(s[ev] >= ws_s[win], si[ev], jws[win]))
+    at_hi = _Points.at(bounds, hi, np.where(e[ev] <= we_s[win], ei[ev], jwe[win]))
     share = np.zeros(len(ev))
     for c in range(n_cls):  # a loop over the four kernel classes
         sel = cls[ev] == c
-        share[sel] = _piecewise(bounds, rate[c], hi[sel]) - _piecewise(bounds, rate[c], lo[sel])
-    overlapped = np.where(cls[ev] == _COMM, _piecewise(bounds, under_compute, hi) - _piecewise(bounds, under_compute, lo),
-                          0.0)
-    keys = _gpu_keys(trace, rows[ev], exact)
-    return pd.DataFrame({"window": order[win], "kind": _PRIORITY_KIND[cls[ev]], "key": keys, "time_us": share,
-                         "overlapped_us": overlapped})
+        to_hi, to_lo = _piecewise(bounds, rate[c], at_hi.take(sel), at_lo.take(sel))
+        share[sel] = to_hi - to_lo
+    to_hi, to_lo = _piecewise(bounds, under_compute, at_hi, at_lo)
+    overlapped = np.where(cls[ev] == _COMM, to_hi - to_lo, 0.0)
+    code, labels = _gpu_keys(trace, rows[ev], exact)
+    n_labels = max(len(labels), 1)
+    pairs, pair = np.unique(cls[ev] * n_labels + code, return_inverse=True)  # (kind, key) as one integer
+    return _Parts(window=order[win], pair=pair.ravel(), time=share, overlapped=overlapped,
+                  pairs=[(_PRIORITY_KIND[p // n_labels], labels[p % n_labels]) for p in pairs.tolist()])
 
 
-def _gpu_keys(trace: RankTrace, rows: np.ndarray, exact: bool) -> np.ndarray:
-    """Key of each GPU event: memcpy/memset direction, else the (normalised) kernel name."""
+@dataclass(frozen=True)
+class _Parts:
+    """Parts of the windows as columns: the window, the part's (kind, key) as a position in
+    ``pairs``, its time and its overlapped time (µs)."""
+
+    window: np.ndarray
+    pair: np.ndarray
+    time: np.ndarray
+    overlapped: np.ndarray
+    pairs: list[tuple[str, str]]
+
+    @classmethod
+    def empty(cls) -> "_Parts":
+        none = np.empty(0, dtype=np.int64)
+        return cls(none, none, np.empty(0), np.empty(0), [])
+
+
+def _gpu_keys(trace: RankTrace, rows: np.ndarray, exact: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(per event its key's position in the keys, the keys): the key of a GPU event is its
+    memcpy/memset direction, else its (normalised) kernel name (two names may share one)."""
     memset = trace.memsets()[rows]
-    memory = trace.memcpys()[rows] | memset
-    code = np.where(memory, -2 - memset.astype(np.int64), trace.name[rows].astype(np.int64))
-    uniq, inverse = np.unique(np.stack([code, trace.name[rows]], axis=1), axis=0, return_inverse=True)
+    kind = np.where(memset, 2, trace.memcpys()[rows].astype(np.int64))  # 0 kernel, 1 memcpy, 2 memset
+    name = trace.name[rows].astype(np.int64) + 1  # -1 (no name) -> 0
+    uniq, inverse = distinct_codes(name * 3 + kind, 3 * (len(trace.strings) + 1))  # one int per (name, kind)
     labels = []
-    for c, name in uniq:  # a loop over distinct names
-        text = trace.strings[name] if name >= 0 else ""
-        labels.append(direction_of(text, c == -3) if c < -1 else text if exact else normalize_kernel_name(text))
-    return np.array(labels, dtype=object)[inverse.ravel()]
+    for c, k in zip(*np.divmod(uniq.tolist(), 3)):  # a loop over distinct names
+        text = trace.strings[c - 1] if c > 0 else ""
+        labels.append(direction_of(text, k == 2) if k else text if exact else normalize_kernel_name(text))
+    return inverse, np.array(labels, dtype=object)
 
 
 def _host_ops(trace: RankTrace, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -152,20 +199,37 @@ def _host_ops(trace: RankTrace, steps: np.ndarray) -> tuple[np.ndarray, np.ndarr
         pid, tid = pairs[np.argmax(counts)]
         rows = np.flatnonzero(cpu & (stack.depth == 0) & (trace.pid == pid) & (trace.tid == tid))
         return rows, np.zeros(len(rows), dtype=np.int64)
-    step_rows = np.flatnonzero(trace.steps() & ~trace.gpu_side() & np.isfinite(trace.dur))
-    numbers = np.array([int(STEP_NAME.match(s).group(1)) for s in trace.decode(trace.name[step_rows])],
-                       dtype=np.int64)
-    number_of = np.full(trace.n_events, WHOLE_TRACE_STEP, dtype=np.int64)
-    number_of[step_rows] = numbers
-    parent = stack.parent
-    child = np.flatnonzero(stack.is_node & (parent >= 0) & ~trace.is_cat(GPU_SIDE_CATEGORIES))
-    child = child[trace.steps()[parent[child]] & ~trace.gpu_side()[parent[child]]]
-    number = number_of[parent[child]]
+    child, number = _step_children(trace)
     if not len(steps):
         return np.empty(0, np.int64), np.empty(0, np.int64)
     pos = np.clip(np.searchsorted(steps, number), 0, len(steps) - 1)
     ok = steps[pos] == number
     return child[ok], pos[ok]
+
+
+def _step_children(trace: RankTrace) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, step number) of the CPU ops directly under a ProfilerStep span, rows ascending.
+    Memoised: the attribution and the time at stake both start from them. Only the depth
+    levels just below the steps' are searched (the call stack's levels are shared)."""
+    def compute() -> tuple[np.ndarray, np.ndarray]:
+        stack = call_stack(trace)
+        step_rows = np.flatnonzero(trace.steps())
+        step_rows = step_rows[~trace.gpu_side()[step_rows] & np.isfinite(trace.dur[step_rows])]
+        numbers = np.array([int(STEP_NAME.match(s).group(1)) for s in trace.decode(trace.name[step_rows])],
+                           dtype=np.int64)
+        below = set((stack.depth[step_rows] + 1).tolist())
+        by_level = stack_levels(trace)
+        candidates = [lv for lv in by_level if len(lv) and int(stack.depth[lv[0]]) in below]
+        if not candidates:
+            return np.empty(0, np.int64), np.empty(0, np.int64)
+        rows = np.sort(np.concatenate(candidates))
+        parent = stack.parent[rows]
+        is_step = np.zeros(trace.n_events, dtype=bool)
+        is_step[step_rows] = True
+        rows = rows[(parent >= 0) & is_step[np.maximum(parent, 0)] & ~trace.is_cat(GPU_SIDE_CATEGORIES)[rows]]
+        return rows, numbers[np.searchsorted(step_rows, stack.parent[rows])]
+
+    return trace.memo("step_children", compute)
 
 
 HOST_COMM = "collectives on the host"
@@ -179,46 +243,48 @@ def _host_collective_spans(trace: RankTrace) -> tuple[np.ndarray, np.ndarray]:
     return trace.ts[rows], trace.ts[rows] + trace.dur[rows]
 
 
-def _idle_parts(trace: RankTrace, steps: np.ndarray, ws: np.ndarray, we: np.ndarray) -> pd.DataFrame:
-    """(window, kind, key, time_us): GPU idle time of each window: communication while a
-    collective runs on the host (``HOST_COMM``), else by the host op running, else ``NO_OP``."""
+def _idle_parts(trace: RankTrace, steps: np.ndarray, ws: np.ndarray, we: np.ndarray) -> "_Parts":
+    """GPU idle time of each window (:class:`_Parts`): communication while a collective runs on
+    the host (``HOST_COMM``), else by the host op running, else ``NO_OP``."""
     gpu = trace.gpu_work_rows()
     s = trace.ts[gpu]
     e = s + np.maximum(trace.dur[gpu], 0.0)
     c_s, c_e = _host_collective_spans(trace)
-    bounds = np.unique(np.concatenate([s, e, c_s, c_e]))
+    bounds, (ps, pe, pcs, pce) = sorted_edges(s, e, c_s, c_e)
     busy = np.zeros(max(len(bounds) - 1, 0))
     coll = np.zeros(max(len(bounds) - 1, 0))
     if len(bounds) > 1:
-        for starts, ends, out in ((s, e, busy), (c_s, c_e, coll)):  # GPU work, then host collectives
-            delta = np.zeros(len(bounds) + 1)
-            np.add.at(delta, np.searchsorted(bounds, starts), 1.0)
-            np.add.at(delta, np.searchsorted(bounds, ends), -1.0)
-            out[:] = (np.cumsum(delta)[: len(bounds) - 1] > 0.5).astype(np.float64)
+        for starts, ends, out in ((ps, pe, busy), (pcs, pce, coll)):  # GPU work, then host collectives
+            delta = np.bincount(starts, minlength=len(bounds) + 1) - np.bincount(ends, minlength=len(bounds) + 1)
+            out[:] = (np.cumsum(delta)[: len(bounds) - 1] > 0).astype(np.float64)
     comm_rate = (1.0 - busy) * coll
 
-    def idle(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        return np.maximum((b - a) - (_piecewise(bounds, busy, b) - _piecewise(bounds, busy, a)), 0.0)
+    def idle(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(idle time, of which host communication) in each [a, b)."""
+        at_a, at_b = _Points.at(bounds, a), _Points.at(bounds, b)
+        busy_b, busy_a = _piecewise(bounds, busy, at_b, at_a)
+        comm_b, comm_a = _piecewise(bounds, comm_rate, at_b, at_a)
+        return np.maximum((b - a) - (busy_b - busy_a), 0.0), np.maximum(comm_b - comm_a, 0.0)
 
-    def host_comm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        return np.maximum(_piecewise(bounds, comm_rate, b) - _piecewise(bounds, comm_rate, a), 0.0)
-
-    total, comm = idle(ws, we), host_comm(ws, we)
+    total, comm = idle(ws, we)
     rows, win = _host_ops(trace, steps)
     lo = np.maximum(trace.ts[rows], ws[win])
     hi = np.minimum(trace.ts[rows] + trace.dur[rows], we[win])
     ok = hi > lo
-    rows, win, in_op = rows[ok], win[ok], np.maximum(idle(lo[ok], hi[ok]) - host_comm(lo[ok], hi[ok]), 0.0)
+    rows, win = rows[ok], win[ok]
+    in_op = np.maximum(np.subtract(*idle(lo[ok], hi[ok])), 0.0)
     by_window = np.bincount(win, weights=in_op, minlength=len(ws))
     n = len(ws)
-    frame = pd.DataFrame({"window": np.concatenate([win, np.arange(n), np.arange(n)]),
-                          "kind": np.concatenate([np.full(len(win) + n, "idle", dtype=object),
-                                                  np.full(n, "communication", dtype=object)]),
-                          "key": np.concatenate([trace.decode(trace.name[rows]), np.full(n, NO_OP, dtype=object),
-                                                 np.full(n, HOST_COMM, dtype=object)]),
-                          "time_us": np.concatenate([in_op, np.maximum(total - comm - by_window, 0.0), comm]),
-                          "overlapped_us": 0.0})
-    return frame.loc[(frame["kind"] == "idle") | (frame["time_us"] > 0)].reset_index(drop=True)
+    names, name_of = np.unique(trace.name[rows], return_inverse=True)
+    # pairs: each host op's name (idle), then NO_OP (idle) and HOST_COMM (communication)
+    pairs = [("idle", str(k)) for k in trace.decode(names).tolist()] + [("idle", NO_OP), ("communication", HOST_COMM)]
+    time = np.concatenate([in_op, np.maximum(total - comm - by_window, 0.0), comm])
+    pair = np.concatenate([name_of.ravel(), np.full(n, len(names)), np.full(n, len(names) + 1)]).astype(np.int64)
+    keep = np.ones(len(time), dtype=bool)
+    keep[len(win) + n:] = time[len(win) + n:] > 0  # the idle parts stay, even at 0; host comm when > 0
+    window = np.concatenate([win, np.arange(n), np.arange(n)])
+    return _Parts(window=window[keep], pair=pair[keep], time=time[keep], overlapped=np.zeros(int(keep.sum())),
+                  pairs=pairs)
 
 
 def step_parts(trace: RankTrace, steps: np.ndarray | None = None, exact: bool = False) -> pd.DataFrame:
@@ -241,12 +307,25 @@ def _step_parts(trace: RankTrace, exact: bool) -> pd.DataFrame:
     windows = windows[np.isfinite(windows["start_us"]) & np.isfinite(windows["end_us"])]
     numbers = windows["step"].to_numpy(dtype=np.int64)
     ws, we = windows["start_us"].to_numpy(np.float64), windows["end_us"].to_numpy(np.float64)
-    parts = pd.concat([_gpu_parts(trace, ws, we, exact), _idle_parts(trace, numbers, ws, we)], ignore_index=True)
-    if parts.empty:
+    gpu, idle = _gpu_parts(trace, ws, we, exact), _idle_parts(trace, numbers, ws, we)
+    if not len(gpu.time) and not len(idle.time):
         return pd.DataFrame({c: pd.Series(dtype=object if c in ("kind", "key") else np.float64) for c in PART_COLUMNS})
-    parts["step"] = numbers[parts["window"].to_numpy(dtype=np.int64)]
-    out = parts.groupby(["step", "kind", "key"], sort=True)[["time_us", "overlapped_us"]].sum().reset_index()
-    out.insert(0, "rank", trace.rank)
+    # one id per distinct (kind, key) over both sides' few pairs, so the parts are summed by
+    # integer key (pandas' sum, in the rows' order: the sums a groupby on the strings gives)
+    ids, distinct = pd.factorize(pd.Series(gpu.pairs + idle.pairs, dtype=object))
+    pair = np.concatenate([ids[:len(gpu.pairs)][gpu.pair], ids[len(gpu.pairs):][idle.pair]])
+    n_ids = max(len(distinct), 1)
+    key = numbers[np.concatenate([gpu.window, idle.window])] * n_ids + pair
+    sums = pd.DataFrame({"time_us": np.concatenate([gpu.time, idle.time]),
+                         "overlapped_us": np.concatenate([gpu.overlapped, idle.overlapped])}).groupby(key, sort=False).sum()
+    group = sums.index.to_numpy(np.int64)
+    kind_key = np.empty((len(distinct), 2), dtype=object)
+    kind_key[:] = list(distinct)
+    which = kind_key[group % n_ids]
+    out = pd.DataFrame({"rank": np.int64(trace.rank), "step": group // n_ids, "kind": which[:, 0], "key": which[:, 1],
+                        "time_us": sums["time_us"].to_numpy(np.float64),
+                        "overlapped_us": sums["overlapped_us"].to_numpy(np.float64)})
+    out = out.sort_values(["step", "kind", "key"], kind="stable").reset_index(drop=True)
     return out.astype({"rank": np.int64, "step": np.int64})[list(PART_COLUMNS)]
 
 

@@ -17,7 +17,7 @@ import pandas as pd
 
 from ..model import CPU_OP_CATEGORIES, GPU_SIDE_CATEGORIES, RankTrace, TraceSet
 from .grouping import Grouped, string_keys
-from .nesting import NO_PARENT, nest, stable_order, thread_ids
+from .nesting import NO_PARENT, _nest, nest, stable_order, thread_ids
 
 def tree_depth(parent: np.ndarray) -> np.ndarray:
     """Depth of every node of a forest given by parent positions (-1 = root, depth 0).
@@ -37,15 +37,25 @@ def tree_depth(parent: np.ndarray) -> np.ndarray:
     raise ValueError("the parent links contain a cycle")
 
 
-def levels(depth: np.ndarray) -> list[np.ndarray]:
+class Levels(list):
+    """Node positions grouped by depth, deepest first (a list of arrays), and ``order``: the
+    same positions as one array (the groups are views of it), for the one-loop passes of the
+    C extension."""
+
+    def __init__(self, groups: list[np.ndarray], order: np.ndarray):
+        super().__init__(groups)
+        self.order = order
+
+
+def levels(depth: np.ndarray) -> Levels:
     """Node positions grouped by depth, deepest first (for bottom-up passes)."""
     nodes = np.flatnonzero(depth >= 0)
     if len(nodes) == 0:
-        return []
+        return Levels([], nodes)
     order = nodes[stable_order(-depth[nodes])]
     d = depth[order]
     cuts = np.flatnonzero(d[1:] != d[:-1]) + 1
-    return np.split(order, cuts)
+    return Levels(np.split(order, cuts), order)
 
 
 def subtree_reduce(parent: np.ndarray, depth: np.ndarray, values: np.ndarray, ufunc) -> np.ndarray:
@@ -53,9 +63,23 @@ def subtree_reduce(parent: np.ndarray, depth: np.ndarray, values: np.ndarray, uf
     return reduce_levels(parent, levels(depth), values, ufunc)
 
 
+def _in_one_loop(by_level: list[np.ndarray], parent: np.ndarray) -> np.ndarray | None:
+    """The nodes in level order as one int64 array when the C extension can do the pass."""
+    order = getattr(by_level, "order", None)
+    if not hasattr(_nest, "tree_sum") or order is None or parent.dtype != np.int64:  # an older build lacks it
+        return None
+    return np.ascontiguousarray(order, dtype=np.int64)
+
+
 def reduce_levels(parent: np.ndarray, by_level: list[np.ndarray], values: np.ndarray, ufunc) -> np.ndarray:
     """:func:`subtree_reduce` given the :func:`levels` (deepest first), so that several
-    reductions over one tree group its nodes by depth only once."""
+    reductions over one tree group its nodes by depth only once. A sum over :class:`Levels`
+    is one loop in C when the extension is built (the same additions in the same order)."""
+    order = _in_one_loop(by_level, parent) if ufunc is np.add and values.dtype in (np.float64, np.int64) else None
+    if order is not None:
+        acc = np.array(values)  # a contiguous copy
+        _nest.tree_sum(order, np.ascontiguousarray(parent), acc, acc.dtype == np.int64)
+        return acc
     acc = values.copy()
     for lv in by_level:
         p = parent[lv]
@@ -72,7 +96,11 @@ def topmost_match(parent: np.ndarray, by_level: list[np.ndarray], matches: np.nd
     cost is one visit per node whatever the depth. A matching node whose answer is itself is
     an *outermost* match (no matching ancestor).
     """
-    top = np.where(matches, np.arange(len(parent)), -1)
+    top = _self_where(matches)
+    order = _in_one_loop(by_level, parent)
+    if order is not None:
+        _nest.tree_inherit(order, np.ascontiguousarray(parent), top, False)
+        return top
     for lv in reversed(by_level):  # shallowest first: a parent's answer is final before its children
         p = parent[lv]
         ok = p >= 0
@@ -85,12 +113,32 @@ def topmost_match(parent: np.ndarray, by_level: list[np.ndarray], matches: np.nd
 def nearest_match(parent: np.ndarray, by_level: list[np.ndarray], matches: np.ndarray) -> np.ndarray:
     """Per node: the innermost node on its path to the root, itself included, where ``matches``
     holds; -1 if none (the counterpart of :func:`topmost_match`, one top-down pass as well)."""
-    near = np.where(matches, np.arange(len(parent)), -1)
+    near = _self_where(matches)
+    order = _in_one_loop(by_level, parent)
+    if order is not None:
+        _nest.tree_inherit(order, np.ascontiguousarray(parent), near, True)
+        return near
     for lv in reversed(by_level):  # shallowest first: a parent's answer is final before its children
         p = parent[lv]
         take = (near[lv] < 0) & (p >= 0)
         near[lv[take]] = near[p[take]]
     return near
+
+
+def _self_where(matches: np.ndarray) -> np.ndarray:
+    """Per node: itself where ``matches`` holds, else -1 (``np.where(matches, np.arange(n), -1)``
+    without a temporary over every event)."""
+    out = np.full(len(matches), -1, dtype=np.int64)
+    rows = np.flatnonzero(matches)
+    out[rows] = rows
+    return out
+
+
+def roots_of(top: np.ndarray) -> np.ndarray:
+    """Rows that are their own answer in a :func:`topmost_match` result (``top[i] == i``):
+    the outermost matches, ascending."""
+    rows = np.flatnonzero(top >= 0)
+    return rows[top[rows] == rows]
 
 
 def ancestor_at_depth(parent: np.ndarray, depth: np.ndarray, target: int) -> np.ndarray:
@@ -194,7 +242,10 @@ def subtree_gpu_work(trace: RankTrace) -> tuple[np.ndarray, np.ndarray]:
 def _gpu_nodes(trace: RankTrace, stack: CallStack) -> tuple[np.ndarray, np.ndarray]:
     """(GPU work in the tree, its duration: 0 elsewhere and for a missing duration)."""
     gpu = stack.is_node & trace.gpu_activity()
-    return gpu, np.where(gpu, np.nan_to_num(trace.dur), 0.0)
+    dur = np.zeros(trace.n_events)
+    rows = np.flatnonzero(gpu)
+    dur[rows] = np.nan_to_num(trace.dur[rows])
+    return gpu, dur
 
 
 def kernel_totals(trace: RankTrace, stack: CallStack) -> pd.DataFrame:
@@ -232,7 +283,7 @@ def op_kernels(traces: TraceSet) -> pd.DataFrame:
     frames = []
     for t in traces:
         num_kernels, kernel_dur = subtree_gpu_work(t)
-        rows = np.flatnonzero(outermost_ops(t) == np.arange(t.n_events))
+        rows = roots_of(outermost_ops(t))
         if len(rows) == 0:
             continue
         key, labels = string_keys(t.name[rows], t.strings)  # groups as the names do, without hashing them

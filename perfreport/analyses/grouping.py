@@ -88,9 +88,13 @@ class Grouped:
     compensates rounding (Kahan), so a sum or mean can differ in its last bit.
     """
 
-    def __init__(self, frame: pd.DataFrame | Mapping[str, np.ndarray], keys: list[str]):
+    def __init__(self, frame: pd.DataFrame | Mapping[str, np.ndarray], keys: list[str],
+                 value_orders: Mapping[str, np.ndarray] | None = None):
         """``frame``: a DataFrame, or a mapping of column name to equal-length arrays (no frame
-        needs to be built just to group)."""
+        needs to be built just to group). ``value_orders``: per column, its rows' stable sort
+        order by value (:func:`value_order`), when another grouping of the same frame already
+        has it: the medians and quantiles then sort only by group."""
+        self._value_orders = value_orders or {}
         self.keys = list(keys)
         self._frame = frame
         n = len(self._column(self.keys[0])) if self.keys else len(frame)
@@ -209,7 +213,11 @@ class Grouped:
         if key is not None and key in self._sorted:
             return self._sorted[key]
         v = self._values(values).astype(np.float64)
-        order = np.lexsort((v, self.ids))  # NaN sorts last within a group
+        given = self._value_orders.get(key) if key is not None else None
+        if given is not None and len(self.rows) == len(self._column(key)):  # every row has its keys
+            order = _by_group(self.ids, np.asarray(given), self.n)
+        else:
+            order = _by_group_then_value(self.ids, v, self.n)  # NaN sorts last within a group
         sizes = np.bincount(self.ids, minlength=self.n)
         start = np.cumsum(sizes) - sizes
         present = np.bincount(self.ids, weights=~np.isnan(v), minlength=self.n).astype(np.int64)
@@ -222,6 +230,27 @@ class Grouped:
         """The key columns (one row per group, in order) followed by ``columns``."""
         keys = {k: self._column(k)[self.first] for k in self.keys}
         return pd.DataFrame({**keys, **columns})
+
+
+def value_order(values: np.ndarray) -> np.ndarray:
+    """Positions of ``values`` sorted by value, stably, NaN last: what :class:`Grouped` sorts
+    by first for its medians and quantiles, to share among groupings of one frame."""
+    return np.argsort(np.asarray(values, dtype=np.float64), kind="stable")
+
+
+def _by_group_then_value(ids: np.ndarray, v: np.ndarray, n: int) -> np.ndarray:
+    """``np.lexsort((v, ids))`` as two stable sorts: by value (a timsort: the values of an event
+    column come in sorted runs), then by group id, a radix sort when the ids fit in 16 bits.
+    Stable sorts compose, so the permutation is the same."""
+    return _by_group(ids, value_order(v), n)
+
+
+def _by_group(ids: np.ndarray, by_value: np.ndarray, n: int) -> np.ndarray:
+    """``by_value`` (a stable order by value) stably re-sorted by group id."""
+    group = ids[by_value]
+    if n <= 1 << 16:
+        group = group.astype(np.uint16)
+    return by_value[np.argsort(group, kind="stable")]
 
 
 def _sums(ids: np.ndarray, weights: np.ndarray, n: int) -> np.ndarray:

@@ -76,7 +76,7 @@ def _coded_gaps(trace: RankTrace, consecutive_kernel_delay_us: float) -> pd.Data
         category = np.where(host, 0, np.where(gap < consecutive_kernel_delay_us, 1, 2))
     category[~idle] = -1
     return pd.DataFrame({"rank": trace.rank, "stream": stream, "step": trace.iteration[rows], "gap_us": gap,
-                         "category": category})
+                         "category": category}, copy=False)  # fresh arrays: no copy into 2-D blocks
 
 
 def _grid(gaps: pd.DataFrame, keys: list[str]) -> tuple[pd.DataFrame, np.ndarray]:

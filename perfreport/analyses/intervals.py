@@ -73,3 +73,26 @@ def window_overlaps(ws_sorted: np.ndarray, we_sorted: np.ndarray, starts: np.nda
     lo, hi = np.maximum(starts[ev], ws_sorted[win]), np.minimum(ends[ev], we_sorted[win])
     ok = hi > lo
     return ev[ok], win[ok], lo[ok], hi[ok]
+
+
+def sorted_edges(*arrays: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+    """``np.unique`` of the arrays' values together (finite values only) and, for each array, the
+    position of each of its values in it: ``bounds[positions[i]] == arrays[i]``.
+
+    One stable sort (timsort: interval starts and ends arrive nearly sorted, in runs, so this is
+    several times faster than ``np.unique``'s quicksort) instead of a ``np.searchsorted`` of every
+    value into the bounds afterwards, which is cache-miss bound on millions of bounds.
+
+    >>> sorted_edges(np.array([3., 1.]), np.array([1., 2.]))
+    (array([1., 2., 3.]), [array([2, 0]), array([0, 1])])
+    """
+    values = np.concatenate(arrays) if arrays else np.empty(0)
+    order = np.argsort(values, kind="stable")
+    ordered = values[order]
+    new = np.empty(len(ordered), dtype=bool)
+    new[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=new[1:])
+    position = np.empty(len(values), dtype=np.int64)
+    position[order] = np.cumsum(new) - 1
+    cuts = np.cumsum([len(a) for a in arrays])[:-1]
+    return ordered[new], np.split(position, cuts)

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from ..model import RankTrace, TraceSet, distinct_codes
-from .grouping import Grouped, run_ids, string_keys
+from .grouping import Grouped, run_ids, string_keys, value_order
 from .ordering import span_order
 
 RUNTIME_CUTOFF_US = 50.0
@@ -128,9 +128,7 @@ def rank_launches(trace: RankTrace, runtime_cutoff_us: float = RUNTIME_CUTOFF_US
 def _rank_launches(trace: RankTrace, runtime_cutoff_us: float, launch_delay_cutoff_us: float) -> pd.DataFrame:
     launch_rows, gpu_rows = launch_gpu_ops(trace)
     n = len(launch_rows)
-    slot = np.full(trace.n_events, -1, dtype=np.int64)
-    slot[launch_rows] = np.arange(n)
-    owner = slot[trace.linked[gpu_rows]]
+    owner = np.searchsorted(launch_rows, trace.linked[gpu_rows])  # each GPU op's launch, a launch row (ascending)
     g_start = trace.ts[gpu_rows]
     g_dur = trace.dur[gpu_rows]
     ops = np.bincount(owner, minlength=n)
@@ -171,7 +169,7 @@ def _rank_launches(trace: RankTrace, runtime_cutoff_us: float, launch_delay_cuto
         "short_kernel": short,
         "runtime_outlier": runtime_outlier,
         "launch_delay_outlier": delay_outlier,
-    }, columns=list(LAUNCH_COLUMNS))
+    }, columns=list(LAUNCH_COLUMNS), copy=False)  # fresh arrays: no copy into 2-D blocks
 
 
 def launches(traces: TraceSet, runtime_cutoff_us: float = RUNTIME_CUTOFF_US,
@@ -199,10 +197,10 @@ SUMMARY_COLUMNS = (
 )
 
 
-def _summarise(table: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+def _summarise(table: pd.DataFrame, keys: list[str], value_orders: dict | None = None) -> pd.DataFrame:
     if not len(table):
         return pd.DataFrame(columns=keys + list(SUMMARY_COLUMNS))
-    g = Grouped(table, keys)
+    g = Grouped(table, keys, value_orders)
     return g.frame({
         "launches": g.size(),
         "gpu_ops": g.sum("gpu_ops"),
@@ -223,13 +221,23 @@ def _summarise(table: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
 def launch_summary(traces: TraceSet) -> pd.DataFrame:
     """Per (rank, launch call name): count, CPU/GPU durations, launch-delay statistics (µs)
     and how many launches each flag marks (default cutoffs 50 µs / 100 µs)."""
-    return _summarise(launches(traces), ["rank", "launch"])
+    return _summarise(launches(traces), ["rank", "launch"], _value_orders(traces))
 
 
 def launch_summary_by_step(traces: TraceSet) -> pd.DataFrame:
     """:func:`launch_summary` per (rank, profiler step) over all launch names; step -1 holds
     launches outside any ProfilerStep."""
-    return _summarise(launches(traces), ["rank", "iteration"])
+    return _summarise(launches(traces), ["rank", "iteration"], _value_orders(traces))
+
+
+def _value_orders(traces: TraceSet) -> dict[str, np.ndarray]:
+    """The launch table's CPU durations and launch delays sorted once (:func:`value_order`),
+    shared by its summaries per name and per step (memoised on the trace set)."""
+    def compute() -> dict[str, np.ndarray]:
+        table = launches(traces)
+        return {c: value_order(table[c].to_numpy()) for c in ("cpu_dur_us", "launch_delay_us")}
+
+    return traces.memo("launch_value_orders", compute)
 
 
 # --- aten op -> kernel launch delays ---------------------------------------------------------
@@ -285,7 +293,7 @@ def _build_aten_instances(trace: RankTrace) -> tuple[pd.DataFrame, np.ndarray]:
     empty = (pd.DataFrame(columns=list(ATEN_INSTANCE_COLUMNS)), np.empty(0, dtype=np.int64))
     launch_rows, gpu_rows = launch_gpu_ops(trace)
     aten_codes = trace.codes_where(lambda s: s.startswith(ATEN_PREFIX))
-    aten = np.flatnonzero(trace.complete & np.isin(trace.name, aten_codes) & np.isfinite(trace.dur))
+    aten = np.flatnonzero(trace.complete & trace.name_in(aten_codes) & np.isfinite(trace.dur))
     if not len(aten) or not len(launch_rows) or not len(gpu_rows):
         return empty
     a_tid, a_ts, a_end = trace.tid[aten], trace.ts[aten], trace.ts[aten] + trace.dur[aten]
@@ -325,7 +333,7 @@ def _build_aten_instances(trace: RankTrace) -> tuple[pd.DataFrame, np.ndarray]:
         "kernel_sequence": sequences.astype(object),
         "aten_op_delay_us": trace.ts[first_launch] - trace.ts[heads],
         "runtime_delay_us": trace.ts[gpu_rows[starts]] - trace.ts[first_launch],
-    }, columns=list(ATEN_INSTANCE_COLUMNS))
+    }, columns=list(ATEN_INSTANCE_COLUMNS), copy=False)  # fresh arrays: no copy into 2-D blocks
     return table, key
 
 

@@ -210,6 +210,20 @@ def thread_ids(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
     """Dense id of each (pid, tid) pair, numbered in sorted (pid, tid) order."""
     if len(pid) == 0:
         return np.empty(0, np.int64)
-    pid_code, tid_code = dense_ids(pid), dense_ids(tid)  # a thread's events come in long runs: cheap
-    pair = pid_code * (int(tid_code.max()) + 1) + tid_code  # ascends with (pid, tid)
-    return distinct_codes(pair, int(pair.max()) + 1)[1]
+    change = np.empty(len(pid), dtype=bool)  # a thread's events come in long runs: number the runs' pairs
+    change[0] = True
+    np.not_equal(pid[1:], pid[:-1], out=change[1:])
+    change[1:] |= tid[1:] != tid[:-1]
+    heads = np.flatnonzero(change)
+    if 8 * len(heads) > len(pid):  # interleaved threads: each pair coded on its own
+        pid_code, tid_code = dense_ids(pid), dense_ids(tid)
+        pair = pid_code * (int(tid_code.max()) + 1) + tid_code  # ascends with (pid, tid)
+        return distinct_codes(pair, int(pair.max()) + 1)[1]
+    hp, ht = pid[heads], tid[heads]
+    order = np.lexsort((ht, hp))
+    new = np.empty(len(order), dtype=bool)
+    new[0] = True
+    new[1:] = (hp[order][1:] != hp[order][:-1]) | (ht[order][1:] != ht[order][:-1])
+    run_id = np.empty(len(heads), dtype=np.int64)
+    run_id[order] = np.cumsum(new) - 1
+    return np.repeat(run_id, np.diff(heads, append=len(pid)))

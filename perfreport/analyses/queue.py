@@ -67,7 +67,7 @@ def _rank_queue_length_series(trace: RankTrace) -> pd.DataFrame:
         "ts_us": ts[last_at_time],
         "queue_length": queue[last_at_time],
         "enqueued": enqueued,
-    }, columns=list(SERIES_COLUMNS))
+    }, columns=list(SERIES_COLUMNS), copy=False)  # fresh arrays: no copy into 2-D blocks
 
 
 def queue_length_series(traces: TraceSet) -> pd.DataFrame:

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..model import RankTrace, TraceSet
-from .callstack import call_stack, cpu_ops, outermost_ops, stack_levels, subtree_gpu_work, topmost_match
+from .callstack import call_stack, cpu_ops, outermost_ops, roots_of, stack_levels, subtree_gpu_work, topmost_match
 from .grouping import Grouped, run_ids, string_keys
 
 COLUMNS = ("rank", "operator", "pattern", "kernels", "count", "kernel_dur_sum_us", "cpu_dur_us")
@@ -32,7 +32,7 @@ def _topmost(trace: RankTrace, stack, operator: str | None) -> np.ndarray:
     """Per event: its outermost matching operator (itself included), -1 if none."""
     if operator is None:
         return outermost_ops(trace)  # every cpu_op matches: shared with op_kernels
-    matches = cpu_ops(trace, stack) & np.isin(trace.name, trace.codes_where(lambda s: operator in s))
+    matches = cpu_ops(trace, stack) & trace.name_in(trace.codes_where(lambda s: operator in s))
     return topmost_match(stack.parent, stack_levels(trace), matches)
 
 
@@ -41,7 +41,7 @@ def rank_sequences(trace: RankTrace, operator: str | None = None, min_kernels: i
     stack = call_stack(trace)
     top = _topmost(trace, stack, operator)
     num_kernels, kernel_dur = subtree_gpu_work(trace)
-    roots = np.flatnonzero(top == np.arange(trace.n_events))
+    roots = roots_of(top)
     roots = roots[num_kernels[roots] >= min_kernels]
     if len(roots) == 0:
         return pd.DataFrame(columns=list(COLUMNS))

@@ -37,16 +37,19 @@ the compute-bound part of HTA's critical path within 2 % (``tests/test_diagnosis
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
-from ..model import COMMUNICATION, GPU_SIDE_CATEGORIES, MEMORY, RankTrace, TraceSet
+from ..model import COMMUNICATION, GPU_SIDE_CATEGORIES, MEMORY, RankTrace, TraceSet, distinct_codes
 from ..units import pct
 from .attribution import _host_ops
-from .callstack import call_stack
+from .callstack import call_stack, stack_levels
 from .collectives import collective_kind
 from .diff import normalize_kernel_name
-from .intervals import window_overlaps
+from .intervals import sorted_edges, window_overlaps
+from .nesting import _nest
 from .memory_bw import direction_of
 from .step_metrics import SYNC_CALLS, WHOLE_TRACE_STEP, step_windows
 
@@ -71,11 +74,22 @@ def _layer(kind: str, runs_on: str, starts: np.ndarray, ends: np.ndarray, keys: 
     return kind, runs_on, starts[ok].astype(np.float64), ends[ok].astype(np.float64), keys[ok]
 
 
-def _labels(trace: RankTrace, codes: np.ndarray, fn) -> np.ndarray:
-    """``fn(name)`` per row, computed once per distinct name code."""
-    uniq, inverse = np.unique(codes, return_inverse=True)
-    out = np.array([fn(trace.strings[c] if c >= 0 else "") for c in uniq.tolist()], dtype=object)
-    return out[inverse.ravel()]
+def _labels(trace: RankTrace, codes: np.ndarray, fn) -> pd.Categorical:
+    """``fn(name)`` per row, computed once per distinct name code (a categorical: the few
+    distinct labels and a code per row, so the parts are summed by integer key)."""
+    return _code_labels(codes, len(trace.strings), lambda c: fn(trace.strings[c] if c >= 0 else ""))
+
+
+def _code_labels(codes: np.ndarray, n_codes: int, label_of) -> pd.Categorical:
+    """``label_of(code)`` per row of ``codes`` (in -1 … ``n_codes`` - 1), once per distinct code."""
+    uniq, inverse = distinct_codes(codes, n_codes)
+    return _categorical([label_of(c) for c in uniq.tolist()], inverse)
+
+
+def _categorical(labels: list[str], which: np.ndarray) -> pd.Categorical:
+    """``labels[which]`` as a categorical (distinct labels: two names may share one)."""
+    ids, distinct = pd.factorize(np.array(labels, dtype=object))
+    return pd.Categorical.from_codes(ids[which] if len(ids) else np.zeros(len(which), np.int64), distinct)
 
 
 def _layers(trace: RankTrace, steps: np.ndarray) -> list[tuple]:
@@ -87,35 +101,48 @@ def _layers(trace: RankTrace, steps: np.ndarray) -> list[tuple]:
     comm, mem = cls == COMMUNICATION, cls == MEMORY
     comp = ~comm & ~mem  # computation and the odd OTHER kernel hold the GPU alike
     memset = trace.memsets()[gpu]
+    n = len(trace.strings)  # code of a memset: one past the string table
+    copy = _code_labels(np.where(memset[mem], n, trace.name[gpu[mem]]), n + 1,
+                        lambda c: "Memset" if c == n else direction_of(trace.strings[c] if c >= 0 else "", False))
     layers = [
         _layer("compute", "GPU", s[comp], e[comp], _labels(trace, trace.name[gpu[comp]], normalize_kernel_name)),
         _layer("communication", "GPU", s[comm], e[comm], _labels(trace, trace.name[gpu[comm]], collective_kind)),
-        _layer("memory", "GPU", s[mem], e[mem],
-               np.where(memset[mem], "Memset", _labels(trace, trace.name[gpu[mem]], lambda n: direction_of(n, False)))),
+        _layer("memory", "GPU", s[mem], e[mem], copy),
     ]
     stack = call_stack(trace)
-    cpu = stack.is_node & ~trace.is_cat(GPU_SIDE_CATEGORIES) & np.isfinite(trace.dur)
-    coll = cpu & trace.cpu_collectives()
-    parent = stack.parent
-    outer = np.flatnonzero(coll & ~np.where(parent >= 0, coll[np.clip(parent, 0, None)], False))
+    gpu_side = trace.is_cat(GPU_SIDE_CATEGORIES)
+
+    def cpu_rows(rows: np.ndarray) -> np.ndarray:
+        """The rows that are CPU nodes of the call stack with a duration (row subsets: no
+        pass over every event)."""
+        return rows[stack.is_node[rows] & ~gpu_side[rows] & np.isfinite(trace.dur[rows])]
+
+    coll_rows = cpu_rows(np.flatnonzero(trace.cpu_collectives()))
+    coll = np.zeros(trace.n_events, dtype=bool)
+    coll[coll_rows] = True
+    parent = stack.parent[coll_rows]
+    outer = coll_rows[~((parent >= 0) & coll[np.maximum(parent, 0)])]  # outermost collectives only
     layers.append(_layer("communication", "CPU", trace.ts[outer], trace.ts[outer] + trace.dur[outer],
                          _labels(trace, trace.name[outer], _cpu_collective_key)))
-    syncs = np.flatnonzero(cpu & trace.is_name(SYNC_CALLS))
-    starts = np.sort(s)
+    syncs = cpu_rows(np.flatnonzero(trace.is_name(SYNC_CALLS)))
+    starts = np.sort(s, kind="stable")  # nearly sorted: timsort
     nxt = np.searchsorted(starts, trace.ts[syncs] + trace.dur[syncs], side="left")
     has = nxt < len(starts)
     syncs = syncs[has]
-    layers.append(_layer("sync", "CPU", trace.ts[syncs], starts[nxt[has]], trace.decode(trace.name[syncs])))
-    launch = np.flatnonzero(trace.launches() & cpu)
+    layers.append(_layer("sync", "CPU", trace.ts[syncs], starts[nxt[has]], _labels(trace, trace.name[syncs], str)))
+    launch = cpu_rows(np.flatnonzero(trace.launches()))
     layers.append(_layer("launch", "CPU", trace.ts[launch], trace.ts[launch] + trace.dur[launch],
-                         trace.decode(trace.name[launch])))
+                         _labels(trace, trace.name[launch], str)))
     main, _ = _host_ops(trace, steps)
     layers.append(_layer("host", "CPU", trace.ts[main], trace.ts[main] + trace.dur[main],
                          _labels(trace, trace.name[main], str)))
     threads = np.unique(trace.tid[launch]) if len(launch) else np.empty(0, trace.tid.dtype)
     main_tids = np.unique(trace.tid[main]) if len(main) else np.empty(0, trace.tid.dtype)
-    other = np.flatnonzero(cpu & (stack.depth == 0) & np.isin(trace.tid, threads) & ~np.isin(trace.tid, main_tids)
-                           & ~trace.steps())
+    by_level = stack_levels(trace)  # deepest first: the last level is the top-level nodes
+    top = by_level[-1] if len(by_level) and stack.depth[by_level[-1][0]] == 0 else np.empty(0, np.int64)
+    other = cpu_rows(top)
+    other = other[~trace.steps()[other]]  # top-level ops, then their threads
+    other = other[np.isin(trace.tid[other], threads) & ~np.isin(trace.tid[other], main_tids)]
     layers.append(_layer("host", "CPU", trace.ts[other], trace.ts[other] + trace.dur[other],
                          _labels(trace, trace.name[other], _thread_op_key)))
     return layers
@@ -134,32 +161,94 @@ def attribute(ws: np.ndarray, we: np.ndarray, layers: list[tuple]) -> pd.DataFra
     """(window, kind, key, runs_on, time_us): each instant of each window [ws, we) given to the
     first layer active then, shared equally by that layer's active intervals; the time no layer
     claims is host time outside any op (``NO_OP``). Windows must not overlap."""
-    edges = [ws, we] + [x for layer in layers for x in (layer[2], layer[3])]
-    bounds = np.unique(np.concatenate(edges))
+    c = _claims(ws, we, layers)
+    kinds = np.array([layer[0] for layer in layers] + ["host"], dtype=object)
+    runs_on = np.array([layer[1] for layer in layers] + ["CPU"], dtype=object)
+    labels, offset = _distinct_keys(layers)
+    return pd.DataFrame({"window": c.window, "kind": kinds[c.layer], "key": labels[offset[c.layer] + c.code],
+                         "runs_on": runs_on[c.layer], "time_us": c.time})
+
+
+@dataclass(frozen=True)
+class _Claims:
+    """:func:`attribute`'s parts as columns, in the layers' order (then the unclaimed rest):
+    the window, the layer (``len(layers)`` for the rest), the key's code among the layer's
+    distinct keys (:func:`_keys`), the time (µs, > 0)."""
+
+    window: np.ndarray
+    layer: np.ndarray
+    code: np.ndarray
+    time: np.ndarray
+
+
+def _distinct_keys(layers: list[tuple]) -> tuple[np.ndarray, np.ndarray]:
+    """(every layer's distinct keys one after the other, then ``NO_OP``; where each layer's start)."""
+    distinct = [_keys(layer[4])[1] for layer in layers] + [np.array([NO_OP], dtype=object)]
+    return np.concatenate(distinct), np.cumsum([0] + [len(d) for d in distinct])
+
+
+def _keys(keys) -> tuple[np.ndarray, np.ndarray]:
+    """(code per interval, distinct keys): a categorical's own codes, else factorised."""
+    if isinstance(keys, pd.Categorical):
+        return keys.codes.astype(np.int64), np.asarray(keys.categories, dtype=object)
+    codes, distinct = pd.factorize(np.asarray(keys, dtype=object))
+    return codes.astype(np.int64), np.asarray(distinct, dtype=object)
+
+
+def _claims(ws: np.ndarray, we: np.ndarray, layers: list[tuple]) -> _Claims:
+    """:func:`attribute`'s parts as integer columns (:class:`_Claims`).
+
+    All edges are sorted once (:func:`sorted_edges`) and every interval knows its edges'
+    positions, so no value is searched for. A layer's claim is the free segments where it is
+    active; its running integral is summed over the claimed segments only (adding the zeros of
+    the other segments would not change a float sum), so each layer costs a pass over the
+    segments' masks plus its own intervals."""
+    edges = [x for layer in layers for x in (layer[2], layer[3])]
+    bounds, (iws, iwe, *pos) = sorted_edges(ws, we, *edges)
+    n_seg = max(len(bounds) - 1, 0)
     seg = np.diff(bounds)
-    free = np.ones(len(seg), dtype=bool)
+    free = np.ones(n_seg, dtype=bool)
     order = np.argsort(ws, kind="stable")
-    ws_s, we_s = ws[order], we[order]
-    frames = []
-    for kind, runs_on, s, e, keys in layers:  # a loop over the few layers, each vectorised
+    ws_s, we_s, iws_s, iwe_s = ws[order], we[order], iws[order], iwe[order]
+    parts = []
+    for i, (_, _, s, e, keys) in enumerate(layers):  # a loop over the few layers, each vectorised
         if not len(s):
             continue
-        delta = (np.bincount(np.searchsorted(bounds, s), minlength=len(bounds))
-                 - np.bincount(np.searchsorted(bounds, e), minlength=len(bounds)))
-        active = np.cumsum(delta)[: len(seg)].astype(np.float64)
-        claim = free & (active > 0.5)
-        rate = np.where(claim, 1.0 / np.maximum(active, 1.0), 0.0)
-        cum = np.r_[0.0, np.cumsum(rate * seg)]
-        ev, win, lo, hi = window_overlaps(ws_s, we_s, s, e)  # each interval against its windows
-        time = cum[np.searchsorted(bounds, hi)] - cum[np.searchsorted(bounds, lo)]
-        frames.append(pd.DataFrame({"window": order[win], "kind": kind, "key": keys[ev], "runs_on": runs_on,
-                                    "time_us": time}))
-        free &= ~claim
-    cum_free = np.r_[0.0, np.cumsum(free * seg)]
-    rest = cum_free[np.searchsorted(bounds, we_s)] - cum_free[np.searchsorted(bounds, ws_s)]
-    frames.append(pd.DataFrame({"window": order, "kind": "host", "key": NO_OP, "runs_on": "CPU", "time_us": rest}))
-    out = pd.concat(frames, ignore_index=True)
-    return out.loc[out["time_us"] > 0].reset_index(drop=True)
+        si, ei = pos[2 * i], pos[2 * i + 1]
+        cum_at = _layer_claim(si, ei, free, seg)
+        ev, win, _, _ = window_overlaps(ws_s, we_s, s, e)  # each interval against its windows
+        lo = np.where(s[ev] >= ws_s[win], si[ev], iws_s[win])  # positions of the overlap's ends
+        hi = np.where(e[ev] <= we_s[win], ei[ev], iwe_s[win])
+        time = cum_at(hi) - cum_at(lo)
+        ok = time > 0
+        parts.append((i, order[win[ok]], _keys(keys)[0][ev[ok]], time[ok]))
+    unclaimed = np.flatnonzero(free)
+    cum_free = np.r_[0.0, np.cumsum(seg[unclaimed])]
+    rest = cum_free[np.searchsorted(unclaimed, iwe_s)] - cum_free[np.searchsorted(unclaimed, iws_s)]
+    ok = rest > 0
+    parts.append((len(layers), order[ok], np.zeros(int(ok.sum()), dtype=np.int64), rest[ok]))
+    return _Claims(window=np.concatenate([p[1] for p in parts]),
+                   layer=np.repeat([p[0] for p in parts], [len(p[1]) for p in parts]).astype(np.int64),
+                   code=np.concatenate([p[2] for p in parts]), time=np.concatenate([p[3] for p in parts]))
+
+
+def _layer_claim(si: np.ndarray, ei: np.ndarray, free: np.ndarray, seg: np.ndarray):
+    """One layer of :func:`_claims`: claim the free segments where the layer is active (``free``
+    is cleared there) and return ``cum_at(k)``, the running integral of the layer's rate (1 /
+    its active intervals on the segments it claims) up to edge position ``k``. In C when the
+    extension is built (one pass, the same floats), else numpy over the claimed segments."""
+    if hasattr(_nest, "layer_claim"):  # an extension built before it was added lacks it
+        cum = np.empty(len(seg) + 1)
+        _nest.layer_claim(np.ascontiguousarray(si, np.int64), np.ascontiguousarray(ei, np.int64),
+                          free.view(np.uint8), np.ascontiguousarray(seg, np.float64), cum)
+        return lambda k: cum[k]
+    n_bounds = len(seg) + 1
+    active = np.cumsum(np.bincount(si, minlength=n_bounds) - np.bincount(ei, minlength=n_bounds))[:len(seg)]
+    claim = free & (active > 0)
+    claimed = np.flatnonzero(claim)
+    cum = np.r_[0.0, np.cumsum((1.0 / active[claimed].astype(np.float64)) * seg[claimed])]
+    free &= ~claim
+    return lambda k: cum[np.searchsorted(claimed, k)]
 
 
 def stake_parts(trace: RankTrace) -> pd.DataFrame:
@@ -177,11 +266,26 @@ def _stake_parts(trace: RankTrace) -> pd.DataFrame:
                              for c in PART_COLUMNS})
     numbers = windows["step"].to_numpy(np.int64)
     ws, we = windows["start_us"].to_numpy(np.float64), windows["end_us"].to_numpy(np.float64)
-    parts = attribute(ws, we, _layers(trace, numbers))
-    parts["step"] = numbers[parts["window"].to_numpy(np.int64)]
-    out = parts.groupby(["step", "kind", "key", "runs_on"], sort=True)["time_us"].sum().reset_index()
-    out.insert(0, "rank", trace.rank)
-    return out.astype({"rank": np.int64, "step": np.int64})[list(PART_COLUMNS)]
+    layers = _layers(trace, numbers)
+    claims = _claims(ws, we, layers)
+    # one id per distinct (kind, key, runs_on) over the layers' few distinct keys, so the
+    # parts are summed by integer key (pandas' sum, in the rows' order: the same sums)
+    labels, offset = _distinct_keys(layers)
+    kinds = [layer[0] for layer in layers] + ["host"]
+    runs_on = [layer[1] for layer in layers] + ["CPU"]
+    triples = [(kinds[i], labels[j], runs_on[i]) for i in range(len(kinds)) for j in range(offset[i], offset[i + 1])]
+    ids, distinct = pd.factorize(pd.Series(triples, dtype=object))
+    n_ids = max(len(distinct), 1)
+    key = numbers[claims.window] * n_ids + ids[offset[claims.layer] + claims.code]
+    sums = pd.Series(claims.time).groupby(key, sort=False).sum()
+    group = sums.index.to_numpy(np.int64)
+    kind_key_on = np.empty((len(distinct), 3), dtype=object)
+    kind_key_on[:] = list(distinct)
+    which = kind_key_on[group % n_ids]
+    out = pd.DataFrame({"rank": np.int64(trace.rank), "step": group // n_ids, "kind": which[:, 0], "key": which[:, 1],
+                        "runs_on": which[:, 2], "time_us": sums.to_numpy(np.float64)})
+    return out.sort_values(["step", "kind", "key", "runs_on"], kind="stable").reset_index(drop=True).astype(
+        {"rank": np.int64, "step": np.int64})[list(PART_COLUMNS)]
 
 
 # --- the table -------------------------------------------------------------------------------------

@@ -113,6 +113,20 @@ def _outermost_op(trace: RankTrace) -> np.ndarray:
     return topmost_match(stack.parent, stack_levels(trace), ops & ~steps)
 
 
+def _owner_calls(trace: RankTrace) -> tuple[np.ndarray, ...]:
+    """(the op calls that own GPU work, per GPU event of :func:`kernel_owner` its call's index,
+    the calls' signatures (k, 4), the first call of each distinct signature, per call its
+    signature's index). Memoised: the op table and its per-step samples share the grouping."""
+    def compute() -> tuple[np.ndarray, ...]:
+        _, owner, _ = kernel_owner(trace)
+        owners, owner_of = distinct_codes(owner, trace.n_events)
+        sig = _signature(trace, owners)
+        first, sig_of = distinct_rows(sig)
+        return owners, owner_of.ravel(), sig, first, sig_of
+
+    return trace.memo("efficiency_owner_calls", compute)
+
+
 def rank_op_efficiency(trace: RankTrace) -> pd.DataFrame:
     """:func:`op_efficiency` of one rank, memoised: a digest carries it (the gate reads it)."""
     return trace.memo("op_efficiency", lambda: _rank_op_efficiency(trace))
@@ -126,9 +140,7 @@ def _rank_op_efficiency(trace: RankTrace) -> pd.DataFrame:
     metrics = metrics_of(trace, gpu)
     tc, tf32 = metrics["tensor_core"], metrics["tf32"]
     sm_eff, occ = metrics["sm_efficiency_pct"], metrics["occupancy_pct"]
-    owners, owner_of = distinct_codes(owner, trace.n_events)  # the op calls that own GPU work
-    sig = _signature(trace, owners)
-    first, group_of_call = distinct_rows(sig)
+    owners, owner_of, sig, first, group_of_call = _owner_calls(trace)
     uniq, group = sig[first], group_of_call[owner_of.ravel()]
     n = len(uniq)
     calls = np.bincount(group_of_call, minlength=n)
@@ -247,11 +259,10 @@ def _op_efficiency_steps(trace: RankTrace) -> pd.DataFrame:
     empty = pd.DataFrame({c: np.empty(0, object if c in ("label", "bound") else np.float64) for c in STEP_COLUMNS})
     if not len(top) or not len(gpu):
         return empty.astype({"rank": np.int64, "step": np.int64, "calls": np.int64})
-    owners, owner_of = distinct_codes(owner, trace.n_events)
-    sig = _signature(trace, owners)
-    texts = [tuple(_text(trace, int(c)) for c in row) for row in sig.tolist()]
+    owners, owner_of, sig, first, sig_of = _owner_calls(trace)  # distinct signatures: a few hundred
     wanted = {(r.op, r.input_dims, r.input_types, r.concrete_inputs): i for i, r in enumerate(top.itertuples())}
-    which = np.array([wanted.get(t, -1) for t in texts], dtype=np.int64)  # a loop over owning calls
+    which = np.array([wanted.get(tuple(_text(trace, c) for c in row), -1) for row in sig[first].tolist()],
+                     dtype=np.int64)[sig_of]  # a loop over distinct signatures
     step = trace.iteration[owners]
     keep_call = (which >= 0) & (step >= 0)
     if not keep_call.any():
