@@ -145,6 +145,7 @@ def compare_one(args: argparse.Namespace, labels: list[str], formats, renderer) 
     from .pipeline import compare, report_document
     from .progress import make_progress
     from .report import build_report
+    from .timing import phase
 
     config = load_config(args.config)
     executor = executor_of(args)
@@ -153,11 +154,13 @@ def compare_one(args: argparse.Namespace, labels: list[str], formats, renderer) 
         comparison = compare(args.baseline, args.candidate[0], config=config, store=args.store, executor=executor,
                              candidate_runs=args.runs, progress=progress)
         progress.phase("writing reports")
-        document = report_document(comparison)
+        with phase("report: document"):
+            document = report_document(comparison)
         document["command"] = reproduce_command(args)
         document["candidate"]["commit"] = os.environ.get("GITHUB_SHA") or None  # the commit CI checked out
         out = Path(args.out)
-        report = build_report(document)
+        with phase("report: build"):
+            report = build_report(document)
     finally:
         progress.finish()
     try:  # report.json is always written: it is what machines and later renders read

@@ -19,12 +19,16 @@ import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ._io import atomic_files
 from .errors import PerfreportError
 from .report import FILENAMES, parse_formats, render
 from .report.model import Report
 from .timing import phase
+
+if TYPE_CHECKING:
+    from .drawing import FigureDrawing
 
 
 class PdfRenderer:
@@ -195,11 +199,15 @@ def write_reports(report: Report, out_dir: str | Path, formats: Iterable[str] | 
     svgs: dict[str, str] = {}  # figures drawn once, for the page and the PDF's page
     pdf_page = None
     own = None
+    drawing = None
     try:
+        with phase("render:plan figures"):
+            drawing = _figure_drawing(report, formats, ready, pdf_appendix)
         if "pdf" in formats and "pdf" not in ready:
             if renderer is None:
                 renderer = own = PdfRenderer.start()
             with phase("render:pdf page (figures, HTML)"):
+                drawing.draw(0, svgs)
                 pdf_page = pdf.paged_html(report, appendix=pdf_appendix, svgs=svgs)
             if renderer is not None:
                 renderer.send(pdf_page)
@@ -207,9 +215,10 @@ def write_reports(report: Report, out_dir: str | Path, formats: Iterable[str] | 
             if fmt in ready:
                 files[FILENAMES[fmt]] = ready[fmt]
             elif fmt == "html":
-                from .report.html import render_html  # matplotlib: only when a page is drawn
+                from .report.html import render_html
 
                 with phase("render:html"):
+                    drawing.draw(1, svgs)
                     files[FILENAMES[fmt]] = render_html(report, svgs=svgs)
             elif fmt != "pdf":
                 with phase(f"render:{fmt}"):
@@ -226,9 +235,14 @@ def write_reports(report: Report, out_dir: str | Path, formats: Iterable[str] | 
                 print(f"perfreport: note: no PDF report ({exc})", file=sys.stderr)
             except PerfreportError as exc:
                 error = exc
+    except BaseException:
+        if drawing is not None:
+            drawing.stop()
+        raise
     finally:
         if own is not None:
             own.close()
+    drawing.finish()
     order = [*(extra or {})] + [FILENAMES[f] for f in formats if FILENAMES[f] in files]
     if before_write is not None:
         before_write()
@@ -236,6 +250,23 @@ def write_reports(report: Report, out_dir: str | Path, formats: Iterable[str] | 
     if error:
         raise error
     return [out / name for name in order]
+
+
+def _figure_drawing(report: Report, formats: tuple[str, ...], ready: Mapping[str, Content],
+                    pdf_appendix: bool) -> FigureDrawing:
+    """The figures to draw, started on the other cores: group 0 the PDF's page's, group 1 the rest
+    of the HTML page's (:mod:`perfreport.drawing`)."""
+    from .drawing import FigureDrawing
+    from .report.html import figures_to_draw
+
+    pdf_jobs = figures_to_draw(report, brief=not pdf_appendix) if "pdf" in formats and "pdf" not in ready else []
+    html_jobs = figures_to_draw(report, svgs={k: v for key, _, _, prefix in pdf_jobs
+                                                      for k, v in ((key, ""), (key + "#prefix", prefix))}) \
+        if "html" in formats and "html" not in ready else []
+    if pdf_jobs or html_jobs:
+        with phase("render:import matplotlib"):  # once, here, before the children fork
+            import perfreport.report.figures  # noqa: F401
+    return FigureDrawing([pdf_jobs, html_jobs])
 
 
 @contextmanager

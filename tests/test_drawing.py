@@ -1,0 +1,98 @@
+"""perfreport.drawing: a report's figures drawn by the parent and forked children, the same SVG
+text as drawn in one process, a failing child's share drawn by the parent, no child left behind."""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import pytest
+
+from perfreport import drawing
+from perfreport.report import build_report
+from perfreport.report.html import draw_svg, figures_to_draw, render_html
+
+from .test_report_build import comparison_document
+
+
+@functools.lru_cache(maxsize=1)
+def _report():
+    return build_report(comparison_document())
+
+
+@pytest.fixture(scope="module")
+def jobs():
+    brief = figures_to_draw(_report(), brief=True)
+    rest = figures_to_draw(_report(), svgs={k: v for key, _, _, p in brief for k, v in ((key, ""), (key + "#prefix", p))})
+    assert len(brief) >= 2 and len(rest) >= 3  # the first screen's figures, then the analyses'
+    return brief, rest
+
+
+def _reaped(pids: list[int]) -> bool:
+    for pid in pids:
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            continue
+        return False
+    return True
+
+
+def test_figures_drawn_in_children_are_the_figures_drawn_here(jobs):
+    brief, rest = jobs
+    figures = drawing.FigureDrawing([brief, rest], children=2)
+    pids = [c.pid for c in figures._children]
+    assert len(pids) == 2
+    svgs: dict[str, str] = {}
+    figures.draw(0, svgs)
+    assert set(svgs) == {k for key, _, _, _ in brief for k in (key, key + "#prefix")}
+    figures.draw(1, svgs)
+    figures.finish()
+    assert _reaped(pids)
+    assert figures.drawn_there > 0 and figures.drawn_here > 0
+    assert figures.drawn_here + figures.drawn_there == len(brief) + len(rest)
+    for key, figure, width_in, prefix in brief + rest:
+        assert svgs[key] == draw_svg(key, figure, width_in, prefix)
+        assert svgs[key + "#prefix"] == prefix
+    # the page made from them is the page drawn in one process
+    assert render_html(_report(), svgs=svgs) == render_html(_report())
+
+
+def test_a_child_that_fails_leaves_its_figures_to_the_parent(jobs, monkeypatch):
+    brief, rest = jobs
+    parent = os.getpid()
+    real = drawing.draw_svg
+
+    def fails_in_child(*args):
+        if os.getpid() != parent:
+            raise MemoryError("the child ran out of memory")
+        return real(*args)
+
+    monkeypatch.setattr(drawing, "draw_svg", fails_in_child)
+    figures = drawing.FigureDrawing([brief, rest], children=1)
+    pids = [c.pid for c in figures._children]
+    svgs: dict[str, str] = {}
+    figures.draw(0, svgs)
+    figures.draw(1, svgs)
+    figures.finish()
+    assert _reaped(pids)
+    assert figures.drawn_there == 0 and figures.drawn_here == len(brief) + len(rest)
+    assert all(svgs[key] == real(key, f, w, p) for key, f, w, p in brief)
+
+
+def test_stopping_kills_and_reaps_the_children(jobs):
+    brief, rest = jobs
+    figures = drawing.FigureDrawing([brief, rest], children=2)
+    pids = [c.pid for c in figures._children]
+    figures.stop()
+    assert pids and _reaped(pids)
+
+
+def test_the_split_balances_estimated_cost_and_keeps_page_order(jobs):
+    brief, rest = jobs
+    shares = drawing.split(brief + rest, 2)
+    assert sorted(i for s in shares for i in s) == list(range(len(brief) + len(rest)))
+    assert all(s == sorted(s) for s in shares)
+    loads = [sum(drawing.cost((brief + rest)[i][1]) for i in s) for s in shares]
+    biggest = max(drawing.cost(j[1]) for j in brief + rest)
+    assert abs(loads[0] - loads[1]) <= biggest
