@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
+import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -25,7 +27,7 @@ from ._io import atomic_files
 from .errors import PerfreportError
 from .report import FILENAMES, parse_formats, render
 from .report.model import Report
-from .timing import phase
+from .timing import phase, record
 
 if TYPE_CHECKING:
     from .drawing import FigureDrawing
@@ -83,6 +85,11 @@ class PdfRenderer:
         from .report.pdf import PdfUnavailable
 
         payload = self._collect()
+        if payload[:1] == b"T":  # the child's phases, timed there (beside the parent's)
+            line, _, payload = payload.partition(b"\n")
+            import_wall, import_cpu, layout_wall, layout_cpu = (float(x) for x in line[1:].split())
+            record("render:pdf import of WeasyPrint (child process, beside)", import_wall, import_cpu)
+            record("render:pdf layout (child process, beside)", layout_wall, layout_cpu)
         if payload[:1] == b"O":
             return payload[1:]
         if payload[:1] == b"U":
@@ -118,21 +125,52 @@ class PdfRenderer:
         return payload if os.waitstatus_to_exitcode(status) == 0 else b""
 
 
+IMPORT_NICE = 10
+"""How much the PDF renderer's import of WeasyPrint (a second of CPU) yields the CPU: it runs
+while the ranks load, and on a machine with no idle core it would otherwise slow them, which
+decides when the command ends. Only the importing thread is lowered (Linux gives each thread
+its own nice value): the layout, which the command waits for at its end, runs at the normal
+priority. On idle cores a nice value changes nothing."""
+
+
+def _import_politely(outcome: list) -> None:
+    """In a thread of the renderer child: import WeasyPrint at a lower priority; ``outcome``
+    gets None, or why it cannot load."""
+    from .report.pdf import PdfUnavailable, import_weasyprint
+
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), IMPORT_NICE)  # this thread only, on Linux
+    except (AttributeError, OSError):
+        pass
+    wall, cpu = time.perf_counter(), time.thread_time()
+    try:
+        import_weasyprint()
+        outcome.append(None)
+    except PdfUnavailable as exc:
+        outcome.append(str(exc))
+    except BaseException as exc:  # noqa: BLE001 - said where the PDF is asked for
+        outcome.append(f"PDF output needs WeasyPrint: {type(exc).__name__}: {exc}")
+    outcome.append((time.perf_counter() - wall, time.thread_time() - cpu))
+
+
 def _child(page_fd: int, result_fd: int) -> None:
-    """The renderer child: import WeasyPrint, read the page (see :meth:`PdfRenderer._send`), lay
-    it out, send b"O" + the PDF, b"U" + why WeasyPrint cannot load, or b"E" + one error line."""
+    """The renderer child: import WeasyPrint (a thread of lower priority, while the page is
+    awaited), read the page (see :meth:`PdfRenderer._send`), lay it out, send b"O" + the PDF,
+    b"U" + why WeasyPrint cannot load, or b"E" + one error line."""
     code = 0
     try:
-        from .report.pdf import PdfUnavailable, import_weasyprint, layout_pdf
+        from .report.pdf import layout_pdf
 
-        try:
-            import_weasyprint()
-            missing = None
-        except PdfUnavailable as exc:
-            missing = str(exc)
+        outcome: list = []
+        importer = threading.Thread(target=_import_politely, args=(outcome,), name="perfreport-import-weasyprint")
+        importer.start()
         with os.fdopen(page_fd, "rb") as f:
             size = int.from_bytes(_read_exactly(f, 8) or bytes(8), "little")
             html = _read_exactly(f, size).decode("utf-8", "surrogatepass")
+        if html:  # (an empty page: stop at once, the import left unfinished)
+            importer.join()
+        missing = outcome[0] if outcome else "PDF output needs WeasyPrint (its import did not finish)"
+        wall, cpu = time.perf_counter(), time.thread_time()
         if not html:
             payload = b""
         elif missing:
@@ -142,6 +180,10 @@ def _child(page_fd: int, result_fd: int) -> None:
                 payload = b"O" + layout_pdf(html)
             except BaseException as exc:  # noqa: BLE001 - everything goes back to the parent as text
                 payload = b"E" + _describe(exc).encode()[:4000]
+        if payload:  # the child's phases first: one line of seconds (import wall, CPU, layout wall, CPU)
+            seconds = (*(outcome[1] if len(outcome) > 1 else (0.0, 0.0)), time.perf_counter() - wall,
+                       time.thread_time() - cpu)
+            payload = b"T" + " ".join(f"{x:.4f}" for x in seconds).encode() + b"\n" + payload
         _write_all(result_fd, payload)
     except BaseException:  # noqa: BLE001 - a child never returns into the parent's code
         code = 1
