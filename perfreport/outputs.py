@@ -21,7 +21,7 @@ import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ._io import atomic_files
 from .errors import PerfreportError
@@ -30,7 +30,7 @@ from .report.model import Report
 from .timing import phase, record
 
 if TYPE_CHECKING:
-    from .drawing import FigureDrawing
+    from .drawing import EarlyFigures, FigureDrawing
 
 
 class PdfRenderer:
@@ -125,7 +125,7 @@ class PdfRenderer:
         return payload if os.waitstatus_to_exitcode(status) == 0 else b""
 
 
-IMPORT_NICE = 10
+IMPORT_NICE = 5
 """How much the PDF renderer's import of WeasyPrint (a second of CPU) yields the CPU: it runs
 while the ranks load, and on a machine with no idle core it would otherwise slow them, which
 decides when the command ends. Only the importing thread is lowered (Linux gives each thread
@@ -222,13 +222,15 @@ Content = str | bytes | Iterable[bytes]
 def write_reports(report: Report, out_dir: str | Path, formats: Iterable[str] | str | None = None,
                   extra: Mapping[str, Content] | None = None, *, pdf_appendix: bool = False,
                   ready: Mapping[str, Content] | None = None, renderer: PdfRenderer | None = None,
-                  pdf_optional: bool = False, before_write: Callable[[], None] | None = None) -> list[Path]:
+                  pdf_optional: bool = False, before_write: Callable[[], None] | None = None,
+                  early: EarlyFigures | None = None) -> list[Path]:
     """:func:`perfreport.report.write_reports` (the report files and the ``extra`` files written as
     one set, :func:`perfreport._io.atomic_files`) with the PDF laid out in a child process at the
     same time as the other formats are rendered: ``renderer`` (started early by the command), or
     one forked here. ``ready`` holds formats already rendered. ``pdf_optional``: the PDF was a
     default, not asked for, so where WeasyPrint cannot load it is left out with a note on
-    stderr instead of failing. ``before_write`` runs once everything is rendered, before any
+    stderr instead of failing. ``early``: figures a child started drawing before the report was
+    built (:func:`early_figures`). ``before_write`` runs once everything is rendered, before any
     file is written (the command puts its phase timings into the document then). Returns the paths: the extra files, then the reports in
     :data:`perfreport.report.FORMATS` order. Raises OSError for a write that failed,
     PerfreportError for a PDF that failed (the other files are written all the same)."""
@@ -244,7 +246,7 @@ def write_reports(report: Report, out_dir: str | Path, formats: Iterable[str] | 
     drawing = None
     try:
         with phase("render:plan figures"):
-            drawing = _figure_drawing(report, formats, ready, pdf_appendix)
+            drawing = _figure_drawing(report, formats, ready, pdf_appendix, early)
         if "pdf" in formats and "pdf" not in ready:
             if renderer is None:
                 renderer = own = PdfRenderer.start()
@@ -280,6 +282,8 @@ def write_reports(report: Report, out_dir: str | Path, formats: Iterable[str] | 
     except BaseException:
         if drawing is not None:
             drawing.stop()
+        if early is not None:
+            early.stop()
         raise
     finally:
         if own is not None:
@@ -294,8 +298,40 @@ def write_reports(report: Report, out_dir: str | Path, formats: Iterable[str] | 
     return [out / name for name in order]
 
 
+def early_figures(formats: Iterable[str], pdf_appendix: bool = False
+                  ) -> Callable[[Any, Any], EarlyFigures | None] | None:
+    """What ``compare`` calls with the baseline's and the candidate's analyses before its gate
+    (its ``analysed``): a child forked to draw the figures of their analysis sections
+    (:class:`perfreport.drawing.EarlyFigures`) while the gate runs. None when no format shows
+    those figures (they are on the HTML page, and in the PDF with its appendix)."""
+    if "html" not in formats and not ("pdf" in formats and pdf_appendix):
+        return None
+
+    def start(baseline, candidate) -> EarlyFigures | None:
+        from .drawing import EarlyFigures
+
+        try:
+            return EarlyFigures(lambda: _analysis_sections(baseline, candidate))
+        except OSError:  # no process to spare (EAGAIN, ENOMEM): the figures are drawn later
+            return None
+    return start
+
+
+def _analysis_sections(baseline, candidate) -> list:
+    """The analysis sections of a comparison report, as :func:`perfreport.report.build.comparison_report`
+    makes them from each side's summary document (run in the early child)."""
+    from .jsondoc import plain_document
+    from .pipeline import summary_document
+    from .report.blocks import Side
+    from .report.comparison import SIDES
+    from .report.sections import analysis_sections
+
+    analyses = dict(zip(SIDES, (baseline, candidate)))
+    return analysis_sections([Side(label, plain_document(summary_document(analyses[label]))) for label in SIDES])
+
+
 def _figure_drawing(report: Report, formats: tuple[str, ...], ready: Mapping[str, Content],
-                    pdf_appendix: bool) -> FigureDrawing:
+                    pdf_appendix: bool, early: EarlyFigures | None = None) -> FigureDrawing:
     """The figures to draw, started on the other cores: group 0 the PDF's page's, group 1 the rest
     of the HTML page's (:mod:`perfreport.drawing`)."""
     from .drawing import FigureDrawing
@@ -308,7 +344,7 @@ def _figure_drawing(report: Report, formats: tuple[str, ...], ready: Mapping[str
     if pdf_jobs or html_jobs:
         with phase("render:import matplotlib"):  # once, here, before the children fork
             import perfreport.report.figures  # noqa: F401
-    return FigureDrawing([pdf_jobs, html_jobs])
+    return FigureDrawing([pdf_jobs, html_jobs], early=early)
 
 
 @contextmanager

@@ -41,7 +41,7 @@ def _reaped(pids: list[int]) -> bool:
 def test_figures_drawn_in_children_are_the_figures_drawn_here(jobs):
     brief, rest = jobs
     figures = drawing.FigureDrawing([brief, rest], children=2)
-    pids = [c.pid for c in figures._children]
+    pids = [c.pid for c, _ in figures._children]
     assert len(pids) == 2
     svgs: dict[str, str] = {}
     figures.draw(0, svgs)
@@ -70,7 +70,7 @@ def test_a_child_that_fails_leaves_its_figures_to_the_parent(jobs, monkeypatch):
 
     monkeypatch.setattr(drawing, "draw_svg", fails_in_child)
     figures = drawing.FigureDrawing([brief, rest], children=1)
-    pids = [c.pid for c in figures._children]
+    pids = [c.pid for c, _ in figures._children]
     svgs: dict[str, str] = {}
     figures.draw(0, svgs)
     figures.draw(1, svgs)
@@ -82,8 +82,9 @@ def test_a_child_that_fails_leaves_its_figures_to_the_parent(jobs, monkeypatch):
 
 def test_stopping_kills_and_reaps_the_children(jobs):
     brief, rest = jobs
-    figures = drawing.FigureDrawing([brief, rest], children=2)
-    pids = [c.pid for c in figures._children]
+    early = drawing.EarlyFigures(lambda: _report().sections)
+    figures = drawing.FigureDrawing([brief, rest], children=2, early=early)
+    pids = [c.pid for c, _ in figures._children] + [early._child.pid]
     figures.stop()
     assert pids and _reaped(pids)
 
@@ -96,3 +97,46 @@ def test_the_split_balances_estimated_cost_and_keeps_page_order(jobs):
     loads = [sum(drawing.cost((brief + rest)[i][1]) for i in s) for s in shares]
     biggest = max(drawing.cost(j[1]) for j in brief + rest)
     assert abs(loads[0] - loads[1]) <= biggest
+
+
+def test_figures_drawn_before_the_gate_are_used_only_where_they_show_the_report_s_data(jobs):
+    import dataclasses
+
+    from perfreport.report.model import LineFigure
+
+    brief, rest = jobs
+    report = _report()
+    early = drawing.EarlyFigures(lambda: report.sections)  # every section's figures, drawn from the start
+    pid = early._child.pid
+    early.index()
+    early._child.wait([0])  # the child has drawn its first figure: the parent cannot claim that one
+    figures = drawing.FigureDrawing([brief, rest], children=1, early=early)
+    svgs: dict[str, str] = {}
+    figures.draw(0, svgs)
+    figures.draw(1, svgs)
+    figures.finish()
+    assert _reaped([pid]) and early.used >= 1
+    assert figures.drawn_here + figures.drawn_there == len(brief) + len(rest)
+    assert render_html(report, svgs=svgs) == render_html(report)
+
+    # the child drew a figure from other data (a line changed): its SVG is not used
+    def altered():
+        out = []
+        for s in report.sections:
+            blocks = tuple(dataclasses.replace(b, title=b.title + " (other data)") if isinstance(b, LineFigure) else b
+                           for b in s.blocks)
+            out.append(dataclasses.replace(s, blocks=blocks))
+        return out
+
+    early = drawing.EarlyFigures(altered)
+    early.index()
+    early._child.wait([k for k in range(len(early.keys))])  # every figure drawn by the child
+    figures = drawing.FigureDrawing([brief, rest], children=0, early=early)
+    svgs = {}
+    figures.draw(0, svgs)
+    figures.draw(1, svgs)
+    figures.finish()
+    in_sections = [j for j in brief + rest if not j[0].startswith("overview/")]  # what the child drew
+    lines = [j for j in in_sections if isinstance(j[1], LineFigure)]
+    assert lines and early.used == len(in_sections) - len(lines)
+    assert render_html(report, svgs=svgs) == render_html(report)
