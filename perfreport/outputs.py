@@ -310,11 +310,19 @@ def early_figures(formats: Iterable[str], pdf_appendix: bool = False
     def start(baseline, candidate) -> EarlyFigures | None:
         from .drawing import EarlyFigures
 
+        _import_matplotlib()  # here, once: the child shares it, and the parent draws later anyway
         try:
             return EarlyFigures(lambda: _analysis_sections(baseline, candidate))
         except OSError:  # no process to spare (EAGAIN, ENOMEM): the figures are drawn later
             return None
     return start
+
+
+def _import_matplotlib() -> None:
+    """Import what figures are drawn with (a third of a second), timed the first time."""
+    if "perfreport.report.figures" not in sys.modules:
+        with phase("render:import matplotlib"):
+            import perfreport.report.figures  # noqa: F401
 
 
 def _analysis_sections(baseline, candidate) -> list:
@@ -342,8 +350,7 @@ def _figure_drawing(report: Report, formats: tuple[str, ...], ready: Mapping[str
                                                       for k, v in ((key, ""), (key + "#prefix", prefix))}) \
         if "html" in formats and "html" not in ready else []
     if pdf_jobs or html_jobs:
-        with phase("render:import matplotlib"):  # once, here, before the children fork
-            import perfreport.report.figures  # noqa: F401
+        _import_matplotlib()  # before the children fork: they share it
     return FigureDrawing([pdf_jobs, html_jobs], early=early)
 
 
