@@ -1,14 +1,17 @@
-"""Writing the report files of one command, the slow one (the PDF) beside the others.
+"""Writing the report files of one command, the slow parts (figures, the PDF) off the critical path.
 
 WeasyPrint lays the PDF out in pure Python: a second or two, where every other format takes
-milliseconds once the figures are drawn, and importing it takes half a second more. So a
+milliseconds once the figures are drawn, and importing it takes a third of a second more. So a
 command that writes a PDF forks a :class:`PdfRenderer` as soon as it starts: the child imports
-WeasyPrint on the other core while the parent loads the traces, then waits. When the report is
-ready the parent draws the figures once, sends the PDF's page (HTML text) to the child, and
-renders the other formats with the same figures while the child lays out the PDF; then every
-file is written as one set, as :func:`perfreport.report.write_reports` does. The renderers are
-:mod:`perfreport.report`'s, unchanged; this module only decides when and where they run.
-Without ``fork`` (Windows) everything is rendered here, in order.
+WeasyPrint (in a thread of lower priority, so the ranks' loading keeps the cores) while the
+parent loads the traces, then waits. Drawing the figures (matplotlib) is most of the rest:
+``compare`` starts a child drawing the analysis sections' figures as soon as both sides are
+analysed, beside the gate (:func:`early_figures`), and once the report is built the remaining
+figures are drawn by the parent and forked children together (:mod:`perfreport.drawing`), the
+PDF's first, so its page goes to the renderer while the HTML page's figures are still being
+drawn. Then every file is written as one set, as :func:`perfreport.report.write_reports` does.
+The renderers are :mod:`perfreport.report`'s, unchanged; this module only decides when and
+where they run. Without ``fork`` (Windows) everything is rendered here, in order.
 """
 
 from __future__ import annotations
