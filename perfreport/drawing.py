@@ -34,6 +34,10 @@ Job = tuple[str, Any, "float | None", str]
 MAX_CHILDREN = 7
 _TIMES = 0xFFFFFFFF
 """The index of a child's last message: its wall and CPU seconds."""
+EARLY_NICE = 5
+"""The early child's lower priority: it should use the core the gate leaves idle, never slow the
+gate (which the report waits for); on a machine with no idle core it draws little and the
+parent takes over the figures it has not started."""
 _KEYS = 0xFFFFFFFE
 """The index of an early child's first message: the keys of the figures it draws."""
 
@@ -77,7 +81,7 @@ class _Child:
     (index: 4 bytes, length: 8 bytes, the data), and a reader thread here collects them in
     :attr:`messages`. After ``work`` the child sends its wall and CPU seconds (:attr:`times`)."""
 
-    def __init__(self, work: Callable[[Callable[[int, bytes], None]], None]) -> None:
+    def __init__(self, work: Callable[[Callable[[int, bytes], None]], None], nice: int = 0) -> None:
         self.messages: dict[int, bytes] = {}
         self.times: tuple[float, ...] = ()
         self.done = threading.Event()  # the child's pipe closed: it has sent all it will
@@ -95,7 +99,7 @@ class _Child:
             raise
         if pid == 0:  # the child: never returns
             os.close(read_fd)
-            _child(parent, work, write_fd)
+            _child(parent, work, write_fd, nice)
         os.close(write_fd)
         self.pid = pid
         self._thread = threading.Thread(target=self._read, args=(read_fd,), name="perfreport-figures", daemon=True)
@@ -124,11 +128,16 @@ class _Child:
                 self.done.set()
                 self.arrived.notify_all()
 
-    def wait(self, indices: Sequence[int]) -> None:
-        """Until the child has sent each of ``indices`` or stopped sending."""
+    def wait(self, indices: Sequence[int], timeout: float | None = None) -> None:
+        """Until the child has sent each of ``indices`` or stopped sending (or ``timeout`` seconds
+        have passed)."""
+        deadline = None if timeout is None else time.perf_counter() + timeout
         with self.arrived:
             while not self.done.is_set() and any(i not in self.messages for i in indices):
-                self.arrived.wait()
+                left = None if deadline is None else deadline - time.perf_counter()
+                if left is not None and left <= 0:
+                    return
+                self.arrived.wait(left)
 
     def stop(self, kill: bool) -> None:
         """Reap the child (killed first with ``kill``, or when it is still drawing)."""
@@ -146,14 +155,19 @@ class _Child:
         self._thread.join()
 
 
-def _child(parent: int, work: Callable[[Callable[[int, bytes], None]], None], fd: int) -> None:
-    """In the forked child: run ``work``; exit 1 at the first failure (the parent draws what was
-    not sent, and meets the error itself)."""
+def _child(parent: int, work: Callable[[Callable[[int, bytes], None]], None], fd: int, nice: int = 0) -> None:
+    """In the forked child: run ``work`` (at a lower priority by ``nice``); exit 1 at the first
+    failure (the parent draws what was not sent, and meets the error itself)."""
     code = 0
     try:
         from .lifecycle import worker_init
 
         worker_init(parent)
+        if nice:
+            try:
+                os.nice(nice)
+            except OSError:
+                pass
         wall0, cpu0 = time.perf_counter(), time.process_time()
         work(lambda index, data: _send(fd, index, data))
         _send(fd, _TIMES, f"{time.perf_counter() - wall0} {time.process_time() - cpu0}".encode())
@@ -196,7 +210,7 @@ class EarlyFigures:
 
         self._claims = mmap.mmap(-1, limit)  # anonymous and shared with the child: 0 free, 1 child's, 2 parent's
         self.keys: list[str] = []
-        self._child = _Child(self._work(sections, limit)) if hasattr(os, "fork") else None
+        self._child = _Child(self._work(sections, limit), nice=EARLY_NICE) if hasattr(os, "fork") else None
         self.used = 0
 
     def _work(self, sections: Callable[[], Sequence[Any]], limit: int):
@@ -236,13 +250,15 @@ class EarlyFigures:
 
     def take(self, k: int, job: Job, svgs: dict[str, str]) -> bool:
         """Store the child's SVG of figure ``k`` in ``svgs`` when it sent one for ``job``'s very
-        figure; False when it did not (the parent draws it). Waits while the child draws it."""
+        figure; False when it did not (the parent draws it). Waits while the child draws it, for
+        at most about what drawing it takes (a child starved of CPU does not hold the parent up:
+        then both draw it, and the parent's is used)."""
         import pickle
 
         child = self._child
         if child is None or self.claim(k):
             return False
-        child.wait([k])
+        child.wait([k], timeout=max(0.05, cost(job[1])))
         if k not in child.messages:
             return False
         figure, prefix, svg = pickle.loads(child.messages.pop(k))
