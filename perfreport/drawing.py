@@ -34,10 +34,6 @@ Job = tuple[str, Any, "float | None", str]
 MAX_CHILDREN = 7
 _TIMES = 0xFFFFFFFF
 """The index of a child's last message: its wall and CPU seconds."""
-EARLY_NICE = 5
-"""The early child's lower priority: it should use the core the gate leaves idle, never slow the
-gate (which the report waits for); on a machine with no idle core it draws little and the
-parent takes over the figures it has not started."""
 _KEYS = 0xFFFFFFFE
 """The index of an early child's first message: the keys of the figures it draws."""
 
@@ -54,6 +50,13 @@ def cost(figure: Any) -> float:
     if isinstance(figure, WaterfallFigure):
         return 0.05 + 0.006 * len(figure.steps)
     return 0.1
+
+
+def patience(jobs: Sequence[Job]) -> float:
+    """How long the parent waits for a child's figures before drawing them itself: far more
+    than drawing them takes even on a loaded machine, so only a child that hangs (it should
+    not) is given up on."""
+    return 5.0 + 10.0 * sum(cost(job[1]) for job in jobs)
 
 
 def cores() -> int:
@@ -81,7 +84,7 @@ class _Child:
     (index: 4 bytes, length: 8 bytes, the data), and a reader thread here collects them in
     :attr:`messages`. After ``work`` the child sends its wall and CPU seconds (:attr:`times`)."""
 
-    def __init__(self, work: Callable[[Callable[[int, bytes], None]], None], nice: int = 0) -> None:
+    def __init__(self, work: Callable[[Callable[[int, bytes], None]], None]) -> None:
         self.messages: dict[int, bytes] = {}
         self.times: tuple[float, ...] = ()
         self.done = threading.Event()  # the child's pipe closed: it has sent all it will
@@ -99,7 +102,7 @@ class _Child:
             raise
         if pid == 0:  # the child: never returns
             os.close(read_fd)
-            _child(parent, work, write_fd, nice)
+            _child(parent, work, write_fd)
         os.close(write_fd)
         self.pid = pid
         self._thread = threading.Thread(target=self._read, args=(read_fd,), name="perfreport-figures", daemon=True)
@@ -155,19 +158,14 @@ class _Child:
         self._thread.join()
 
 
-def _child(parent: int, work: Callable[[Callable[[int, bytes], None]], None], fd: int, nice: int = 0) -> None:
-    """In the forked child: run ``work`` (at a lower priority by ``nice``); exit 1 at the first
-    failure (the parent draws what was not sent, and meets the error itself)."""
+def _child(parent: int, work: Callable[[Callable[[int, bytes], None]], None], fd: int) -> None:
+    """In the forked child: run ``work``; exit 1 at the first failure (the parent draws what was
+    not sent, and meets the error itself)."""
     code = 0
     try:
         from .lifecycle import worker_init
 
         worker_init(parent)
-        if nice:
-            try:
-                os.nice(nice)
-            except OSError:
-                pass
         wall0, cpu0 = time.perf_counter(), time.process_time()
         work(lambda index, data: _send(fd, index, data))
         _send(fd, _TIMES, f"{time.perf_counter() - wall0} {time.process_time() - cpu0}".encode())
@@ -210,7 +208,7 @@ class EarlyFigures:
 
         self._claims = mmap.mmap(-1, limit)  # anonymous and shared with the child: 0 free, 1 child's, 2 parent's
         self.keys: list[str] = []
-        self._child = _Child(self._work(sections, limit), nice=EARLY_NICE) if hasattr(os, "fork") else None
+        self._child = _Child(self._work(sections, limit)) if hasattr(os, "fork") else None
         self.used = 0
 
     def _work(self, sections: Callable[[], Sequence[Any]], limit: int):
@@ -250,15 +248,14 @@ class EarlyFigures:
 
     def take(self, k: int, job: Job, svgs: dict[str, str]) -> bool:
         """Store the child's SVG of figure ``k`` in ``svgs`` when it sent one for ``job``'s very
-        figure; False when it did not (the parent draws it). Waits while the child draws it, for
-        at most about what drawing it takes (a child starved of CPU does not hold the parent up:
-        then both draw it, and the parent's is used)."""
+        figure; False when it did not (the parent draws it). Waits while the child draws it
+        (for at most :func:`patience`: a child that hangs does not hang the command)."""
         import pickle
 
         child = self._child
         if child is None or self.claim(k):
             return False
-        child.wait([k], timeout=max(0.05, cost(job[1])))
+        child.wait([k], timeout=patience([job]))
         if k not in child.messages:
             return False
         figure, prefix, svg = pickle.loads(child.messages.pop(k))
@@ -335,7 +332,7 @@ class FigureDrawing:
         for child, share in self._children:
             theirs = [i for i in indices if i in share]
             with phase("render:figures (child processes; waited for)"):
-                child.wait(theirs)
+                child.wait(theirs, timeout=patience([self.jobs[i] for i in theirs]))
             for i in theirs:
                 if i in child.messages:
                     key, _, _, prefix = self.jobs[i]
