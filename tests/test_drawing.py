@@ -140,3 +140,29 @@ def test_figures_drawn_before_the_gate_are_used_only_where_they_show_the_report_
     lines = [j for j in in_sections if isinstance(j[1], LineFigure)]
     assert lines and early.used == len(in_sections) - len(lines)
     assert render_html(report, svgs=svgs) == render_html(report)
+
+
+def test_a_child_that_hangs_is_given_up_on_and_killed(jobs, monkeypatch):
+    import time
+
+    brief, rest = jobs
+    parent = os.getpid()
+    real = drawing.draw_svg
+
+    def hangs_in_child(*args):
+        if os.getpid() != parent:
+            time.sleep(3600)
+        return real(*args)
+
+    monkeypatch.setattr(drawing, "draw_svg", hangs_in_child)
+    monkeypatch.setattr(drawing, "patience", lambda jobs: 0.3)
+    figures = drawing.FigureDrawing([brief, rest], children=1)
+    pids = [c.pid for c, _ in figures._children]
+    svgs: dict[str, str] = {}
+    started = time.perf_counter()
+    figures.draw(0, svgs)
+    figures.draw(1, svgs)
+    figures.finish()
+    assert time.perf_counter() - started < 60
+    assert _reaped(pids) and figures.drawn_there == 0
+    assert figures.drawn_here == len(brief) + len(rest)
