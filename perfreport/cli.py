@@ -141,23 +141,32 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def compare_one(args: argparse.Namespace, labels: list[str], formats, renderer) -> int:
     """``compare BASELINE CANDIDATE``: the verdict table, the report files, exit 1 on a failure."""
     from .config import load_config
-    from .outputs import write_reports
+    from .outputs import early_figures, write_reports
     from .pipeline import compare, report_document
     from .progress import make_progress
     from .report import build_report
+    from .timing import phase
 
     config = load_config(args.config)
     executor = executor_of(args)
     progress = make_progress(args.quiet)
+    start_early, early = early_figures(formats, args.pdf_appendix), []
     try:
         comparison = compare(args.baseline, args.candidate[0], config=config, store=args.store, executor=executor,
-                             candidate_runs=args.runs, progress=progress)
+                             candidate_runs=args.runs, progress=progress,
+                             analysed=start_early and (lambda b, c: early.extend(filter(None, [start_early(b, c)]))))
         progress.phase("writing reports")
-        document = report_document(comparison)
+        with phase("report: document"):
+            document = report_document(comparison)
         document["command"] = reproduce_command(args)
         document["candidate"]["commit"] = os.environ.get("GITHUB_SHA") or None  # the commit CI checked out
         out = Path(args.out)
-        report = build_report(document)
+        with phase("report: build"):
+            report = build_report(document)
+    except BaseException:
+        for child in early:
+            child.stop()
+        raise
     finally:
         progress.finish()
     try:  # report.json is always written: it is what machines and later renders read
@@ -165,7 +174,8 @@ def compare_one(args: argparse.Namespace, labels: list[str], formats, renderer) 
                               pdf_optional=args.format in (None, "all"),
                               before_write=timings_hook(args, [document, report.document], {
                                   "baseline": comparison.baseline.rank_timings,
-                                  "candidate": comparison.candidate.rank_timings}))
+                                  "candidate": comparison.candidate.rank_timings}),
+                              early=early[0] if early else None)
     except OSError as exc:
         raise PerfreportError(f"{out}: cannot write the report ({exc.strerror or exc})") from None
     print("\n".join(verdict_lines(document, report=report)))

@@ -1,30 +1,39 @@
-"""Writing the report files of one command, the slow one (the PDF) beside the others.
+"""Writing the report files of one command, the slow parts (figures, the PDF) off the critical path.
 
 WeasyPrint lays the PDF out in pure Python: a second or two, where every other format takes
-milliseconds once the figures are drawn, and importing it takes half a second more. So a
+milliseconds once the figures are drawn, and importing it takes a third of a second more. So a
 command that writes a PDF forks a :class:`PdfRenderer` as soon as it starts: the child imports
-WeasyPrint on the other core while the parent loads the traces, then waits. When the report is
-ready the parent draws the figures once, sends the PDF's page (HTML text) to the child, and
-renders the other formats with the same figures while the child lays out the PDF; then every
-file is written as one set, as :func:`perfreport.report.write_reports` does. The renderers are
-:mod:`perfreport.report`'s, unchanged; this module only decides when and where they run.
-Without ``fork`` (Windows) everything is rendered here, in order.
+WeasyPrint (in a thread of lower priority, so the ranks' loading keeps the cores) while the
+parent loads the traces, then waits. Drawing the figures (matplotlib) is most of the rest:
+``compare`` starts a child drawing the analysis sections' figures as soon as both sides are
+analysed, beside the gate (:func:`early_figures`), and once the report is built the remaining
+figures are drawn by the parent and forked children together (:mod:`perfreport.drawing`), the
+PDF's first, so its page goes to the renderer while the HTML page's figures are still being
+drawn. Then every file is written as one set, as :func:`perfreport.report.write_reports` does.
+The renderers are :mod:`perfreport.report`'s, unchanged; this module only decides when and
+where they run. Without ``fork`` (Windows) everything is rendered here, in order.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import threading
+import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ._io import atomic_files
 from .errors import PerfreportError
 from .report import FILENAMES, parse_formats, render
 from .report.model import Report
-from .timing import phase
+from .timing import phase, record
+
+if TYPE_CHECKING:
+    from .drawing import EarlyFigures, FigureDrawing
 
 
 class PdfRenderer:
@@ -79,6 +88,11 @@ class PdfRenderer:
         from .report.pdf import PdfUnavailable
 
         payload = self._collect()
+        if payload[:1] == b"T":  # the child's phases, timed there (beside the parent's)
+            line, _, payload = payload.partition(b"\n")
+            import_wall, import_cpu, layout_wall, layout_cpu = (float(x) for x in line[1:].split())
+            record("render:pdf import of WeasyPrint (child process, beside)", import_wall, import_cpu)
+            record("render:pdf layout (child process, beside)", layout_wall, layout_cpu)
         if payload[:1] == b"O":
             return payload[1:]
         if payload[:1] == b"U":
@@ -114,21 +128,52 @@ class PdfRenderer:
         return payload if os.waitstatus_to_exitcode(status) == 0 else b""
 
 
+IMPORT_NICE = 5
+"""How much the PDF renderer's import of WeasyPrint (a second of CPU) yields the CPU: it runs
+while the ranks load, and on a machine with no idle core it would otherwise slow them, which
+decides when the command ends. Only the importing thread is lowered (Linux gives each thread
+its own nice value): the layout, which the command waits for at its end, runs at the normal
+priority. On idle cores a nice value changes nothing."""
+
+
+def _import_politely(outcome: list) -> None:
+    """In a thread of the renderer child: import WeasyPrint at a lower priority; ``outcome``
+    gets None, or why it cannot load."""
+    from .report.pdf import PdfUnavailable, import_weasyprint
+
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), IMPORT_NICE)  # this thread only, on Linux
+    except (AttributeError, OSError):
+        pass
+    wall, cpu = time.perf_counter(), time.thread_time()
+    try:
+        import_weasyprint()
+        outcome.append(None)
+    except PdfUnavailable as exc:
+        outcome.append(str(exc))
+    except BaseException as exc:  # noqa: BLE001 - said where the PDF is asked for
+        outcome.append(f"PDF output needs WeasyPrint: {type(exc).__name__}: {exc}")
+    outcome.append((time.perf_counter() - wall, time.thread_time() - cpu))
+
+
 def _child(page_fd: int, result_fd: int) -> None:
-    """The renderer child: import WeasyPrint, read the page (see :meth:`PdfRenderer._send`), lay
-    it out, send b"O" + the PDF, b"U" + why WeasyPrint cannot load, or b"E" + one error line."""
+    """The renderer child: import WeasyPrint (a thread of lower priority, while the page is
+    awaited), read the page (see :meth:`PdfRenderer._send`), lay it out, send b"O" + the PDF,
+    b"U" + why WeasyPrint cannot load, or b"E" + one error line."""
     code = 0
     try:
-        from .report.pdf import PdfUnavailable, import_weasyprint, layout_pdf
+        from .report.pdf import layout_pdf
 
-        try:
-            import_weasyprint()
-            missing = None
-        except PdfUnavailable as exc:
-            missing = str(exc)
+        outcome: list = []
+        importer = threading.Thread(target=_import_politely, args=(outcome,), name="perfreport-import-weasyprint")
+        importer.start()
         with os.fdopen(page_fd, "rb") as f:
             size = int.from_bytes(_read_exactly(f, 8) or bytes(8), "little")
             html = _read_exactly(f, size).decode("utf-8", "surrogatepass")
+        if html:  # (an empty page: stop at once, the import left unfinished)
+            importer.join()
+        missing = outcome[0] if outcome else "PDF output needs WeasyPrint (its import did not finish)"
+        wall, cpu = time.perf_counter(), time.thread_time()
         if not html:
             payload = b""
         elif missing:
@@ -138,6 +183,10 @@ def _child(page_fd: int, result_fd: int) -> None:
                 payload = b"O" + layout_pdf(html)
             except BaseException as exc:  # noqa: BLE001 - everything goes back to the parent as text
                 payload = b"E" + _describe(exc).encode()[:4000]
+        if payload:  # the child's phases first: one line of seconds (import wall, CPU, layout wall, CPU)
+            seconds = (*(outcome[1] if len(outcome) > 1 else (0.0, 0.0)), time.perf_counter() - wall,
+                       time.thread_time() - cpu)
+            payload = b"T" + " ".join(f"{x:.4f}" for x in seconds).encode() + b"\n" + payload
         _write_all(result_fd, payload)
     except BaseException:  # noqa: BLE001 - a child never returns into the parent's code
         code = 1
@@ -176,13 +225,15 @@ Content = str | bytes | Iterable[bytes]
 def write_reports(report: Report, out_dir: str | Path, formats: Iterable[str] | str | None = None,
                   extra: Mapping[str, Content] | None = None, *, pdf_appendix: bool = False,
                   ready: Mapping[str, Content] | None = None, renderer: PdfRenderer | None = None,
-                  pdf_optional: bool = False, before_write: Callable[[], None] | None = None) -> list[Path]:
+                  pdf_optional: bool = False, before_write: Callable[[], None] | None = None,
+                  early: EarlyFigures | None = None) -> list[Path]:
     """:func:`perfreport.report.write_reports` (the report files and the ``extra`` files written as
     one set, :func:`perfreport._io.atomic_files`) with the PDF laid out in a child process at the
     same time as the other formats are rendered: ``renderer`` (started early by the command), or
     one forked here. ``ready`` holds formats already rendered. ``pdf_optional``: the PDF was a
     default, not asked for, so where WeasyPrint cannot load it is left out with a note on
-    stderr instead of failing. ``before_write`` runs once everything is rendered, before any
+    stderr instead of failing. ``early``: figures a child started drawing before the report was
+    built (:func:`early_figures`). ``before_write`` runs once everything is rendered, before any
     file is written (the command puts its phase timings into the document then). Returns the paths: the extra files, then the reports in
     :data:`perfreport.report.FORMATS` order. Raises OSError for a write that failed,
     PerfreportError for a PDF that failed (the other files are written all the same)."""
@@ -195,11 +246,15 @@ def write_reports(report: Report, out_dir: str | Path, formats: Iterable[str] | 
     svgs: dict[str, str] = {}  # figures drawn once, for the page and the PDF's page
     pdf_page = None
     own = None
+    drawing = None
     try:
+        with phase("render:plan figures"):
+            drawing = _figure_drawing(report, formats, ready, pdf_appendix, early)
         if "pdf" in formats and "pdf" not in ready:
             if renderer is None:
                 renderer = own = PdfRenderer.start()
             with phase("render:pdf page (figures, HTML)"):
+                drawing.draw(0, svgs)
                 pdf_page = pdf.paged_html(report, appendix=pdf_appendix, svgs=svgs)
             if renderer is not None:
                 renderer.send(pdf_page)
@@ -207,9 +262,10 @@ def write_reports(report: Report, out_dir: str | Path, formats: Iterable[str] | 
             if fmt in ready:
                 files[FILENAMES[fmt]] = ready[fmt]
             elif fmt == "html":
-                from .report.html import render_html  # matplotlib: only when a page is drawn
+                from .report.html import render_html
 
                 with phase("render:html"):
+                    drawing.draw(1, svgs)
                     files[FILENAMES[fmt]] = render_html(report, svgs=svgs)
             elif fmt != "pdf":
                 with phase(f"render:{fmt}"):
@@ -226,9 +282,16 @@ def write_reports(report: Report, out_dir: str | Path, formats: Iterable[str] | 
                 print(f"perfreport: note: no PDF report ({exc})", file=sys.stderr)
             except PerfreportError as exc:
                 error = exc
+    except BaseException:
+        if drawing is not None:
+            drawing.stop()
+        if early is not None:
+            early.stop()
+        raise
     finally:
         if own is not None:
             own.close()
+    drawing.finish()
     order = [*(extra or {})] + [FILENAMES[f] for f in formats if FILENAMES[f] in files]
     if before_write is not None:
         before_write()
@@ -236,6 +299,62 @@ def write_reports(report: Report, out_dir: str | Path, formats: Iterable[str] | 
     if error:
         raise error
     return [out / name for name in order]
+
+
+def early_figures(formats: Iterable[str], pdf_appendix: bool = False
+                  ) -> Callable[[Any, Any], EarlyFigures | None] | None:
+    """What ``compare`` calls with the baseline's and the candidate's analyses before its gate
+    (its ``analysed``): a child forked to draw the figures of their analysis sections
+    (:class:`perfreport.drawing.EarlyFigures`) while the gate runs. None when no format shows
+    those figures (they are on the HTML page, and in the PDF with its appendix)."""
+    if "html" not in formats and not ("pdf" in formats and pdf_appendix):
+        return None
+
+    def start(baseline, candidate) -> EarlyFigures | None:
+        from .drawing import EarlyFigures
+
+        _import_matplotlib()  # here, once: the child shares it, and the parent draws later anyway
+        try:
+            return EarlyFigures(lambda: _analysis_sections(baseline, candidate))
+        except OSError:  # no process to spare (EAGAIN, ENOMEM): the figures are drawn later
+            return None
+    return start
+
+
+def _import_matplotlib() -> None:
+    """Import what figures are drawn with (a third of a second), timed the first time."""
+    if "perfreport.report.figures" not in sys.modules:
+        with phase("render:import matplotlib"):
+            import perfreport.report.figures  # noqa: F401
+
+
+def _analysis_sections(baseline, candidate) -> list:
+    """The analysis sections of a comparison report, as :func:`perfreport.report.build.comparison_report`
+    makes them from each side's summary document (run in the early child)."""
+    from .jsondoc import plain_document
+    from .pipeline import summary_document
+    from .report.blocks import Side
+    from .report.comparison import SIDES
+    from .report.sections import analysis_sections
+
+    analyses = dict(zip(SIDES, (baseline, candidate)))
+    return analysis_sections([Side(label, plain_document(summary_document(analyses[label]))) for label in SIDES])
+
+
+def _figure_drawing(report: Report, formats: tuple[str, ...], ready: Mapping[str, Content],
+                    pdf_appendix: bool, early: EarlyFigures | None = None) -> FigureDrawing:
+    """The figures to draw, started on the other cores: group 0 the PDF's page's, group 1 the rest
+    of the HTML page's (:mod:`perfreport.drawing`)."""
+    from .drawing import FigureDrawing
+    from .report.html import figures_to_draw
+
+    pdf_jobs = figures_to_draw(report, brief=not pdf_appendix) if "pdf" in formats and "pdf" not in ready else []
+    html_jobs = figures_to_draw(report, svgs={k: v for key, _, _, prefix in pdf_jobs
+                                                      for k, v in ((key, ""), (key + "#prefix", prefix))}) \
+        if "html" in formats and "html" not in ready else []
+    if pdf_jobs or html_jobs:
+        _import_matplotlib()  # before the children fork: they share it
+    return FigureDrawing([pdf_jobs, html_jobs], early=early)
 
 
 @contextmanager

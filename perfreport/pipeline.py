@@ -6,7 +6,7 @@ import dataclasses
 import logging
 import time
 from datetime import datetime, timezone
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -321,7 +321,8 @@ def _efficiency_steps(runs: Sequence[TraceSet]) -> pd.DataFrame | None:
 
 def compare(baseline: str | Path, candidate: str | Path, *, config: Config | None = None,
             store: str | Path = DEFAULT_STORE, workers: int | None = None, executor: Executor | None = None,
-            candidate_runs: Sequence[str | Path] = (), progress: Progress | None = None) -> Comparison:
+            candidate_runs: Sequence[str | Path] = (), progress: Progress | None = None,
+            analysed: Callable[[Analysis, Analysis], None] | None = None) -> Comparison:
     """Compare ``candidate`` (a trace folder or file, or a stored baseline) with ``baseline``
     (a stored baseline name in ``store``, its folder, or a trace folder/file).
 
@@ -333,16 +334,20 @@ def compare(baseline: str | Path, candidate: str | Path, *, config: Config | Non
     TraceError/BaselineError for unusable inputs.
     """
     return compare_many(baseline, [candidate], config=config, store=store, workers=workers, executor=executor,
-                        candidate_runs=candidate_runs, progress=progress)[0]
+                        candidate_runs=candidate_runs, progress=progress, analysed=analysed)[0]
 
 
 def compare_many(baseline: str | Path, candidates: list[str | Path], *, config: Config | None = None,
                  store: str | Path = DEFAULT_STORE, workers: int | None = None, executor: Executor | None = None,
-                 candidate_runs: Sequence[str | Path] = (), progress: Progress | None = None) -> list[Comparison]:
+                 candidate_runs: Sequence[str | Path] = (), progress: Progress | None = None,
+                 analysed: Callable[[Analysis, Analysis], None] | None = None) -> list[Comparison]:
     """:func:`compare` of several candidates (training setups) with one baseline, which is
     loaded, analysed and reduced for the gate once; ``candidate_runs`` are further runs of each
     candidate (used with one candidate). The ranks of every side and run are one batch of
-    per-rank tasks (:func:`run_sides`); the gate and the attribution run here on their digests."""
+    per-rank tasks (:func:`run_sides`); the gate and the attribution run here on their digests.
+    ``analysed(baseline, candidate)`` is called with the two analyses a single candidate's
+    report describes as soon as they are ready, before the gate (a command starts drawing
+    their figures then)."""
     config = config or Config()
     options = analysis_options(config)
     b_jobs, b_label, stored = resolve_side(baseline, store)
@@ -370,6 +375,8 @@ def compare_many(baseline: str | Path, candidates: list[str | Path], *, config: 
         c_run = len(runs) - 1 - len(candidate_runs)  # CANDIDATE's own run: after a stored one's earlier runs
         c_analysis = c_analyses[c_run]
         c_traces, c_runs = c_analysis.traces, [a.traces for a in c_analyses]
+        if analysed is not None and len(c_sides) == 1:
+            analysed(b_analysis, c_analysis)
         t0 = time.perf_counter()
         fine = len(b_runs) == len(c_runs) == 1 and (few_steps(b_traces, config) or few_steps(c_traces, config))
         if fine:  # a side with many steps did not list its calls in the worker: list them now

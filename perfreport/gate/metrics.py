@@ -311,6 +311,14 @@ def rank_pairs(baseline: SideData, candidate: SideData) -> list[tuple[int, int]]
 def _per_step(values: pd.Series, frame: pd.DataFrame, how: str, worse: str) -> tuple[np.ndarray, np.ndarray]:
     """Per (run, step) over ranks: the worst rank's value (max if higher is worse) or the mean;
     (values, run of each)."""
+    run, step, v = frame["run"].to_numpy(), frame["step"].to_numpy(), values.to_numpy(dtype=np.float64)
+    if run.dtype.kind in "iu" and step.dtype.kind in "iu":  # one row per (run, step), the usual case: no grouping
+        keep = ~np.isnan(v)
+        run, step, v = run[keep], step[keep], v[keep]
+        order = np.lexsort((step, run))
+        run, step = run[order], step[order]
+        if not len(run) or ((run[1:] != run[:-1]) | (step[1:] != step[:-1])).all():
+            return v[order], run.astype(np.int64)
     data = pd.DataFrame({"run": frame["run"].to_numpy(), "step": frame["step"].to_numpy(),
                          "v": values.to_numpy(dtype=np.float64)}).dropna()
     if not len(data):

@@ -17,12 +17,9 @@ import sys
 from pathlib import Path
 
 from ..errors import GitHubError, printable
-from ..report.untrusted import consuming
-from . import comment as _comment
-from . import workflow
-from .api import DEADLINE_ENV, DEADLINE_S, Client
-from .context import from_environment
-from .links import install_source, links_for, refs_from_event
+
+# The steps' own modules (HTTP client, templates) are imported by the step that runs: every
+# other command builds this parser too, and should not pay for them.
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -70,6 +67,13 @@ def _report_argument(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_comment(args: argparse.Namespace) -> int:
+    from ..report.untrusted import consuming
+    from . import comment as _comment
+    from . import workflow
+    from .api import Client
+    from .context import from_environment
+    from .links import install_source, links_for, refs_from_event
+
     ctx = from_environment(os.environ, token_env=args.token_env)
     document = _comment.read_document(args.report)
     if args.pr is None and ctx.pr_number_from_event() is None and "workflow_run" not in ctx.event:
@@ -110,6 +114,8 @@ def cmd_comment(args: argparse.Namespace) -> int:
 
 def deadline_from(env) -> float:
     """Seconds all the API calls of a command may take (``PERFREPORT_GITHUB_DEADLINE_S``)."""
+    from .api import DEADLINE_ENV, DEADLINE_S
+
     text = env.get(DEADLINE_ENV, "")
     if not text:
         return DEADLINE_S
@@ -123,6 +129,11 @@ def deadline_from(env) -> float:
 
 
 def cmd_summary(args: argparse.Namespace) -> int:
+    from ..report.untrusted import consuming
+    from . import comment as _comment
+    from . import workflow
+    from .context import from_environment
+
     ctx = from_environment(os.environ)
     document = _comment.read_document(args.report)
     if not ctx.summary_path:
@@ -137,6 +148,10 @@ def cmd_summary(args: argparse.Namespace) -> int:
 
 
 def cmd_annotate(args: argparse.Namespace) -> int:
+    from ..report.untrusted import consuming
+    from . import comment as _comment
+    from . import workflow
+
     document = _comment.read_document(args.report)
     with consuming(_comment.report_path(args.report)):
         lines = workflow.annotation_lines(document)
@@ -146,6 +161,11 @@ def cmd_annotate(args: argparse.Namespace) -> int:
 
 
 def cmd_outputs(args: argparse.Namespace) -> int:
+    from ..report.untrusted import consuming
+    from . import comment as _comment
+    from . import workflow
+    from .context import from_environment
+
     ctx = from_environment(os.environ)
     document = _comment.read_document(args.report)
     with consuming(_comment.report_path(args.report)):

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import re
 
-from .figures import render_svg
+from collections.abc import Callable
+
 from .model import Section, BarFigure, LineFigure, Paragraph, Report, RooflineFigure, Table, WaterfallFigure
 from . import templates
+
+Figure = BarFigure | LineFigure | WaterfallFigure | RooflineFigure
 
 TEMPLATE = "report.html.j2"
 
@@ -23,7 +26,25 @@ OVERVIEW_WIDTH_IN = 6.4
 """Width of the first-screen figures, drawn two side by side."""
 
 
-def _blocks(section, svgs: dict[str, str], used: set[str], width_in: float | None = None) -> list[dict]:
+Draw = Callable[[str, Figure, "float | None", str], str]
+"""Draws one figure: (its key in ``svgs``, the figure, width in inches or None for the full
+width, element id prefix) -> SVG."""
+
+
+def draw_svg(key: str, block: Figure, width_in: float | None, prefix: str) -> str:
+    """:func:`.figures.render_svg` (matplotlib, imported when the first figure is drawn)."""
+    from .figures import render_svg
+
+    return render_svg(block, prefix=prefix) if width_in is None else render_svg(block, width_in, prefix=prefix)
+
+
+def figure_key(section_id: str, block_id: str, width_in: float | None) -> str:
+    """A drawn figure's key in ``svgs``: by section, block and width (see :func:`_blocks`)."""
+    return f"{section_id}/{block_id}@{width_in}"
+
+
+def _blocks(section, svgs: dict[str, str], used: set[str], width_in: float | None = None,
+            draw: Draw = draw_svg) -> list[dict]:
     """The section's blocks for the template, figures drawn. Each table and figure gets an
     ``anchor``, its element id: ``tbl-``/``fig-`` and the block id, scoped by the section where
     ``used`` (the page's ids so far) already has it. A multi-setup report repeats a block id
@@ -35,12 +56,11 @@ def _blocks(section, svgs: dict[str, str], used: set[str], width_in: float | Non
             out.append({"kind": "paragraph", "block": block, "svg": "", "anchor": ""})
         elif isinstance(block, Table):
             out.append({"kind": "table", "block": block, "svg": "", "anchor": _anchor("tbl", section.id, block.id, used)})
-        elif isinstance(block, (LineFigure, BarFigure, WaterfallFigure, RooflineFigure)):
+        elif isinstance(block, Figure):
             anchor = _anchor("fig", section.id, block.id, used)
-            key = f"{section.id}/{block.id}@{width_in}"
+            key = figure_key(section.id, block.id, width_in)
             if key not in svgs:
-                svgs[key] = render_svg(block, prefix=anchor) if width_in is None else \
-                    render_svg(block, width_in, prefix=anchor)
+                svgs[key] = draw(key, block, width_in, anchor)
                 svgs[key + "#prefix"] = anchor
             svg, drawn = svgs[key], svgs[key + "#prefix"]
             if drawn != anchor:  # drawn for the other page (the PDF's brief), where ids fell otherwise
@@ -67,7 +87,8 @@ BRIEF_IMPORTANCE = {"compare": 1, "analyze": 2}
 is the appendix."""
 
 
-def context(report: Report, *, paged: bool = False, brief: bool = False, svgs: dict[str, str] | None = None) -> dict:
+def context(report: Report, *, paged: bool = False, brief: bool = False, svgs: dict[str, str] | None = None,
+            draw: Draw = draw_svg) -> dict:
     """Template context: the first-screen figures and the sections with their figures drawn;
     ``brief`` keeps only the sections up to :data:`BRIEF_IMPORTANCE` and names the others;
     ``present`` holds the ids of the sections on the page, so a link points only at one there
@@ -78,11 +99,27 @@ def context(report: Report, *, paged: bool = False, brief: bool = False, svgs: d
     limit = BRIEF_IMPORTANCE.get(report.kind, 1)
     kept = [s for s in report.sections if not brief or s.importance <= limit]
     used: set[str] = set()  # element ids on this page
-    overview = _blocks(Section("overview", "", report.overview), svgs, used, OVERVIEW_WIDTH_IN)
-    sections = [{"section": s, "blocks": _blocks(s, svgs, used)} for s in kept]
+    overview = _blocks(Section("overview", "", report.overview), svgs, used, OVERVIEW_WIDTH_IN, draw)
+    sections = [{"section": s, "blocks": _blocks(s, svgs, used, draw=draw)} for s in kept]
     left_out = [s for s in report.sections if s not in kept]
     return {"report": report, "sections": sections, "overview": overview, "paged": paged, "left_out": left_out,
             "present": {s.id for s in kept}}
+
+
+def figures_to_draw(report: Report, *, brief: bool = False, svgs: dict[str, str] | None = None
+                    ) -> list[tuple[str, Figure, float | None, str]]:
+    """The figures the page (``brief``: the PDF's brief) shows that ``svgs`` lacks, in page order:
+    (key in ``svgs``, figure, width in inches or None, element id prefix). Drawing them
+    elsewhere and storing each SVG under its key and ``key + "#prefix"`` (the prefix) lets
+    :func:`render_html` use them as if it had drawn them."""
+    wanted: list[tuple[str, Figure, float | None, str]] = []
+
+    def note(key: str, block: Figure, width_in: float | None, prefix: str) -> str:
+        wanted.append((key, block, width_in, prefix))
+        return ""
+
+    context(report, brief=brief, svgs=dict(svgs or {}), draw=note)
+    return wanted
 
 
 def render_html(report: Report, *, paged: bool = False, brief: bool = False, svgs: dict[str, str] | None = None) -> str:

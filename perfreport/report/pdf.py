@@ -14,6 +14,8 @@ external, and a hostile name cannot make it read a local file or the network.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from ..errors import PerfreportError
 from .model import Report
@@ -64,7 +66,8 @@ def paged_html(report: Report, *, appendix: bool = False, svgs: dict[str, str] |
 def import_weasyprint():
     """The weasyprint module; PdfUnavailable naming the cause when it is missing or cannot load."""
     try:
-        import weasyprint
+        with quiet_libraries():  # the import parses WeasyPrint's own stylesheets, and logs that
+            import weasyprint
     except Exception as exc:  # ImportError, or OSError when the Pango library is missing
         raise PdfUnavailable(f"PDF output needs WeasyPrint with Pango (pip install weasyprint): {exc}") from None
     return weasyprint
@@ -74,11 +77,18 @@ def layout_pdf(html: str) -> bytes:
     """The page from :func:`paged_html` laid out as PDF bytes by WeasyPrint (seconds of pure
     Python: :mod:`perfreport.outputs` runs it beside the other formats)."""
     weasyprint = import_weasyprint()
+    with quiet_libraries():
+        return weasyprint.HTML(string=html, url_fetcher=_refuse).write_pdf()
+
+
+@contextmanager
+def quiet_libraries() -> Iterator[None]:
+    """The PDF libraries' log records dropped inside the block (see :data:`LIBRARY_LOGGERS`)."""
     quiet = [logging.getLogger(name) for name in LIBRARY_LOGGERS]
     for logger in quiet:
         logger.addFilter(_library_record)
     try:
-        return weasyprint.HTML(string=html, url_fetcher=_refuse).write_pdf()
+        yield
     finally:
         for logger in quiet:
             logger.removeFilter(_library_record)
