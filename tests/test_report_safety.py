@@ -199,3 +199,38 @@ def test_annotations_from_a_hostile_trace_are_one_command_each(docs) -> None:
         assert "\n" not in line and "\r" not in line and "\x00" not in line and "\x1b" not in line
         command, title, message = re.fullmatch(r"::(error|warning) title=([^:]*)::(.*)", line).groups()
         assert "," not in title and "%0A" not in message.replace("%250A", "")
+
+
+def test_the_pdf_layout_fetches_nothing_and_a_refused_fetch_does_not_lose_the_pdf() -> None:
+    """A page that names outside resources (an image over HTTP, a local file in CSS) is still
+    laid out: each fetch is refused by perfreport's fetcher, none is made (a server on
+    127.0.0.1 that counts requests sees none), and the refusal is WeasyPrint's warning, not an
+    error that loses the report."""
+    if not pdf_available():
+        pytest.skip("WeasyPrint does not load here")
+    import http.server
+    import threading
+
+    from perfreport.report.pdf import layout_pdf
+
+    hits = []
+
+    class Count(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - the stdlib's name
+            hits.append(self.path)
+            self.send_error(404)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Count)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        port = server.server_address[1]
+        pdf = layout_pdf(f'<html><body><p>report</p><img src="http://127.0.0.1:{port}/x.png">'
+                         f'<div style="background: url(file:///etc/hostname)">y</div></body></html>')
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert pdf.startswith(b"%PDF-") and hits == []

@@ -44,6 +44,11 @@ def _refuse(url: str, *args, **kwargs):
     raise ValueError(f"perfreport reports fetch nothing (refused {url[:80]!r})")
 
 
+_refuse._fail_on_errors = False  # type: ignore[attr-defined]
+"""WeasyPrint (70+) reads this of its URL fetcher when a fetch raises: False makes a refused
+fetch a warning it catches (the resource left out), not an AttributeError that loses the PDF."""
+
+
 class PdfUnavailable(PerfreportError):
     """WeasyPrint is not installed or does not load (no Pango)."""
 
