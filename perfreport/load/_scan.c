@@ -61,6 +61,9 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 #if defined(__unix__) || defined(__APPLE__)
 #include <sys/mman.h>
 #include <unistd.h>
@@ -72,6 +75,14 @@
 #define CODE_MISSING (-1)       /* kind 's' sentinel */
 #define KINDS "fins"            /* the field kinds understood (exported as the module's KINDS) */
 
+#if defined(__GNUC__)
+#define LIKELY(x) __builtin_expect(!!(x), 1)
+#define UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define LIKELY(x) (x)
+#define UNLIKELY(x) (x)
+#endif
+
 /* ------------------------------------------------------------------------------------------ */
 /* Growable byte buffer                                                                         */
 /* ------------------------------------------------------------------------------------------ */
@@ -81,12 +92,10 @@ typedef struct {
     size_t len, cap;
 } Buf;
 
-/* Make room for ``need`` more bytes (capacity doubles). -1 with MemoryError set on failure.
- * Afterwards data is never NULL, so callers may memcpy into it even when need is 0. */
-static int buf_reserve(Buf *b, size_t need)
+/* Grow ``b`` so that ``need`` more bytes fit (capacity doubles): the rare, out-of-line half
+ * of buf_reserve. -1 with MemoryError set on failure. */
+static int buf_grow(Buf *b, size_t need)
 {
-    if (b->data && b->cap - b->len >= need)
-        return 0;
     size_t cap = b->cap ? b->cap : 256;
     while (cap - b->len < need) {
         if (cap > SIZE_MAX / 2) {
@@ -103,6 +112,16 @@ static int buf_reserve(Buf *b, size_t need)
     b->data = data;
     b->cap = cap;
     return 0;
+}
+
+/* Make room for ``need`` more bytes. -1 with MemoryError set on failure. Afterwards data is
+ * never NULL, so callers may memcpy into it even when need is 0. Inline: it runs for every
+ * value appended, and almost always finds the room already there. */
+static inline int buf_reserve(Buf *b, size_t need)
+{
+    if (LIKELY(b->data && b->cap - b->len >= need))
+        return 0;
+    return buf_grow(b, need);
 }
 
 static inline int buf_append(Buf *b, const void *src, size_t n)
@@ -134,6 +153,32 @@ static inline uint64_t load64(const char *s)
     uint64_t w;
     memcpy(&w, s, 8);
     return w;
+}
+
+static inline uint32_t load32(const char *s)
+{
+    uint32_t w;
+    memcpy(&w, s, 4);
+    return w;
+}
+
+/* a[0:n] == b[0:n], inline: the texts compared (member keys, repeated values) are mostly a few
+ * bytes long, where a call to the library's memcmp costs more than the comparison. Reads only
+ * inside both ranges (overlapping loads for the tail). */
+static inline int bytes_equal(const char *a, const char *b, size_t n)
+{
+    if (n >= 8) {
+        for (size_t i = 0; i + 8 < n; i += 8)
+            if (load64(a + i) != load64(b + i))
+                return 0;
+        return load64(a + n - 8) == load64(b + n - 8);
+    }
+    if (n >= 4)
+        return load32(a) == load32(b) && load32(a + n - 4) == load32(b + n - 4);
+    for (size_t i = 0; i < n; i++)
+        if (a[i] != b[i])
+            return 0;
+    return 1;
 }
 
 static inline uint64_t rotl64(uint64_t x, int r) { return x << r | x >> (64 - r); }
@@ -259,7 +304,7 @@ static int32_t intern(Interner *I, const char *s, size_t n)
     size_t mask = I->nslots - 1, i = h & mask;
     for (int32_t code; (code = I->slots[i]) >= 0; i = (i + 1) & mask) {
         const InternEntry *e = &I->entries[code];
-        if (e->hash == h && e->len == n && memcmp(I->text.data + e->off, s, n) == 0)
+        if (e->hash == h && e->len == n && bytes_equal(I->text.data + e->off, s, n))
             return code;
     }
     if (I->n >= INT32_MAX) {
@@ -336,7 +381,7 @@ static void fieldmap_free(FieldMap *m)
     m->slots = NULL;
 }
 
-static int fieldmap_find(const FieldMap *m, const char *key, size_t len)
+static inline int fieldmap_find(const FieldMap *m, const char *key, size_t len)
 {
     uint64_t h = key_hash(key, len);
     for (size_t i = h & m->mask;; i = (i + 1) & m->mask) {
@@ -344,7 +389,7 @@ static int fieldmap_find(const FieldMap *m, const char *key, size_t len)
         if (k < 0)
             return -1;
         const Field *f = &m->fields[k];
-        if (f->hash == h && f->len == len && memcmp(f->key, key, len) == 0)
+        if (f->hash == h && f->len == len && bytes_equal(f->key, key, len))
             return k;
     }
 }
@@ -573,6 +618,8 @@ static inline unsigned read_hex4(const char *p)
 
 static inline const char *skip_ws(const char *p, const char *end)
 {
+    if (LIKELY(p < end && (unsigned char)*p > ' ')) /* usually no whitespace at all */
+        return p;
     while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
         p++;
     return p;
@@ -601,6 +648,34 @@ static inline size_t first_flagged_byte(uint64_t m)
 #endif
 }
 
+/* The first byte at or after p that may end a run of plain string content (a quote, a
+ * backslash, a control character), or a position within 16 bytes of ``end`` from which the
+ * caller finishes byte by byte. 16 bytes at a time with SSE2 (part of every x86-64 CPU, so no
+ * runtime check is needed), else 8 at a time in a 64-bit word. */
+static inline const char *skip_plain(const char *p, const char *end)
+{
+#if defined(__SSE2__)
+    const __m128i quote = _mm_set1_epi8('"'), bslash = _mm_set1_epi8('\\'), ctrl = _mm_set1_epi8(0x1F);
+    while (end - p >= 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)p);
+        __m128i stop = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, bslash)),
+                                    _mm_cmpeq_epi8(_mm_min_epu8(v, ctrl), v)); /* v <= 0x1F */
+        unsigned m = (unsigned)_mm_movemask_epi8(stop);
+        if (m)
+            return p + __builtin_ctz(m);
+        p += 16;
+    }
+#else
+    while (end - p >= 8) {
+        uint64_t m = string_stop_mask(load64(p));
+        if (m)
+            return p + first_flagged_byte(m);
+        p += 8;
+    }
+#endif
+    return p;
+}
+
 static inline int is_string_stop(unsigned char c) { return c == '"' || c == '\\' || c < 0x20; }
 
 /* Validate the string starting at the quote p. Returns the position after the closing quote and
@@ -611,15 +686,7 @@ static const char *scan_string(Scan *S, const char *p, int *has_esc)
     int esc = 0;
     p++;
     for (;;) {
-        /* skip plain content 8 bytes at a time, then finish byte by byte */
-        while (end - p >= 8) {
-            uint64_t m = string_stop_mask(load64(p));
-            if (m) {
-                p += first_flagged_byte(m);
-                break;
-            }
-            p += 8;
-        }
+        p = skip_plain(p, end);
         while (p < end && !is_string_stop((unsigned char)*p))
             p++;
         if (p >= end)
@@ -1568,7 +1635,7 @@ static int convert_text(Scan *S, const Span *v, int32_t prev, int32_t *out)
     } /* numbers and literals contain no whitespace: the raw text is the text */
     if (prev >= 0) {
         const InternEntry *e = &S->strings.entries[prev];
-        if (e->len == n && memcmp(S->strings.text.data + e->off, s, n) == 0) {
+        if (e->len == n && bytes_equal(S->strings.text.data + e->off, s, n)) {
             *out = prev;
             return 0;
         }
