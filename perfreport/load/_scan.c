@@ -467,6 +467,20 @@ enum {
     V_COMPOUND, /* array or object: minified for kind 's' */
 };
 
+#define KEY_MEMO_LEN 40   /* keys up to this many bytes are remembered */
+#define KEY_MEMO_SLOTS 32 /* member positions remembered, per object kind (event, args) */
+
+/* The key last read at one member position of an event (or of its args) and its field index.
+ * Kineto writes the members of every event of a kind in one fixed order, so the key at
+ * position i is nearly always the one read there before: comparing the raw bytes (closing
+ * quote included) with it replaces validating the string and looking it up in the field map.
+ * Only keys without escapes are remembered, so a match is exactly the key read before. */
+typedef struct {
+    char text[KEY_MEMO_LEN + 1]; /* the key's bytes and its closing quote */
+    uint8_t len;                 /* bytes in text, quote included; 0: nothing remembered */
+    int16_t field;               /* index in the field map, -1 when not wanted */
+} KeyMemo;
+
 /* Where the value of one wanted key is in the buffer: [p, q); p == NULL means absent. */
 typedef struct {
     const char *p, *q;
@@ -487,6 +501,8 @@ typedef struct {
     Span *arg_span;    /* per arg field, for the current event's args */
     int16_t *touched;  /* arg fields present in the current event, in first-seen order */
     Py_ssize_t n_touched;
+
+    KeyMemo top_memo[KEY_MEMO_SLOTS], arg_memo[KEY_MEMO_SLOTS]; /* see KeyMemo */
 
     Buf scratch;   /* a decoded string or minified value being converted */
     Buf key_buf;   /* a decoded key that had escapes */
@@ -618,8 +634,10 @@ static inline unsigned read_hex4(const char *p)
 
 static inline const char *skip_ws(const char *p, const char *end)
 {
-    if (LIKELY(p < end && (unsigned char)*p > ' ')) /* usually no whitespace at all */
+    if (LIKELY(p < end && (unsigned char)*p > ' ')) /* usually no whitespace at all, */
         return p;
+    if (p < end && *p == ' ' && end - p > 1 && (unsigned char)p[1] > ' ') /* or one space */
+        return p + 1;
     while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
         p++;
     return p;
@@ -1723,6 +1741,34 @@ static const char *read_key(Scan *S, const char *p, const char **key, size_t *le
     return skip_ws(q + 1, end);
 }
 
+/* read_key for the member at position ``i`` of an object whose keys are looked up in ``map``
+ * and remembered in ``memo`` (KEY_MEMO_SLOTS of them); also gives the key's field index. */
+static inline const char *read_key_memo(Scan *S, const char *p, const FieldMap *map, KeyMemo *memo, int i,
+                                        const char **key, size_t *len, int *field)
+{
+    KeyMemo *m = i < KEY_MEMO_SLOTS ? &memo[i] : NULL;
+    if (m && m->len && S->end - p > m->len && *p == '"' && bytes_equal(p + 1, m->text, m->len)) {
+        const char *end = S->end, *q = skip_ws(p + 1 + m->len, end);
+        *key = p + 1;
+        *len = (size_t)m->len - 1;
+        *field = m->field;
+        if (q >= end || *q != ':')
+            return syntax_error(S, q, "expected ':'");
+        return skip_ws(q + 1, end);
+    }
+    const char *q = read_key(S, p, key, len);
+    if (!q)
+        return NULL;
+    *field = fieldmap_find(map, *key, *len);
+    if (m && *key == p + 1 && *len < KEY_MEMO_LEN) { /* no escapes: the raw bytes are the key */
+        memcpy(m->text, *key, *len);
+        m->text[*len] = '"';
+        m->len = (uint8_t)(*len + 1);
+        m->field = (int16_t)*field;
+    }
+    return q;
+}
+
 /* After a member's value: past a ',' (*done = 0) or the closing '}' (*done = 1). */
 static const char *after_member(Scan *S, const char *p, int *done)
 {
@@ -1748,10 +1794,10 @@ static const char *parse_args(Scan *S, const char *p)
     p = skip_ws(p + 1, S->end);
     if (p < S->end && *p == '}')
         return p + 1;
-    while (!done) {
-        if (!(p = read_key(S, p, &key, &len)))
+    for (int i = 0; !done; i++) {
+        int k;
+        if (!(p = read_key_memo(S, p, &S->arg, S->arg_memo, i, &key, &len, &k)))
             return NULL;
-        int k = fieldmap_find(&S->arg, key, len);
         if (k >= 0 && !S->arg_span[k].p)
             S->touched[S->n_touched++] = (int16_t)k; /* first time this event: one row */
         if (!(p = skip_value(S, p, 3, k >= 0 ? &S->arg_span[k] : NULL)))
@@ -1772,10 +1818,10 @@ static const char *parse_event(Scan *S, const char *p)
     p = skip_ws(p + 1, S->end);
     if (p < S->end && *p == '}')
         return p + 1;
-    while (!done) {
-        if (!(p = read_key(S, p, &key, &len)))
+    for (int i = 0; !done; i++) {
+        int k;
+        if (!(p = read_key_memo(S, p, &S->top, S->top_memo, i, &key, &len, &k)))
             return NULL;
-        int k = fieldmap_find(&S->top, key, len);
         Span *span = k >= 0 ? &S->top_span[k] : NULL;
         if (len == 4 && memcmp(key, "args", 4) == 0) {
             const char *v = p;
