@@ -289,8 +289,11 @@ def build_rank_trace(result: ScanResult, meta: TraceMeta) -> RankTrace:
         flow_id=flow_id,
         device=dense_int("device"),
     )
-    linked = _link_cpu_gpu(columns, codes)
-    iteration = _iterations(columns, codes, strings, linked, meta.path)
+    complete = columns["ph"] == codes.get("X", -2)
+    gpu_side = complete & _mask(columns["cat"], codes, GPU_SIDE_CATEGORIES)
+    linked = _link_cpu_gpu(columns, codes, complete, gpu_side)
+    iteration = _iterations(columns, codes, strings, linked, complete, gpu_side, meta.path)
+    del complete, gpu_side
     trace = RankTrace(
         meta=meta, strings=strings, linked=linked, iteration=iteration, args=args, _codes=codes, **columns
     )
@@ -302,7 +305,8 @@ def build_rank_trace(result: ScanResult, meta: TraceMeta) -> RankTrace:
 
 def _relative_us(ts_ns: np.ndarray, origin_us: int) -> np.ndarray:
     """Exact ns timestamps -> float64 µs since the origin (NaN where missing)."""
-    out = (ts_ns - origin_us * 1000).astype(np.float64) / 1000.0
+    out = (ts_ns - origin_us * 1000).astype(np.float64)  # exact in int64, then one rounding
+    out /= 1000.0  # in place: one temporary of the column's size instead of two
     out[ts_ns == INT_MISSING] = np.nan
     return out
 
@@ -311,12 +315,13 @@ def _resolve_ids(id_codes: np.ndarray, strings: list[str]) -> np.ndarray:
     """pid/tid codes -> int64: numeric text as its number, other text ("Spans", "stream 7")
     as ``TEXT_ID_BASE - code``, missing as -1. Converts each distinct code once (a lookup
     table indexed by code), so the cost is linear in events."""
-    lut = np.full(len(strings) + 1, -1, dtype=np.int64)  # slot 0 = missing (code -1)
-    present = np.flatnonzero(np.bincount(id_codes.astype(np.int64) + 1, minlength=len(lut))) - 1
-    for code in present[present >= 0]:  # loop over distinct ids, not events
+    lut = np.full(len(strings) + 1, -1, dtype=np.int64)  # the last slot: missing (code -1 reads it)
+    seen = np.zeros(len(strings) + 1, dtype=bool)
+    seen[id_codes] = True  # int32 codes index directly: no int64 copy of the column
+    for code in np.flatnonzero(seen[:-1]):  # loop over distinct ids, not events
         number = _id_number(strings[code])
-        lut[code + 1] = number if number is not None else TEXT_ID_BASE - int(code)
-    return lut[id_codes.astype(np.int64) + 1]
+        lut[code] = number if number is not None else TEXT_ID_BASE - int(code)
+    return lut[id_codes]
 
 
 def _id_number(text: str) -> int | None:
@@ -335,20 +340,30 @@ def _id_number(text: str) -> int | None:
     return value if TEXT_ID_BASE < value < -TEXT_ID_BASE else None
 
 
-def _mask(cat: np.ndarray, codes: dict[str, int], names) -> np.ndarray:
-    return np.isin(cat, [codes[c] for c in names if c in codes])
+def _mask(column: np.ndarray, codes: dict[str, int], names) -> np.ndarray:
+    """Where the string-code ``column`` holds one of ``names``: one gather through a boolean
+    table indexed by code (code -1, missing, reads the last slot: False). np.isin would sort
+    or build its table over the column's value range first: ~4x slower on millions of rows."""
+    return _code_mask(column, [codes[c] for c in names if c in codes], len(codes))
 
 
-def _link_cpu_gpu(cols: dict[str, np.ndarray], codes: dict[str, int]) -> np.ndarray:
+def _code_mask(column: np.ndarray, wanted: list[int], n_codes: int) -> np.ndarray:
+    """Where the string-code ``column`` (codes below ``n_codes``, -1 missing) is in ``wanted``."""
+    table = np.zeros(n_codes + 1, dtype=bool)
+    table[wanted] = True
+    return table[column]
+
+
+def _link_cpu_gpu(cols: dict[str, np.ndarray], codes: dict[str, int], complete: np.ndarray,
+                  gpu_side: np.ndarray) -> np.ndarray:
     """Row of the partner of each event: GPU event -> its CPU launch; launch -> its first GPU event.
 
     Linked through ``args.correlation``; GPU events whose correlation has no CPU partner fall
-    back to the ``ac2g`` flow arrows (start at the launch, end at the GPU event).
+    back to the ``ac2g`` flow arrows (start at the launch, end at the GPU event). ``complete``:
+    the ``X`` events; ``gpu_side``: the complete events of a GPU-side category.
     """
     n = len(cols["ts"])
     linked = np.full(n, -1, dtype=np.int64)
-    complete = cols["ph"] == codes.get("X", -2)
-    gpu_side = complete & _mask(cols["cat"], codes, GPU_SIDE_CATEGORIES)
     corr = cols["correlation"]
     gpu_rows = np.flatnonzero(gpu_side & (corr >= 0))
     cpu_rows = np.flatnonzero(complete & ~gpu_side & (corr >= 0))
@@ -356,7 +371,7 @@ def _link_cpu_gpu(cols: dict[str, np.ndarray], codes: dict[str, int]) -> np.ndar
         order = np.argsort(corr[cpu_rows], kind="stable")
         cpu_sorted, cpu_corr = cpu_rows[order], corr[cpu_rows][order]
         pos = np.searchsorted(cpu_corr, corr[gpu_rows], side="right") - 1  # last CPU row wins
-        ok = (pos >= 0) & (cpu_corr[np.clip(pos, 0, None)] == corr[gpu_rows])
+        ok = (pos >= 0) & (cpu_corr[np.maximum(pos, 0)] == corr[gpu_rows])
         linked[gpu_rows[ok]] = cpu_sorted[pos[ok]]
     unlinked = gpu_side & (linked < 0)
     if unlinked.any():
@@ -426,7 +441,8 @@ def _match(keys_a: list[np.ndarray], keys_b: list[np.ndarray]) -> np.ndarray:
     return out
 
 
-def _iterations(cols, codes: dict[str, int], strings: np.ndarray, linked: np.ndarray, path: str = "") -> np.ndarray:
+def _iterations(cols, codes: dict[str, int], strings: np.ndarray, linked: np.ndarray, complete: np.ndarray,
+                gpu_side: np.ndarray, path: str = "") -> np.ndarray:
     """Profiler step number of every event, -1 outside any step.
 
     CPU-side events take the step whose span contains their start; GPU-side events take the
@@ -440,11 +456,9 @@ def _iterations(cols, codes: dict[str, int], strings: np.ndarray, linked: np.nda
     if max(step_codes.values()) > MAX_STEP:
         big = max(step_codes.values())
         raise TraceError(path, f"profiler step number {big:.3g} (ProfilerStep#…) is beyond int64; the trace is corrupt")
-    complete = cols["ph"] == codes.get("X", -2)
-    gpu_side = complete & _mask(cols["cat"], codes, GPU_SIDE_CATEGORIES)
     # CPU-side spans only: torch >= 2.4 also writes each ProfilerStep as a gpu_user_annotation,
     # whose shorter GPU-timeline span would cut the CPU step short (events after it got -1).
-    step_rows = np.flatnonzero(complete & ~gpu_side & np.isin(cols["name"], list(step_codes))
+    step_rows = np.flatnonzero(complete & ~gpu_side & _code_mask(cols["name"], list(step_codes), len(strings))
                                & np.isfinite(cols["dur"]))
     if not len(step_rows):
         return iteration
@@ -455,7 +469,7 @@ def _iterations(cols, codes: dict[str, int], strings: np.ndarray, linked: np.nda
     numbers = np.array([step_codes[c] for c in cols["name"][step_rows]], dtype=np.int64)
     cpu = np.flatnonzero(~gpu_side & np.isfinite(cols["ts"]))
     pos = np.searchsorted(starts, cols["ts"][cpu], side="right") - 1
-    inside = (pos >= 0) & (cols["ts"][cpu] < ends[np.clip(pos, 0, None)])
+    inside = (pos >= 0) & (cols["ts"][cpu] < ends[np.maximum(pos, 0)])
     iteration[cpu[inside]] = numbers[pos[inside]]
     gpu = np.flatnonzero(gpu_side & (linked >= 0))
     iteration[gpu] = iteration[linked[gpu]]
