@@ -92,6 +92,26 @@ typedef struct {
     size_t len, cap;
 } Buf;
 
+#define HUGE_PAGE_MIN (4 << 20) /* blocks from this size are backed by huge pages where possible */
+
+/* Ask for transparent huge pages under a big column block (as numpy does for its arrays): a
+ * column of millions of values then costs one page fault per 2 MB instead of one per 4 KB. A
+ * hint only: ignored where THP is off or unknown. */
+static void advise_huge_pages(char *data, size_t cap)
+{
+#if defined(MADV_HUGEPAGE)
+    if (cap < HUGE_PAGE_MIN)
+        return;
+    uintptr_t huge = (uintptr_t)2 << 20;
+    uintptr_t from = ((uintptr_t)data + huge - 1) & ~(huge - 1), to = ((uintptr_t)data + cap) & ~(huge - 1);
+    if (to > from)
+        madvise((void *)from, to - from, MADV_HUGEPAGE);
+#else
+    (void)data;
+    (void)cap;
+#endif
+}
+
 /* Grow ``b`` so that ``need`` more bytes fit (capacity doubles): the rare, out-of-line half
  * of buf_reserve. -1 with MemoryError set on failure. */
 static int buf_grow(Buf *b, size_t need)
@@ -111,6 +131,7 @@ static int buf_grow(Buf *b, size_t need)
     }
     b->data = data;
     b->cap = cap;
+    advise_huge_pages(data, cap);
     return 0;
 }
 
@@ -1841,11 +1862,40 @@ static const char *parse_event(Scan *S, const char *p)
     return p;
 }
 
+#define PRESIZE_AFTER 4096 /* events scanned before the columns are sized for the whole array */
+
+/* Reserve room in ``b`` for ``count`` more values of ``size`` bytes, if memory allows. */
+static void reserve_values(Buf *b, double count, size_t size)
+{
+    if (count < 1 || count * (double)size > (double)(SIZE_MAX / 4))
+        return;
+    if (buf_reserve(b, (size_t)count * size) < 0)
+        PyErr_Clear(); /* only a hint: the columns still grow by doubling */
+}
+
+/* Size every column for the whole events array, extrapolated from the first events: the bytes
+ * they took and how many carried each args key, plus 1/16. Growing from small by doubling
+ * instead copies each column about once more in total (realloc moves a block it cannot extend),
+ * page-faulting fresh memory for every copy; a reserved page that is never written is never
+ * resident, so an estimate too high costs address space, not memory, and the columns are
+ * trimmed to their length at the end. ``start``: the array's '['; ``p``: where scanning is. */
+static void presize_columns(Scan *S, const char *start, const char *p)
+{
+    double n = (double)S->n_events, more = n * (double)(S->end - p) / (double)(p - start) * 1.0625;
+    for (Py_ssize_t k = 0; k < S->top.n; k++)
+        reserve_values(&S->top_cols[k], more, S->top.fields[k].kind == 's' ? 4 : 8);
+    for (Py_ssize_t k = 0; k < S->arg.n; k++) {
+        double share = (double)(S->arg_rows[k].len / 8) / n; /* of the events, those with the key */
+        reserve_values(&S->arg_rows[k], more * share, 8);
+        reserve_values(&S->arg_vals[k], more * share, S->arg.fields[k].kind == 's' ? 4 : 8);
+    }
+}
+
 /* The array of events at p ('['; itself at nesting depth 1, wherever it is in the buffer, so
  * that scan and scan_document nest the same). Returns the position after its ']'. */
 static const char *parse_events(Scan *S, const char *p)
 {
-    const char *end = S->end;
+    const char *end = S->end, *start = p;
     p = skip_ws(p + 1, end);
     if (p < end && *p == ']')
         return p + 1;
@@ -1854,6 +1904,8 @@ static const char *parse_events(Scan *S, const char *p)
         p = p < end && *p == '{' ? parse_event(S, p) : skip_value(S, p, 1, NULL);
         if (!p || finish_event(S) < 0)
             return NULL;
+        if (UNLIKELY(S->n_events == PRESIZE_AFTER))
+            presize_columns(S, start, p);
         release_scanned(S, p);
         p = skip_ws(p, end);
         if (p < end && *p == ',')
