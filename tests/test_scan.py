@@ -643,6 +643,45 @@ def test_random_documents_match_reference(seed):
     both(doc)
 
 
+def test_numbers_at_every_digit_count():
+    """Integers and decimals of 1 to 22 digits, split anywhere by the point, signed or not, as
+    numbers and as strings, in 'f', 'i' and 'n' fields: the C scanner reads digit runs 8 at a
+    time and has a fast path up to 19 digits, so each length and split is checked against the
+    reference."""
+    rng = random.Random(7)
+    values = []
+    for n in range(1, 23):
+        digits = "".join(rng.choice("0123456789") for _ in range(n)).lstrip("0") or "0"
+        for split in sorted({0, 1, len(digits) // 2, len(digits) - 1}):
+            text = digits if split == 0 else digits[:split] + "." + digits[split:]
+            if text.endswith(".") or text.startswith("."):
+                continue
+            for sign in ("", "-"):
+                values += [sign + text, f'"{sign}{text}"', f'" +{text} "']
+        values.append(digits + "e3")
+    events = [f'{{"ts": {v}, "dur": {v}, "id": {v}, "args": {{"bytes": {v}, "stream": {v}}}}}' for v in values]
+    both("[" + ", ".join(events) + "]")
+
+
+def test_long_traces_with_changing_key_order():
+    """More events than the scanner samples before sizing its columns (4096), with member orders
+    that change from event to event (the scanner remembers the key at each position): keys that
+    are prefixes of others, escaped spellings of wanted keys, args whose keys come and go."""
+    rng = random.Random(11)
+    kinds = [
+        '{{"ph": "X", "cat": "kernel", "name": "k{i}", "pid": 1, "tid": 7, "ts": {ts}, "dur": 3,'
+        ' "args": {{"stream": 7, "correlation": {i}, "External id": {i}}}}}',
+        '{{"name": "op{i}", "ph": "X", "ts": {ts}, "dur": 2, "cat": "cpu_op", "pid": 1, "tid": 2,'
+        ' "args": {{"External id": {i}, "Input Dims": [[1, 2], []], "Sequence number": {i}}}}}',
+        '{{"ph": "f", "id": {i}, "pid": 1, "tid": 7, "ts": {ts}, "cat": "ac2g", "name": "ac2g", "bp": "e"}}',
+        '{{"p\\u0068": "X", "names": "x", "name": "n{i}", "ts": {ts}, "dur": 1, "pi": 5, "pid": 9,'
+        ' "args": {{"correlation": {i}, "corr": 1, "External id": {i}}}}}',
+        '{{"ph": "i", "ts": {ts}, "args": {{}}, "name": "mark"}}',
+    ]
+    events = [rng.choice(kinds).format(i=i, ts=1_700_000_000_000_000 + 3 * i) for i in range(6000)]
+    both("[" + ",\n".join(events) + "]")
+
+
 # --------------------------------------------------------------------------------------------
 # scan_document: a whole trace file in one pass, against the two-pass path it replaces
 # (msgspec splits the top level, the scanner reads the traceEvents text)

@@ -202,6 +202,18 @@ static inline int bytes_equal(const char *a, const char *b, size_t n)
     return 1;
 }
 
+/* Offset of the first flagged byte of a non-zero mask (string_stop_mask, nondigit_mask); 0 when
+ * we cannot tell, which is still correct: the byte loop after it finishes the search. */
+static inline size_t first_flagged_byte(uint64_t m)
+{
+#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    return (size_t)__builtin_ctzll(m) >> 3;
+#else
+    (void)m;
+    return 0;
+#endif
+}
+
 static inline uint64_t rotl64(uint64_t x, int r) { return x << r | x >> (64 - r); }
 
 #define PRIME1 0x9E3779B185EBCA87ULL
@@ -629,6 +641,51 @@ static void scan_reset(Scan *S)
 
 static inline int is_digit(char c) { return c >= '0' && c <= '9'; }
 
+/* High bit set in each byte of w that is not an ASCII digit. The lowest flagged byte is always
+ * a true one (a carry only starts at a flagged byte and only corrupts bytes above it). */
+static inline uint64_t nondigit_mask(uint64_t w)
+{
+    uint64_t x = w ^ 0x3030303030303030ULL; /* digits become 0..9 */
+    return ((x + 0x7676767676767676ULL) | x) & 0x8080808080808080ULL;
+}
+
+/* The first byte at or after p that is not a digit (or end): 8 bytes at a time, as timestamps
+ * and ids run to 16 digits and more. */
+static inline const char *skip_digits(const char *p, const char *end)
+{
+    while (end - p >= 8) {
+        uint64_t m = nondigit_mask(load64(p));
+        if (m) {
+            p += first_flagged_byte(m);
+            break;
+        }
+        p += 8;
+    }
+    while (p < end && is_digit(*p))
+        p++;
+    return p;
+}
+
+/* The value of the n <= 19 ASCII digits at p (below 10**19, so no overflow). Eight digits at a
+ * time where words are little-endian: the three multiplications of Lemire's SWAR method
+ * combine digit pairs, then pairs of pairs, then the two halves. */
+static inline uint64_t digits_value(const char *p, size_t n)
+{
+    uint64_t v = 0;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    for (; n >= 8; p += 8, n -= 8) {
+        uint64_t w = load64(p) - 0x3030303030303030ULL;
+        w = w * 10 + (w >> 8);
+        w = ((w & 0x000000FF000000FFULL) * (100 + (1000000ULL << 32)) +
+             ((w >> 16) & 0x000000FF000000FFULL) * (1 + (10000ULL << 32))) >> 32;
+        v = v * 100000000ULL + w;
+    }
+#endif
+    for (; n; p++, n--)
+        v = v * 10 + (uint64_t)(*p - '0');
+    return v;
+}
+
 static inline int hex_value(char c)
 {
     if (c >= '0' && c <= '9')
@@ -673,18 +730,6 @@ static inline uint64_t string_stop_mask(uint64_t w)
     uint64_t quote = w ^ (ones * '"'), bslash = w ^ (ones * '\\');
     uint64_t m = ((quote - ones) & ~quote) | ((bslash - ones) & ~bslash) | ((w - ones * 0x20) & ~w);
     return m & highs;
-}
-
-/* Offset of the first flagged byte of a non-zero string_stop_mask (0 when we cannot tell,
- * which is still correct: the byte loop after it finishes the search). */
-static inline size_t first_flagged_byte(uint64_t m)
-{
-#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    return (size_t)__builtin_ctzll(m) >> 3;
-#else
-    (void)m;
-    return 0;
-#endif
 }
 
 /* The first byte at or after p that may end a run of plain string content (a quote, a
@@ -779,14 +824,12 @@ static const char *match_number(const char *p, const char *end, int *is_float)
     if (*p == '0')
         p++;
     else
-        while (p < end && is_digit(*p))
-            p++;
+        p = skip_digits(p, end);
     if (p < end && *p == '.') {
         fl = 1;
         if (++p >= end || !is_digit(*p))
             return NULL;
-        while (p < end && is_digit(*p))
-            p++;
+        p = skip_digits(p, end);
     }
     if (p < end && (*p == 'e' || *p == 'E')) {
         fl = 1;
@@ -1115,6 +1158,10 @@ static int64_t decimal_to_int64(const char *p, const char *q)
     if (*p == '-' || *p == '+')
         neg = *p++ == '-';
     uint64_t m = 0;
+    if (q - p <= 19) { /* the usual case: cannot overflow uint64 */
+        m = digits_value(p, (size_t)(q - p));
+        p = q;
+    }
     for (; p < q; p++) {
         unsigned d = (unsigned)(*p - '0');
         if (m >= 1844674407370955161ULL && (m > 1844674407370955161ULL || d > 5))
@@ -1417,6 +1464,16 @@ static int decimal_text_to_ns(const char *p, const char *q, int64_t *out)
     long long e10 = 3; /* µs -> ns */
     if (*p == '-' || *p == '+')
         neg = *p++ == '-';
+    /* the usual text, digits[.digits] with at most 19 digits in all, in two SWAR passes */
+    const char *int_end = skip_digits(p, q), *frac = int_end, *frac_end = int_end;
+    if (frac < q && *frac == '.')
+        frac_end = skip_digits(++frac, q);
+    if (frac_end == q && (int_end - p) + (frac_end - frac) <= 19) {
+        size_t n_frac = (size_t)(frac_end - frac);
+        mant = digits_value(p, (size_t)(int_end - p)) * P10[n_frac] + digits_value(frac, n_frac);
+        e10 -= (long long)n_frac;
+        goto scale;
+    }
     for (; p < q && is_digit(*p); p++)
         if (mant || *p != '0') {
             if (++sig > 19)
@@ -1441,6 +1498,7 @@ static int decimal_text_to_ns(const char *p, const char *q, int64_t *out)
                 e = e * 10 + (*p - '0');
         e10 += eneg ? -e : e;
     }
+scale:
     if (e10 >= 0) {
         for (mag = mant; e10 > 0 && mag; e10--) {
             if (mag > (uint64_t)INT64_MAX / 10) {
