@@ -500,18 +500,30 @@ enum {
     V_COMPOUND, /* array or object: minified for kind 's' */
 };
 
-#define KEY_MEMO_LEN 40   /* keys up to this many bytes are remembered */
-#define KEY_MEMO_SLOTS 32 /* member positions remembered, per object kind (event, args) */
+#define KEY_MEMO_LEN 40  /* keys up to this many bytes are remembered */
+#define KEY_MEMO_KEYS 64 /* distinct keys remembered per object kind (event, args) */
+#define KEY_MEMO_HASH 128 /* slots of a KeyMemo's hash index (a power of two, > 1.5 x keys) */
+#define KEY_START 0      /* KeyMemo entry: the start of an object, before its first key */
+#define KEY_UNKNOWN 1    /* KeyMemo entry: after a key that is not remembered */
 
-/* The key last read at one member position of an event (or of its args) and its field index.
- * Kineto writes the members of every event of a kind in one fixed order, so the key at
- * position i is nearly always the one read there before: comparing the raw bytes (closing
- * quote included) with it replaces validating the string and looking it up in the field map.
- * Only keys without escapes are remembered, so a match is exactly the key read before. */
+/* One remembered key: its raw bytes, its field index, and the keys that followed it. */
 typedef struct {
     char text[KEY_MEMO_LEN + 1]; /* the key's bytes and its closing quote */
-    uint8_t len;                 /* bytes in text, quote included; 0: nothing remembered */
+    uint8_t len;                 /* bytes in text, quote included */
     int16_t field;               /* index in the field map, -1 when not wanted */
+    uint8_t next[2];             /* the two keys that followed this one most recently (0: none) */
+} MemoKey;
+
+/* The keys read so far in one kind of object (events, or their args), and which key followed
+ * which. Kineto writes the members of every event of one kind in one fixed order, and a trace
+ * has few kinds, so the key after a given key is nearly always one of the last two seen after
+ * it: comparing the raw bytes (closing quote included) with those two replaces validating the
+ * string and looking it up in the field map (>95% of keys on real traces). Only keys without
+ * escapes are remembered, so a match is exactly the key read before. */
+typedef struct {
+    MemoKey keys[KEY_MEMO_KEYS]; /* keys[KEY_START], keys[KEY_UNKNOWN]: no text */
+    int n;                       /* entries in use */
+    uint8_t index[KEY_MEMO_HASH]; /* key_hash -> entry (linear probing; 0: empty) */
 } KeyMemo;
 
 /* Where the value of one wanted key is in the buffer: [p, q); p == NULL means absent. */
@@ -535,7 +547,7 @@ typedef struct {
     int16_t *touched;  /* arg fields present in the current event, in first-seen order */
     Py_ssize_t n_touched;
 
-    KeyMemo top_memo[KEY_MEMO_SLOTS], arg_memo[KEY_MEMO_SLOTS]; /* see KeyMemo */
+    KeyMemo top_memo, arg_memo; /* see KeyMemo */
 
     Buf scratch;   /* a decoded string or minified value being converted */
     Buf key_buf;   /* a decoded key that had escapes */
@@ -1820,31 +1832,61 @@ static const char *read_key(Scan *S, const char *p, const char **key, size_t *le
     return skip_ws(q + 1, end);
 }
 
-/* read_key for the member at position ``i`` of an object whose keys are looked up in ``map``
- * and remembered in ``memo`` (KEY_MEMO_SLOTS of them); also gives the key's field index. */
-static inline const char *read_key_memo(Scan *S, const char *p, const FieldMap *map, KeyMemo *memo, int i,
+/* The entry of the plain key ``key[0:len]`` (len < KEY_MEMO_LEN) in ``memo``, added when new;
+ * KEY_UNKNOWN when the memo is full. */
+static int memo_entry(KeyMemo *memo, const char *key, size_t len, int field)
+{
+    if (memo->n == 0)
+        memo->n = 2; /* KEY_START and KEY_UNKNOWN */
+    size_t i = key_hash(key, len) & (KEY_MEMO_HASH - 1);
+    for (int e; (e = memo->index[i]) != 0; i = (i + 1) & (KEY_MEMO_HASH - 1)) {
+        const MemoKey *m = &memo->keys[e];
+        if (m->len == len + 1 && bytes_equal(m->text, key, len))
+            return e;
+    }
+    if (memo->n == KEY_MEMO_KEYS)
+        return KEY_UNKNOWN;
+    MemoKey *m = &memo->keys[memo->n];
+    memcpy(m->text, key, len);
+    m->text[len] = '"';
+    m->len = (uint8_t)(len + 1);
+    m->field = (int16_t)field;
+    memo->index[i] = (uint8_t)memo->n;
+    return memo->n++;
+}
+
+/* read_key for a member of an object whose keys are looked up in ``map`` and remembered in
+ * ``memo``; also gives the key's field index. ``*prev``: the memo entry of the object's previous
+ * key (KEY_START before the first), updated to this key's. */
+static inline const char *read_key_memo(Scan *S, const char *p, const FieldMap *map, KeyMemo *memo, uint8_t *prev,
                                         const char **key, size_t *len, int *field)
 {
-    KeyMemo *m = i < KEY_MEMO_SLOTS ? &memo[i] : NULL;
-    if (m && m->len && S->end - p > m->len && *p == '"' && bytes_equal(p + 1, m->text, m->len)) {
-        const char *end = S->end, *q = skip_ws(p + 1 + m->len, end);
-        *key = p + 1;
-        *len = (size_t)m->len - 1;
-        *field = m->field;
-        if (q >= end || *q != ':')
-            return syntax_error(S, q, "expected ':'");
-        return skip_ws(q + 1, end);
+    MemoKey *before = &memo->keys[*prev];
+    for (int j = 0; j < 2; j++) {
+        const MemoKey *m = &memo->keys[before->next[j]];
+        if (before->next[j] && S->end - p > m->len && *p == '"' && bytes_equal(p + 1, m->text, m->len)) {
+            const char *end = S->end, *q = skip_ws(p + 1 + m->len, end);
+            *key = p + 1;
+            *len = (size_t)m->len - 1;
+            *field = m->field;
+            *prev = before->next[j];
+            if (q >= end || *q != ':')
+                return syntax_error(S, q, "expected ':'");
+            return skip_ws(q + 1, end);
+        }
     }
     const char *q = read_key(S, p, key, len);
     if (!q)
         return NULL;
     *field = fieldmap_find(map, *key, *len);
-    if (m && *key == p + 1 && *len < KEY_MEMO_LEN) { /* no escapes: the raw bytes are the key */
-        memcpy(m->text, *key, *len);
-        m->text[*len] = '"';
-        m->len = (uint8_t)(*len + 1);
-        m->field = (int16_t)*field;
+    int e = KEY_UNKNOWN;
+    if (*key == p + 1 && *len < KEY_MEMO_LEN) /* no escapes: the raw bytes are the key */
+        e = memo_entry(memo, *key, *len, *field);
+    if (e != KEY_UNKNOWN && before->next[0] != e) {
+        before->next[1] = before->next[0];
+        before->next[0] = (uint8_t)e;
     }
+    *prev = (uint8_t)e;
     return q;
 }
 
@@ -1873,9 +1915,9 @@ static const char *parse_args(Scan *S, const char *p)
     p = skip_ws(p + 1, S->end);
     if (p < S->end && *p == '}')
         return p + 1;
-    for (int i = 0; !done; i++) {
+    for (uint8_t prev = KEY_START; !done;) {
         int k;
-        if (!(p = read_key_memo(S, p, &S->arg, S->arg_memo, i, &key, &len, &k)))
+        if (!(p = read_key_memo(S, p, &S->arg, &S->arg_memo, &prev, &key, &len, &k)))
             return NULL;
         if (k >= 0 && !S->arg_span[k].p)
             S->touched[S->n_touched++] = (int16_t)k; /* first time this event: one row */
@@ -1897,9 +1939,9 @@ static const char *parse_event(Scan *S, const char *p)
     p = skip_ws(p + 1, S->end);
     if (p < S->end && *p == '}')
         return p + 1;
-    for (int i = 0; !done; i++) {
+    for (uint8_t prev = KEY_START; !done;) {
         int k;
-        if (!(p = read_key_memo(S, p, &S->top, S->top_memo, i, &key, &len, &k)))
+        if (!(p = read_key_memo(S, p, &S->top, &S->top_memo, &prev, &key, &len, &k)))
             return NULL;
         Span *span = k >= 0 ? &S->top_span[k] : NULL;
         if (len == 4 && memcmp(key, "args", 4) == 0) {
