@@ -449,10 +449,9 @@ def _iterations(cols, codes: dict[str, int], strings: np.ndarray, linked: np.nda
     step of the launch that enqueued them (GPU work often runs after its step's CPU span ends).
     """
     n = len(cols["ts"])
-    iteration = np.full(n, -1, dtype=np.int64)
     step_codes = {i: int(m.group(1)) for i, s in enumerate(strings) if (m := STEP_NAME.match(s))}
     if not step_codes:
-        return iteration
+        return np.full(n, -1, dtype=np.int64)
     if max(step_codes.values()) > MAX_STEP:
         big = max(step_codes.values())
         raise TraceError(path, f"profiler step number {big:.3g} (ProfilerStep#…) is beyond int64; the trace is corrupt")
@@ -461,16 +460,23 @@ def _iterations(cols, codes: dict[str, int], strings: np.ndarray, linked: np.nda
     step_rows = np.flatnonzero(complete & ~gpu_side & _code_mask(cols["name"], list(step_codes), len(strings))
                                & np.isfinite(cols["dur"]))
     if not len(step_rows):
-        return iteration
+        return np.full(n, -1, dtype=np.int64)
     order = np.argsort(cols["ts"][step_rows], kind="stable")
     step_rows = step_rows[order]
     starts = cols["ts"][step_rows]
     ends = starts + cols["dur"][step_rows]
     numbers = np.array([step_codes[c] for c in cols["name"][step_rows]], dtype=np.int64)
-    cpu = np.flatnonzero(~gpu_side & np.isfinite(cols["ts"]))
-    pos = np.searchsorted(starts, cols["ts"][cpu], side="right") - 1
-    inside = (pos >= 0) & (cols["ts"][cpu] < ends[np.maximum(pos, 0)])
-    iteration[cpu[inside]] = numbers[pos[inside]]
+    # Whole columns, no row lists: the last step starting at or before each event (a NaN ts
+    # sorts past every start, then fails ``ts < end``), kept where the event starts inside it.
+    ts = cols["ts"]
+    pos = np.searchsorted(starts, ts, side="right") - 1
+    inside = pos >= 0
+    np.maximum(pos, 0, out=pos)
+    inside &= ts < ends[pos]
+    inside &= ~gpu_side
+    iteration = numbers[pos]
+    del pos
+    iteration[~inside] = -1
     gpu = np.flatnonzero(gpu_side & (linked >= 0))
     iteration[gpu] = iteration[linked[gpu]]
     return iteration
