@@ -1865,11 +1865,14 @@ static inline const char *read_key_memo(Scan *S, const char *p, const FieldMap *
     for (int j = 0; j < 2; j++) {
         const MemoKey *m = &memo->keys[before->next[j]];
         if (before->next[j] && S->end - p > m->len && *p == '"' && bytes_equal(p + 1, m->text, m->len)) {
-            const char *end = S->end, *q = skip_ws(p + 1 + m->len, end);
+            const char *end = S->end, *q = p + 1 + m->len;
             *key = p + 1;
             *len = (size_t)m->len - 1;
             *field = m->field;
             *prev = before->next[j];
+            if (end - q >= 3 && q[0] == ':' && q[1] == ' ' && (unsigned char)q[2] > ' ') /* as Kineto writes it */
+                return q + 2;
+            q = skip_ws(q, end);
             if (q >= end || *q != ':')
                 return syntax_error(S, q, "expected ':'");
             return skip_ws(q + 1, end);
@@ -1891,9 +1894,13 @@ static inline const char *read_key_memo(Scan *S, const char *p, const FieldMap *
 }
 
 /* After a member's value: past a ',' (*done = 0) or the closing '}' (*done = 1). */
-static const char *after_member(Scan *S, const char *p, int *done)
+static inline const char *after_member(Scan *S, const char *p, int *done)
 {
     const char *end = S->end;
+    if (end - p >= 3 && p[0] == ',' && p[1] == ' ' && p[2] == '"') { /* how Kineto writes it */
+        *done = 0;
+        return p + 2;
+    }
     p = skip_ws(p, end);
     if (p < end && *p == ',') {
         *done = 0;
