@@ -92,26 +92,6 @@ typedef struct {
     size_t len, cap;
 } Buf;
 
-#define HUGE_PAGE_MIN (4 << 20) /* blocks from this size are backed by huge pages where possible */
-
-/* Ask for transparent huge pages under a big column block (as numpy does for its arrays): a
- * column of millions of values then costs one page fault per 2 MB instead of one per 4 KB. A
- * hint only: ignored where THP is off or unknown. */
-static void advise_huge_pages(char *data, size_t cap)
-{
-#if defined(MADV_HUGEPAGE)
-    if (cap < HUGE_PAGE_MIN)
-        return;
-    uintptr_t huge = (uintptr_t)2 << 20;
-    uintptr_t from = ((uintptr_t)data + huge - 1) & ~(huge - 1), to = ((uintptr_t)data + cap) & ~(huge - 1);
-    if (to > from)
-        madvise((void *)from, to - from, MADV_HUGEPAGE);
-#else
-    (void)data;
-    (void)cap;
-#endif
-}
-
 /* Grow ``b`` so that ``need`` more bytes fit (capacity doubles): the rare, out-of-line half
  * of buf_reserve. -1 with MemoryError set on failure. */
 static int buf_grow(Buf *b, size_t need)
@@ -131,7 +111,6 @@ static int buf_grow(Buf *b, size_t need)
     }
     b->data = data;
     b->cap = cap;
-    advise_huge_pages(data, cap);
     return 0;
 }
 
