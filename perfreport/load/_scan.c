@@ -76,9 +76,11 @@
 #define KINDS "fins"            /* the field kinds understood (exported as the module's KINDS) */
 
 #if defined(__GNUC__)
+#define ALWAYS_INLINE inline __attribute__((always_inline))
 #define LIKELY(x) __builtin_expect(!!(x), 1)
 #define UNLIKELY(x) __builtin_expect(!!(x), 0)
 #else
+#define ALWAYS_INLINE inline
 #define LIKELY(x) (x)
 #define UNLIKELY(x) (x)
 #endif
@@ -755,7 +757,7 @@ static inline int is_string_stop(unsigned char c) { return c == '"' || c == '\\'
 
 /* Validate the string starting at the quote p. Returns the position after the closing quote and
  * sets *has_esc when the content contains backslash escapes (then it must be decoded). */
-static const char *scan_string(Scan *S, const char *p, int *has_esc)
+static ALWAYS_INLINE const char *scan_string(Scan *S, const char *p, int *has_esc)
 {
     const char *end = S->end;
     int esc = 0;
@@ -805,7 +807,7 @@ static const char *scan_string(Scan *S, const char *p, int *has_esc)
 
 /* End of the JSON number at p, -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?, or NULL when
  * there is none. *is_float tells whether it has a fraction or an exponent. */
-static const char *match_number(const char *p, const char *end, int *is_float)
+static ALWAYS_INLINE const char *match_number(const char *p, const char *end, int *is_float)
 {
     int fl = 0;
     if (p < end && *p == '-')
@@ -846,7 +848,7 @@ static inline const char *match_literal(const char *p, const char *end, const ch
 /* ------------------------------------------------------------------------------------------ */
 
 /* Validate the scalar (string, number, literal) at p. Returns its end and its V_* type. */
-static const char *skip_scalar(Scan *S, const char *p, int *type)
+static ALWAYS_INLINE const char *skip_scalar(Scan *S, const char *p, int *type)
 {
     const char *end = S->end, *q;
     int flag = 0;
