@@ -1032,29 +1032,25 @@ static int decode_string(Scan *S, const char *p, const char *q, Buf *out)
 }
 
 /* Copy the validated value [p, q) into ``out`` (replacing its contents) without the whitespace
- * outside strings, like scan_py.minify; strings keep their raw escaped form. */
+ * outside strings, like scan_py.minify; strings keep their raw escaped form. Outside strings,
+ * valid JSON has no byte <= ' ' but whitespace, so dropping it is one comparison and no branch
+ * (kernel shapes and dtypes, "[[8, 128], [128]]", are mostly short runs between spaces). */
 static int minify_into(const char *p, const char *q, Buf *out)
 {
     out->len = 0;
     if (buf_reserve(out, (size_t)(q - p)) < 0)
         return -1;
     char *o = out->data;
-    int in_str = 0, escaped = 0;
-    for (; p < q; p++) {
-        char c = *p;
-        if (in_str) {
-            *o++ = c;
-            if (escaped)
-                escaped = 0;
-            else if (c == '\\')
-                escaped = 1;
-            else if (c == '"')
-                in_str = 0;
-        } else if (c == '"') {
-            in_str = 1;
-            *o++ = c;
-        } else if (c != ' ' && c != '\t' && c != '\r' && c != '\n') {
-            *o++ = c;
+    while (p < q) {
+        char c = *p++;
+        *o = c;
+        if (c == '"') { /* a string, copied whole up to its closing quote (it is validated) */
+            o++;
+            for (char d; (*o++ = d = *p++) != '"';)
+                if (d == '\\')
+                    *o++ = *p++; /* the escaped character, even a quote */
+        } else {
+            o += (unsigned char)c > ' ';
         }
     }
     out->len = (size_t)(o - out->data);
@@ -1734,7 +1730,7 @@ static int convert_text(Scan *S, const Span *v, int32_t prev, int32_t *out)
 }
 
 /* Append the value of ``v`` (NULL: missing) converted to ``kind`` to column ``col``. */
-static int append_value(Scan *S, char kind, const Span *v, Buf *col)
+static ALWAYS_INLINE int append_value(Scan *S, char kind, const Span *v, Buf *col)
 {
     if (kind == 'f') {
         double d = NAN;
