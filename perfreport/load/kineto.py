@@ -343,7 +343,7 @@ def _resolve_ids(id_codes: np.ndarray, strings: list[str]) -> np.ndarray:
     for code in np.flatnonzero(seen[:-1]):  # loop over distinct ids, not events
         number = _id_number(strings[code])
         lut[code] = number if number is not None else TEXT_ID_BASE - int(code)
-    return lut[id_codes]
+    return lut.take(id_codes)  # code -1 takes the last slot; take is ~2x faster than lut[codes]
 
 
 def _id_number(text: str) -> int | None:
