@@ -534,19 +534,21 @@ typedef struct {
     Buf key_buf;   /* a decoded key that had escapes */
     int64_t n_events;
 
-    int release;           /* the buffer is a file mapping: hand back the pages scanned */
+    int release;           /* hand back the pages of the events arrays scanned (see release_scanned) */
     const char *released;  /* pages before this were handed back */
 } Scan;
 
 #define RELEASE_STEP (16 << 20) /* hand pages back every 16 MB scanned */
 #define RELEASE_KEEP (1 << 20)  /* the last 1 MB scanned stays mapped */
 
-/* A memory-mapped trace (scan_document's ``release``): the pages already scanned are handed
+/* scan_document's ``release``: the pages of a "traceEvents" array already scanned are handed
  * back to the kernel (madvise MADV_DONTNEED), so the text never sits whole in memory beside
  * the columns growing from it: the load's peak is the columns plus a few MB of text, not the
- * columns plus the whole file. Only for a read-only file mapping, where a page handed back is
- * read again from the page cache if touched later (the top-level members' spans are sliced
- * after the scan); never for a heap buffer, whose contents it would zero. */
+ * columns plus the whole text. Only inside the events arrays, never before the first one's
+ * '[' nor within 1 MB of the scanning position, so the other top-level members (sliced by
+ * their spans after the scan) are never touched. A page handed back reads again from the page
+ * cache in a read-only file mapping, and as zeros in the caller's own memory (decompressed
+ * text): the caller passes ``release`` only for text it does not read there again. */
 static void release_scanned(Scan *S, const char *p)
 {
 #if defined(MADV_DONTNEED)
@@ -2067,6 +2069,8 @@ static int parse_trace_document(Scan *S, PyObject *members)
             if (first == '[') {
                 if (scanned)
                     scan_reset(S); /* the last duplicate wins, as in a dict */
+                if (S->released < p)
+                    S->released = p; /* pages are handed back from the array on (release_scanned) */
                 p = parse_events(S, p);
                 scanned = 1;
             } else {
@@ -2264,7 +2268,9 @@ static PyMethodDef scan_methods[] = {
      "listed, in order; the last \"traceEvents\" is the one scanned). Raises ValueError for\n"
      "malformed JSON (with the byte offset in buf), a top level that is not an object, no\n"
      "\"traceEvents\" key or a \"traceEvents\" that is not an array.\n"
-     "release: buf is a read-only file mapping whose pages may be handed back as they are scanned."},
+     "release: the pages of the traceEvents array may be handed back to the kernel as they are\n"
+     "scanned (they then read from the file again in a file mapping, as zeros in other memory);\n"
+     "the other members' spans are never handed back."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -52,14 +52,14 @@ def load_rank_file(rank_file: RankFile, limits: Limits | None = None) -> RankTra
     limits = limits or current_limits()
     check_memory(path, limits)
     data = read_trace_bytes(path, allow_mmap=True, limits=limits)
-    if data[:3] == UTF8_BOM:  # written by some Windows tools; JSON parsers reject it
-        text = data[3:]  # a copy (rare): the map can go
+    if data[:3] == UTF8_BOM:
+        text = _without_bom(data)  # a copy (rare): the map can go
         _release(data)
         data = text
     json_bytes = len(data)
     try:
         with phase("scan"):  # of a mapped file, this includes reading it (page faults)
-            result, metadata = _scan_trace(path, data)
+            result, metadata = _scan_trace(path, data, limits)
     except BaseException:
         _release(data, strict=False)
         raise
@@ -94,6 +94,12 @@ def _plain_pages() -> Iterator[None]:
         switch(previous)
 
 
+def _without_bom(data):
+    """The text without a leading UTF-8 byte-order mark (written by some Windows tools; JSON
+    parsers reject it), as bytes: a copy when there is one."""
+    return data[3:] if data[:3] == UTF8_BOM else data
+
+
 def _release(data: bytes | mmap.mmap, strict: bool = True) -> None:
     """Unmap a memory-mapped trace. Nothing loaded refers to its memory (the scanners copy what
     they keep), so closing cannot fail, except (``strict=False``) while an error is propagating
@@ -106,7 +112,7 @@ def _release(data: bytes | mmap.mmap, strict: bool = True) -> None:
                 raise
 
 
-def _scan_trace(path: Path, data) -> tuple[ScanResult, dict[str, Any]]:
+def _scan_trace(path: Path, data, limits: Limits) -> tuple[ScanResult, dict[str, Any]]:
     """The columns of the trace's events and its decoded top-level metadata."""
     if _is_array_form(data):
         result = _scan_array_form(path, data)
@@ -115,6 +121,8 @@ def _scan_trace(path: Path, data) -> tuple[ScanResult, dict[str, Any]]:
     one_pass = _scan_one_pass(data)
     if one_pass is not None:
         return one_pass
+    if not isinstance(data, mmap.mmap):  # the scan may have zeroed pages of the events: read again
+        data = _without_bom(read_trace_bytes(path, limits=limits))
     # No C extension, or it rejected the file: split with msgspec, then scan traceEvents. For a
     # bad file this raises the same TraceError as before there was a one-pass scanner.
     top = _split_top_level(path, data)
@@ -133,9 +141,14 @@ def _scan_trace(path: Path, data) -> tuple[ScanResult, dict[str, Any]]:
 
 def _scan_one_pass(data) -> tuple[ScanResult, dict[str, Any]] | None:
     """One pass of the C scanner over the whole text, then msgspec on the metadata values only;
-    None when the extension is absent or anything is wrong (then the two-pass path decides)."""
+    None when the extension is absent or anything is wrong (then the two-pass path decides).
+
+    The scanner hands the events' pages back as it goes (``release``), so the text is never
+    resident whole beside the columns: a mapped file's pages come back from the page cache, and
+    decompressed text is this load's own, its events array read by nothing after the scan (the
+    caller reads the file again before the two-pass path re-parses it)."""
     try:
-        done = scan_document(data, release=isinstance(data, mmap.mmap))
+        done = scan_document(data, release=True)
         if done is None:
             return None
         result, members = done
