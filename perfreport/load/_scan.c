@@ -943,7 +943,7 @@ static const char *skip_container(Scan *S, const char *p, int depth)
 
 /* Validate the value at p (whitespace already skipped) inside a container at ``depth``.
  * Returns its end; when ``span`` is given, records where it is and what type it has. */
-static const char *skip_value(Scan *S, const char *p, int depth, Span *span)
+static ALWAYS_INLINE const char *skip_value(Scan *S, const char *p, int depth, Span *span)
 {
     const char *q;
     int type = V_COMPOUND;
