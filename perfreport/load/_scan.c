@@ -30,6 +30,13 @@
  * a fraction. Strings are interned in a C hash table keyed by their bytes; a Python ``str`` is
  * created once per distinct text at the very end.
  *
+ * Where the time goes (about 15 instructions per byte of a Kineto trace): keys are predicted
+ * from the key that preceded them (KeyMemo: a byte comparison instead of validating and looking
+ * up the key), Kineto's own spacing (': ', ', "') is matched in one step, plain string content
+ * is skipped 16 bytes at a time (SSE2, part of every x86-64; 8 at a time in a 64-bit word
+ * elsewhere), digit runs 8 at a time, numbers of up to 19 digits converted by SWAR, and the
+ * columns are sized for the whole array after its first events instead of growing by copies.
+ *
  * Module attribute KINDS lists the field kinds this build understands ("fins").
  *
  * Deliberate differences from scan_py, all on input that scan_py rejects or crashes on:
