@@ -2294,7 +2294,10 @@ PyMODINIT_FUNC PyInit__scan(void)
     if (PyType_Ready(&ColumnType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&scan_module);
+    /* RELEASE_IN_EVENTS: scan_document's release never touches the other members (older builds
+     * released from the buffer's start: safe for a file mapping only) */
     if (m && (PyModule_AddStringConstant(m, "KINDS", KINDS) < 0 ||
+              PyModule_AddIntConstant(m, "RELEASE_IN_EVENTS", 1) < 0 ||
               PyModule_AddObjectRef(m, "Column", (PyObject *)&ColumnType) < 0))
         Py_CLEAR(m);
     return m;

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import mmap
+
 import numpy as np
 
 from ..model import SparseColumn
@@ -38,6 +40,8 @@ def scan_document(document, release: bool = False) -> tuple[ScanResult, list[tup
     """
     if _scan is None or not hasattr(_scan, "scan_document"):
         return None
+    if release and not isinstance(document, mmap.mmap) and not getattr(_scan, "RELEASE_IN_EVENTS", 0):
+        release = False  # a stale build releases from the text's start: only safe in a file mapping
     n, top, rows, values, strings, members = _scan.scan_document(document, TOP_FIELDS, ARG_FIELDS, release)
     return unique_strings(_columns(n, top, rows, values, strings)), members
 
