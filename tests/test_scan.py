@@ -643,6 +643,45 @@ def test_random_documents_match_reference(seed):
     both(doc)
 
 
+def test_numbers_at_every_digit_count():
+    """Integers and decimals of 1 to 22 digits, split anywhere by the point, signed or not, as
+    numbers and as strings, in 'f', 'i' and 'n' fields: the C scanner reads digit runs 8 at a
+    time and has a fast path up to 19 digits, so each length and split is checked against the
+    reference."""
+    rng = random.Random(7)
+    values = []
+    for n in range(1, 23):
+        digits = "".join(rng.choice("0123456789") for _ in range(n)).lstrip("0") or "0"
+        for split in sorted({0, 1, len(digits) // 2, len(digits) - 1}):
+            text = digits if split == 0 else digits[:split] + "." + digits[split:]
+            if text.endswith(".") or text.startswith("."):
+                continue
+            for sign in ("", "-"):
+                values += [sign + text, f'"{sign}{text}"', f'" +{text} "']
+        values.append(digits + "e3")
+    events = [f'{{"ts": {v}, "dur": {v}, "id": {v}, "args": {{"bytes": {v}, "stream": {v}}}}}' for v in values]
+    both("[" + ", ".join(events) + "]")
+
+
+def test_long_traces_with_changing_key_order():
+    """More events than the scanner samples before sizing its columns (4096), with member orders
+    that change from event to event (the scanner remembers the key at each position): keys that
+    are prefixes of others, escaped spellings of wanted keys, args whose keys come and go."""
+    rng = random.Random(11)
+    kinds = [
+        '{{"ph": "X", "cat": "kernel", "name": "k{i}", "pid": 1, "tid": 7, "ts": {ts}, "dur": 3,'
+        ' "args": {{"stream": 7, "correlation": {i}, "External id": {i}}}}}',
+        '{{"name": "op{i}", "ph": "X", "ts": {ts}, "dur": 2, "cat": "cpu_op", "pid": 1, "tid": 2,'
+        ' "args": {{"External id": {i}, "Input Dims": [[1, 2], []], "Sequence number": {i}}}}}',
+        '{{"ph": "f", "id": {i}, "pid": 1, "tid": 7, "ts": {ts}, "cat": "ac2g", "name": "ac2g", "bp": "e"}}',
+        '{{"p\\u0068": "X", "names": "x", "name": "n{i}", "ts": {ts}, "dur": 1, "pi": 5, "pid": 9,'
+        ' "args": {{"correlation": {i}, "corr": 1, "External id": {i}}}}}',
+        '{{"ph": "i", "ts": {ts}, "args": {{}}, "name": "mark"}}',
+    ]
+    events = [rng.choice(kinds).format(i=i, ts=1_700_000_000_000_000 + 3 * i) for i in range(6000)]
+    both("[" + ",\n".join(events) + "]")
+
+
 # --------------------------------------------------------------------------------------------
 # scan_document: a whole trace file in one pass, against the two-pass path it replaces
 # (msgspec splits the top level, the scanner reads the traceEvents text)
@@ -1063,3 +1102,61 @@ def test_a_mapped_trace_gives_its_scanned_pages_back_and_the_same_columns(tmp_pa
     # the 41 MB text stayed whole in memory without release; with it, at most the tail not yet
     # handed back (< 16 MB step + 1 MB kept) and the pages of the members read afterwards
     assert kept_mb > 40 and released_mb < 18, (kept_mb, released_mb)
+
+
+def _big_trace_text(n_events: int = 260_000) -> bytes:
+    """A ~41 MB trace (past two release steps of 16 MB) with members before (~60 KB: pages of
+    their own) and after the events."""
+    event = ('{"ph": "X", "cat": "kernel", "name": "volta_sgemm_%d", "pid": 0, "tid": 7, "ts": %d.5, '
+             '"dur": 3, "args": {"correlation": %d, "stream": 7, "grid": [1, 2, 3]}}')
+    events = ",\n".join(event % (i % 97, 1000 + i, i) for i in range(n_events))
+    devices = ", ".join(f'{{"id": {i}, "name": "H100"}}' for i in range(2000))
+    return ('{"schemaVersion": 1, "deviceProperties": [' + devices + '], "traceEvents": [' + events +
+            '], "displayTimeUnit": "ms", "distributedInfo": {"rank": 3}}').encode()
+
+
+@pytest.mark.skipif(not hasattr(mmap, "MADV_DONTNEED"), reason="page release is a Linux feature")
+def test_release_in_own_memory_hands_back_the_events_only():
+    """Decompressed text is the loader's own memory: released pages read as zeros afterwards, so
+    they must lie inside the events array and never under another member's span."""
+    from perfreport.load import scanner
+
+    text = _big_trace_text()
+    want, want_members = scanner.scan_document(text)
+    buf = bytearray(text)
+    got, members = scanner.scan_document(buf, release=True)
+    assert members == want_members
+    assert {k: bytes(buf[a:b]) for k, (a, b) in members} == {k: text[a:b] for k, (a, b) in want_members}
+    assert got.n_events == want.n_events and list(got.strings) == list(want.strings)
+    for name in want.top:
+        assert np.array_equal(got.top[name], want.top[name], equal_nan=got.top[name].dtype.kind == "f"), name
+    middle = len(buf) // 2
+    assert bytes(buf[middle:middle + 4096]) == bytes(4096)  # handed back: it reads as zeros now
+    assert bytes(buf[-(1 << 20):]) == text[-(1 << 20):]  # the last MB and the tail members stay
+
+
+def test_gzipped_big_trace_loads_like_plain_and_errors_alike(tmp_path, monkeypatch):
+    """A big .json.gz loads (with its events' pages handed back) exactly as the same .json, and
+    an error far into its events reads the same as the two-pass path's (the text is decompressed
+    again for it, since the scan zeroed pages the split would read)."""
+    text = _big_trace_text()
+    plain, packed = tmp_path / "rank.json", tmp_path / "rank.json.gz"
+    plain.write_bytes(text)
+    packed.write_bytes(gzip.compress(text, compresslevel=1))
+    got, want = _load_file(packed), _load_file(plain)
+    assert got.meta.distributed_info == want.meta.distributed_info == {"rank": 3}
+    assert got.meta.device_properties == want.meta.device_properties
+    assert len(got.meta.device_properties) == 2000
+    assert got.meta.other == want.meta.other and list(got.strings) == list(want.strings)
+    for name in ("ph", "cat", "name", "ts", "dur", "stream", "correlation", "linked"):
+        assert np.array_equal(getattr(got, name), getattr(want, name), equal_nan=True), name
+    broken = text.replace(b'"dur": 3, "args": {"correlation": 250000,', b'"dur": 3,, "args": {"correlation": 250000,')
+    assert broken != text
+    packed.write_bytes(gzip.compress(broken, compresslevel=1))
+    with pytest.raises(TraceError) as info:
+        _load_file(packed)
+    with monkeypatch.context() as m:
+        _two_pass_only(m)
+        with pytest.raises(TraceError) as two_pass:
+            _load_file(packed)
+    assert str(info.value) == str(two_pass.value) and "invalid JSON" in str(info.value)

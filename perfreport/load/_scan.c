@@ -30,6 +30,13 @@
  * a fraction. Strings are interned in a C hash table keyed by their bytes; a Python ``str`` is
  * created once per distinct text at the very end.
  *
+ * Where the time goes (about 15 instructions per byte of a Kineto trace): keys are predicted
+ * from the key that preceded them (KeyMemo: a byte comparison instead of validating and looking
+ * up the key), Kineto's own spacing (': ', ', "') is matched in one step, plain string content
+ * is skipped 16 bytes at a time (SSE2, part of every x86-64; 8 at a time in a 64-bit word
+ * elsewhere), digit runs 8 at a time, numbers of up to 19 digits converted by SWAR, and the
+ * columns are sized for the whole array after its first events instead of growing by copies.
+ *
  * Module attribute KINDS lists the field kinds this build understands ("fins").
  *
  * Deliberate differences from scan_py, all on input that scan_py rejects or crashes on:
@@ -61,6 +68,9 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 #if defined(__unix__) || defined(__APPLE__)
 #include <sys/mman.h>
 #include <unistd.h>
@@ -72,6 +82,16 @@
 #define CODE_MISSING (-1)       /* kind 's' sentinel */
 #define KINDS "fins"            /* the field kinds understood (exported as the module's KINDS) */
 
+#if defined(__GNUC__)
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+#define LIKELY(x) __builtin_expect(!!(x), 1)
+#define UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define ALWAYS_INLINE inline
+#define LIKELY(x) (x)
+#define UNLIKELY(x) (x)
+#endif
+
 /* ------------------------------------------------------------------------------------------ */
 /* Growable byte buffer                                                                         */
 /* ------------------------------------------------------------------------------------------ */
@@ -81,12 +101,10 @@ typedef struct {
     size_t len, cap;
 } Buf;
 
-/* Make room for ``need`` more bytes (capacity doubles). -1 with MemoryError set on failure.
- * Afterwards data is never NULL, so callers may memcpy into it even when need is 0. */
-static int buf_reserve(Buf *b, size_t need)
+/* Grow ``b`` so that ``need`` more bytes fit (capacity doubles): the rare, out-of-line half
+ * of buf_reserve. -1 with MemoryError set on failure. */
+static int buf_grow(Buf *b, size_t need)
 {
-    if (b->data && b->cap - b->len >= need)
-        return 0;
     size_t cap = b->cap ? b->cap : 256;
     while (cap - b->len < need) {
         if (cap > SIZE_MAX / 2) {
@@ -103,6 +121,16 @@ static int buf_reserve(Buf *b, size_t need)
     b->data = data;
     b->cap = cap;
     return 0;
+}
+
+/* Make room for ``need`` more bytes. -1 with MemoryError set on failure. Afterwards data is
+ * never NULL, so callers may memcpy into it even when need is 0. Inline: it runs for every
+ * value appended, and almost always finds the room already there. */
+static inline int buf_reserve(Buf *b, size_t need)
+{
+    if (LIKELY(b->data && b->cap - b->len >= need))
+        return 0;
+    return buf_grow(b, need);
 }
 
 static inline int buf_append(Buf *b, const void *src, size_t n)
@@ -134,6 +162,44 @@ static inline uint64_t load64(const char *s)
     uint64_t w;
     memcpy(&w, s, 8);
     return w;
+}
+
+static inline uint32_t load32(const char *s)
+{
+    uint32_t w;
+    memcpy(&w, s, 4);
+    return w;
+}
+
+/* a[0:n] == b[0:n], inline: the texts compared (member keys, repeated values) are mostly a few
+ * bytes long, where a call to the library's memcmp costs more than the comparison. Reads only
+ * inside both ranges (overlapping loads for the tail). */
+static inline int bytes_equal(const char *a, const char *b, size_t n)
+{
+    if (n >= 8) {
+        for (size_t i = 0; i + 8 < n; i += 8)
+            if (load64(a + i) != load64(b + i))
+                return 0;
+        return load64(a + n - 8) == load64(b + n - 8);
+    }
+    if (n >= 4)
+        return load32(a) == load32(b) && load32(a + n - 4) == load32(b + n - 4);
+    for (size_t i = 0; i < n; i++)
+        if (a[i] != b[i])
+            return 0;
+    return 1;
+}
+
+/* Offset of the first flagged byte of a non-zero mask (string_stop_mask, nondigit_mask); 0 when
+ * we cannot tell, which is still correct: the byte loop after it finishes the search. */
+static inline size_t first_flagged_byte(uint64_t m)
+{
+#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    return (size_t)__builtin_ctzll(m) >> 3;
+#else
+    (void)m;
+    return 0;
+#endif
 }
 
 static inline uint64_t rotl64(uint64_t x, int r) { return x << r | x >> (64 - r); }
@@ -259,7 +325,7 @@ static int32_t intern(Interner *I, const char *s, size_t n)
     size_t mask = I->nslots - 1, i = h & mask;
     for (int32_t code; (code = I->slots[i]) >= 0; i = (i + 1) & mask) {
         const InternEntry *e = &I->entries[code];
-        if (e->hash == h && e->len == n && memcmp(I->text.data + e->off, s, n) == 0)
+        if (e->hash == h && e->len == n && bytes_equal(I->text.data + e->off, s, n))
             return code;
     }
     if (I->n >= INT32_MAX) {
@@ -336,7 +402,7 @@ static void fieldmap_free(FieldMap *m)
     m->slots = NULL;
 }
 
-static int fieldmap_find(const FieldMap *m, const char *key, size_t len)
+static inline int fieldmap_find(const FieldMap *m, const char *key, size_t len)
 {
     uint64_t h = key_hash(key, len);
     for (size_t i = h & m->mask;; i = (i + 1) & m->mask) {
@@ -344,7 +410,7 @@ static int fieldmap_find(const FieldMap *m, const char *key, size_t len)
         if (k < 0)
             return -1;
         const Field *f = &m->fields[k];
-        if (f->hash == h && f->len == len && memcmp(f->key, key, len) == 0)
+        if (f->hash == h && f->len == len && bytes_equal(f->key, key, len))
             return k;
     }
 }
@@ -422,6 +488,32 @@ enum {
     V_COMPOUND, /* array or object: minified for kind 's' */
 };
 
+#define KEY_MEMO_LEN 40  /* keys up to this many bytes are remembered */
+#define KEY_MEMO_KEYS 64 /* distinct keys remembered per object kind (event, args) */
+#define KEY_MEMO_HASH 128 /* slots of a KeyMemo's hash index (a power of two, > 1.5 x keys) */
+#define KEY_START 0      /* KeyMemo entry: the start of an object, before its first key */
+#define KEY_UNKNOWN 1    /* KeyMemo entry: after a key that is not remembered */
+
+/* One remembered key: its raw bytes, its field index, and the keys that followed it. */
+typedef struct {
+    char text[KEY_MEMO_LEN + 1]; /* the key's bytes and its closing quote */
+    uint8_t len;                 /* bytes in text, quote included */
+    int16_t field;               /* index in the field map, -1 when not wanted */
+    uint8_t next[2];             /* the two keys that followed this one most recently (0: none) */
+} MemoKey;
+
+/* The keys read so far in one kind of object (events, or their args), and which key followed
+ * which. Kineto writes the members of every event of one kind in one fixed order, and a trace
+ * has few kinds, so the key after a given key is nearly always one of the last two seen after
+ * it: comparing the raw bytes (closing quote included) with those two replaces validating the
+ * string and looking it up in the field map (>95% of keys on real traces). Only keys without
+ * escapes are remembered, so a match is exactly the key read before. */
+typedef struct {
+    MemoKey keys[KEY_MEMO_KEYS]; /* keys[KEY_START], keys[KEY_UNKNOWN]: no text */
+    int n;                       /* entries in use */
+    uint8_t index[KEY_MEMO_HASH]; /* key_hash -> entry (linear probing; 0: empty) */
+} KeyMemo;
+
 /* Where the value of one wanted key is in the buffer: [p, q); p == NULL means absent. */
 typedef struct {
     const char *p, *q;
@@ -443,23 +535,27 @@ typedef struct {
     int16_t *touched;  /* arg fields present in the current event, in first-seen order */
     Py_ssize_t n_touched;
 
+    KeyMemo top_memo, arg_memo; /* see KeyMemo */
+
     Buf scratch;   /* a decoded string or minified value being converted */
     Buf key_buf;   /* a decoded key that had escapes */
     int64_t n_events;
 
-    int release;           /* the buffer is a file mapping: hand back the pages scanned */
+    int release;           /* hand back the pages of the events arrays scanned (see release_scanned) */
     const char *released;  /* pages before this were handed back */
 } Scan;
 
 #define RELEASE_STEP (16 << 20) /* hand pages back every 16 MB scanned */
 #define RELEASE_KEEP (1 << 20)  /* the last 1 MB scanned stays mapped */
 
-/* A memory-mapped trace (scan_document's ``release``): the pages already scanned are handed
+/* scan_document's ``release``: the pages of a "traceEvents" array already scanned are handed
  * back to the kernel (madvise MADV_DONTNEED), so the text never sits whole in memory beside
  * the columns growing from it: the load's peak is the columns plus a few MB of text, not the
- * columns plus the whole file. Only for a read-only file mapping, where a page handed back is
- * read again from the page cache if touched later (the top-level members' spans are sliced
- * after the scan); never for a heap buffer, whose contents it would zero. */
+ * columns plus the whole text. Only inside the events arrays, never before the first one's
+ * '[' nor within 1 MB of the scanning position, so the other top-level members (sliced by
+ * their spans after the scan) are never touched. A page handed back reads again from the page
+ * cache in a read-only file mapping, and as zeros in the caller's own memory (decompressed
+ * text): the caller passes ``release`` only for text it does not read there again. */
 static void release_scanned(Scan *S, const char *p)
 {
 #if defined(MADV_DONTNEED)
@@ -547,6 +643,51 @@ static void scan_reset(Scan *S)
 
 static inline int is_digit(char c) { return c >= '0' && c <= '9'; }
 
+/* High bit set in each byte of w that is not an ASCII digit. The lowest flagged byte is always
+ * a true one (a carry only starts at a flagged byte and only corrupts bytes above it). */
+static inline uint64_t nondigit_mask(uint64_t w)
+{
+    uint64_t x = w ^ 0x3030303030303030ULL; /* digits become 0..9 */
+    return ((x + 0x7676767676767676ULL) | x) & 0x8080808080808080ULL;
+}
+
+/* The first byte at or after p that is not a digit (or end): 8 bytes at a time, as timestamps
+ * and ids run to 16 digits and more. */
+static inline const char *skip_digits(const char *p, const char *end)
+{
+    while (end - p >= 8) {
+        uint64_t m = nondigit_mask(load64(p));
+        if (m) {
+            p += first_flagged_byte(m);
+            break;
+        }
+        p += 8;
+    }
+    while (p < end && is_digit(*p))
+        p++;
+    return p;
+}
+
+/* The value of the n <= 19 ASCII digits at p (below 10**19, so no overflow). Eight digits at a
+ * time where words are little-endian: the three multiplications of Lemire's SWAR method
+ * combine digit pairs, then pairs of pairs, then the two halves. */
+static inline uint64_t digits_value(const char *p, size_t n)
+{
+    uint64_t v = 0;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    for (; n >= 8; p += 8, n -= 8) {
+        uint64_t w = load64(p) - 0x3030303030303030ULL;
+        w = w * 10 + (w >> 8);
+        w = ((w & 0x000000FF000000FFULL) * (100 + (1000000ULL << 32)) +
+             ((w >> 16) & 0x000000FF000000FFULL) * (1 + (10000ULL << 32))) >> 32;
+        v = v * 100000000ULL + w;
+    }
+#endif
+    for (; n; p++, n--)
+        v = v * 10 + (uint64_t)(*p - '0');
+    return v;
+}
+
 static inline int hex_value(char c)
 {
     if (c >= '0' && c <= '9')
@@ -573,6 +714,10 @@ static inline unsigned read_hex4(const char *p)
 
 static inline const char *skip_ws(const char *p, const char *end)
 {
+    if (LIKELY(p < end && (unsigned char)*p > ' ')) /* usually no whitespace at all, */
+        return p;
+    if (p < end && *p == ' ' && end - p > 1 && (unsigned char)p[1] > ' ') /* or one space */
+        return p + 1;
     while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
         p++;
     return p;
@@ -589,37 +734,45 @@ static inline uint64_t string_stop_mask(uint64_t w)
     return m & highs;
 }
 
-/* Offset of the first flagged byte of a non-zero string_stop_mask (0 when we cannot tell,
- * which is still correct: the byte loop after it finishes the search). */
-static inline size_t first_flagged_byte(uint64_t m)
+/* The first byte at or after p that may end a run of plain string content (a quote, a
+ * backslash, a control character), or a position within 16 bytes of ``end`` from which the
+ * caller finishes byte by byte. 16 bytes at a time with SSE2 (part of every x86-64 CPU, so no
+ * runtime check is needed), else 8 at a time in a 64-bit word. */
+static inline const char *skip_plain(const char *p, const char *end)
 {
-#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    return (size_t)__builtin_ctzll(m) >> 3;
+#if defined(__SSE2__)
+    const __m128i quote = _mm_set1_epi8('"'), bslash = _mm_set1_epi8('\\'), ctrl = _mm_set1_epi8(0x1F);
+    while (end - p >= 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)p);
+        __m128i stop = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, bslash)),
+                                    _mm_cmpeq_epi8(_mm_min_epu8(v, ctrl), v)); /* v <= 0x1F */
+        unsigned m = (unsigned)_mm_movemask_epi8(stop);
+        if (m)
+            return p + __builtin_ctz(m);
+        p += 16;
+    }
 #else
-    (void)m;
-    return 0;
+    while (end - p >= 8) {
+        uint64_t m = string_stop_mask(load64(p));
+        if (m)
+            return p + first_flagged_byte(m);
+        p += 8;
+    }
 #endif
+    return p;
 }
 
 static inline int is_string_stop(unsigned char c) { return c == '"' || c == '\\' || c < 0x20; }
 
 /* Validate the string starting at the quote p. Returns the position after the closing quote and
  * sets *has_esc when the content contains backslash escapes (then it must be decoded). */
-static const char *scan_string(Scan *S, const char *p, int *has_esc)
+static ALWAYS_INLINE const char *scan_string(Scan *S, const char *p, int *has_esc)
 {
     const char *end = S->end;
     int esc = 0;
     p++;
     for (;;) {
-        /* skip plain content 8 bytes at a time, then finish byte by byte */
-        while (end - p >= 8) {
-            uint64_t m = string_stop_mask(load64(p));
-            if (m) {
-                p += first_flagged_byte(m);
-                break;
-            }
-            p += 8;
-        }
+        p = skip_plain(p, end);
         while (p < end && !is_string_stop((unsigned char)*p))
             p++;
         if (p >= end)
@@ -663,7 +816,7 @@ static const char *scan_string(Scan *S, const char *p, int *has_esc)
 
 /* End of the JSON number at p, -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?, or NULL when
  * there is none. *is_float tells whether it has a fraction or an exponent. */
-static const char *match_number(const char *p, const char *end, int *is_float)
+static ALWAYS_INLINE const char *match_number(const char *p, const char *end, int *is_float)
 {
     int fl = 0;
     if (p < end && *p == '-')
@@ -673,14 +826,12 @@ static const char *match_number(const char *p, const char *end, int *is_float)
     if (*p == '0')
         p++;
     else
-        while (p < end && is_digit(*p))
-            p++;
+        p = skip_digits(p, end);
     if (p < end && *p == '.') {
         fl = 1;
         if (++p >= end || !is_digit(*p))
             return NULL;
-        while (p < end && is_digit(*p))
-            p++;
+        p = skip_digits(p, end);
     }
     if (p < end && (*p == 'e' || *p == 'E')) {
         fl = 1;
@@ -706,7 +857,7 @@ static inline const char *match_literal(const char *p, const char *end, const ch
 /* ------------------------------------------------------------------------------------------ */
 
 /* Validate the scalar (string, number, literal) at p. Returns its end and its V_* type. */
-static const char *skip_scalar(Scan *S, const char *p, int *type)
+static ALWAYS_INLINE const char *skip_scalar(Scan *S, const char *p, int *type)
 {
     const char *end = S->end, *q;
     int flag = 0;
@@ -799,7 +950,7 @@ static const char *skip_container(Scan *S, const char *p, int depth)
 
 /* Validate the value at p (whitespace already skipped) inside a container at ``depth``.
  * Returns its end; when ``span`` is given, records where it is and what type it has. */
-static const char *skip_value(Scan *S, const char *p, int depth, Span *span)
+static ALWAYS_INLINE const char *skip_value(Scan *S, const char *p, int depth, Span *span)
 {
     const char *q;
     int type = V_COMPOUND;
@@ -890,29 +1041,25 @@ static int decode_string(Scan *S, const char *p, const char *q, Buf *out)
 }
 
 /* Copy the validated value [p, q) into ``out`` (replacing its contents) without the whitespace
- * outside strings, like scan_py.minify; strings keep their raw escaped form. */
+ * outside strings, like scan_py.minify; strings keep their raw escaped form. Outside strings,
+ * valid JSON has no byte <= ' ' but whitespace, so dropping it is one comparison and no branch
+ * (kernel shapes and dtypes, "[[8, 128], [128]]", are mostly short runs between spaces). */
 static int minify_into(const char *p, const char *q, Buf *out)
 {
     out->len = 0;
     if (buf_reserve(out, (size_t)(q - p)) < 0)
         return -1;
     char *o = out->data;
-    int in_str = 0, escaped = 0;
-    for (; p < q; p++) {
-        char c = *p;
-        if (in_str) {
-            *o++ = c;
-            if (escaped)
-                escaped = 0;
-            else if (c == '\\')
-                escaped = 1;
-            else if (c == '"')
-                in_str = 0;
-        } else if (c == '"') {
-            in_str = 1;
-            *o++ = c;
-        } else if (c != ' ' && c != '\t' && c != '\r' && c != '\n') {
-            *o++ = c;
+    while (p < q) {
+        char c = *p++;
+        *o = c;
+        if (c == '"') { /* a string, copied whole up to its closing quote (it is validated) */
+            o++;
+            for (char d; (*o++ = d = *p++) != '"';)
+                if (d == '\\')
+                    *o++ = *p++; /* the escaped character, even a quote */
+        } else {
+            o += (unsigned char)c > ' ';
         }
     }
     out->len = (size_t)(o - out->data);
@@ -1009,6 +1156,10 @@ static int64_t decimal_to_int64(const char *p, const char *q)
     if (*p == '-' || *p == '+')
         neg = *p++ == '-';
     uint64_t m = 0;
+    if (q - p <= 19) { /* the usual case: cannot overflow uint64 */
+        m = digits_value(p, (size_t)(q - p));
+        p = q;
+    }
     for (; p < q; p++) {
         unsigned d = (unsigned)(*p - '0');
         if (m >= 1844674407370955161ULL && (m > 1844674407370955161ULL || d > 5))
@@ -1311,6 +1462,16 @@ static int decimal_text_to_ns(const char *p, const char *q, int64_t *out)
     long long e10 = 3; /* µs -> ns */
     if (*p == '-' || *p == '+')
         neg = *p++ == '-';
+    /* the usual text, digits[.digits] with at most 19 digits in all, in two SWAR passes */
+    const char *int_end = skip_digits(p, q), *frac = int_end, *frac_end = int_end;
+    if (frac < q && *frac == '.')
+        frac_end = skip_digits(++frac, q);
+    if (frac_end == q && (int_end - p) + (frac_end - frac) <= 19) {
+        size_t n_frac = (size_t)(frac_end - frac);
+        mant = digits_value(p, (size_t)(int_end - p)) * P10[n_frac] + digits_value(frac, n_frac);
+        e10 -= (long long)n_frac;
+        goto scale;
+    }
     for (; p < q && is_digit(*p); p++)
         if (mant || *p != '0') {
             if (++sig > 19)
@@ -1335,6 +1496,7 @@ static int decimal_text_to_ns(const char *p, const char *q, int64_t *out)
                 e = e * 10 + (*p - '0');
         e10 += eneg ? -e : e;
     }
+scale:
     if (e10 >= 0) {
         for (mag = mant; e10 > 0 && mag; e10--) {
             if (mag > (uint64_t)INT64_MAX / 10) {
@@ -1568,7 +1730,7 @@ static int convert_text(Scan *S, const Span *v, int32_t prev, int32_t *out)
     } /* numbers and literals contain no whitespace: the raw text is the text */
     if (prev >= 0) {
         const InternEntry *e = &S->strings.entries[prev];
-        if (e->len == n && memcmp(S->strings.text.data + e->off, s, n) == 0) {
+        if (e->len == n && bytes_equal(S->strings.text.data + e->off, s, n)) {
             *out = prev;
             return 0;
         }
@@ -1577,7 +1739,7 @@ static int convert_text(Scan *S, const Span *v, int32_t prev, int32_t *out)
 }
 
 /* Append the value of ``v`` (NULL: missing) converted to ``kind`` to column ``col``. */
-static int append_value(Scan *S, char kind, const Span *v, Buf *col)
+static ALWAYS_INLINE int append_value(Scan *S, char kind, const Span *v, Buf *col)
 {
     if (kind == 'f') {
         double d = NAN;
@@ -1656,10 +1818,75 @@ static const char *read_key(Scan *S, const char *p, const char **key, size_t *le
     return skip_ws(q + 1, end);
 }
 
+/* The entry of the plain key ``key[0:len]`` (len < KEY_MEMO_LEN) in ``memo``, added when new;
+ * KEY_UNKNOWN when the memo is full. */
+static int memo_entry(KeyMemo *memo, const char *key, size_t len, int field)
+{
+    if (memo->n == 0)
+        memo->n = 2; /* KEY_START and KEY_UNKNOWN */
+    size_t i = key_hash(key, len) & (KEY_MEMO_HASH - 1);
+    for (int e; (e = memo->index[i]) != 0; i = (i + 1) & (KEY_MEMO_HASH - 1)) {
+        const MemoKey *m = &memo->keys[e];
+        if (m->len == len + 1 && bytes_equal(m->text, key, len))
+            return e;
+    }
+    if (memo->n == KEY_MEMO_KEYS)
+        return KEY_UNKNOWN;
+    MemoKey *m = &memo->keys[memo->n];
+    memcpy(m->text, key, len);
+    m->text[len] = '"';
+    m->len = (uint8_t)(len + 1);
+    m->field = (int16_t)field;
+    memo->index[i] = (uint8_t)memo->n;
+    return memo->n++;
+}
+
+/* read_key for a member of an object whose keys are looked up in ``map`` and remembered in
+ * ``memo``; also gives the key's field index. ``*prev``: the memo entry of the object's previous
+ * key (KEY_START before the first), updated to this key's. */
+static inline const char *read_key_memo(Scan *S, const char *p, const FieldMap *map, KeyMemo *memo, uint8_t *prev,
+                                        const char **key, size_t *len, int *field)
+{
+    MemoKey *before = &memo->keys[*prev];
+    for (int j = 0; j < 2; j++) {
+        const MemoKey *m = &memo->keys[before->next[j]];
+        if (before->next[j] && S->end - p > m->len && *p == '"' && bytes_equal(p + 1, m->text, m->len)) {
+            const char *end = S->end, *q = p + 1 + m->len;
+            *key = p + 1;
+            *len = (size_t)m->len - 1;
+            *field = m->field;
+            *prev = before->next[j];
+            if (end - q >= 3 && q[0] == ':' && q[1] == ' ' && (unsigned char)q[2] > ' ') /* as Kineto writes it */
+                return q + 2;
+            q = skip_ws(q, end);
+            if (q >= end || *q != ':')
+                return syntax_error(S, q, "expected ':'");
+            return skip_ws(q + 1, end);
+        }
+    }
+    const char *q = read_key(S, p, key, len);
+    if (!q)
+        return NULL;
+    *field = fieldmap_find(map, *key, *len);
+    int e = KEY_UNKNOWN;
+    if (*key == p + 1 && *len < KEY_MEMO_LEN) /* no escapes: the raw bytes are the key */
+        e = memo_entry(memo, *key, *len, *field);
+    if (e != KEY_UNKNOWN && before->next[0] != e) {
+        before->next[1] = before->next[0];
+        before->next[0] = (uint8_t)e;
+    }
+    *prev = (uint8_t)e;
+    return q;
+}
+
 /* After a member's value: past a ',' (*done = 0) or the closing '}' (*done = 1). */
-static const char *after_member(Scan *S, const char *p, int *done)
+static inline const char *after_member(Scan *S, const char *p, int *done)
 {
     const char *end = S->end;
+    if (end - p >= 3 && p[0] == ',' && p[1] == ' ' && p[2] == '"') { /* how Kineto writes it */
+        *done = 0;
+        return p + 2;
+    }
     p = skip_ws(p, end);
     if (p < end && *p == ',') {
         *done = 0;
@@ -1681,10 +1908,10 @@ static const char *parse_args(Scan *S, const char *p)
     p = skip_ws(p + 1, S->end);
     if (p < S->end && *p == '}')
         return p + 1;
-    while (!done) {
-        if (!(p = read_key(S, p, &key, &len)))
+    for (uint8_t prev = KEY_START; !done;) {
+        int k;
+        if (!(p = read_key_memo(S, p, &S->arg, &S->arg_memo, &prev, &key, &len, &k)))
             return NULL;
-        int k = fieldmap_find(&S->arg, key, len);
         if (k >= 0 && !S->arg_span[k].p)
             S->touched[S->n_touched++] = (int16_t)k; /* first time this event: one row */
         if (!(p = skip_value(S, p, 3, k >= 0 ? &S->arg_span[k] : NULL)))
@@ -1705,10 +1932,10 @@ static const char *parse_event(Scan *S, const char *p)
     p = skip_ws(p + 1, S->end);
     if (p < S->end && *p == '}')
         return p + 1;
-    while (!done) {
-        if (!(p = read_key(S, p, &key, &len)))
+    for (uint8_t prev = KEY_START; !done;) {
+        int k;
+        if (!(p = read_key_memo(S, p, &S->top, &S->top_memo, &prev, &key, &len, &k)))
             return NULL;
-        int k = fieldmap_find(&S->top, key, len);
         Span *span = k >= 0 ? &S->top_span[k] : NULL;
         if (len == 4 && memcmp(key, "args", 4) == 0) {
             const char *v = p;
@@ -1728,11 +1955,40 @@ static const char *parse_event(Scan *S, const char *p)
     return p;
 }
 
+#define PRESIZE_AFTER 4096 /* events scanned before the columns are sized for the whole array */
+
+/* Reserve room in ``b`` for ``count`` more values of ``size`` bytes, if memory allows. */
+static void reserve_values(Buf *b, double count, size_t size)
+{
+    if (count < 1 || count * (double)size > (double)(SIZE_MAX / 4))
+        return;
+    if (buf_reserve(b, (size_t)count * size) < 0)
+        PyErr_Clear(); /* only a hint: the columns still grow by doubling */
+}
+
+/* Size every column for the whole events array, extrapolated from the first events: the bytes
+ * they took and how many carried each args key, plus 1/16. Growing from small by doubling
+ * instead copies each column about once more in total (realloc moves a block it cannot extend),
+ * page-faulting fresh memory for every copy; a reserved page that is never written is never
+ * resident, so an estimate too high costs address space, not memory, and the columns are
+ * trimmed to their length at the end. ``start``: the array's '['; ``p``: where scanning is. */
+static void presize_columns(Scan *S, const char *start, const char *p)
+{
+    double n = (double)S->n_events, more = n * (double)(S->end - p) / (double)(p - start) * 1.0625;
+    for (Py_ssize_t k = 0; k < S->top.n; k++)
+        reserve_values(&S->top_cols[k], more, S->top.fields[k].kind == 's' ? 4 : 8);
+    for (Py_ssize_t k = 0; k < S->arg.n; k++) {
+        double share = (double)(S->arg_rows[k].len / 8) / n; /* of the events, those with the key */
+        reserve_values(&S->arg_rows[k], more * share, 8);
+        reserve_values(&S->arg_vals[k], more * share, S->arg.fields[k].kind == 's' ? 4 : 8);
+    }
+}
+
 /* The array of events at p ('['; itself at nesting depth 1, wherever it is in the buffer, so
  * that scan and scan_document nest the same). Returns the position after its ']'. */
 static const char *parse_events(Scan *S, const char *p)
 {
-    const char *end = S->end;
+    const char *end = S->end, *start = p;
     p = skip_ws(p + 1, end);
     if (p < end && *p == ']')
         return p + 1;
@@ -1741,6 +1997,8 @@ static const char *parse_events(Scan *S, const char *p)
         p = p < end && *p == '{' ? parse_event(S, p) : skip_value(S, p, 1, NULL);
         if (!p || finish_event(S) < 0)
             return NULL;
+        if (UNLIKELY(S->n_events == PRESIZE_AFTER))
+            presize_columns(S, start, p);
         release_scanned(S, p);
         p = skip_ws(p, end);
         if (p < end && *p == ',')
@@ -1818,6 +2076,8 @@ static int parse_trace_document(Scan *S, PyObject *members)
             if (first == '[') {
                 if (scanned)
                     scan_reset(S); /* the last duplicate wins, as in a dict */
+                if (S->released < p)
+                    S->released = p; /* pages are handed back from the array on (release_scanned) */
                 p = parse_events(S, p);
                 scanned = 1;
             } else {
@@ -2015,7 +2275,9 @@ static PyMethodDef scan_methods[] = {
      "listed, in order; the last \"traceEvents\" is the one scanned). Raises ValueError for\n"
      "malformed JSON (with the byte offset in buf), a top level that is not an object, no\n"
      "\"traceEvents\" key or a \"traceEvents\" that is not an array.\n"
-     "release: buf is a read-only file mapping whose pages may be handed back as they are scanned."},
+     "release: the pages of the traceEvents array may be handed back to the kernel as they are\n"
+     "scanned (they then read from the file again in a file mapping, as zeros in other memory);\n"
+     "the other members' spans are never handed back."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -2032,7 +2294,10 @@ PyMODINIT_FUNC PyInit__scan(void)
     if (PyType_Ready(&ColumnType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&scan_module);
+    /* RELEASE_IN_EVENTS: scan_document's release never touches the other members (older builds
+     * released from the buffer's start: safe for a file mapping only) */
     if (m && (PyModule_AddStringConstant(m, "KINDS", KINDS) < 0 ||
+              PyModule_AddIntConstant(m, "RELEASE_IN_EVENTS", 1) < 0 ||
               PyModule_AddObjectRef(m, "Column", (PyObject *)&ColumnType) < 0))
         Py_CLEAR(m);
     return m;

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import mmap
+
 import numpy as np
 
 from ..model import SparseColumn
@@ -30,12 +32,16 @@ def scan_document(document, release: bool = False) -> tuple[ScanResult, list[tup
     ``document``. None when the C extension (or a build of it with ``scan_document``) is absent.
     Raises ValueError for malformed JSON, a top level that is not an object, or a missing or
     non-array ``traceEvents``. Nothing returned refers to ``document``'s memory. ``release``:
-    ``document`` is a read-only ``mmap`` of the file, whose pages the scanner hands back to the
-    kernel as it goes (they are read again from the page cache if touched later), so the whole
-    text is never resident beside the columns.
+    the scanner hands the pages of the ``traceEvents`` array back to the kernel as it goes, so
+    the whole text is never resident beside the columns. In a read-only ``mmap`` of the file
+    they read from the page cache again if touched later; in the caller's own memory (the text
+    of a decompressed file) they read as zeros, so pass it there only for text whose events
+    array is not read again. The other members' spans are never handed back.
     """
     if _scan is None or not hasattr(_scan, "scan_document"):
         return None
+    if release and not isinstance(document, mmap.mmap) and not getattr(_scan, "RELEASE_IN_EVENTS", 0):
+        release = False  # a stale build releases from the text's start: only safe in a file mapping
     n, top, rows, values, strings, members = _scan.scan_document(document, TOP_FIELDS, ARG_FIELDS, release)
     return unique_strings(_columns(n, top, rows, values, strings)), members
 
