@@ -46,6 +46,37 @@ GATE_ONLY_KEYS = frozenset({"op_efficiency"})
 for ``analyze``)."""
 
 
+LAST_READER = {
+    "gpu_side": "collectives", "name": "time_at_stake", "stake_parts": "time_at_stake",
+    "step_children": "time_at_stake", "cpu_collectives": "temporal_breakdown", "stream_gaps": "idle_breakdown_per_step",
+    "gpu_class": "kernel_rank_distribution", "gpu_work_names": "kernel_rank_distribution",
+    "gpu_work_classes": "comm_comp_overlap_per_step", "gpu_work_steps": "comm_comp_overlap_per_step",
+    "queue_segments": "time_blocked_on_full_queue", "memcpys": "memory_bw", "memsets": "memory_bw",
+    "launches": "launch_stats_by_step", "launch_value_orders": "launch_stats_by_step",
+    "launch_gpu_ops": "aten_op_launch_delays", "aten_op_launches": "aten_op_launch_delays_by_step",
+    "memory_rows": "memory_timeline", "gpu_work": "collectives", "host_collectives": "collectives",
+    "collective_skew": "straggler_evidence", "matched_calls": "straggler_evidence",
+    "subtree_gpu_work": "kernel_sequences", "outermost_cpu_ops": "efficiency_summary",
+    "call_stack": "efficiency_summary", "call_stack_levels": "efficiency_summary",
+    "efficiency_kernel_owner": "op_efficiency", "efficiency_owner_calls": "op_efficiency",
+    "gpu_work_rows": "kernel_efficiency", "kernels": "kernel_efficiency", "efficiency_kernel_metrics": "kernel_efficiency",
+    "stragglers": "stragglers", "straggler_steps": "straggler_steps", "queue_length_series": "series",
+    "transfers": "series", "memory_events": "memory_note",
+}
+"""Per-rank shared views (memo kinds) by the last step of :func:`digest` that reads them. Each
+is dropped once that step is done, so a rank's peak memory holds the views still to be read,
+not every view ever made (a 200 MB rank: ~90 MB of views on ~100 MB of event columns). A view
+read again later is only computed again (slower, never wrong); tests/test_digest.py checks on
+real traces that none is. Views the digest sends (:data:`DIGEST_KEYS`) are kept, and so are
+those the gate's inputs read (:data:`GATE_READS`) when the digest is made for a compare."""
+GATE_READS = frozenset({
+    "gpu_work_rows", "gpu_class", "memcpys", "memsets", "call_stack", "call_stack_levels", "cpu_collectives",
+    "step_children", "efficiency_kernel_owner", "efficiency_owner_calls", "kernels", "launches", "launch_gpu_ops",
+    "gpu_work", "host_collectives", "name", "gpu_side",
+})
+"""Memo kinds the gate's inputs (:func:`_precompute_gate`, the op-throughput samples) read."""
+
+
 def memo_kind(key: Hashable) -> Hashable:
     """What a memo key names: its first element (the rest are arguments), or the key itself."""
     return key[0] if isinstance(key, tuple) else key
@@ -168,10 +199,13 @@ def digest(trace: RankTrace, options: AnalysisOptions = AnalysisOptions(), *, sh
             table = fn(one)
         if name not in CROSS_RANK:
             tables[name] = table
+        _forget_after(trace, name, options)
     with phase("analysis:series"):
         time_series(one)
+    _forget_after(trace, "series", options)
     with phase("analysis:memory_note"):
         memory_note(one)
+    _forget_after(trace, "memory_note", options)
     trace.span_us()
     trace.step_numbers()
     with phase("analysis:op_profile_sums"):
@@ -186,6 +220,15 @@ def digest(trace: RankTrace, options: AnalysisOptions = AnalysisOptions(), *, sh
             if memo_kind(k) in DIGEST_KEYS and (options.gate or memo_kind(k) not in GATE_ONLY_KEYS)}
     return RankDigest(meta=trace.meta, tables=tables, memo=memo, sha256=sha256, n_events=trace.n_events,
                       load_s=load_s, analyze_s=time.perf_counter() - t0)
+
+
+def _forget_after(trace: RankTrace, step: str, options: AnalysisOptions) -> None:
+    """Drop the rank's views whose last reader (:data:`LAST_READER`) was ``step``."""
+    done = {kind for kind, last in LAST_READER.items() if last == step and kind not in DIGEST_KEYS
+            and not (options.gate and kind in GATE_READS)}
+    if done:
+        for key in [k for k in trace._memo if memo_kind(k) in done]:
+            del trace._memo[key]
 
 
 def _precompute_gate(one: TraceSet, options: AnalysisOptions) -> None:

@@ -1,0 +1,91 @@
+"""A rank's digest drops each shared view once its last reader is done (perfreport.digest.LAST_READER):
+the same tables and summaries as keeping every view, no view computed twice, less memory held."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import perfreport.model as model
+from perfreport import digest as digest_module
+from perfreport.digest import DIGEST_KEYS, GATE_READS, LAST_READER, AnalysisOptions, digest, memo_kind
+from perfreport.load import load
+
+from .conftest import DATA, TRACES
+
+ROOT = Path(__file__).parents[1]
+TRACE_FILES = [
+    ROOT / "examples" / "resnet50-workers0" / "worker0.1623143089861.pt.trace.json.gz",  # V100, one process
+    TRACES / "hta_a100_nccl_rank0of2" / "nccl_data.json.gz",  # NCCL collectives
+    DATA / "recorded" / "short_multirank" / "ddp_w2_gloo_1step_run1" / "rank0.pt.trace.json.gz",  # gloo DDP, H100
+]
+MODES = {"analyze": AnalysisOptions(), "compare": AnalysisOptions(gate=True, attribution=True)}
+
+
+def _rank(path: Path):
+    return next(iter(load(str(path), workers=1)))
+
+
+def _digest_counting(path: Path, options: AnalysisOptions, monkeypatch, forget: bool = True):
+    """(digest, computations per memo key, the trace after the digest)."""
+    computed: Counter = Counter()
+    real = model._memoised
+
+    def counting(store, key, compute):  # per store: the trace set's and the rank's are two
+        if key not in store:
+            computed[id(store), key] += 1
+        return real(store, key, compute)
+
+    with monkeypatch.context() as m:
+        m.setattr(model, "_memoised", counting)
+        if not forget:
+            m.setattr(digest_module, "LAST_READER", {})
+        trace = _rank(path)
+        return digest(trace, options), computed, trace
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("path", TRACE_FILES, ids=lambda p: p.parent.name)
+def test_views_are_dropped_after_their_last_reader_and_none_is_made_twice(path, mode, monkeypatch) -> None:
+    options = MODES[mode]
+    got, computed, trace = _digest_counting(path, options, monkeypatch)
+    twice = {key: n for (_, key), n in computed.items() if n > 1}
+    assert not twice, f"views computed again after being dropped (LAST_READER is stale): {twice}"
+    kept = {memo_kind(k) for k in trace._memo}
+    dropped = {kind for kind in LAST_READER if kind not in DIGEST_KEYS and not (options.gate and kind in GATE_READS)}
+    assert not kept & dropped  # what was dropped is gone from the trace: its memory can be given back
+    assert {memo_kind(k) for _, k in computed} & dropped  # and the trace did make some of them
+
+    want, _, _ = _digest_counting(path, options, monkeypatch, forget=False)
+    assert got.tables.keys() == want.tables.keys()
+    for name in want.tables:
+        pd.testing.assert_frame_equal(got.tables[name], want.tables[name], check_exact=True)
+    assert got.memo.keys() == want.memo.keys()
+    for key, value in want.memo.items():
+        _assert_same(got.memo[key], value)
+
+
+def _assert_same(a, b) -> None:
+    if isinstance(b, pd.DataFrame):
+        pd.testing.assert_frame_equal(a, b, check_exact=True)
+    elif isinstance(b, np.ndarray):
+        np.testing.assert_array_equal(a, b)
+    elif isinstance(b, dict):
+        assert a.keys() == b.keys()
+        for k in b:
+            _assert_same(a[k], b[k])
+    elif dataclasses.is_dataclass(b):
+        assert type(a) is type(b)
+        for f in dataclasses.fields(b):
+            _assert_same(getattr(a, f.name), getattr(b, f.name))
+    elif isinstance(b, (list, tuple)):
+        assert len(a) == len(b)
+        for x, y in zip(a, b):
+            _assert_same(x, y)
+    else:
+        assert a == b or (a != a and b != b)  # NaN equals NaN here
