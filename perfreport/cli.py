@@ -108,12 +108,17 @@ def run_arguments(p: argparse.ArgumentParser) -> None:
                         "as 'timings') and more log output (-vv: debug)")
 
 
-def executor_of(args: argparse.Namespace):
+def executor_of(args: argparse.Namespace, figures: Sequence[str] = ()):
+    """The executor the run options name; with ``figures`` (report formats) that draw figures,
+    the parent imports matplotlib while the ranks load in worker processes."""
     from .executor import Executor
 
     if args.scheduler and args.executor != "dask":
         raise PerfreportError("--scheduler is for --executor dask")
-    return Executor(kind=args.executor, workers=args.workers, scheduler=args.scheduler)
+    meanwhile = None
+    if {"html", "pdf"} & set(figures):
+        from .outputs import prefetch_figures as meanwhile
+    return Executor(kind=args.executor, workers=args.workers, scheduler=args.scheduler, while_waiting=meanwhile)
 
 
 def limit_argument(p: argparse.ArgumentParser) -> None:
@@ -148,7 +153,7 @@ def compare_one(args: argparse.Namespace, labels: list[str], formats, renderer) 
     from .timing import phase
 
     config = load_config(args.config)
-    executor = executor_of(args)
+    executor = executor_of(args, figures=formats)
     progress = make_progress(args.quiet)
     start_early, early = early_figures(formats, args.pdf_appendix), []
     try:
@@ -232,7 +237,7 @@ def compare_setups(args: argparse.Namespace, labels: list[str], formats, rendere
         raise PerfreportError("--run adds runs of one candidate; with several setups (CANDIDATE …) store each "
                               "setup's runs as a baseline instead")
     config = load_config(args.config)
-    executor = executor_of(args)
+    executor = executor_of(args, figures=formats)
     progress = make_progress(args.quiet)
     try:
         comparisons = compare_many(args.baseline, args.candidate, config=config, store=args.store, executor=executor,
@@ -354,7 +359,7 @@ def analyze_to(args: argparse.Namespace, formats, renderer) -> int:
 
     no_junit = "junit" in formats and args.format not in (None, "all")  # asked for: say why there is none
     formats = tuple(f for f in formats if f != "junit")
-    executor = executor_of(args)
+    executor = executor_of(args, figures=formats)
     progress = make_progress(args.quiet)
     try:  # a trace folder/file, or a stored baseline (its verified cache or traces)
         jobs, label, _ = resolve_side(args.trace_path, candidate=True, store=Path(args.store))

@@ -62,6 +62,10 @@ class Executor:
     kind: str = "local"
     workers: int | None = None
     scheduler: str | None = None
+    while_waiting: Callable[[], None] | None = None
+    """Work for this process once the ranks run elsewhere (worker processes, a cluster), on a
+    thread of its own: a command imports what its reports need (matplotlib) instead of idling.
+    Not called when the ranks run in this process."""
 
     def __post_init__(self) -> None:
         if self.kind not in EXECUTORS:
@@ -248,8 +252,33 @@ def stream(jobs: Sequence[RankJob], options: AnalysisOptions, executor: Executor
     caller folds each in and lets it go (:class:`perfreport.assemble.Assembler`)."""
     limits = current_limits()  # the caller's, sent with every task
     if executor.kind == "dask":
+        _meanwhile(executor)
         return _dask(jobs, options, executor, limits, task)
     return _local(jobs, options, executor, limits, task)
+
+
+def _meanwhile(executor: Executor) -> None:
+    """Start ``executor.while_waiting`` on a daemon thread (after the workers are forked: a fork
+    never copies a half-done import), its time recorded as a phase beside the wait."""
+    work = executor.while_waiting
+    if work is None:
+        return
+    import threading
+
+    from .timing import current
+
+    timings = current()
+
+    def run() -> None:
+        t0, c0 = time.perf_counter(), time.thread_time()
+        try:
+            work()
+        except Exception:  # noqa: BLE001 - only a head start: whoever needs it later does it again
+            return
+        if timings is not None:
+            timings.add("meanwhile (own thread)", time.perf_counter() - t0, time.thread_time() - c0, self_s=0.0)
+
+    threading.Thread(target=run, name="perfreport-meanwhile", daemon=True).start()
 
 
 def _local(jobs: Sequence[RankJob], options: AnalysisOptions, executor: Executor, limits: Limits,
@@ -279,6 +308,7 @@ def _local(jobs: Sequence[RankJob], options: AnalysisOptions, executor: Executor
 
     # submit as slots free up, not all at once: a failing rank stops the rest promptly
     running = set(submit(_take(pending, n)))
+    _meanwhile(executor)  # the workers are forked: this process is free until the first digest
     interrupted = False
     try:
         while running:

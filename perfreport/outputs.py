@@ -321,6 +321,12 @@ def early_figures(formats: Iterable[str], pdf_appendix: bool = False
     return start
 
 
+def prefetch_figures() -> None:
+    """Import what the figures are drawn with, on a thread while the ranks load elsewhere (see
+    :attr:`perfreport.executor.Executor.while_waiting`): a third of a second off the end."""
+    import perfreport.report.figures  # noqa: F401
+
+
 def _import_matplotlib() -> None:
     """Import what figures are drawn with (a third of a second), timed the first time."""
     if "perfreport.report.figures" not in sys.modules:

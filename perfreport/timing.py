@@ -176,7 +176,7 @@ def timing_lines(doc: Mapping, max_ranks: int = 8) -> list[str]:
 
 
 def _phase_block(title: str, records: Sequence[Mapping], by_self: bool) -> list[str]:
-    shown = [r for r in records if r["self_s"] >= MIN_SHOWN_S]
+    shown = [r for r in records if max(r["self_s"], r["wall_s"]) >= MIN_SHOWN_S]
     if by_self:
         shown = sorted(shown, key=lambda r: -r["self_s"])
     if not shown:
