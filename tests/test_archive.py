@@ -20,6 +20,8 @@ from perfreport.archive import store
 from perfreport.archive.metrics import release_metrics
 from perfreport.errors import ArchiveError
 
+from .conftest import demo_comparison_json
+
 REPO = Path(__file__).resolve().parent.parent
 CHROME_OWN_HOSTS = ("google.com", "googleapis.com", "gstatic.com", "chromium.org")
 """Hosts headless Chromium calls by itself (updates, time); anything else would be the page's."""
@@ -32,11 +34,12 @@ def reports(tmp_path_factory) -> dict[str, Path]:
     from perfreport.pipeline import compare, report_document
     from perfreport.report import build_report, write_reports
 
+    passed = json_text(report_document(compare("demo", REPO / "baselines" / "demo", config=load_config(),
+                                               store=REPO / "baselines")))
     out = {}
-    for name, candidate in (("pass", REPO / "baselines" / "demo"), ("fail", REPO / "examples" / "resnet50-workers0")):
+    for name, text in (("pass", passed), ("fail", demo_comparison_json())):
         folder = tmp_path_factory.mktemp(name)
-        doc = report_document(compare("demo", candidate, config=load_config(), store=REPO / "baselines"))
-        write_reports(build_report(json.loads(json_text(doc))), folder, ("md", "json", "html"))
+        write_reports(build_report(json.loads(text)), folder, ("md", "json", "html"))
         out[name] = folder
     return out
 
