@@ -67,7 +67,7 @@ def run(capsys, *args) -> tuple[int, str, str]:
 @pytest.fixture(scope="module")
 def three_release_site(tmp_path_factory, reports) -> Path:
     """A site of three releases, made once (each add draws the page's charts): tests change
-    their own copy (:func:`three_releases`)."""
+    their own copy (:func:`copy_site`)."""
     site = tmp_path_factory.mktemp("three") / "site"
     # added out of order: the index orders by release date
     store.add(site, "v1.1", reports["fail"], date="2026-03-01T00:00:00+00:00", commit="c" * 40)
@@ -76,13 +76,21 @@ def three_release_site(tmp_path_factory, reports) -> Path:
     return site
 
 
-def three_releases(site: Path, three_release_site: Path) -> None:
-    shutil.copytree(three_release_site, site, symlinks=True)
+@pytest.fixture(scope="module")
+def one_release_site(tmp_path_factory, reports) -> Path:
+    """A site of release v0.9 (pass), made once: tests change their own copy (:func:`copy_site`)."""
+    site = tmp_path_factory.mktemp("one") / "site"
+    store.add(site, "v0.9", reports["pass"], date="2026-01-01")
+    return site
+
+
+def copy_site(site: Path, built: Path) -> None:
+    shutil.copytree(built, site, symlinks=True)
 
 
 def test_three_releases_in_order_with_the_reports_numbers(tmp_path, reports, three_release_site, capsys):
     site = tmp_path / "site"
-    three_releases(site, three_release_site)
+    copy_site(site, three_release_site)
     index = json.loads((site / "index.json").read_text())
     assert [r["tag"] for r in index["releases"]] == ["v0.9", "v1.0", "v1.1"]
     fail = json.loads((reports["fail"] / "report.json").read_text())
@@ -111,7 +119,7 @@ def test_three_releases_in_order_with_the_reports_numbers(tmp_path, reports, thr
 
 def test_readding_without_force_changes_nothing(tmp_path, reports, three_release_site, capsys):
     site = tmp_path / "site"
-    three_releases(site, three_release_site)
+    copy_site(site, three_release_site)
     before = snapshot(site)
     code, _, err = run(capsys, "add", "--release", "v1.0", "--report", reports["fail"], "--store", site)
     assert code == 2 and err.count("\n") == 1 and "--force" in err
@@ -127,7 +135,7 @@ def test_readding_without_force_changes_nothing(tmp_path, reports, three_release
 
 def test_rm_and_bad_input(tmp_path, reports, three_release_site, capsys):
     site = tmp_path / "site"
-    three_releases(site, three_release_site)
+    copy_site(site, three_release_site)
     assert run(capsys, "rm", "v1.0", "--store", site)[0] == 0
     assert [r["tag"] for r in store.read_index(site)["releases"]] == ["v0.9", "v1.1"]
     assert not (site / "releases" / "v1.0").exists()
@@ -170,7 +178,7 @@ def test_sigkill_at_each_rename_leaves_the_previous_site(tmp_path, reports, thre
     """Killed at the n-th rename of a forced re-add (set old aside, move new in, index.json,
     index.html): the site is the old one or the new one, never a mix, and the next run cleans up."""
     site = tmp_path / "site"
-    three_releases(site, three_release_site)
+    copy_site(site, three_release_site)
     old_index = (site / "index.json").read_text()
     old_v10 = snapshot(site / "releases" / "v1.0")
     proc = subprocess.run([sys.executable, "-c", KILLER, str(moment), str(site), str(reports["fail"])],
@@ -230,7 +238,7 @@ def test_page_in_a_real_browser_runs_and_fetches_nothing(tmp_path, three_release
     if not chrome:
         pytest.skip("no Chromium to open the page in")
     site = tmp_path / "site"
-    three_releases(site, three_release_site)
+    copy_site(site, three_release_site)
     netlog = tmp_path / "netlog.json"
     out = subprocess.run(
         [chrome, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -296,9 +304,10 @@ def _consistent(site: Path) -> str:
     return next(r["status"] for r in index["releases"] if r["tag"] == "v1.0")
 
 
-def test_kills_at_every_checkpoint_repeated_then_the_next_command_clears_up(tmp_path, reports, caplog):
+def test_kills_at_every_checkpoint_repeated_then_the_next_command_clears_up(tmp_path, reports, one_release_site,
+                                                                           caplog):
     site = tmp_path / "site"
-    store.add(site, "v0.9", reports["pass"], date="2026-01-01")
+    copy_site(site, one_release_site)
     store.add(site, "v1.0", reports["pass"], date="2026-02-01")
     assert _leftovers(site) == []  # a normal run leaves no lock and no temporary
     for round_ in range(2):
@@ -354,9 +363,9 @@ BAD_INDEXES = {
 
 
 @pytest.mark.parametrize("name", sorted(BAD_INDEXES))
-def test_an_index_with_wrong_types_is_one_line_for_every_command(name, tmp_path, reports, capsys):
+def test_an_index_with_wrong_types_is_one_line_for_every_command(name, tmp_path, reports, one_release_site, capsys):
     site = tmp_path / "site"
-    store.add(site, "v0.9", reports["pass"], date="2026-01-01")
+    copy_site(site, one_release_site)
     index = json.loads((site / "index.json").read_text())
     change, expect = BAD_INDEXES[name]
     change(index)
@@ -371,9 +380,9 @@ def test_an_index_with_wrong_types_is_one_line_for_every_command(name, tmp_path,
     assert snapshot(site) == before and _leftovers(site) == []  # refused before changing anything
 
 
-def test_list_reports_what_it_cannot_recover(tmp_path, reports, capsys):
+def test_list_reports_what_it_cannot_recover(tmp_path, reports, one_release_site, capsys):
     site = tmp_path / "site"
-    store.add(site, "v0.9", reports["pass"], date="2026-01-01")
+    copy_site(site, one_release_site)
     store.add(site, "v1.0", reports["fail"], date="2026-02-01")
     (site / "releases" / "v1.0" / "report.md").unlink()
     shutil.rmtree(site / "releases" / "v0.9")
