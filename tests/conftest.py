@@ -53,6 +53,20 @@ def brute_union_length(starts, ends) -> float:
 
 
 @functools.lru_cache(maxsize=1)
+def demo_comparison_json() -> str:
+    """report.json of the demo comparison (stored baseline 'demo' against
+    examples/resnet50-workers0: FAIL), made once a session for the tests that read it; each parses
+    its own copy."""
+    from perfreport.config import load_config
+    from perfreport.jsondoc import json_text
+    from perfreport.pipeline import compare, report_document
+
+    repo = Path(__file__).resolve().parents[1]
+    return json_text(report_document(compare("demo", repo / "examples" / "resnet50-workers0", config=load_config(),
+                                             store=repo / "baselines", workers=1)))
+
+
+@functools.lru_cache(maxsize=1)
 def small_comparison_json() -> str:
     """report.json of a real comparison, small (the tiny HTA pair, ~60 kB), made once a session:
     the starting point of the untrusted-document corpus and fuzzer."""

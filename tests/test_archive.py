@@ -20,6 +20,8 @@ from perfreport.archive import store
 from perfreport.archive.metrics import release_metrics
 from perfreport.errors import ArchiveError
 
+from .conftest import demo_comparison_json
+
 REPO = Path(__file__).resolve().parent.parent
 CHROME_OWN_HOSTS = ("google.com", "googleapis.com", "gstatic.com", "chromium.org")
 """Hosts headless Chromium calls by itself (updates, time); anything else would be the page's."""
@@ -32,11 +34,12 @@ def reports(tmp_path_factory) -> dict[str, Path]:
     from perfreport.pipeline import compare, report_document
     from perfreport.report import build_report, write_reports
 
+    passed = json_text(report_document(compare("demo", REPO / "baselines" / "demo", config=load_config(),
+                                               store=REPO / "baselines")))
     out = {}
-    for name, candidate in (("pass", REPO / "baselines" / "demo"), ("fail", REPO / "examples" / "resnet50-workers0")):
+    for name, text in (("pass", passed), ("fail", demo_comparison_json())):
         folder = tmp_path_factory.mktemp(name)
-        doc = report_document(compare("demo", candidate, config=load_config(), store=REPO / "baselines"))
-        write_reports(build_report(json.loads(json_text(doc))), folder, ("md", "json", "html"))
+        write_reports(build_report(json.loads(text)), folder, ("md", "json", "html"))
         out[name] = folder
     return out
 
@@ -47,6 +50,7 @@ def snapshot(site: Path) -> dict[str, str]:
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
+    """``perfreport archive ARGS`` in a process of its own: its log lines reach stderr as a user sees them."""
     return subprocess.run([sys.executable, "-m", "perfreport", "archive", *args], capture_output=True, text=True,
                           timeout=120, cwd=REPO)
 
@@ -60,16 +64,33 @@ def run(capsys, *args) -> tuple[int, str, str]:
     return code, out, err
 
 
-def three_releases(site: Path, reports: dict[str, Path]) -> None:
+@pytest.fixture(scope="module")
+def three_release_site(tmp_path_factory, reports) -> Path:
+    """A site of three releases, made once (each add draws the page's charts): tests change
+    their own copy (:func:`copy_site`)."""
+    site = tmp_path_factory.mktemp("three") / "site"
     # added out of order: the index orders by release date
     store.add(site, "v1.1", reports["fail"], date="2026-03-01T00:00:00+00:00", commit="c" * 40)
     store.add(site, "v1.0", reports["pass"], date="2026-02-01T00:00:00+00:00", commit="b" * 40)
     store.add(site, "v0.9", reports["pass"], date="2026-01-01T00:00:00+00:00", commit="a" * 40)
+    return site
 
 
-def test_three_releases_in_order_with_the_reports_numbers(tmp_path, reports):
+@pytest.fixture(scope="module")
+def one_release_site(tmp_path_factory, reports) -> Path:
+    """A site of release v0.9 (pass), made once: tests change their own copy (:func:`copy_site`)."""
+    site = tmp_path_factory.mktemp("one") / "site"
+    store.add(site, "v0.9", reports["pass"], date="2026-01-01")
+    return site
+
+
+def copy_site(site: Path, built: Path) -> None:
+    shutil.copytree(built, site, symlinks=True)
+
+
+def test_three_releases_in_order_with_the_reports_numbers(tmp_path, reports, three_release_site, capsys):
     site = tmp_path / "site"
-    three_releases(site, reports)
+    copy_site(site, three_release_site)
     index = json.loads((site / "index.json").read_text())
     assert [r["tag"] for r in index["releases"]] == ["v0.9", "v1.0", "v1.1"]
     fail = json.loads((reports["fail"] / "report.json").read_text())
@@ -90,44 +111,43 @@ def test_three_releases_in_order_with_the_reports_numbers(tmp_path, reports):
     assert "release (tag, date)" in html and "# in the table" not in html
     for label in ("v0.9 (2026-01-01)", "v1.0 (2026-02-01)", "v1.1 (2026-03-01)"):
         assert html.count(label) >= html.count("<svg") - 1, label  # every chart (the kernel chart too)
-    listed = cli("list", "--store", str(site))
-    assert listed.returncode == 0 and [line.split()[0] for line in listed.stdout.splitlines()[1:]] == \
-        ["v0.9", "v1.0", "v1.1"]
-    shown = cli("show", "v1.1", "--store", str(site))
-    assert shown.returncode == 0 and "176.47 ms" in shown.stdout
+    code, out, _ = run(capsys, "list", "--store", site)
+    assert code == 0 and [line.split()[0] for line in out.splitlines()[1:]] == ["v0.9", "v1.0", "v1.1"]
+    code, out, _ = run(capsys, "show", "v1.1", "--store", site)
+    assert code == 0 and "176.47 ms" in out
 
 
-def test_readding_without_force_changes_nothing(tmp_path, reports):
+def test_readding_without_force_changes_nothing(tmp_path, reports, three_release_site, capsys):
     site = tmp_path / "site"
-    three_releases(site, reports)
+    copy_site(site, three_release_site)
     before = snapshot(site)
-    proc = cli("add", "--release", "v1.0", "--report", str(reports["fail"]), "--store", str(site))
-    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "--force" in proc.stderr
+    code, _, err = run(capsys, "add", "--release", "v1.0", "--report", reports["fail"], "--store", site)
+    assert code == 2 and err.count("\n") == 1 and "--force" in err
     assert snapshot(site) == before
-    proc = cli("add", "--release", "v1.0", "--report", str(reports["fail"]), "--store", str(site), "--force",
-               "--date", "2026-02-01T00:00:00+00:00")
-    assert proc.returncode == 0, proc.stderr
+    code, _, err = run(capsys, "add", "--release", "v1.0", "--report", reports["fail"], "--store", site, "--force",
+                       "--date", "2026-02-01T00:00:00+00:00")
+    assert code == 0, err
     index = store.read_index(site)
     assert [r["tag"] for r in index["releases"]] == ["v0.9", "v1.0", "v1.1"]
     assert index["releases"][1]["status"] == "fail"
     assert not [p for p in (site / "releases").iterdir() if p.name.startswith(".")]
 
 
-def test_rm_and_bad_input(tmp_path, reports):
+def test_rm_and_bad_input(tmp_path, reports, three_release_site, capsys):
     site = tmp_path / "site"
-    three_releases(site, reports)
-    assert cli("rm", "v1.0", "--store", str(site)).returncode == 0
+    copy_site(site, three_release_site)
+    assert run(capsys, "rm", "v1.0", "--store", site)[0] == 0
     assert [r["tag"] for r in store.read_index(site)["releases"]] == ["v0.9", "v1.1"]
     assert not (site / "releases" / "v1.0").exists()
     for args, needle in ((("rm", "v9", "--store", str(site)), "no archived release v9"),
                          (("add", "--release", "../x", "--report", str(reports["pass"]), "--store", str(site)), "tag"),
                          (("add", "--release", "v2", "--report", str(tmp_path), "--store", str(site)), "no report.json"),
                          (("list", "--store", str(tmp_path / "nothing")), "no archive here")):
-        proc = cli(*args)
-        assert proc.returncode == 2 and needle in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
+        code, _, err = run(capsys, *args)
+        assert code == 2 and needle in err and err.count("\n") == 1, err
     (site / "index.json").write_text("[1, 2")
-    proc = cli("list", "--store", str(site))
-    assert proc.returncode == 2 and "index.json" in proc.stderr
+    code, _, err = run(capsys, "list", "--store", site)
+    assert code == 2 and "index.json" in err
 
 
 def test_an_analysis_is_refused_with_a_hint(tmp_path):
@@ -154,11 +174,11 @@ store.add(sys.argv[2], "v1.0", sys.argv[3], force=True, date="2026-02-01T00:00:0
 
 
 @pytest.mark.parametrize("moment", [1, 2, 3, 4, 5])
-def test_sigkill_at_each_rename_leaves_the_previous_site(tmp_path, reports, moment):
+def test_sigkill_at_each_rename_leaves_the_previous_site(tmp_path, reports, three_release_site, moment):
     """Killed at the n-th rename of a forced re-add (set old aside, move new in, index.json,
     index.html): the site is the old one or the new one, never a mix, and the next run cleans up."""
     site = tmp_path / "site"
-    three_releases(site, reports)
+    copy_site(site, three_release_site)
     old_index = (site / "index.json").read_text()
     old_v10 = snapshot(site / "releases" / "v1.0")
     proc = subprocess.run([sys.executable, "-c", KILLER, str(moment), str(site), str(reports["fail"])],
@@ -213,12 +233,12 @@ def test_two_hundred_releases_stay_small_and_ordered(tmp_path, reports):
     assert "v0 (2020-01-01)" in html and "v200 (2040-01-01)" in html
 
 
-def test_page_in_a_real_browser_runs_and_fetches_nothing(tmp_path, reports):
+def test_page_in_a_real_browser_runs_and_fetches_nothing(tmp_path, three_release_site):
     chrome = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
     if not chrome:
         pytest.skip("no Chromium to open the page in")
     site = tmp_path / "site"
-    three_releases(site, reports)
+    copy_site(site, three_release_site)
     netlog = tmp_path / "netlog.json"
     out = subprocess.run(
         [chrome, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -284,9 +304,10 @@ def _consistent(site: Path) -> str:
     return next(r["status"] for r in index["releases"] if r["tag"] == "v1.0")
 
 
-def test_kills_at_every_checkpoint_repeated_then_the_next_command_clears_up(tmp_path, reports, caplog):
+def test_kills_at_every_checkpoint_repeated_then_the_next_command_clears_up(tmp_path, reports, one_release_site,
+                                                                           caplog):
     site = tmp_path / "site"
-    store.add(site, "v0.9", reports["pass"], date="2026-01-01")
+    copy_site(site, one_release_site)
     store.add(site, "v1.0", reports["pass"], date="2026-02-01")
     assert _leftovers(site) == []  # a normal run leaves no lock and no temporary
     for round_ in range(2):
@@ -342,9 +363,9 @@ BAD_INDEXES = {
 
 
 @pytest.mark.parametrize("name", sorted(BAD_INDEXES))
-def test_an_index_with_wrong_types_is_one_line_for_every_command(name, tmp_path, reports, capsys):
+def test_an_index_with_wrong_types_is_one_line_for_every_command(name, tmp_path, reports, one_release_site, capsys):
     site = tmp_path / "site"
-    store.add(site, "v0.9", reports["pass"], date="2026-01-01")
+    copy_site(site, one_release_site)
     index = json.loads((site / "index.json").read_text())
     change, expect = BAD_INDEXES[name]
     change(index)
@@ -359,9 +380,9 @@ def test_an_index_with_wrong_types_is_one_line_for_every_command(name, tmp_path,
     assert snapshot(site) == before and _leftovers(site) == []  # refused before changing anything
 
 
-def test_list_reports_what_it_cannot_recover(tmp_path, reports, capsys):
+def test_list_reports_what_it_cannot_recover(tmp_path, reports, one_release_site, capsys):
     site = tmp_path / "site"
-    store.add(site, "v0.9", reports["pass"], date="2026-01-01")
+    copy_site(site, one_release_site)
     store.add(site, "v1.0", reports["fail"], date="2026-02-01")
     (site / "releases" / "v1.0" / "report.md").unlink()
     shutil.rmtree(site / "releases" / "v0.9")

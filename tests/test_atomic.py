@@ -55,7 +55,16 @@ def kill_at(args: list[str], pause_at: str, exchange: bool = True) -> None:
 
 
 def run(args: list[str]) -> subprocess.CompletedProcess:
+    """``perfreport ARGS`` in a process of its own: the next command after a kill, as a user runs it."""
     return subprocess.run([sys.executable, "-m", "perfreport", *args], capture_output=True, text=True)
+
+
+def prepare(args: list[str]) -> int:
+    """``perfreport ARGS`` in this process (no interpreter to start), for a step that only sets the
+    scene before a kill: its exit code is all a test reads."""
+    from perfreport.cli import main
+
+    return main(args)
 
 
 @pytest.fixture()
@@ -91,7 +100,7 @@ SAVE_MOMENTS = [("baseline.copy", True), ("baseline.rank#1", True), ("write.temp
 def test_killed_baseline_save_keeps_the_previous_baseline(tmp_path, jobs, point, exchange):
     old, new = jobs
     store = tmp_path / "store"
-    assert run(["baseline", "save", "b", str(old), "--store", str(store)]).returncode == 0
+    assert prepare(["baseline", "save", "b", str(old), "--store", str(store)]) == 0
     kill_at(["baseline", "save", "b", str(new), "--store", str(store), "--force"], point, exchange)
     if point == "dir.exchanged":  # killed after the swap: the new baseline is in place, complete
         assert_intact(store, "b", [0], 5)
@@ -117,8 +126,8 @@ def test_killed_first_save_leaves_no_baseline(tmp_path, jobs):
 def test_killed_remove_removes_and_the_leftover_goes(tmp_path, jobs):
     old, _ = jobs
     store = tmp_path / "store"
-    run(["baseline", "save", "b", str(old), "--store", str(store)])
-    run(["baseline", "save", "c", str(old), "--store", str(store)])
+    prepare(["baseline", "save", "b", str(old), "--store", str(store)])
+    prepare(["baseline", "save", "c", str(old), "--store", str(store)])
     kill_at(["baseline", "rm", "b", "--store", str(store)], "dir.trashed")
     assert [b.name for b in list_baselines(store)] == ["c"]
     assert run(["baseline", "save", "d", str(old), "--store", str(store)]).returncode == 0
@@ -135,7 +144,7 @@ def test_killed_report_writing_keeps_complete_files(tmp_path, jobs, point):
     old, new = jobs
     out = tmp_path / "out"
     args = ["--out", str(out), "--format", "md,json,junit"]
-    assert run(["analyze", str(old), *args]).returncode == 0
+    assert prepare(["analyze", str(old), *args]) == 0
     before = report_files(out)
     kill_at(["analyze", str(new), *args], point)
     after = report_files(out)

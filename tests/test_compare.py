@@ -86,9 +86,14 @@ def tiny_job(folder: Path, *, scale: float = 1.0, gap_us: float = 20.0, comm_at:
     return folder
 
 
-def compare(tmp_path: Path, capsys, baseline: Path, candidate: Path, *extra) -> tuple[int, dict, str]:
+def compare(tmp_path: Path, capsys, baseline: Path, candidate: Path, *extra,
+            formats: str | None = "json") -> tuple[int, dict, str]:
+    """Exit code, report.json and the terminal of ``perfreport compare``. Only report.json is
+    written unless ``formats`` says otherwise (None: the default formats, as the README runs it):
+    these tests judge the gate; the renderers have tests of their own."""
     out = tmp_path / "out"
-    code, stdout, err = run(["compare", baseline, candidate, "--out", out, *extra], capsys)
+    code, stdout, err = run(["compare", baseline, candidate, "--out", out, *extra,
+                             *(["--format", formats] if formats else [])], capsys)
     assert err == "" or "warning" in err.lower(), err
     return code, report(out), stdout
 
@@ -117,7 +122,7 @@ def steady_median(times: dict[int, float]) -> float:
 
 def test_demo_fails_with_explanation(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(REPO)  # the README runs it from the repository root: "demo" is ./baselines/demo
-    code, doc, stdout = compare(tmp_path, capsys, "demo", "examples/resnet50-workers0")
+    code, doc, stdout = compare(tmp_path, capsys, "demo", "examples/resnet50-workers0", formats=None)
     assert code == 1 and doc["status"] == "fail"
     step = check(doc, "relative.step_time")
     assert step["status"] == "fail" and step["counted"]
@@ -315,7 +320,7 @@ def test_baseline_commands(tmp_path, capsys):
     assert check(doc, "relative.step_time")["status"] == "fail"
     code, doc, _ = compare(tmp_path, capsys, "nightly", "nightly", "--store", store)  # two stored baselines
     assert code == 0 and doc["status"] == "pass"
-    code, out, _ = run(["analyze", store / "nightly", "--out", tmp_path / "summary"], capsys)
+    code, out, _ = run(["analyze", store / "nightly", "--out", tmp_path / "summary", "--format", "json"], capsys)
     assert code == 0 and json.loads((tmp_path / "summary" / "report.json").read_text())["summary"][0]["steps"] == 8
     assert run(["baseline", "rm", "nightly", "--store", store], capsys)[0] == 0
     code, out, err = run(["baseline", "show", "nightly", "--store", store], capsys)

@@ -13,12 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from perfreport.jsondoc import json_text
 from perfreport.errors import GitHubError
 from perfreport.github import comment, workflow
 from perfreport.github.api import Client
 from perfreport.github.context import Context, Secret, from_environment
 from tests.github_stub import GitHubStub
+
+from .conftest import demo_comparison_json
 
 REPO = Path(__file__).resolve().parent.parent
 TOKEN = "ghp_UNITTESTTOKEN_do_not_print_42"
@@ -26,12 +27,8 @@ TOKEN = "ghp_UNITTESTTOKEN_do_not_print_42"
 
 @pytest.fixture(scope="module")
 def demo_document(tmp_path_factory) -> dict:
-    """The demo comparison's report.json (FAIL), made once."""
-    from perfreport.config import load_config
-    from perfreport.pipeline import compare, report_document
-
-    result = compare("demo", REPO / "examples" / "resnet50-workers0", config=load_config(), store=REPO / "baselines")
-    return json.loads(json_text(report_document(result)))
+    """The demo comparison's report.json (FAIL)."""
+    return json.loads(demo_comparison_json())
 
 
 @pytest.fixture(scope="module")

@@ -8,10 +8,11 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from perfreport.jsondoc import json_text
 from perfreport.errors import ConfigError
 from perfreport.report import parse_formats
 from perfreport.report.interop import benchmark_json, bmf
+
+from .conftest import demo_comparison_json
 
 REPO = Path(__file__).resolve().parent.parent
 BMF_SCHEMA = {  # bencher.dev/bmf.json
@@ -23,11 +24,7 @@ BMF_SCHEMA = {  # bencher.dev/bmf.json
 
 @pytest.fixture(scope="module")
 def document() -> dict:
-    from perfreport.config import load_config
-    from perfreport.pipeline import compare, report_document
-
-    result = compare("demo", REPO / "examples" / "resnet50-workers0", config=load_config(), store=REPO / "baselines")
-    return json.loads(json_text(report_document(result)))
+    return json.loads(demo_comparison_json())
 
 
 def test_benchmark_json_carries_the_gate_medians_in_ms(document):

@@ -13,12 +13,11 @@ from html.parser import HTMLParser
 
 import pytest
 
-from perfreport.pipeline import compare, report_document
 from perfreport.report import FILENAMES, build_report, write_reports
 from perfreport.report.html import render_html
 from perfreport.report.templates import format_value
 
-from .conftest import shared_trace
+from .test_findings import demo_document
 from .test_report_build import comparison_document, real_document
 
 
@@ -145,8 +144,7 @@ def test_first_screen_is_verdict_headline_causes_and_plots() -> None:
 
 
 def test_demo_comparison_end_to_end(tmp_path) -> None:
-    pair = shared_trace("pair_kineto_resnet50_v100_dataloader")
-    doc = report_document(compare(pair / "workers4", pair / "workers0", workers=1))
+    doc = copy.deepcopy(demo_document())  # the shared pair's comparison, made once a session
     report = build_report(doc)
     paths = write_reports(report, tmp_path, "html,md,json,junit")
     assert [p.name for p in paths] == [FILENAMES[f] for f in ("html", "md", "json", "junit")]

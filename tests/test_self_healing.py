@@ -15,7 +15,7 @@ import pytest
 from perfreport.fileset import MARKER, read_marker
 from perfreport.gate.baselines import open_baseline, read_baseline, verify
 
-from .test_atomic import kill_at, leftovers, run
+from .test_atomic import kill_at, leftovers, prepare, run
 from .test_baselines import tiny_trace
 
 
@@ -37,7 +37,7 @@ def run_steps(store: Path) -> list[int]:
 def test_killed_append_then_the_next_append_recovers(tmp_path, jobs, point):
     a, b = jobs
     store = tmp_path / "store"
-    assert run(["baseline", "save", "b", str(a), "--store", str(store), "-q"]).returncode == 0
+    assert prepare(["baseline", "save", "b", str(a), "--store", str(store), "-q"]) == 0
     for _ in range(2):  # repeated kills at the same moment
         kill_at(["baseline", "save", "b", str(b), "--store", str(store), "--append", "-q"], point)
     recorded = run_steps(store)
@@ -58,7 +58,7 @@ def test_killed_append_then_the_next_append_recovers(tmp_path, jobs, point):
 def test_a_reader_clears_a_killed_append(tmp_path, jobs):
     a, b = jobs
     store = tmp_path / "store"
-    run(["baseline", "save", "b", str(a), "--store", str(store), "-q"])
+    prepare(["baseline", "save", "b", str(a), "--store", str(store), "-q"])
     kill_at(["baseline", "save", "b", str(b), "--store", str(store), "--append", "-q"], "append.moved")
     assert (store / "b" / "runs" / "1").is_dir()
     proc = run(["baseline", "show", "b", "--store", str(store), "--verify"])
@@ -70,7 +70,7 @@ def test_a_reader_clears_a_killed_append(tmp_path, jobs):
 def test_old_style_run_temporaries_are_cleared(tmp_path, jobs):
     a, b = jobs
     store = tmp_path / "store"
-    run(["baseline", "save", "b", str(a), "--store", str(store), "-q"])
+    prepare(["baseline", "save", "b", str(a), "--store", str(store), "-q"])
     (store / "b" / ".run.abc123.tmp" / "traces").mkdir(parents=True)  # left by an older perfreport
     proc = run(["baseline", "save", "b", str(b), "--store", str(store), "--append", "-q"])
     assert proc.returncode == 0 and ".run.abc123.tmp" in proc.stderr
@@ -95,7 +95,7 @@ def test_killed_report_writing_leaves_one_whole_set(tmp_path, jobs, point):
     a, b = jobs
     out = tmp_path / "out"
     args = ["--out", str(out), "--format", "md,json", "-q"]
-    assert run(["analyze", str(a), *args, "--format", "html,md,json"]).returncode == 0
+    assert prepare(["analyze", str(a), *args, "--format", "html,md,json"]) == 0
     first = report_set(out)
     assert "report.html" in first and read_marker(out)["state"] == "complete"
     for _ in range(2):  # repeated
@@ -178,7 +178,7 @@ def test_sigterm_during_save_cleans_up_and_keeps_the_previous_baseline(tmp_path,
 
     a, b = jobs
     store = tmp_path / "store"
-    run(["baseline", "save", "b", str(a), "--store", str(store), "-q"])
+    prepare(["baseline", "save", "b", str(a), "--store", str(store), "-q"])
     proc = start(["baseline", "save", "b", str(b), "--store", str(store), "--force", "-q"], "dir.built")
     wait_paused(proc, "dir.built")
     proc.send_signal(signal.SIGTERM)  # delivered once it runs again

@@ -32,6 +32,12 @@ def setups_document() -> dict:
     return json.loads(json_text(multi_document(docs, LABELS, command="perfreport compare …")))
 
 
+@functools.lru_cache(maxsize=None)
+def setups_page(paged: bool = False, brief: bool = False) -> str:
+    """The three-setup report's HTML page, drawn once per layout (its figures are the slow part)."""
+    return render_html(build_report(setups_document()), paged=paged, brief=brief)
+
+
 def _step_change_pct(comparison: dict) -> float:
     """The candidate's step-time change, from its step-time check's raw medians."""
     check = next(c for c in comparison["checks"] if c["id"] == "relative.step_time")
@@ -60,7 +66,7 @@ def test_the_worst_candidate_leads() -> None:
 def test_each_section_shows_its_own_causes_and_figures() -> None:
     doc = setups_document()
     report = build_report(doc)
-    html = render_html(report)
+    html = setups_page()
     for c in doc["comparisons"]:
         own = build_report({**c, "baseline": doc["setups"][0],
                             "candidate": doc["setups"][LABELS.index(c["label"])]}).headline
@@ -83,8 +89,7 @@ def test_each_section_shows_its_own_causes_and_figures() -> None:
 
 
 def test_element_ids_are_unique_and_references_resolve() -> None:
-    report = build_report(setups_document())
-    for html in (render_html(report), render_html(report, paged=True, brief=True)):
+    for html in (setups_page(), setups_page(paged=True, brief=True)):
         ids = re.findall(r'\bid="([^"]+)"', html)
         repeated = [k for k, n in collections.Counter(ids).items() if n > 1]
         assert len(ids) > 500 and repeated == []

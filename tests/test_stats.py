@@ -7,6 +7,7 @@ closed form 1 / C(n1+n2, n1) for perfectly separated samples.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 
@@ -25,18 +26,24 @@ def brute_u(x: np.ndarray, y: np.ndarray) -> float:
 
 def permutation_p(x: np.ndarray, y: np.ndarray, alternative: str) -> float:
     """Exact permutation p-value of U: every split of the pooled values into sizes (n1, n2)."""
-    pooled = np.concatenate([x, y])
+    upper, lower = _permutation_tails(tuple(x.tolist()), tuple(y.tolist()))
+    return {"greater": upper, "less": lower, "two-sided": min(1.0, 2 * min(upper, lower))}[alternative]
+
+
+@functools.lru_cache(maxsize=None)
+def _permutation_tails(x: tuple[float, ...], y: tuple[float, ...]) -> tuple[float, float]:
+    """P(U >= observed), P(U <= observed) over every split, enumerated once per pair of samples
+    (each alternative reads the same enumeration)."""
+    pooled = np.array(x + y)
     n1 = len(x)
-    observed = brute_u(x, y)
+    observed = brute_u(np.array(x), np.array(y))
     us = []
     for idx in itertools.combinations(range(len(pooled)), n1):
         mask = np.zeros(len(pooled), dtype=bool)
         mask[list(idx)] = True
         us.append(brute_u(pooled[mask], pooled[~mask]))
     us = np.array(us)
-    upper = np.mean(us >= observed - 1e-9)
-    lower = np.mean(us <= observed + 1e-9)
-    return {"greater": upper, "less": lower, "two-sided": min(1.0, 2 * min(upper, lower))}[alternative]
+    return float(np.mean(us >= observed - 1e-9)), float(np.mean(us <= observed + 1e-9))
 
 
 # --- ranks -----------------------------------------------------------------------------------

@@ -11,9 +11,10 @@ import pytest
 
 from perfreport.analyses.steps import profiler_steps
 from perfreport.errors import PerfreportError
-from perfreport.jsondoc import json_text
 from perfreport.load import load
 from perfreport.step_trace import MAX_BYTES, pick_steps, write_step_traces
+
+from .conftest import demo_comparison_json
 
 REPO = Path(__file__).resolve().parent.parent
 CANDIDATE = REPO / "examples" / "resnet50-workers0"
@@ -21,11 +22,7 @@ CANDIDATE = REPO / "examples" / "resnet50-workers0"
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory) -> tuple[Path, dict]:
-    from perfreport.config import load_config
-    from perfreport.pipeline import compare, report_document
-
-    document = json.loads(json_text(report_document(
-        compare("demo", CANDIDATE, config=load_config(), store=REPO / "baselines", workers=1))))
+    document = json.loads(demo_comparison_json())
     folder = tmp_path_factory.mktemp("report")
     (folder / "report.json").write_text(json.dumps(document))
     return folder, document
