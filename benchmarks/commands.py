@@ -205,7 +205,7 @@ def run_case(label: str, folder: Path, twin: Path, json_mb: float, ranks: int, r
         h = t = None
         if hta:
             print(f"  {label}: HTA 0.5.0", file=sys.stderr)
-            h = median_run([hta, "-c", HTA_SCRIPT, str(folder)], max(1, min(repeat, 2)))
+            h = median_run([hta, "-c", HTA_SCRIPT, str(folder)], 1 if json_mb * ranks >= 900 else max(1, min(repeat, 2)))
         if tracelens and ranks == 1:
             print(f"  {label}: TraceLens", file=sys.stderr)
             t = median_run([tracelens, "-c", TRACELENS_SCRIPT, str(next(folder.iterdir())), str(out / "tl.xlsx")], 1)
