@@ -24,6 +24,19 @@ def trace_jobs() -> list[Path]:
     return jobs
 
 
+@pytest.fixture(scope="session", autouse=True)
+def one_cli_parser():
+    """The CLI's argparse parser, built once a session. main() builds it on every call (~3.5 ms,
+    mostly argparse's gettext look-ups), once a process in real use but thousands of times in the
+    in-process CLI tests. A parser keeps no state between parse_args calls."""
+    from perfreport import cli
+
+    parser = cli.build_parser()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(cli, "build_parser", lambda: parser)
+        yield
+
+
 @functools.lru_cache(maxsize=None)
 def load_cached(path: str):
     from perfreport.load import load
