@@ -4,6 +4,8 @@ run cleans up; two concurrent saves of one name leave one complete baseline."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import signal
@@ -55,8 +57,15 @@ def kill_at(args: list[str], pause_at: str, exchange: bool = True) -> None:
 
 
 def run(args: list[str]) -> subprocess.CompletedProcess:
-    """``perfreport ARGS`` in a process of its own: the next command after a kill, as a user runs it."""
-    return subprocess.run([sys.executable, "-m", "perfreport", *args], capture_output=True, text=True)
+    """``perfreport ARGS`` in this process, its exit code, stdout and stderr kept: the next command
+    after a kill, which finds what the killed process left (the kills are of real processes; the
+    command after them needs no interpreter of its own)."""
+    from perfreport.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(args)
+    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
 
 
 def prepare(args: list[str]) -> int:
