@@ -4,8 +4,6 @@ run cleans up; two concurrent saves of one name leave one complete baseline."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import signal
@@ -20,6 +18,7 @@ from perfreport.fileset import MARKER
 from perfreport.gate.baselines import list_baselines, load_traces, open_baseline, verify
 from perfreport.load import load
 
+from .conftest import cli_in_process
 from .test_baselines import tiny_trace
 
 NO_EXCHANGE = ("import sys, perfreport._io as io; io._renameat2 = None; from perfreport.cli import main; "
@@ -57,15 +56,9 @@ def kill_at(args: list[str], pause_at: str, exchange: bool = True) -> None:
 
 
 def run(args: list[str]) -> subprocess.CompletedProcess:
-    """``perfreport ARGS`` in this process, its exit code, stdout and stderr kept: the next command
-    after a kill, which finds what the killed process left (the kills are of real processes; the
-    command after them needs no interpreter of its own)."""
-    from perfreport.cli import main
-
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(args)
-    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
+    """``perfreport ARGS`` as a user runs it: the next command after a kill, which finds what the
+    killed process left (the kills are of real processes; this command is run in this process)."""
+    return cli_in_process(args)
 
 
 def prepare(args: list[str]) -> int:
