@@ -20,7 +20,7 @@ from perfreport.archive import store
 from perfreport.archive.metrics import release_metrics
 from perfreport.errors import ArchiveError
 
-from .conftest import demo_comparison_json
+from .conftest import cli_in_process, demo_comparison_json
 
 REPO = Path(__file__).resolve().parent.parent
 CHROME_OWN_HOSTS = ("google.com", "googleapis.com", "gstatic.com", "chromium.org")
@@ -50,9 +50,8 @@ def snapshot(site: Path) -> dict[str, str]:
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    """``perfreport archive ARGS`` in a process of its own: its log lines reach stderr as a user sees them."""
-    return subprocess.run([sys.executable, "-m", "perfreport", "archive", *args], capture_output=True, text=True,
-                          timeout=120, cwd=REPO)
+    """``perfreport archive ARGS`` as a user runs it: its log lines reach stderr as a user sees them."""
+    return cli_in_process(["archive", *args], cwd=REPO)
 
 
 def run(capsys, *args) -> tuple[int, str, str]:
