@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import io
+import logging
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -22,6 +26,44 @@ def trace_jobs() -> list[Path]:
         subs = sorted(p for p in d.iterdir() if p.is_dir())
         jobs.extend(subs or [d])
     return jobs
+
+
+@pytest.fixture(scope="session", autouse=True)
+def one_cli_parser():
+    """The CLI's argparse parser, built once a session. main() builds it on every call (~3.5 ms,
+    mostly argparse's gettext look-ups), once a process in real use but thousands of times in the
+    in-process CLI tests. A parser keeps no state between parse_args calls."""
+    from perfreport import cli
+
+    parser = cli.build_parser()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(cli, "build_parser", lambda: parser)
+        yield
+
+
+def cli_in_process(args: list, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """``perfreport ARGS`` run in this process as a shell runs it: ``env`` added to the environment,
+    in ``cwd``; its exit code, stdout and stderr (log lines included, as the CLI prints them) kept.
+    For a command that is not itself about a process (a kill, a signal, its exit): no interpreter
+    to start, no numpy and pandas to import again."""
+    from perfreport.cli import main
+    from perfreport.errors import OneLineFormatter
+
+    out, err = io.StringIO(), io.StringIO()
+    log = logging.StreamHandler(err)
+    log.setFormatter(OneLineFormatter("perfreport: %(levelname)s: %(message)s"))
+    log.setLevel(logging.WARNING)
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        for key, value in (env or {}).items():
+            patch.setenv(key, value)
+        if cwd is not None:
+            patch.chdir(cwd)
+        logging.getLogger().addHandler(log)  # pytest's own handlers keep main() from adding its one
+        try:
+            code = main([str(a) for a in args])
+        finally:
+            logging.getLogger().removeHandler(log)
+    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
 
 
 @functools.lru_cache(maxsize=None)

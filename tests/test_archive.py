@@ -20,7 +20,7 @@ from perfreport.archive import store
 from perfreport.archive.metrics import release_metrics
 from perfreport.errors import ArchiveError
 
-from .conftest import demo_comparison_json
+from .conftest import cli_in_process, demo_comparison_json
 
 REPO = Path(__file__).resolve().parent.parent
 CHROME_OWN_HOSTS = ("google.com", "googleapis.com", "gstatic.com", "chromium.org")
@@ -29,7 +29,9 @@ CHROME_OWN_HOSTS = ("google.com", "googleapis.com", "gstatic.com", "chromium.org
 
 @pytest.fixture(scope="module")
 def reports(tmp_path_factory) -> dict[str, Path]:
-    """Two real report folders: the demo baseline against itself (pass) and the demo (fail)."""
+    """Two real report folders: the demo baseline against itself (pass) and the demo (fail), the
+    fail one with its HTML report too (a release with every kind of file; the HTML's figures take
+    seconds, and no test reads the pass one's)."""
     from perfreport.config import load_config
     from perfreport.pipeline import compare, report_document
     from perfreport.report import build_report, write_reports
@@ -37,9 +39,9 @@ def reports(tmp_path_factory) -> dict[str, Path]:
     passed = json_text(report_document(compare("demo", REPO / "baselines" / "demo", config=load_config(),
                                                store=REPO / "baselines")))
     out = {}
-    for name, text in (("pass", passed), ("fail", demo_comparison_json())):
+    for name, text, formats in (("pass", passed, ("md", "json")), ("fail", demo_comparison_json(), ("md", "json", "html"))):
         folder = tmp_path_factory.mktemp(name)
-        write_reports(build_report(json.loads(text)), folder, ("md", "json", "html"))
+        write_reports(build_report(json.loads(text)), folder, formats)
         out[name] = folder
     return out
 
@@ -50,9 +52,8 @@ def snapshot(site: Path) -> dict[str, str]:
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    """``perfreport archive ARGS`` in a process of its own: its log lines reach stderr as a user sees them."""
-    return subprocess.run([sys.executable, "-m", "perfreport", "archive", *args], capture_output=True, text=True,
-                          timeout=120, cwd=REPO)
+    """``perfreport archive ARGS`` as a user runs it: its log lines reach stderr as a user sees them."""
+    return cli_in_process(["archive", *args], cwd=REPO)
 
 
 def run(capsys, *args) -> tuple[int, str, str]:

@@ -18,6 +18,7 @@ from perfreport.fileset import MARKER
 from perfreport.gate.baselines import list_baselines, load_traces, open_baseline, verify
 from perfreport.load import load
 
+from .conftest import cli_in_process
 from .test_baselines import tiny_trace
 
 NO_EXCHANGE = ("import sys, perfreport._io as io; io._renameat2 = None; from perfreport.cli import main; "
@@ -55,8 +56,9 @@ def kill_at(args: list[str], pause_at: str, exchange: bool = True) -> None:
 
 
 def run(args: list[str]) -> subprocess.CompletedProcess:
-    """``perfreport ARGS`` in a process of its own: the next command after a kill, as a user runs it."""
-    return subprocess.run([sys.executable, "-m", "perfreport", *args], capture_output=True, text=True)
+    """``perfreport ARGS`` as a user runs it: the next command after a kill, which finds what the
+    killed process left (the kills are of real processes; this command is run in this process)."""
+    return cli_in_process(args)
 
 
 def prepare(args: list[str]) -> int:

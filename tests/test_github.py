@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,7 +17,7 @@ from perfreport.github.api import Client
 from perfreport.github.context import Context, Secret, from_environment
 from tests.github_stub import GitHubStub
 
-from .conftest import demo_comparison_json
+from .conftest import cli_in_process, demo_comparison_json
 
 REPO = Path(__file__).resolve().parent.parent
 TOKEN = "ghp_UNITTESTTOKEN_do_not_print_42"
@@ -186,8 +184,7 @@ def test_workflow_run_from_a_fork_finds_the_pr_by_head_commit():
 
 # --- the CLI, as a step runs it --------------------------------------------------------------------
 def _perfreport(args: list[str], env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "perfreport", *args], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, **env}, cwd=REPO)
+    return cli_in_process(args, env, cwd=REPO)
 
 
 def test_cli_comment_fork_403_warns_and_exits_0(report_dir, tmp_path):

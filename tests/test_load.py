@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 from collections import Counter
 from decimal import Decimal
@@ -18,10 +19,15 @@ from .conftest import SHARED_TRACES, TRACES, load_cached, trace_jobs
 
 
 def all_trace_files() -> list[Path]:
+    """Every trace file of tests/data and of the shared collection, each content once: most small
+    traces are in both, copied byte for byte."""
     files = [p for job in trace_jobs() for p in sorted(job.glob("*.json*"))]
     if SHARED_TRACES.exists():  # the larger traces live only in the shared collection
         files += sorted(p for p in SHARED_TRACES.glob("**/*.json*") if "tests/data" not in str(p))
-    return files
+    first = {}
+    for p in files:
+        first.setdefault(hashlib.sha256(p.read_bytes()).digest(), p)
+    return list(first.values())
 
 
 def reference(path: Path) -> dict:

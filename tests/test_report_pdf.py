@@ -56,8 +56,9 @@ def test_pdf_is_a_brief_unless_the_appendix_is_asked_for(tmp_path) -> None:
     from .test_findings import demo_document
 
     report = build_report(demo_document())
-    brief = pdf_pages_text(render_pdf(report), tmp_path)
-    full = pdf_pages_text(render_pdf(report, appendix=True), tmp_path)
+    svgs: dict[str, str] = {}  # the figures drawn once for both, as write_reports shares them between formats
+    brief = pdf_pages_text(render_pdf(report, svgs=svgs), tmp_path)
+    full = pdf_pages_text(render_pdf(report, appendix=True, svgs=svgs), tmp_path)
     assert len(brief) <= 6 < len(full)
     assert "step time +39.4 % (126.55 → 176.47 ms/step" in brief[0] and "Top causes" in brief[0]
     text = "\n".join(full)
