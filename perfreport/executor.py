@@ -306,11 +306,12 @@ def _local(jobs: Sequence[RankJob], options: AnalysisOptions, executor: Executor
             processes.update(getattr(pool, "_processes", None) or {})
             yield future
 
-    # submit as slots free up, not all at once: a failing rank stops the rest promptly
-    running = set(submit(_take(pending, n)))
-    _meanwhile(executor)  # the workers are forked: this process is free until the first digest
+    running: set = set()
     interrupted = False
-    try:
+    try:  # from the first submit on: a signal that lands while the workers start still stops them
+        # submit as slots free up, not all at once: a failing rank stops the rest promptly
+        running = set(submit(_take(pending, n)))
+        _meanwhile(executor)  # the workers are forked: this process is free until the first digest
         while running:
             finished, running = wait(running, return_when=FIRST_COMPLETED)
             for future in finished:
@@ -326,6 +327,7 @@ def _local(jobs: Sequence[RankJob], options: AnalysisOptions, executor: Executor
                 running |= set(submit(_take(pending, 1)))
     except KeyboardInterrupt:  # Ctrl-C, SIGTERM (perfreport.lifecycle.Terminated): no worker goes on
         interrupted = True
+        processes.update(getattr(pool, "_processes", None) or {})  # one started by a submit the signal cut short
         for process in processes.values():
             if process.exitcode is None:
                 process.kill()

@@ -83,6 +83,35 @@ def test_no_process_outlives_the_command(job, tmp_path, sig, code):
     assert not (tmp_path / "o").exists() or not [p for p in (tmp_path / "o").iterdir() if not p.name.startswith(".")]
 
 
+def _busy(job, options, **kwargs):
+    """A rank task that takes long (a worker still busy when the command is interrupted)."""
+    time.sleep(60)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc")
+def test_an_interrupt_while_the_workers_start_stops_them(monkeypatch):
+    """Ctrl-C or SIGTERM lands just after the ranks are handed to the workers (here: raised at
+    that very point, where the parent starts its own work beside them): the workers are stopped
+    at once, not left busy for the command's exit to wait on (seen under load: a hang)."""
+    import perfreport.executor as executor_module
+    from perfreport.digest import AnalysisOptions
+
+    jobs = [RankJob("a", json_bytes=10), RankJob("b", json_bytes=10)]
+    if local_workers(jobs, 2) < 2:
+        pytest.skip("needs two worker processes (two cores)")
+    workers: list[int] = []
+
+    def interrupted(executor) -> None:
+        workers.extend(children(os.getpid()))  # the pool's workers, forked by now
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(executor_module, "_meanwhile", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        next(executor_module.stream(jobs, AnalysisOptions(), Executor(workers=2), task=_busy))
+    assert len(workers) >= 2
+    assert gone_within(workers) == []
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc")
 def test_a_worker_killed_mid_run_is_named_by_rank_and_signal(job, tmp_path):
     proc, workers = start_paused_in_workers(["analyze", str(job), "--out", str(tmp_path / "o"), "--format", "md",
