@@ -273,11 +273,11 @@ def timings_hook(args: argparse.Namespace, documents: Sequence[dict], sides: Map
     """What :func:`perfreport.outputs.write_reports` runs once every format is rendered: the
     command's phases into ``documents`` (``timings``: the command's document and the report's
     plain copy, which report.json is written from)."""
-    from .executor import _peak_rss
+    from .executor import peak_rss
     from .timing import current, timings_document
 
     def attach() -> None:
-        timings = timings_document(current(), sides, time.perf_counter() - args.started, os.getpid(), _peak_rss())
+        timings = timings_document(current(), sides, time.perf_counter() - args.started, os.getpid(), peak_rss())
         for document in documents:
             document["timings"] = timings
     return attach

@@ -104,7 +104,7 @@ def _cached_or_analysed(job: RankJob, options: AnalysisOptions, use_digest_cache
             with phase("verify stored columns"):
                 verify_file(Path(job.cache), job.cache_sha256)  # damaged stored columns: the load's error line
             from_cache.load_s = time.perf_counter() - t0
-            from_cache.worker_peak_rss = _peak_rss()
+            from_cache.worker_peak_rss = peak_rss()
             return from_cache
     return _analyse(job, options, limits, t0)[0]
 
@@ -158,7 +158,7 @@ def _analyse(job: RankJob, options: AnalysisOptions, limits: Limits | None, t0: 
         with phase("baseline columns"):
             stored = rank_payload(trace, result, source)
     del trace
-    result.worker_peak_rss = _peak_rss()
+    result.worker_peak_rss = peak_rss()
     _trim_heap()
     return result, stored
 
@@ -486,7 +486,7 @@ def worker_count(jobs: Sequence[RankJob]) -> int:
     return by_cores_and_memory([j.json_bytes for j in jobs])
 
 
-def _peak_rss() -> int:
+def peak_rss() -> int:
     """This process's peak RSS in bytes (``VmHWM``; 0 where /proc is not there)."""
     from .load.memory import proc_bytes
 

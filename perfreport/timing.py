@@ -114,11 +114,6 @@ def record(name: str, wall_s: float, cpu_s: float = 0.0) -> None:
         timings.add(name, wall_s, cpu_s, self_s=0.0)
 
 
-def top_phases(records: Sequence[Mapping], n: int = 8) -> list[Mapping]:
-    """The ``n`` phases with the most self time, most first."""
-    return sorted(records, key=lambda r: -r["self_s"])[:n]
-
-
 def merged(per_rank: Sequence[Sequence[Mapping]]) -> list[dict]:
     """The phases of several tasks summed by name (first-seen order): the whole job's cost of
     each per-rank phase, in CPU-bound seconds across workers."""
