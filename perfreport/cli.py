@@ -341,6 +341,10 @@ def _cut(text: str, width: int) -> str:
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
+    if args.executor == "local":  # first of all: a single rank loads while the rest is imported
+        from .load.head_start import begin_single
+
+        begin_single(args.trace_path)
     from .outputs import pdf_renderer
     from .report import parse_formats
 

@@ -27,6 +27,7 @@ from .digest import AnalysisOptions, RankDigest, digest
 from .errors import PerfreportError
 from .limits import Limits
 from .limits import current as current_limits
+from .model import RankTrace
 
 EXECUTORS = ("local", "dask")
 
@@ -146,8 +147,8 @@ def _analyse(job: RankJob, options: AnalysisOptions, limits: Limits | None, t0: 
         from .gate.baselines import source_state
 
         source = source_state(job.path)  # before loading: the copy stored later must be this file
-    trace, sha = _load(job, limits or current_limits())
-    result = digest(trace, options, sha256=sha, load_s=time.perf_counter() - t0)
+    trace, sha, began = _load(job, limits or current_limits())
+    result = digest(trace, options, sha256=sha, load_s=time.perf_counter() - min(t0, began))
     stored = None
     if payload:
         from .gate.baselines import rank_payload
@@ -163,10 +164,12 @@ def _analyse(job: RankJob, options: AnalysisOptions, limits: Limits | None, t0: 
     return result, stored
 
 
-def _load(job: RankJob, limits: Limits):
-    from ._io import sha256_file
-    from .timing import phase, record
-    from .load import load_rank_file
+def _load(job: RankJob, limits: Limits) -> tuple[RankTrace, str | None, float]:
+    """(the rank, its file's checksum, when its load began: ``time.perf_counter()`` now, or
+    earlier for a rank that had a head start)."""
+    began = time.perf_counter()
+    from .timing import phase
+    from .load import head_start, load_rank_file
     from .load.discover import RankFile
 
     if job.cache is not None:
@@ -175,36 +178,22 @@ def _load(job: RankJob, limits: Limits):
         with phase("read stored columns"):
             data = verify_file(Path(job.cache), job.cache_sha256)
         with phase("decode"):
-            return decode_columns(data, _meta(job.meta_entry, Path(job.path)), Path(job.cache)), job.sha256
+            return decode_columns(data, _meta(job.meta_entry, Path(job.path)), Path(job.cache)), job.sha256, began
     if "://" in job.path:
-        return _load_remote(job, limits)
+        return *_load_remote(job, limits), began
     path = Path(job.path)
     if job.verify:
         from .gate.baselines import verify_file
 
         with phase("verify"):
             verify_file(path, job.sha256)
+    rank_file = RankFile(path, job.rank_hint, job.hint_source)
     if job.sha256 or not path.is_file():
-        return load_rank_file(RankFile(path, job.rank_hint, job.hint_source), limits), job.sha256
-    # the checksum (provenance in summary.json) is hashed on a second thread while the rank
-    # loads: hashlib releases the GIL, so on a spare core it costs no wall time (~0.5 s per GB)
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(1, thread_name_prefix="perfreport-sha256") as pool:
-        checksum = pool.submit(_timed, sha256_file, path)
-        trace = load_rank_file(RankFile(path, job.rank_hint, job.hint_source), limits)
-        with phase("wait for checksum"):
-            sha, wall, cpu = checksum.result()
-    record("checksum (own thread)", wall, cpu)
-    return trace, sha
-
-
-def _timed(fn: Callable, *args):
-    """(``fn(*args)``, its wall seconds, its thread's CPU seconds): a task on another thread,
-    which the caller records (:func:`perfreport.timing.record`)."""
-    t0, c0 = time.perf_counter(), time.thread_time()
-    value = fn(*args)
-    return value, time.perf_counter() - t0, time.thread_time() - c0
+        return load_rank_file(rank_file, limits), job.sha256, began
+    early = head_start.claim(rank_file, limits)
+    if early is not None:
+        return early
+    return *head_start.load_hashed(rank_file, limits), began
 
 
 def _load_remote(job: RankJob, limits: Limits):
