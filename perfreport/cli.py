@@ -451,5 +451,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
 
 
+def run() -> None:
+    """The console script and ``python -m perfreport``: :func:`main`, then the process ends
+    without tearing the interpreter down (:func:`perfreport.lifecycle.exit_now`). An exit that
+    argparse raises (``--help``, a usage error) and ``--debug``'s traceback take Python's way."""
+    code = main()
+    from .lifecycle import exit_now
+
+    exit_now(code)
+
+
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    run()
