@@ -274,8 +274,13 @@ def _local(jobs: Sequence[RankJob], options: AnalysisOptions, executor: Executor
            task: Callable) -> Iterator[tuple[int, RankDigest]]:
     n = local_workers(jobs, executor.workers)
     if n <= 1 or len(jobs) == 1:
+        from .digest import spare_core
+        from .forked import cores
+
         for i, job in enumerate(jobs):
-            yield i, guarded(task, job, options, limits=limits)
+            with spare_core(len(jobs) == 1 and cores() > 1):  # one rank here: its analyses may use a second core
+                result = guarded(task, job, options, limits=limits)
+            yield i, result
         return
     import multiprocessing
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
