@@ -41,6 +41,48 @@ def one_cli_parser():
         yield
 
 
+@pytest.fixture(scope="session", autouse=True)
+def figures_drawn_once():
+    """Each distinct figure drawn once a test process: matplotlib takes 0.05-0.3 s a figure, and
+    the same report (the demo comparison above all) is rendered by many tests; the SVG of a
+    figure is a pure function of the figure, its width and its id prefix (the same text drawn
+    again: tests/test_drawing.py), so a figure met again gets the text drawn the first time,
+    byte for byte. Keyed by the pickled arguments: equal bytes, equal figure. Off in
+    tests/test_drawing.py, which checks the drawing itself (:func:`figures_drawn_every_time`)."""
+    import hashlib
+    import pickle
+
+    from perfreport.archive import site
+    from perfreport.report import figures
+
+    draw = figures.render_svg
+    drawn: dict[bytes, str] = {}
+
+    @functools.wraps(draw)
+    def render_svg(*args, **kwargs) -> str:
+        key = hashlib.sha256(pickle.dumps((args, sorted(kwargs.items())))).digest()
+        if key not in drawn:
+            drawn[key] = draw(*args, **kwargs)
+        return drawn[key]
+
+    with pytest.MonkeyPatch.context() as patch:
+        for module in (figures, site):
+            patch.setattr(module, "render_svg", render_svg)
+        yield
+
+
+@pytest.fixture()
+def figures_drawn_every_time(monkeypatch):
+    """Every figure drawn by matplotlib, none from :func:`figures_drawn_once`'s memo: for the
+    tests of the drawing itself."""
+    from perfreport.archive import site
+    from perfreport.report import figures
+
+    draw = figures.render_svg.__wrapped__
+    for module in (figures, site):
+        monkeypatch.setattr(module, "render_svg", draw)
+
+
 def cli_in_process(args: list, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
     """``perfreport ARGS`` run in this process as a shell runs it: ``env`` added to the environment,
     in ``cwd``; its exit code, stdout and stderr (log lines included, as the CLI prints them) kept.

@@ -14,6 +14,8 @@ from perfreport.report.html import draw_svg, figures_to_draw, render_html
 
 from .test_report_build import comparison_document
 
+pytestmark = pytest.mark.usefixtures("figures_drawn_every_time")  # the drawing itself, not a memo's copy
+
 
 @functools.lru_cache(maxsize=1)
 def _report():
