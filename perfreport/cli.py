@@ -145,12 +145,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def compare_one(args: argparse.Namespace, labels: list[str], formats, renderer) -> int:
     """``compare BASELINE CANDIDATE``: the verdict table, the report files, exit 1 on a failure."""
-    from .config import load_config
-    from .outputs import early_figures, write_reports
-    from .pipeline import compare, report_document
-    from .progress import make_progress
-    from .report import build_report
     from .timing import phase
+
+    with phase("start: import pandas and the analyses"):
+        from .config import load_config
+        from .outputs import early_figures, write_reports
+        from .pipeline import compare, report_document
+        from .progress import make_progress
+        from .report import build_report
 
     config = load_config(args.config)
     executor = executor_of(args, figures=formats)
@@ -352,28 +354,35 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 def analyze_to(args: argparse.Namespace, formats, renderer) -> int:
     """``analyze``: the summary table, ``report.json`` (the one document, docs/analysis-document.md)
     and the report files. No JUnit file: a single run has no checks, so it would hold no test case."""
-    from .outputs import write_reports
-    from .pipeline import resolve_side, run_jobs, summary_document
-    from .progress import make_progress
-    from .report import build_report
+    from .timing import phase
+
+    with phase("start: import pandas and the analyses"):
+        from .outputs import write_reports
+        from .pipeline import resolve_side, run_jobs, summary_document
+        from .progress import make_progress
+        from .report import build_report
 
     no_junit = "junit" in formats and args.format not in (None, "all")  # asked for: say why there is none
     formats = tuple(f for f in formats if f != "junit")
     executor = executor_of(args, figures=formats)
     progress = make_progress(args.quiet)
     try:  # a trace folder/file, or a stored baseline (its verified cache or traces)
-        jobs, label, _ = resolve_side(args.trace_path, candidate=True, store=Path(args.store))
+        with phase("start: find the rank files"):
+            jobs, label, _ = resolve_side(args.trace_path, candidate=True, store=Path(args.store))
         progress.phase("loading and analysing")
         analysis = run_jobs(jobs, label, executor=executor, progress=progress)
         progress.phase("writing reports")
         out = Path(args.out)
-        document = summary_document(analysis)
+        with phase("report: document"):
+            document = summary_document(analysis)
         document["command"] = reproduce_command(args)
         text = JsonChunks(document)  # report.json, encoded as it is written
+        with phase("report: build"):
+            report = build_report(document)
     finally:
         progress.finish()
     try:  # report.json is always written: it is what machines and later renders read
-        paths = write_reports(build_report(document), out, ("json", *formats), ready={"json": text},
+        paths = write_reports(report, out, ("json", *formats), ready={"json": text},
                               pdf_appendix=args.pdf_appendix, renderer=renderer,
                               pdf_optional=args.format in (None, "all"),
                               before_write=timings_hook(args, [document], {"": analysis.rank_timings}))

@@ -49,15 +49,15 @@ class Records(Sequence):
 
     @staticmethod
     def _rows(frame) -> list[dict]:
-        rows = frame.to_dict(orient="records")
-        loose = [c for c in frame.columns if frame[c].dtype.kind in "fO"]  # where NaN/inf can be
-        if loose and rows:
-            for row in rows:
-                for c in loose:
-                    v = row[c]
-                    if type(v) is float and not math.isfinite(v):
-                        row[c] = None
-        return rows
+        """The rows of ``frame`` as ``DataFrame.to_dict(orient="records")`` gives them (Python
+        scalars), NaN and inf as None. Built a column at a time (one ``tolist()`` per column, then
+        one ``zip`` into dicts): ``to_dict`` goes through ``itertuples`` and was most of a
+        report's build time (a tenth of a second on a 200 MB trace)."""
+        columns = frame.columns.tolist()
+        if not columns:
+            return [{} for _ in range(len(frame))]
+        values = [_column_values(column) for _, column in frame.items()]
+        return [dict(zip(columns, row)) for row in zip(*values)]
 
     def __eq__(self, other) -> bool:
         if isinstance(other, (Records, list, tuple)):
@@ -68,6 +68,40 @@ class Records(Sequence):
 
     def __repr__(self) -> str:
         return f"Records({len(self)} rows)"
+
+
+_NATIVE = frozenset({str, int, float, bool, type(None)})
+"""Types a value of an object column keeps as it is (pandas' ``maybe_box_native`` leaves them)."""
+
+
+def _column_values(column) -> list:
+    """One column's values as :meth:`Records._rows` lists them: Python scalars (numpy ones
+    unwrapped, as pandas' ``maybe_box_native`` does for ``to_dict``), NaN and inf as None."""
+    import numpy as np
+
+    dtype = column.dtype
+    if isinstance(dtype, np.dtype) and dtype.kind in "iub":
+        return column.to_numpy().tolist()
+    if isinstance(dtype, np.dtype) and dtype.kind == "f":
+        array = column.to_numpy()
+        out = array.tolist()
+        bad = np.flatnonzero(~np.isfinite(array))
+        for i in bad.tolist():  # a loop over the few NaN/inf cells
+            out[i] = None
+        return out
+    from pandas.core.dtypes.cast import maybe_box_native
+
+    import pandas as pd
+
+    if (isinstance(dtype, np.dtype) and dtype.kind == "O") or isinstance(dtype, pd.StringDtype):
+        out = column.to_numpy(dtype=object).tolist()  # the objects themselves (missing text: its NA value)
+    else:  # other extension types (categories, nullable numbers) and dates: as iterating them gives
+        out = list(column)
+    native = _NATIVE
+    out = [v if type(v) in native else maybe_box_native(v) for v in out]
+    if dtype.kind in "fO":  # where NaN/inf can be
+        out = [None if type(v) is float and not math.isfinite(v) else v for v in out]
+    return out
 
 
 def _plain(value, keep_records: bool = False):
