@@ -120,8 +120,18 @@ def _samples(side, table: pd.DataFrame, label: str, memory: bool, peak: float | 
     value = amount / (rows["kernel_us"].to_numpy(np.float64) * 1e-6) / 1e12
     if peak is not None:
         value = 100.0 * value / peak
-    per = rows[SAMPLE].assign(_v=value).groupby(SAMPLE, as_index=False)["_v"].mean()
-    return side.steps[SAMPLE].merge(per, on=SAMPLE, how="left")["_v"]
+    samples = pd.MultiIndex.from_frame(side.steps[SAMPLE])
+    if not samples.is_unique:  # (a side's samples are unique; the general join otherwise)
+        per = rows[SAMPLE].assign(_v=value).groupby(SAMPLE, as_index=False)["_v"].mean()
+        return side.steps[SAMPLE].merge(per, on=SAMPLE, how="left")["_v"]
+    # each sample's mean by its position among the side's samples: pandas' grouped mean over the
+    # rows in their order, as grouping by the three columns and joining gave, without the join
+    position = samples.get_indexer(pd.MultiIndex.from_frame(rows[SAMPLE]))
+    inside = position >= 0
+    means = pd.Series(value[inside]).groupby(position[inside], sort=False).mean()
+    out = np.full(len(samples), np.nan)
+    out[means.index.to_numpy()] = means.to_numpy(np.float64)
+    return pd.Series(out, name="_v")
 
 
 def _peak(side, label: str, memory: bool) -> float | None:
