@@ -411,6 +411,9 @@ def test_keyed_samples_are_the_pivot_of_the_op_table():
         .reindex(index=index, columns=keys, fill_value=0.0).astype(np.float64)
     got = keyed_samples(data, "op_steps", ("key",), "dur_us", keys)
     pd.testing.assert_frame_equal(got, want, check_exact=True)
+    # laid out as the pivot's frame is: a sum across keys (numpy's, pairwise along memory) adds in the same order
+    layout = [[(b.values.shape, b.values.strides, list(b.mgr_locs.as_array)) for b in f._mgr.blocks] for f in (got, want)]
+    assert layout[0] == layout[1] and np.array_equal(got.sum(axis=1).to_numpy(), want.sum(axis=1).to_numpy())
     assert list(got.columns) == keys and got.loc[(0, 0, 13), "gemm"] == 1e16  # 0.3 + 1e16, summed as pandas does
     assert got["absent"].eq(0.0).all() and got.loc[(0, 1, 11), "relu"] == 1e-3
     assert (got.loc[(0, 1, 11), "conv"] == 7.7).all() and (got.loc[(0, 0, 13), "conv"] == 0.0).all()  # NaN left out
