@@ -350,15 +350,17 @@ def compare_many(baseline: str | Path, candidates: list[str | Path], *, config: 
     their figures then)."""
     config = config or Config()
     options = analysis_options(config)
-    b_jobs, b_label, stored = resolve_side(baseline, store)
-    earlier = [(baseline_jobs(stored, run["ranks"]), b_label) for run in stored.runs[:-1]] \
-        if stored is not None and len(stored.runs) > 1 else []  # the earlier runs, oldest first
-    c_sides = []
-    for candidate in candidates:
-        c_jobs, c_label, c_stored = resolve_side(candidate, store, candidate=True)
-        c_earlier = [(baseline_jobs(c_stored, run["ranks"]), c_label) for run in c_stored.runs[:-1]] \
-            if c_stored is not None and len(c_stored.runs) > 1 else []  # a multi-run stored candidate: every run
-        c_sides.append(c_earlier + [(c_jobs, c_label)] + [(trace_jobs(path), source_label(path)) for path in candidate_runs])
+    with phase("start: find the rank files"):
+        b_jobs, b_label, stored = resolve_side(baseline, store)
+        earlier = [(baseline_jobs(stored, run["ranks"]), b_label) for run in stored.runs[:-1]] \
+            if stored is not None and len(stored.runs) > 1 else []  # the earlier runs, oldest first
+        c_sides = []
+        for candidate in candidates:
+            c_jobs, c_label, c_stored = resolve_side(candidate, store, candidate=True)
+            c_earlier = [(baseline_jobs(c_stored, run["ranks"]), c_label) for run in c_stored.runs[:-1]] \
+                if c_stored is not None and len(c_stored.runs) > 1 else []  # a multi-run stored candidate: every run
+            c_sides.append(c_earlier + [(c_jobs, c_label)]
+                           + [(trace_jobs(path), source_label(path)) for path in candidate_runs])
     if progress is not None:
         progress.phase("loading and analysing baseline and candidate" + ("s" if len(candidates) > 1 else ""))
     sides = [(b_jobs, b_label), *earlier, *(side for runs in c_sides for side in runs)]

@@ -111,7 +111,8 @@ def test_compare_times_both_sides_in_their_worker_processes(tmp_path, capsys, mo
         assert os.getpid() not in pids
         assert timings["workers"]["largest_peak_rss_bytes"] == max(r["peak_rss_bytes"] for r in timings["ranks"])
     parent = {r["phase"] for r in timings["parent"]["phases"]}
-    assert {"gate: inputs", "gate: verdict", "attribution", "render:md"} <= parent
+    assert {"start: find the rank files", "gate: inputs", "gate: verdict", "attribution", "report: build",
+            "render:md"} <= parent
     assert "timings:" not in capsys.readouterr().err  # printed with -v only
 
 
