@@ -162,8 +162,8 @@ def throughput_checks(cmp: Comparison) -> list[Check]:
             or not len(cmp.b.steps) or not len(cmp.c.steps):
         return []
     top = cfg.top or 5
-    labels = [k for k in dict.fromkeys(_top_labels(b_table, top) + _top_labels(c_table, top))
-              if k in set(b_table["label"]) and k in set(c_table["label"])]
+    on_both = set(b_table["label"]) & set(c_table["label"])  # (made once, not for every label)
+    labels = [k for k in dict.fromkeys(_top_labels(b_table, top) + _top_labels(c_table, top)) if k in on_both]
     normalise = gpus_differ(cmp.b, cmp.c)
     judged = copy.copy(cmp)
     judged.hw = cmp.hw and not normalise  # percent of each GPU's peak compares across GPUs

@@ -279,8 +279,10 @@ def _pivot_sums(frame: pd.DataFrame, row_keys: np.ndarray, values: np.ndarray) -
     if samples.isna().to_numpy().any():  # (never in a side's tables; the pivot drops such rows)
         return frame.assign(_key=row_keys, _v=values).pivot_table(index=SAMPLE, columns="_key", values="_v",
                                                                   aggfunc="sum", fill_value=0.0)
-    sample, sample_index = pd.MultiIndex.from_frame(samples).factorize(sort=True)
-    sample_index = sample_index.set_names(SAMPLE)
+    columns = [samples[c].to_numpy() for c in SAMPLE]
+    _, first, sample = np.unique(np.stack(columns, axis=1), axis=0, return_index=True, return_inverse=True)
+    sample = sample.ravel()  # rows sorted by run, rank, step, as the pivot's index
+    sample_index = pd.MultiIndex.from_arrays([c[first] for c in columns], names=SAMPLE)
     key, key_values = pd.factorize(row_keys, sort=True)
     cell = sample * len(key_values) + key
     sums = pd.Series(values).groupby(cell, sort=False).sum()
