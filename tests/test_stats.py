@@ -161,3 +161,11 @@ def test_bootstrap_difference_and_undefined_cases():
     assert all(math.isnan(v) for v in bootstrap_interval(np.empty(0), np.ones(3)))
     with pytest.raises(ValueError):
         bootstrap_interval(np.ones(3), np.ones(3), statistic="mean")
+
+
+def test_kept_draws_are_the_seeded_draws_and_read_only():
+    from perfreport.gate.stats import _draw, _draws
+
+    kept, fresh = _draws(3, 50, 5, 7), _draw(3, 50, 5, 7)
+    assert all(np.array_equal(k, f) for k, f in zip(kept, fresh)) and _draws(3, 50, 5, 7)[1] is kept[1]
+    assert not kept[0].flags.writeable and _draws(3, 5000, 300, 300)[0].flags.writeable  # too big to keep
