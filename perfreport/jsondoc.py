@@ -97,11 +97,12 @@ def _column_values(column) -> list:
         out = column.to_numpy(dtype=object).tolist()  # the objects themselves (missing text: its NA value)
     else:  # other extension types (categories, nullable numbers) and dates: as iterating them gives
         out = list(column)
-    native = _NATIVE
-    out = [v if type(v) in native else maybe_box_native(v) for v in out]
-    if dtype.kind in "fO":  # where NaN/inf can be
-        out = [None if type(v) is float and not math.isfinite(v) else v for v in out]
-    return out
+    loose = dtype.kind in "fO"  # where NaN/inf can be
+
+    def cell(v):  # a value that is not text: unwrapped, NaN and inf as None where they can be
+        v = v if type(v) in _NATIVE else maybe_box_native(v)
+        return None if loose and type(v) is float and not math.isfinite(v) else v
+    return [v if type(v) is str else cell(v) for v in out]  # (text, most cells, passes as it is)
 
 
 def _plain(value, keep_records: bool = False):
