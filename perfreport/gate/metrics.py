@@ -358,13 +358,16 @@ def aggregate(baseline: pd.DataFrame, candidate: pd.DataFrame, b_values: pd.Seri
     b_step = baseline["step_time_us"]
     if aggregation == "each" and pairs:
         groups = []
+        b_rank_of, c_rank_of = baseline["rank"].to_numpy(), candidate["rank"].to_numpy()  # (columns read once:
+        b_all, c_all = b_values.to_numpy(np.float64), c_values.to_numpy(np.float64)  # the loop runs per check)
+        b_run_of, c_run_of = baseline["run"].to_numpy(), candidate["run"].to_numpy()
+        b_step_all = b_step.to_numpy(np.float64)
         for b_rank, c_rank in pairs:  # a loop over ranks
-            bm = (baseline["rank"] == b_rank).to_numpy()
-            cm = (candidate["rank"] == c_rank).to_numpy()
-            b, c = b_values[bm].to_numpy(np.float64), c_values[cm].to_numpy(np.float64)
-            b_runs, c_runs = baseline["run"].to_numpy()[bm], candidate["run"].to_numpy()[cm]
+            bm, cm = b_rank_of == b_rank, c_rank_of == c_rank
+            b, c = b_all[bm], c_all[cm]
+            b_runs, c_runs = b_run_of[bm], c_run_of[cm]
             groups.append(Group(rank=c_rank, baseline=b[~np.isnan(b)], candidate=c[~np.isnan(c)],
-                                baseline_step_us=_median(b_step[bm].to_numpy(np.float64)),
+                                baseline_step_us=_median(b_step_all[bm]),
                                 baseline_runs=b_runs[~np.isnan(b)], candidate_runs=c_runs[~np.isnan(c)]))
         return groups
     how = "mean" if aggregation == "each" else aggregation
