@@ -109,6 +109,11 @@ def _plain(value, keep_records: bool = False):
     """JSON-ready Python value: numpy scalars/arrays unwrapped, NaN/inf -> None, keys as text,
     tuples as lists: what reading back the JSON of ``value`` gives. ``keep_records``: tables
     stay :class:`Records` (already JSON-ready, made into rows when read)."""
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:  # most values: as they are
+        return value
+    if kind is float:
+        return value if math.isfinite(value) else None
     if isinstance(value, dict):
         return {str(k): _plain(v, keep_records) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
