@@ -53,9 +53,9 @@ def tensor_core_checks(cmp: Comparison) -> list[Check]:
         return []
     out: list[Check] = []
     matrix = ("gemm", "conv", "attention")
+    b_ranks, c_ranks = (_by_rank(t[t["kind"].isin(matrix)]) for t in (b_table, c_table))
     for b_rank, c_rank in cmp.pairs:
-        b = b_table[(b_table["rank"] == b_rank) & b_table["kind"].isin(matrix)]
-        c = c_table[(c_table["rank"] == c_rank) & c_table["kind"].isin(matrix)]
+        b, c = b_ranks(b_rank), c_ranks(c_rank)
         both = b.merge(c, on=KEY, suffixes=("_b", "_c"))
         if not len(both):
             continue
@@ -83,6 +83,13 @@ def tensor_core_checks(cmp: Comparison) -> list[Check]:
                 message=f"{len(kept)} GEMM/convolution/attention op(s) on the Tensor Cores in the baseline stay on "
                         f"them"))
     return out
+
+
+def _by_rank(table: pd.DataFrame):
+    """rank -> that rank's rows of ``table`` (in table order, as a filter on the rank gives
+    them), split once instead of filtered again for every rank pair."""
+    parts = dict(tuple(table.groupby("rank", sort=False)))
+    return lambda rank: parts.get(rank, table.iloc[0:0])
 
 
 def hardware_note(cmp: Comparison) -> Note | None:
