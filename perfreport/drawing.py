@@ -11,7 +11,7 @@ parent can hand the PDF's page to its renderer as soon as the first group is dra
 A child draws with :func:`perfreport.report.html.draw_svg`, the same function the page uses, so
 the SVG is the same wherever it was drawn. A child that fails or dies leaves its figures to the
 parent, which draws them itself (and raises what drawing them raises). Children die with the
-parent (:mod:`perfreport.lifecycle`) and are reaped before :meth:`FigureDrawing.finish` returns
+parent (:mod:`perfreport.running.lifecycle`) and are reaped before :meth:`FigureDrawing.finish` returns
 or when the drawing is stopped. Without ``fork`` everything is drawn in the parent, in order.
 """
 
@@ -23,7 +23,7 @@ from typing import Any
 
 from .report.html import draw_svg
 from .report.model import BarFigure, LineFigure, RooflineFigure, WaterfallFigure
-from .forked import Child as _Child, cores
+from .running.forked import Child as _Child, cores
 from .timing import phase, record
 
 Job = tuple[str, Any, "float | None", str]

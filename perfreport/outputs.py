@@ -55,7 +55,7 @@ class PdfRenderer:
         parent = os.getpid()
         pid = os.fork()
         if pid == 0:  # the child: never returns
-            from .lifecycle import worker_init
+            from .running.lifecycle import worker_init
 
             worker_init(parent)  # dies with the parent, whatever kills it
             os.close(down_w)
@@ -323,7 +323,7 @@ def early_figures(formats: Iterable[str], pdf_appendix: bool = False
 
 def prefetch_figures() -> None:
     """Import what the figures are drawn with, on a thread while the ranks load elsewhere (see
-    :attr:`perfreport.executor.Executor.while_waiting`): a third of a second off the end."""
+    :attr:`perfreport.running.executor.Executor.while_waiting`): a third of a second off the end."""
     import perfreport.report.figures  # noqa: F401
 
 

@@ -94,7 +94,7 @@ def _append(store: Path, name: str, path: Path, traces: RankSet, commit, keep, n
                 for key in ("file", "cache"):
                     if r.get(key):
                         (path / r[key]).unlink(missing_ok=True)
-                if r.get("cache"):  # its analyses (perfreport.digest_cache), derived from the cache
+                if r.get("cache"):  # its analyses (perfreport.running.digest_cache), derived from the cache
                     (path / r["cache"]).with_suffix(".digest").unlink(missing_ok=True)
             if int(old["run"]) > 0:
                 shutil.rmtree(path / f"runs/{old['run']}", ignore_errors=True)

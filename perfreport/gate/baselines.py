@@ -79,7 +79,7 @@ NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 class RankPayload:
     """What a baseline keeps of one rank besides its file: made where the rank was loaded (a
     worker process or a Dask worker), so the process that writes the store never holds events.
-    ``digest``: the rank's analyses (:mod:`perfreport.digest_cache`), stored when given."""
+    ``digest``: the rank's analyses (:mod:`perfreport.running.digest_cache`), stored when given."""
 
     rank: int
     meta: TraceMeta
@@ -239,7 +239,7 @@ def save_rank(folder: Path, payload: RankPayload, options: Any = None) -> dict:
     (folder / cache_rel).write_bytes(payload.cache)
     digest_sha = None
     if payload.digest is not None and options is not None:
-        from ..digest_cache import encode, path_for
+        from ..running.digest_cache import encode, path_for
 
         encoded = encode(dataclasses.replace(payload.digest, sha256=sha), options)
         path_for(folder / cache_rel).write_bytes(encoded)
