@@ -222,17 +222,22 @@ def digest(trace: RankTrace, options: AnalysisOptions = AnalysisOptions(), *, sh
     if share is not None:
         split = [name for name, _ in ANALYSES].index(SHARE_FROM)
         mine, theirs = mine[:split], mine[split:]
-    tables = _run_analyses(trace, one, mine, options)
-    with phase("analysis:series"):
-        time_series(one)
-    _forget_after(trace, "series", options)
-    with phase("analysis:memory_note"):
-        memory_note(one)
-    _forget_after(trace, "memory_note", options)
-    trace.span_us()
-    trace.step_numbers()
-    with phase("analysis:op_profile_sums"):
-        _rank_pairs(trace, np.empty(0, dtype=np.int64), False)  # the op profile's sums when the ranks share no step
+    try:
+        tables = _run_analyses(trace, one, mine, options)
+        with phase("analysis:series"):
+            time_series(one)
+        _forget_after(trace, "series", options)
+        with phase("analysis:memory_note"):
+            memory_note(one)
+        _forget_after(trace, "memory_note", options)
+        trace.span_us()
+        trace.step_numbers()
+        with phase("analysis:op_profile_sums"):
+            _rank_pairs(trace, np.empty(0, dtype=np.int64), False)  # the op profile's sums when the ranks share no step
+    except BaseException:  # an error or a signal here: the child goes with it
+        if share is not None:
+            share.stop(kill=True)
+        raise
     if share is not None:
         tables.update(_finish_share(share, trace, one, theirs, options))
         tables = {name: tables[name] for name, _ in ANALYSES if name in tables}  # in the analyses' order
@@ -302,8 +307,10 @@ def _finish_share(child, trace: RankTrace, one: TraceSet, theirs, options: Analy
     from ..timing import current, record
 
     with phase("wait for the forked analyses"):
-        child.wait([0, _TIMES])
-        child.stop(kill=False)
+        try:
+            child.wait([0, _TIMES])
+        finally:  # reaped, even when a signal ends the wait
+            child.stop(kill=False)
     if 0 not in child.messages:
         return _run_analyses(trace, one, theirs, options)
     tables, memo, phases = pickle.loads(child.messages[0])
