@@ -71,7 +71,7 @@ def analyze(source: str | Path | Mapping[int, str | Path], *, workers: int | Non
 
 def trace_jobs(source: str | Path | Mapping[int, str | Path]) -> list[RankJob]:
     """One :class:`RankJob` per rank file of ``source`` (a folder, a file, or {rank: path})."""
-    from ._io import uncompressed_size
+    from .load.files import uncompressed_size
     from .load import discover
 
     if isinstance(source, str) and "://" in source:

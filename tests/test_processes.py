@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from perfreport import _io
+from perfreport.storing import atomic as _io
 from perfreport.errors import PerfreportError
 from perfreport.running.executor import Executor, RankJob, guarded, local_workers
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from perfreport import _io
+from perfreport.storing import atomic as _io
 from perfreport.running import digest_cache
 from perfreport.config import Config, config_from_mapping
 from perfreport.errors import ConfigError

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from .. import __version__
-from .._io import atomic_write, checkpoint, clean_stale_temps, note_recovered, store_lock, temp_name
+from ..storing.atomic import atomic_write, checkpoint, clean_stale_temps, note_recovered, store_lock, temp_name
 from ..jsondoc import json_text
 from ..errors import BaselineError
 from ..model import TraceSet

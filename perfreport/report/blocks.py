@@ -79,7 +79,7 @@ def _column(spec) -> Column:
 
 def records(side: Side, name: str) -> list[dict]:
     """The rows of table ``name`` of a side's document (a list from report.json, or
-    :class:`perfreport._io.Records` fresh from the analyses); [] when absent or not a table."""
+    :class:`perfreport.jsondoc.Records` fresh from the analyses); [] when absent or not a table."""
     rows = side.doc.get(name)
     return [r for r in rows if isinstance(r, dict)] if isinstance(rows, (list, Records)) else []
 

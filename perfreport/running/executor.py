@@ -382,7 +382,7 @@ def _init_worker(parent_pid: int, started) -> None:
 def _tracked(i: int, task: Callable, job: RankJob, options: AnalysisOptions, **kwargs):
     """In a worker: note which process runs job ``i`` (to name it if it dies), then run it."""
     _started[i] = os.getpid()
-    from .._io import checkpoint
+    from ..storing.atomic import checkpoint
 
     checkpoint("worker.task")
     return guarded(task, job, options, **kwargs)
