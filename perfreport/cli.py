@@ -111,7 +111,7 @@ def run_arguments(p: argparse.ArgumentParser) -> None:
 def executor_of(args: argparse.Namespace, figures: Sequence[str] = ()):
     """The executor the run options name; with ``figures`` (report formats) that draw figures,
     the parent imports matplotlib while the ranks load in worker processes."""
-    from .executor import Executor
+    from .running.executor import Executor
 
     if args.scheduler and args.executor != "dask":
         raise PerfreportError("--scheduler is for --executor dask")
@@ -151,7 +151,7 @@ def compare_one(args: argparse.Namespace, labels: list[str], formats, renderer) 
         from .config import load_config
         from .outputs import early_figures, write_reports
         from .pipeline import compare, report_document
-        from .progress import make_progress
+        from .running.progress import make_progress
         from .report import build_report
 
     config = load_config(args.config)
@@ -231,7 +231,7 @@ def compare_setups(args: argparse.Namespace, labels: list[str], formats, rendere
     from .config import load_config
     from .outputs import write_reports
     from .pipeline import compare_many, report_document
-    from .progress import make_progress
+    from .running.progress import make_progress
     from .report import build_report
     from .report.setups import multi_document
 
@@ -275,7 +275,7 @@ def timings_hook(args: argparse.Namespace, documents: Sequence[dict], sides: Map
     """What :func:`perfreport.outputs.write_reports` runs once every format is rendered: the
     command's phases into ``documents`` (``timings``: the command's document and the report's
     plain copy, which report.json is written from)."""
-    from .executor import peak_rss
+    from .running.executor import peak_rss
     from .timing import current, timings_document
 
     def attach() -> None:
@@ -349,6 +349,10 @@ def _cut(text: str, width: int) -> str:
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
+    if args.executor == "local":  # first of all: a single rank loads while the rest is imported
+        from .load.head_start import begin_single
+
+        begin_single(args.trace_path)
     from .outputs import pdf_renderer
     from .report import parse_formats
 
@@ -365,7 +369,7 @@ def analyze_to(args: argparse.Namespace, formats, renderer) -> int:
     with phase("start: import pandas and the analyses"):
         from .outputs import write_reports
         from .pipeline import resolve_side, run_jobs, summary_document
-        from .progress import make_progress
+        from .running.progress import make_progress
         from .report import build_report
 
     no_junit = "junit" in formats and args.format not in (None, "all")  # asked for: say why there is none
@@ -437,7 +441,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler.setFormatter(OneLineFormatter("perfreport: %(levelname)s: %(message)s"))  # names escaped: one line
     logging.basicConfig(level=[logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)],
                         handlers=[handler])
-    from .lifecycle import Terminated, install_handlers
+    from .running.lifecycle import Terminated, install_handlers
 
     install_handlers()  # SIGTERM unwinds like Ctrl-C: workers stopped, temporaries removed
     from .timing import recording
@@ -462,5 +466,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
 
 
+def run() -> None:
+    """The console script and ``python -m perfreport``: :func:`main`, then the process ends
+    without tearing the interpreter down (:func:`perfreport.running.lifecycle.exit_now`). An exit that
+    argparse raises (``--help``, a usage error) and ``--debug``'s traceback take Python's way."""
+    code = main()
+    from .running.lifecycle import exit_now
+
+    exit_now(code)
+
+
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    run()

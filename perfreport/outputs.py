@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._io import atomic_files
+from .storing.atomic import atomic_files
 from .errors import PerfreportError
 from .report import FILENAMES, parse_formats, render
 from .report.model import Report
@@ -55,7 +55,7 @@ class PdfRenderer:
         parent = os.getpid()
         pid = os.fork()
         if pid == 0:  # the child: never returns
-            from .lifecycle import worker_init
+            from .running.lifecycle import worker_init
 
             worker_init(parent)  # dies with the parent, whatever kills it
             os.close(down_w)
@@ -219,7 +219,7 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 Content = str | bytes | Iterable[bytes]
-"""A file's content as :func:`perfreport._io.atomic_files` takes it (chunks: a JSON document)."""
+"""A file's content as :func:`perfreport.storing.atomic.atomic_files` takes it (chunks: a JSON document)."""
 
 
 def write_reports(report: Report, out_dir: str | Path, formats: Iterable[str] | str | None = None,
@@ -228,7 +228,7 @@ def write_reports(report: Report, out_dir: str | Path, formats: Iterable[str] | 
                   pdf_optional: bool = False, before_write: Callable[[], None] | None = None,
                   early: EarlyFigures | None = None) -> list[Path]:
     """:func:`perfreport.report.write_reports` (the report files and the ``extra`` files written as
-    one set, :func:`perfreport._io.atomic_files`) with the PDF laid out in a child process at the
+    one set, :func:`perfreport.storing.atomic.atomic_files`) with the PDF laid out in a child process at the
     same time as the other formats are rendered: ``renderer`` (started early by the command), or
     one forked here. ``ready`` holds formats already rendered. ``pdf_optional``: the PDF was a
     default, not asked for, so where WeasyPrint cannot load it is left out with a note on
@@ -323,7 +323,7 @@ def early_figures(formats: Iterable[str], pdf_appendix: bool = False
 
 def prefetch_figures() -> None:
     """Import what the figures are drawn with, on a thread while the ranks load elsewhere (see
-    :attr:`perfreport.executor.Executor.while_waiting`): a third of a second off the end."""
+    :attr:`perfreport.running.executor.Executor.while_waiting`): a third of a second off the end."""
     import perfreport.report.figures  # noqa: F401
 
 

@@ -1,4 +1,4 @@
-"""A rank's digest drops each shared view once its last reader is done (perfreport.digest.LAST_READER):
+"""A rank's digest drops each shared view once its last reader is done (perfreport.running.digest.LAST_READER):
 the same tables and summaries as keeping every view, no view computed twice, less memory held."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 
 import perfreport.model as model
-from perfreport import digest as digest_module
-from perfreport.digest import DIGEST_KEYS, GATE_READS, LAST_READER, AnalysisOptions, digest, memo_kind
+from perfreport.running import digest as digest_module
+from perfreport.running.digest import DIGEST_KEYS, GATE_READS, LAST_READER, AnalysisOptions, digest, memo_kind
 from perfreport.load import load
 
 from .conftest import DATA, TRACES
@@ -89,3 +89,54 @@ def _assert_same(a, b) -> None:
             _assert_same(x, y)
     else:
         assert a == b or (a != a and b != b)  # NaN equals NaN here
+
+
+@pytest.mark.parametrize("path", TRACE_FILES[1:], ids=lambda p: p.parent.name)
+def test_a_rank_shared_with_a_forked_child_digests_the_same(path, monkeypatch) -> None:
+    """With a spare core the analyses from SHARE_FROM on run in a forked child: the digest (its
+    tables, in order, and every view it carries) is the one made in one process."""
+    from perfreport.timing import recording
+
+    monkeypatch.setattr(digest_module, "SHARE_MIN_EVENTS", 0)  # small real traces: share them anyway
+    want = digest(_rank(path), AnalysisOptions())
+    with digest_module.spare_core(), recording() as timings:
+        got = digest(_rank(path), AnalysisOptions())
+    phases = {p["phase"]: p for p in timings.records()}
+    assert phases["forked analyses (child process)"]["wall_s"] > 0  # the child ran, and sent its share
+    assert phases[f"analysis:{digest_module.SHARE_FROM}"]["self_s"] == 0.0  # ...beside this process
+    assert list(got.tables) == list(want.tables)
+    for name in want.tables:
+        pd.testing.assert_frame_equal(got.tables[name], want.tables[name], check_exact=True)
+    assert got.memo.keys() == want.memo.keys()
+    for key, value in want.memo.items():
+        _assert_same(got.memo[key], value)
+
+
+def test_a_forked_child_that_fails_leaves_its_analyses_to_the_parent(monkeypatch) -> None:
+    import os
+
+    from perfreport.analyses import ANALYSES
+
+    path = TRACE_FILES[1]
+    monkeypatch.setattr(digest_module, "SHARE_MIN_EVENTS", 0)
+    want = digest(_rank(path), AnalysisOptions())
+    parent = os.getpid()
+    name, fn = next((n, f) for n, f in ANALYSES if n == digest_module.SHARE_FROM)
+
+    def fails_in_the_child(one):
+        if os.getpid() != parent:
+            raise RuntimeError("a bug that shows in the child only")
+        return fn(one)
+
+    monkeypatch.setattr("perfreport.analyses.ANALYSES",
+                        [(n, fails_in_the_child if n == name else f) for n, f in ANALYSES])
+    from perfreport.timing import recording
+
+    with digest_module.spare_core(), recording() as timings:
+        got = digest(_rank(path), AnalysisOptions())
+    phases = {p["phase"]: p for p in timings.records()}
+    assert "forked analyses (child process)" not in phases  # the child sent nothing...
+    assert phases[f"analysis:{name}"]["self_s"] > 0  # ...so this process ran its share itself
+    assert list(got.tables) == list(want.tables)
+    for table in want.tables:
+        pd.testing.assert_frame_equal(got.tables[table], want.tables[table], check_exact=True)

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from perfreport._io import atomic_files
+from perfreport.storing.atomic import atomic_files
 from perfreport.jsondoc import JsonChunks, Records, json_bytes, json_text, plain_document
 
 from .conftest import TRACES

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from perfreport import _io
+from perfreport.storing import atomic as _io
 from perfreport.errors import PerfreportError
-from perfreport.executor import Executor, RankJob, guarded, local_workers
+from perfreport.running.executor import Executor, RankJob, guarded, local_workers
 
 from .test_bad_corpus import run_cli
 from .test_baselines import tiny_trace
@@ -93,8 +93,8 @@ def test_an_interrupt_while_the_workers_start_stops_them(monkeypatch):
     """Ctrl-C or SIGTERM lands just after the ranks are handed to the workers (here: raised at
     that very point, where the parent starts its own work beside them): the workers are stopped
     at once, not left busy for the command's exit to wait on (seen under load: a hang)."""
-    import perfreport.executor as executor_module
-    from perfreport.digest import AnalysisOptions
+    import perfreport.running.executor as executor_module
+    from perfreport.running.digest import AnalysisOptions
 
     jobs = [RankJob("a", json_bytes=10), RankJob("b", json_bytes=10)]
     if local_workers(jobs, 2) < 2:
@@ -149,3 +149,30 @@ def test_unexpected_errors_in_a_worker_are_one_line_naming_the_file(exc, expect)
     with pytest.raises(PerfreportError, match=expect) as info:
         guarded(task, RankJob("/data/rank3.json"), None)
     assert str(info.value).startswith("/data/rank3.json: ") and "\n" not in str(info.value)
+
+
+def test_the_command_ends_without_teardown_but_with_everything_an_exit_owes(tmp_path):
+    """lifecycle.exit_now (the end of the console script and of ``python -m perfreport``) skips
+    the interpreter's teardown, not what an exit owes: a thread that is not a daemon finishes, the
+    atexit handlers run, buffered output is flushed, and the exit code is the command's."""
+    marker = tmp_path / "thread-finished"
+    program = (
+        "import atexit, sys, threading, time\n"
+        "from perfreport.running.lifecycle import exit_now\n"
+        f"threading.Thread(target=lambda: (time.sleep(0.2), open({str(marker)!r}, 'w').write('done'))).start()\n"
+        "atexit.register(lambda: print('atexit ran', end=''))\n"
+        "print('buffered,', end='')\n"
+        "sys.stderr.write('to stderr')\n"
+        "exit_now(3)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 3
+    assert result.stdout == "buffered,atexit ran" and result.stderr == "to stderr"
+    assert marker.read_text() == "done"
+
+
+def test_python_m_perfreport_keeps_its_exit_code_and_output(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "perfreport", "analyze", str(tmp_path / "missing"), "--out",
+                             str(tmp_path / "out")], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == f"perfreport: error: {tmp_path / 'missing'}: no such file or directory\n"

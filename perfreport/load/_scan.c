@@ -101,6 +101,25 @@ typedef struct {
     size_t len, cap;
 } Buf;
 
+/* The GIL. The "traceEvents" array is scanned with it released, so that other threads of the
+ * process run beside the scan: the checksum of the file, the imports of what comes after the
+ * load. Everything the scanner allocates comes from PyMem_Raw*, which needs no GIL; the few
+ * paths into the rest of the Python C API under the scan (setting an error, numbers in rare
+ * spellings that Python itself converts) take the GIL back for their duration. GIL_ENTER /
+ * GIL_LEAVE bracket such a path; PyGILState_Ensure works whether or not this thread holds the
+ * GIL at that point (scan() and the top-level members run with it held). */
+#define GIL_ENTER PyGILState_STATE gil_state_ = PyGILState_Ensure()
+#define GIL_LEAVE PyGILState_Release(gil_state_)
+
+/* Set MemoryError (taking the GIL for it); returns -1 for ``return no_memory();``. */
+static int no_memory(void)
+{
+    GIL_ENTER;
+    PyErr_NoMemory();
+    GIL_LEAVE;
+    return -1;
+}
+
 /* Grow ``b`` so that ``need`` more bytes fit (capacity doubles): the rare, out-of-line half
  * of buf_reserve. -1 with MemoryError set on failure. */
 static int buf_grow(Buf *b, size_t need)
@@ -108,14 +127,14 @@ static int buf_grow(Buf *b, size_t need)
     size_t cap = b->cap ? b->cap : 256;
     while (cap - b->len < need) {
         if (cap > SIZE_MAX / 2) {
-            PyErr_NoMemory();
+            no_memory();
             return -1;
         }
         cap *= 2;
     }
-    char *data = PyMem_Realloc(b->data, cap);
+    char *data = PyMem_RawRealloc(b->data, cap);
     if (!data) {
-        PyErr_NoMemory();
+        no_memory();
         return -1;
     }
     b->data = data;
@@ -148,7 +167,7 @@ static inline int buf_put_i32(Buf *b, int32_t v) { return buf_append(b, &v, size
 
 static void buf_free(Buf *b)
 {
-    PyMem_Free(b->data);
+    PyMem_RawFree(b->data);
     b->data = NULL;
     b->len = b->cap = 0;
 }
@@ -278,9 +297,9 @@ typedef struct {
 static int interner_init(Interner *I)
 {
     I->nslots = 1024;
-    I->slots = PyMem_Malloc(I->nslots * sizeof *I->slots);
+    I->slots = PyMem_RawMalloc(I->nslots * sizeof *I->slots);
     if (!I->slots) {
-        PyErr_NoMemory();
+        no_memory();
         return -1;
     }
     memset(I->slots, 0xFF, I->nslots * sizeof *I->slots);
@@ -290,8 +309,8 @@ static int interner_init(Interner *I)
 static void interner_free(Interner *I)
 {
     buf_free(&I->text);
-    PyMem_Free(I->entries);
-    PyMem_Free(I->slots);
+    PyMem_RawFree(I->entries);
+    PyMem_RawFree(I->slots);
     I->entries = NULL;
     I->slots = NULL;
 }
@@ -300,9 +319,9 @@ static void interner_free(Interner *I)
 static int interner_rehash(Interner *I)
 {
     size_t nslots = I->nslots * 2;
-    int32_t *slots = PyMem_Malloc(nslots * sizeof *slots);
+    int32_t *slots = PyMem_RawMalloc(nslots * sizeof *slots);
     if (!slots) {
-        PyErr_NoMemory();
+        no_memory();
         return -1;
     }
     memset(slots, 0xFF, nslots * sizeof *slots);
@@ -312,7 +331,7 @@ static int interner_rehash(Interner *I)
             i = (i + 1) & (nslots - 1);
         slots[i] = (int32_t)code;
     }
-    PyMem_Free(I->slots);
+    PyMem_RawFree(I->slots);
     I->slots = slots;
     I->nslots = nslots;
     return 0;
@@ -329,7 +348,9 @@ static int32_t intern(Interner *I, const char *s, size_t n)
             return code;
     }
     if (I->n >= INT32_MAX) {
+        GIL_ENTER;
         PyErr_SetString(PyExc_OverflowError, "more than 2**31 distinct strings");
+        GIL_LEAVE;
         return -1;
     }
     if ((I->n + 1) * 2 > I->nslots) {
@@ -341,9 +362,9 @@ static int32_t intern(Interner *I, const char *s, size_t n)
     }
     if (I->n == I->cap) {
         size_t cap = I->cap ? I->cap * 2 : 1024;
-        InternEntry *entries = PyMem_Realloc(I->entries, cap * sizeof *entries);
+        InternEntry *entries = PyMem_RawRealloc(I->entries, cap * sizeof *entries);
         if (!entries) {
-            PyErr_NoMemory();
+            no_memory();
             return -1;
         }
         I->entries = entries;
@@ -396,8 +417,8 @@ typedef struct {
 
 static void fieldmap_free(FieldMap *m)
 {
-    PyMem_Free(m->fields);
-    PyMem_Free(m->slots);
+    PyMem_RawFree(m->fields);
+    PyMem_RawFree(m->slots);
     m->fields = NULL;
     m->slots = NULL;
 }
@@ -431,10 +452,10 @@ static int fieldmap_init(FieldMap *m, PyObject *spec, const char *what)
         nslots *= 2;
     m->n = n;
     m->mask = nslots - 1;
-    m->fields = PyMem_Calloc(n ? (size_t)n : 1, sizeof *m->fields);
-    m->slots = PyMem_Malloc(nslots * sizeof *m->slots);
+    m->fields = PyMem_RawCalloc(n ? (size_t)n : 1, sizeof *m->fields);
+    m->slots = PyMem_RawMalloc(nslots * sizeof *m->slots);
     if (!m->fields || !m->slots) {
-        PyErr_NoMemory();
+        no_memory();
         goto fail;
     }
     memset(m->slots, 0xFF, nslots * sizeof *m->slots);
@@ -575,8 +596,10 @@ static void release_scanned(Scan *S, const char *p)
 /* Raise ValueError for malformed JSON at ``at``; returns NULL so parsers can ``return`` it. */
 static const char *syntax_error(Scan *S, const char *at, const char *msg)
 {
+    GIL_ENTER;
     if (!PyErr_Occurred())
         PyErr_Format(PyExc_ValueError, "%s at byte %zd: %s", S->what, (Py_ssize_t)(at - S->base), msg);
+    GIL_LEAVE;
     return NULL;
 }
 
@@ -586,14 +609,14 @@ static int scan_init(Scan *S, PyObject *top_spec, PyObject *arg_spec)
         fieldmap_init(&S->arg, arg_spec, "arg_fields") < 0 || interner_init(&S->strings) < 0)
         return -1;
     size_t nt = (size_t)S->top.n + 1, na = (size_t)S->arg.n + 1; /* +1: never calloc(0) */
-    S->top_cols = PyMem_Calloc(nt, sizeof(Buf));
-    S->arg_rows = PyMem_Calloc(na, sizeof(Buf));
-    S->arg_vals = PyMem_Calloc(na, sizeof(Buf));
-    S->top_span = PyMem_Calloc(nt, sizeof(Span));
-    S->arg_span = PyMem_Calloc(na, sizeof(Span));
-    S->touched = PyMem_Calloc(na, sizeof(int16_t));
+    S->top_cols = PyMem_RawCalloc(nt, sizeof(Buf));
+    S->arg_rows = PyMem_RawCalloc(na, sizeof(Buf));
+    S->arg_vals = PyMem_RawCalloc(na, sizeof(Buf));
+    S->top_span = PyMem_RawCalloc(nt, sizeof(Span));
+    S->arg_span = PyMem_RawCalloc(na, sizeof(Span));
+    S->touched = PyMem_RawCalloc(na, sizeof(int16_t));
     if (!S->top_cols || !S->arg_rows || !S->arg_vals || !S->top_span || !S->arg_span || !S->touched) {
-        PyErr_NoMemory();
+        no_memory();
         return -1;
     }
     return 0;
@@ -610,12 +633,12 @@ static void scan_free(Scan *S)
     if (S->arg_vals)
         for (Py_ssize_t k = 0; k < S->arg.n; k++)
             buf_free(&S->arg_vals[k]);
-    PyMem_Free(S->top_cols);
-    PyMem_Free(S->arg_rows);
-    PyMem_Free(S->arg_vals);
-    PyMem_Free(S->top_span);
-    PyMem_Free(S->arg_span);
-    PyMem_Free(S->touched);
+    PyMem_RawFree(S->top_cols);
+    PyMem_RawFree(S->arg_rows);
+    PyMem_RawFree(S->arg_vals);
+    PyMem_RawFree(S->top_span);
+    PyMem_RawFree(S->arg_span);
+    PyMem_RawFree(S->touched);
     fieldmap_free(&S->top);
     fieldmap_free(&S->arg);
     interner_free(&S->strings);
@@ -1126,16 +1149,17 @@ slow:;
     /* PyOS_string_to_double wants a NUL-terminated string */
     char small[64], *tmp = small;
     size_t n = (size_t)(q - p);
-    if (n >= sizeof small && !(tmp = PyMem_Malloc(n + 1))) {
-        PyErr_NoMemory();
-        return -1;
-    }
+    if (n >= sizeof small && !(tmp = PyMem_RawMalloc(n + 1)))
+        return no_memory();
     memcpy(tmp, p, n);
     tmp[n] = '\0';
+    GIL_ENTER;
     double d = PyOS_string_to_double(tmp, NULL, NULL); /* overflow gives +-inf, as float() */
+    int failed = d == -1.0 && PyErr_Occurred();
+    GIL_LEAVE;
     if (tmp != small)
-        PyMem_Free(tmp);
-    if (d == -1.0 && PyErr_Occurred())
+        PyMem_RawFree(tmp);
+    if (failed)
         return -1;
     *out = d;
     return 0;
@@ -1407,7 +1431,10 @@ static int text_to_float(const char *s, size_t n, double *out)
         *out = ascii_special_float(s, n);
         return 0;
     }
-    return py_text_to_float(s, n, out);
+    GIL_ENTER;
+    int rc = py_text_to_float(s, n, out);
+    GIL_LEAVE;
+    return rc;
 }
 
 /* Kind 'i' of a decoded JSON string s[0:n]. */
@@ -1435,7 +1462,10 @@ static int text_to_int(const char *s, size_t n, int64_t *out)
         *out = INT_MISSING; /* at best inf or nan, which are not integers */
         return 0;
     }
-    return py_text_to_int(s, n, out);
+    GIL_ENTER;
+    int rc = py_text_to_int(s, n, out);
+    GIL_LEAVE;
+    return rc;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -1574,11 +1604,14 @@ static int number_to_ns(const char *p, const char *q, int64_t *out)
 {
     if (decimal_text_to_ns(p, q, out))
         return 0;
+    int rc = -1;
+    GIL_ENTER;
     PyObject *t = PyUnicode_FromStringAndSize(p, q - p);
-    if (!t)
-        return -1;
-    int rc = py_decimal_to_ns(t, out);
-    Py_DECREF(t);
+    if (t) {
+        rc = py_decimal_to_ns(t, out);
+        Py_DECREF(t);
+    }
+    GIL_LEAVE;
     return rc;
 }
 
@@ -1633,7 +1666,10 @@ static int text_to_ns(const char *s, size_t n, int64_t *out)
         *out = INT_MISSING; /* at best infinity or nan */
         return 0;
     }
-    return py_text_to_ns(s, n, out);
+    GIL_ENTER;
+    int rc = py_text_to_ns(s, n, out);
+    GIL_LEAVE;
+    return rc;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -1962,8 +1998,11 @@ static void reserve_values(Buf *b, double count, size_t size)
 {
     if (count < 1 || count * (double)size > (double)(SIZE_MAX / 4))
         return;
-    if (buf_reserve(b, (size_t)count * size) < 0)
+    if (buf_reserve(b, (size_t)count * size) < 0) {
+        GIL_ENTER;
         PyErr_Clear(); /* only a hint: the columns still grow by doubling */
+        GIL_LEAVE;
+    }
 }
 
 /* Size every column for the whole events array, extrapolated from the first events: the bytes
@@ -2018,7 +2057,10 @@ static int parse_document(Scan *S)
         syntax_error(S, p, "expected '[' (the traceEvents array)");
         return -1;
     }
-    if (!(p = parse_events(S, p)))
+    Py_BEGIN_ALLOW_THREADS
+    p = parse_events(S, p);
+    Py_END_ALLOW_THREADS
+    if (!p)
         return -1;
     p = skip_ws(p, end);
     if (p != end) {
@@ -2078,7 +2120,9 @@ static int parse_trace_document(Scan *S, PyObject *members)
                     scan_reset(S); /* the last duplicate wins, as in a dict */
                 if (S->released < p)
                     S->released = p; /* pages are handed back from the array on (release_scanned) */
+                Py_BEGIN_ALLOW_THREADS
                 p = parse_events(S, p);
+                Py_END_ALLOW_THREADS
                 scanned = 1;
             } else {
                 p = skip_value(S, p, 1, NULL);
@@ -2125,7 +2169,7 @@ static char column_empty[1];
 
 static void column_dealloc(PyObject *self)
 {
-    PyMem_Free(((Column *)self)->data);
+    PyMem_RawFree(((Column *)self)->data);
     Py_TYPE(self)->tp_free(self);
 }
 
@@ -2159,10 +2203,10 @@ static PyObject *column_from_buf(Buf *b)
         return NULL;
     char *data = b->data;
     if (data && b->len == 0) {
-        PyMem_Free(data);
+        PyMem_RawFree(data);
         data = NULL;
     } else if (data && b->len < b->cap) {
-        char *trimmed = PyMem_Realloc(data, b->len); /* shrinking: in place, no copy */
+        char *trimmed = PyMem_RawRealloc(data, b->len); /* shrinking: in place, no copy */
         if (trimmed)
             data = trimmed;
     }

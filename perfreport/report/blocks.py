@@ -81,7 +81,7 @@ def _column(spec) -> Column:
 
 def records(side: Side, name: str) -> list[dict]:
     """The rows of table ``name`` of a side's document (a list from report.json, or
-    :class:`perfreport._io.Records` fresh from the analyses); [] when absent or not a table.
+    :class:`perfreport.jsondoc.Records` fresh from the analyses); [] when absent or not a table.
     Inside :func:`rows_kept` a Records table is made into rows once and its rows are shared by
     every reader (read-only, as Records rows are)."""
     rows = side.doc.get(name)

@@ -75,3 +75,30 @@ def signal_name(code: int) -> str:
 
 
 __all__ = ["Terminated", "install_handlers", "die_with_parent", "worker_init", "signal_name"]
+
+
+def exit_now(code: int) -> None:
+    """End the command's process with ``code`` without tearing the interpreter down.
+
+    Python's own exit frees every object and module one by one: with numpy, pandas and the
+    report stack loaded that takes ~0.1 s (measured on the 2-core VM: 0.10-0.13 s between the
+    command's last line and the process's end, 0.02 s for a bare interpreter), 7 % of a 200 MB
+    ``analyze``. Nothing of it is needed: the command has written its files (atomically) and
+    reaped its workers. What an exit must still do is done here, in Python's order: threads that
+    are not daemons are joined, the ``atexit`` handlers run (logging's flush, any library's
+    clean-up), and stdout / stderr are flushed; then the process ends. The console script and
+    ``python -m perfreport`` end this way; :func:`perfreport.cli.main`, called in a program or a
+    test, returns as before."""
+    import atexit
+    import threading
+
+    for thread in threading.enumerate():
+        if thread is not threading.main_thread() and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe: Python's exit would not report it either
+            pass
+    os._exit(code)

@@ -6,7 +6,7 @@ summaries the cross-rank analyses start from (step spans, collective calls, per-
 communication kernels, downsampled series, ...). Never an event table: a digest is kilobytes to
 a few MB however big the trace, so the parent never holds a trace, only these summaries.
 
-The parent (:class:`perfreport.assemble.Assembler`, folding each digest in as it arrives)
+The parent (:class:`perfreport.running.assemble.Assembler`, folding each digest in as it arrives)
 then rebuilds a :class:`~perfreport.model.TraceSet` of :class:`DigestTrace` stand-ins
 (metadata plus those memoised summaries, no event columns) and runs the cross-rank analyses
 (stragglers, collective matching and skew, kernel spread over ranks, op profile, the gate's
@@ -18,15 +18,17 @@ reaches past them fails loudly (:class:`DigestError`), never silently.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from .model import RankTrace, TraceMeta, TraceSet
-from .timing import phase
+from ..model import RankTrace, TraceMeta, TraceSet
+from ..timing import phase
 
 CROSS_RANK = frozenset({
     "step_metrics", "kernel_rank_distribution", "collectives", "collective_skew", "straggler_evidence",
@@ -165,7 +167,7 @@ class DigestTrace:
             value = self._memo[key]
         except KeyError:
             raise DigestError(f"rank {self.rank}: the digest has no {key!r} (a cross-rank analysis reads past the "
-                              "per-rank summaries; add it to perfreport.digest.DIGEST_KEYS)") from None
+                              "per-rank summaries; add it to perfreport.running.digest.DIGEST_KEYS)") from None
         return value.thaw() if isinstance(value, FrozenFrame) else value
 
     def span_us(self) -> tuple[float, float]:
@@ -183,43 +185,144 @@ def _never():  # pragma: no cover - DigestTrace.memo raises before calling it
     raise AssertionError
 
 
+SHARE_FROM = "launch_stats"
+"""With a spare core, a single rank's analyses from this one on (in :data:`ANALYSES` order) run in a
+forked child while this process runs those before it. The two halves cost about the same: on a
+200 MB rank, 0.27 and 0.29 CPU seconds, against 0.48 for all of them in one process (views both
+halves read are made in both)."""
+SHARE_MIN_EVENTS = 200_000
+"""Below this many events a fork (~10 ms) and the child's results' pickling cost more than the half
+they save."""
+_spare_core: ContextVar[bool] = ContextVar("perfreport_spare_core", default=False)
+
+
+@contextmanager
+def spare_core(spare: bool = True) -> Iterator[None]:
+    """Within the block, :func:`digest` may share a rank's analyses with a forked child: the rank
+    runs in the command's own process and no other rank runs beside it (the executor knows)."""
+    token = _spare_core.set(spare)
+    try:
+        yield
+    finally:
+        _spare_core.reset(token)
+
+
 def digest(trace: RankTrace, options: AnalysisOptions = AnalysisOptions(), *, sha256: str | None = None,
            load_s: float = 0.0) -> RankDigest:
     """Analyse one loaded rank alone and keep what the parent needs (see the module doc)."""
-    from .analyses import ANALYSES
-    from .analyses.diff import _rank_pairs
-    from .analyses.memory import memory_note
-    from .analyses.series import time_series
+    from ..analyses import ANALYSES
+    from ..analyses.diff import _rank_pairs
+    from ..analyses.memory import memory_note
+    from ..analyses.series import time_series
 
     t0 = time.perf_counter()
     one = TraceSet(ranks={trace.rank: trace}, source=trace.meta.path)
+    mine, theirs = list(ANALYSES), []
+    share = _start_share(trace, one, ANALYSES, options)
+    if share is not None:
+        split = [name for name, _ in ANALYSES].index(SHARE_FROM)
+        mine, theirs = mine[:split], mine[split:]
+    try:
+        tables = _run_analyses(trace, one, mine, options)
+        with phase("analysis:series"):
+            time_series(one)
+        _forget_after(trace, "series", options)
+        with phase("analysis:memory_note"):
+            memory_note(one)
+        _forget_after(trace, "memory_note", options)
+        trace.span_us()
+        trace.step_numbers()
+        with phase("analysis:op_profile_sums"):
+            _rank_pairs(trace, np.empty(0, dtype=np.int64), False)  # the op profile's sums when the ranks share no step
+    except BaseException:  # an error or a signal here: the child goes with it
+        if share is not None:
+            share.stop(kill=True)
+        raise
+    if share is not None:
+        tables.update(_finish_share(share, trace, one, theirs, options))
+        tables = {name: tables[name] for name, _ in ANALYSES if name in tables}  # in the analyses' order
+    if options.gate:
+        from ..analyses.efficiency.op_efficiency import op_efficiency_steps
+
+        with phase("gate inputs"):
+            op_efficiency_steps(trace)  # the gate's achieved-throughput samples
+            _precompute_gate(one, options)
+    return RankDigest(meta=trace.meta, tables=tables, memo=_digest_memo(trace, options), sha256=sha256,
+                      n_events=trace.n_events, load_s=load_s, analyze_s=time.perf_counter() - t0)
+
+
+def _run_analyses(trace: RankTrace, one: TraceSet, analyses, options: AnalysisOptions) -> dict[str, pd.DataFrame]:
+    """The per-rank tables of ``analyses`` (a cross-rank one runs for its memoised per-rank parts)."""
     tables = {}
-    for name, fn in ANALYSES:  # a cross-rank one runs for its memoised per-rank parts
+    for name, fn in analyses:
         with phase(f"analysis:{name}"):
             table = fn(one)
         if name not in CROSS_RANK:
             tables[name] = table
         _forget_after(trace, name, options)
-    with phase("analysis:series"):
-        time_series(one)
-    _forget_after(trace, "series", options)
-    with phase("analysis:memory_note"):
-        memory_note(one)
-    _forget_after(trace, "memory_note", options)
-    trace.span_us()
-    trace.step_numbers()
-    with phase("analysis:op_profile_sums"):
-        _rank_pairs(trace, np.empty(0, dtype=np.int64), False)  # the op profile's sums when the ranks share no step
-    if options.gate:
-        from .analyses.efficiency.op_efficiency import op_efficiency_steps
+    return tables
 
-        with phase("gate inputs"):
-            op_efficiency_steps(trace)  # the gate's achieved-throughput samples
-            _precompute_gate(one, options)
-    memo = {k: v for k, v in trace._memo.items()
+
+def _digest_memo(trace: RankTrace, options: AnalysisOptions) -> dict[Hashable, Any]:
+    """The memoised per-rank views a digest carries (:data:`DIGEST_KEYS`)."""
+    return {k: v for k, v in trace._memo.items()
             if memo_kind(k) in DIGEST_KEYS and (options.gate or memo_kind(k) not in GATE_ONLY_KEYS)}
-    return RankDigest(meta=trace.meta, tables=tables, memo=memo, sha256=sha256, n_events=trace.n_events,
-                      load_s=load_s, analyze_s=time.perf_counter() - t0)
+
+
+def _start_share(trace: RankTrace, one: TraceSet, analyses, options: AnalysisOptions):
+    """A forked child running the analyses from :data:`SHARE_FROM` on, when a core is spare
+    (:func:`spare_core`), the rank is big enough and this system forks; else None. The gate's
+    inputs (a compare's ranks run in workers, never here) are not shared."""
+    import os
+
+    from .forked import Child
+
+    if not _spare_core.get() or options.gate or trace.n_events < SHARE_MIN_EVENTS or not hasattr(os, "fork"):
+        return None
+    split = [name for name, _ in analyses].index(SHARE_FROM)
+    theirs = list(analyses)[split:]
+
+    def work(send) -> None:
+        import pickle
+
+        from ..timing import recording
+
+        with recording() as timings:
+            tables = _run_analyses(trace, one, theirs, options)
+        send(0, pickle.dumps((tables, _digest_memo(trace, options), timings.records()), pickle.HIGHEST_PROTOCOL))
+
+    try:
+        return Child(work)
+    except OSError:  # no fork (memory, process limits): all of them here
+        return None
+
+
+def _finish_share(child, trace: RankTrace, one: TraceSet, theirs, options: AnalysisOptions) -> dict[str, pd.DataFrame]:
+    """The child's tables, its views added to the rank's (for the digest) and its phases to this
+    task's recording, as phases that ran beside this one (no self time). A child that failed or
+    died leaves its analyses to this process, which runs them itself (and meets their error)."""
+    import pickle
+
+    from .forked import _TIMES
+    from ..timing import current, record
+
+    with phase("wait for the forked analyses"):
+        try:
+            child.wait([0, _TIMES])
+        finally:  # reaped, even when a signal ends the wait
+            child.stop(kill=False)
+    if 0 not in child.messages:
+        return _run_analyses(trace, one, theirs, options)
+    tables, memo, phases = pickle.loads(child.messages[0])
+    for key, value in memo.items():
+        trace._memo.setdefault(key, value)
+    timings = current()
+    if timings is not None:
+        for p in phases:
+            timings.add(p["phase"], p["wall_s"], p["cpu_s"], self_s=0.0, calls=p["calls"])
+    if child.times:
+        record("forked analyses (child process)", *child.times)
+    return tables
 
 
 def _forget_after(trace: RankTrace, step: str, options: AnalysisOptions) -> None:
@@ -233,10 +336,10 @@ def _forget_after(trace: RankTrace, step: str, options: AnalysisOptions) -> None
 
 def _precompute_gate(one: TraceSet, options: AnalysisOptions) -> None:
     """The per-rank parts of the gate's inputs and of the explanation, with the run's settings."""
-    from .analyses.attribution import step_parts
-    from .analyses.invocations import rank_invocations
-    from .analyses.diff import _rank_pairs, op_steps
-    from .analyses.step_metrics import step_metrics
+    from ..analyses.attribution import step_parts
+    from ..analyses.invocations import rank_invocations
+    from ..analyses.diff import _rank_pairs, op_steps
+    from ..analyses.step_metrics import step_metrics
 
     trace = next(iter(one))
     kwargs = {k: v for k, v in (("launch_delay_cutoff_us", options.launch_delay_cutoff_us),

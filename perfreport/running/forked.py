@@ -1,0 +1,134 @@
+"""Work in forked children: a child runs a function and streams its results back through a pipe.
+
+The report's figures (:mod:`perfreport.drawing`) and a single rank's analyses
+(:func:`perfreport.running.digest.digest` with a spare core) are shared with children this way: a fork
+shares everything the parent has (nothing is pickled on the way in), the child sends back
+bytes. A child dies with its parent and ignores Ctrl-C (:func:`perfreport.running.lifecycle.worker_init`);
+one that fails exits 1 without a word, leaving its work to the parent, which does it itself
+(and meets the error itself).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+_TIMES = 0xFFFFFFFF
+"""The index of a child's last message: its wall and CPU seconds."""
+
+
+def cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+class Child:
+    """A forked child running ``work(send)``: ``send(index, data)`` streams one message back
+    (index: 4 bytes, length: 8 bytes, the data), and a reader thread here collects them in
+    :attr:`messages`. After ``work`` the child sends its wall and CPU seconds (:attr:`times`)."""
+
+    def __init__(self, work: Callable[[Callable[[int, bytes], None]], None]) -> None:
+        self.messages: dict[int, bytes] = {}
+        self.times: tuple[float, ...] = ()
+        self.done = threading.Event()  # the child's pipe closed: it has sent all it will
+        self.arrived = threading.Condition()
+        self.pid = -1
+        read_fd, write_fd = os.pipe()
+        parent = os.getpid()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        try:
+            pid = os.fork()
+        except OSError:
+            os.close(read_fd)
+            os.close(write_fd)
+            raise
+        if pid == 0:  # the child: never returns
+            os.close(read_fd)
+            _child(parent, work, write_fd)
+        os.close(write_fd)
+        self.pid = pid
+        self._thread = threading.Thread(target=self._read, args=(read_fd,), name="perfreport-child", daemon=True)
+        self._thread.start()
+
+    def _read(self, fd: int) -> None:
+        try:
+            with os.fdopen(fd, "rb") as f:
+                while True:
+                    head = f.read(12)
+                    if len(head) < 12:
+                        return
+                    index, size = int.from_bytes(head[:4], "little"), int.from_bytes(head[4:], "little")
+                    body = f.read(size)
+                    if len(body) < size:
+                        return
+                    if index == _TIMES:
+                        self.times = tuple(float(x) for x in body.decode().split())
+                    with self.arrived:
+                        self.messages[index] = body
+                        self.arrived.notify_all()
+        except (OSError, ValueError):
+            return
+        finally:
+            with self.arrived:
+                self.done.set()
+                self.arrived.notify_all()
+
+    def wait(self, indices: Sequence[int], timeout: float | None = None) -> None:
+        """Until the child has sent each of ``indices`` or stopped sending (or ``timeout`` seconds
+        have passed)."""
+        deadline = None if timeout is None else time.perf_counter() + timeout
+        with self.arrived:
+            while not self.done.is_set() and any(i not in self.messages for i in indices):
+                left = None if deadline is None else deadline - time.perf_counter()
+                if left is not None and left <= 0:
+                    return
+                self.arrived.wait(left)
+
+    def stop(self, kill: bool) -> None:
+        """Reap the child (killed first with ``kill``, or when it is still drawing)."""
+        if self.pid <= 0:
+            return
+        pid, self.pid = self.pid, -1
+        if kill or not self.done.is_set():
+            import signal
+
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        os.waitpid(pid, 0)
+        self._thread.join()
+
+
+def _child(parent: int, work: Callable[[Callable[[int, bytes], None]], None], fd: int) -> None:
+    """In the forked child: run ``work``; exit 1 at the first failure (the parent does what was
+    not sent, and meets the error itself)."""
+    code = 0
+    try:
+        from .lifecycle import worker_init
+
+        worker_init(parent)
+        wall0, cpu0 = time.perf_counter(), time.process_time()
+        work(lambda index, data: _send(fd, index, data))
+        _send(fd, _TIMES, f"{time.perf_counter() - wall0} {time.process_time() - cpu0}".encode())
+    except BaseException:  # noqa: BLE001 - a child never returns into the parent's code
+        code = 1
+    finally:
+        os._exit(code)
+
+
+def _send(fd: int, index: int, data: bytes) -> None:
+    _write_all(fd, index.to_bytes(4, "little") + len(data).to_bytes(8, "little") + data)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]

@@ -1,0 +1,140 @@
+"""The head start of a single-rank analyze (perfreport.load.head_start) and the scanner's GIL
+release it relies on: the same analysis as without it, dropped when the task wants something
+else, errors raised where the task's own load raises them."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from perfreport.errors import TraceError
+from perfreport.limits import current as current_limits
+from perfreport.load import head_start
+from perfreport.load.discover import discover
+from perfreport.timing import recording
+
+from .conftest import DATA, cli_in_process
+
+RANK = DATA / "recorded" / "repeat_base" / "run1"
+
+
+def _rank_file(folder: Path = RANK):
+    (rank_file,) = discover(folder)
+    return rank_file
+
+
+def _analysis(folder: Path, out: Path, head: bool) -> dict:
+    """report.json of ``analyze`` on ``folder``, with the head start or (patched off) without."""
+    with pytest.MonkeyPatch.context() as patch:
+        if not head:
+            patch.setattr(head_start, "begin_single", lambda source: None)
+        result = cli_in_process(["analyze", folder, "--out", out, "--format", "json", "-q"])
+    assert result.returncode == 0, result.stderr
+    document = json.loads((out / "report.json").read_text())
+    phases = {p["phase"] for p in document["timings"]["rank_phases"]}
+    assert ("wait for the head start" in phases) == head  # the head start was claimed, or there was none
+    for key in ("timings", "timings_s", "created_utc", "command"):
+        document.pop(key, None)
+    return document
+
+
+def test_a_head_started_analysis_is_the_analysis_without_one(tmp_path):
+    with_head = _analysis(RANK, tmp_path / "a", head=True)
+    without = _analysis(RANK, tmp_path / "b", head=False)
+    assert with_head == without
+    assert with_head["ranks"][0]["file"].endswith(".json.gz") and len(with_head["kernel_metrics"]) > 10
+
+
+def test_the_task_claims_the_head_start_and_records_its_phases():
+    rank_file = _rank_file()
+    head_start.begin(rank_file)
+    with recording() as timings:
+        claimed = head_start.claim(rank_file, current_limits())
+    assert claimed is not None
+    trace, sha, began = claimed
+    own, own_sha = head_start.load_hashed(rank_file, current_limits())
+    assert sha == own_sha and len(sha) == 64
+    assert trace.meta.rank == own.meta.rank and len(trace.ts) == len(own.ts) > 1000
+    assert began <= time.perf_counter()
+    phases = {p["phase"]: p for p in timings.records()}
+    assert {"scan", "decode", "wait for the head start", "checksum (own thread)"} <= set(phases)
+    assert phases["scan"]["calls"] == 1
+    assert head_start.claim(rank_file, current_limits()) is None  # claimed once: nothing pending
+
+
+def test_a_head_start_for_another_file_or_other_limits_is_dropped(tmp_path):
+    rank_file = _rank_file()
+    head_start.begin(rank_file)
+    other = _rank_file(DATA / "recorded" / "repeat_base" / "run2")
+    assert head_start.claim(other, current_limits()) is None
+    head_start.begin(rank_file)
+    stricter = dataclasses.replace(current_limits(), max_events=10)
+    assert stricter != current_limits()
+    assert head_start.claim(rank_file, stricter) is None
+
+
+def test_a_file_changed_after_the_head_start_is_loaded_again(tmp_path):
+    folder = tmp_path / "job"
+    shutil.copytree(RANK, folder)
+    rank_file = _rank_file(folder)
+    head_start.begin(rank_file)
+    time.sleep(0.01)
+    stat = rank_file.path.stat()
+    os.utime(rank_file.path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    assert head_start.claim(rank_file, current_limits()) is None
+
+
+def test_the_head_starts_load_error_is_raised_by_the_claim(tmp_path):
+    bad = tmp_path / "rank0.json"
+    bad.write_text('{"traceEvents": [{"ph": "X", "ts": 1, "dur": 2,}]}')
+    rank_file = _rank_file(tmp_path)
+    with pytest.raises(TraceError) as own:
+        head_start.load_hashed(rank_file, current_limits())
+    head_start.begin(rank_file)
+    with pytest.raises(TraceError) as claimed:
+        head_start.claim(rank_file, current_limits())
+    assert str(claimed.value) == str(own.value) and str(bad) in str(claimed.value)
+    result = cli_in_process(["analyze", tmp_path, "--out", tmp_path / "out", "--format", "json"])
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and str(bad) in result.stderr and "Traceback" not in result.stderr
+
+
+def test_the_scanner_lets_other_threads_run_while_it_scans():
+    """The head start is worth something only if the scan releases the GIL: while this thread is
+    inside the scanner's C call, a Python thread keeps running. Held for the whole call, the GIL
+    would stop that thread for the call's full length: the longest gap between its samples would
+    be at least the call's duration."""
+    from perfreport.load import _scan
+    from perfreport.load.fields import ARG_FIELDS, TOP_FIELDS
+
+    event = b'{"ph": "X", "cat": "kernel", "name": "void gemm_kernel<float>(float*)", "pid": 0, "tid": 7, ' \
+            b'"ts": 1234567.125, "dur": 12.5, "args": {"correlation": 42, "stream": 7, "device": 0}}'
+    document = b'{"traceEvents": [' + b", ".join([event] * 300_000) + b"]}"  # ~50 MB: a ~60 ms scan
+    samples: list[float] = []
+    stop = threading.Event()
+
+    def sample():
+        while not stop.is_set():
+            samples.append(time.perf_counter())
+
+    thread = threading.Thread(target=sample)
+    thread.start()
+    try:
+        time.sleep(0.01)
+        t0 = time.perf_counter()
+        n_events = _scan.scan_document(document, TOP_FIELDS, ARG_FIELDS)[0]
+        t1 = time.perf_counter()
+    finally:
+        stop.set()
+        thread.join()
+    assert n_events == 300_000
+    inside = [t0] + [s for s in samples if t0 < s < t1] + [t1]
+    longest = max(b - a for a, b in zip(inside, inside[1:]))
+    assert longest < 0.5 * (t1 - t0), f"the other thread stopped for {1000 * longest:.0f} ms of a {1000 * (t1 - t0):.0f} ms scan"
