@@ -339,12 +339,13 @@ def _analysis_sections(baseline, candidate) -> list:
     makes them from each side's summary document (run in the early child)."""
     from .jsondoc import plain_document
     from .pipeline import summary_document
-    from .report.blocks import Side
+    from .report.blocks import Side, rows_kept
     from .report.comparison import SIDES
     from .report.sections import analysis_sections
 
     analyses = dict(zip(SIDES, (baseline, candidate)))
-    return analysis_sections([Side(label, plain_document(summary_document(analyses[label]))) for label in SIDES])
+    with rows_kept():  # as in the report's build: each table made into rows once
+        return analysis_sections([Side(label, plain_document(summary_document(analyses[label]))) for label in SIDES])
 
 
 def _figure_drawing(report: Report, formats: tuple[str, ...], ready: Mapping[str, Content],
