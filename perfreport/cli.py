@@ -117,7 +117,7 @@ def executor_of(args: argparse.Namespace, figures: Sequence[str] = ()):
         raise PerfreportError("--scheduler is for --executor dask")
     meanwhile = None
     if {"html", "pdf"} & set(figures):
-        from .outputs import prefetch_figures as meanwhile
+        from .report.outputs import prefetch_figures as meanwhile
     return Executor(kind=args.executor, workers=args.workers, scheduler=args.scheduler, while_waiting=meanwhile)
 
 
@@ -133,7 +133,7 @@ def store_argument(p: argparse.ArgumentParser) -> None:
 
 # --- compare ---------------------------------------------------------------------------------
 def cmd_compare(args: argparse.Namespace) -> int:
-    from .outputs import pdf_renderer
+    from .report.outputs import pdf_renderer
     from .report import parse_formats
 
     formats = parse_formats(args.format)  # before the slow part: a typo fails fast
@@ -149,7 +149,7 @@ def compare_one(args: argparse.Namespace, labels: list[str], formats, renderer) 
 
     with phase("start: import pandas and the analyses"):
         from .config import load_config
-        from .outputs import early_figures, write_reports
+        from .report.outputs import early_figures, write_reports
         from .pipeline import compare, report_document
         from .running.progress import make_progress
         from .report import build_report
@@ -229,7 +229,7 @@ def compare_setups(args: argparse.Namespace, labels: list[str], formats, rendere
     """``compare BASELINE CANDIDATE CANDIDATE …``: each candidate judged against the baseline,
     one report with a column per setup; exit 1 when any fails."""
     from .config import load_config
-    from .outputs import write_reports
+    from .report.outputs import write_reports
     from .pipeline import compare_many, report_document
     from .running.progress import make_progress
     from .report import build_report
@@ -272,7 +272,7 @@ def compare_setups(args: argparse.Namespace, labels: list[str], formats, rendere
 
 def timings_hook(args: argparse.Namespace, documents: Sequence[dict], sides: Mapping[str, list]
                  ) -> Callable[[], None]:
-    """What :func:`perfreport.outputs.write_reports` runs once every format is rendered: the
+    """What :func:`perfreport.report.outputs.write_reports` runs once every format is rendered: the
     command's phases into ``documents`` (``timings``: the command's document and the report's
     plain copy, which report.json is written from)."""
     from .running.executor import peak_rss
@@ -353,7 +353,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         from .load.head_start import begin_single
 
         begin_single(args.trace_path)
-    from .outputs import pdf_renderer
+    from .report.outputs import pdf_renderer
     from .report import parse_formats
 
     formats = parse_formats(args.format)
@@ -367,7 +367,7 @@ def analyze_to(args: argparse.Namespace, formats, renderer) -> int:
     from .timing import phase
 
     with phase("start: import pandas and the analyses"):
-        from .outputs import write_reports
+        from .report.outputs import write_reports
         from .pipeline import resolve_side, run_jobs, summary_document
         from .running.progress import make_progress
         from .report import build_report

@@ -1,6 +1,6 @@
 """Work in forked children: a child runs a function and streams its results back through a pipe.
 
-The report's figures (:mod:`perfreport.drawing`) and a single rank's analyses
+The report's figures (:mod:`perfreport.report.drawing`) and a single rank's analyses
 (:func:`perfreport.running.digest.digest` with a spare core) are shared with children this way: a fork
 shares everything the parent has (nothing is pickled on the way in), the child sends back
 bytes. A child dies with its parent and ignores Ctrl-C (:func:`perfreport.running.lifecycle.worker_init`);
