@@ -6,7 +6,7 @@
 The analyses of one rank are passes over columns already in memory, so the floor for each is
 the time numpy takes to read those columns once. This loads one rank, then:
 
-1. runs :func:`perfreport.digest.digest` once on a copy of the rank that records which event
+1. runs :func:`perfreport.running.digest.digest` once on a copy of the rank that records which event
    columns (``ts``, ``dur``, ``name`` …) each analysis phase reads, shared views included (a
    shared view is charged to the phase that computes it first, as ``-v`` charges it);
 2. times the real digest (fresh memo) with the phase timer: each phase's *self* CPU seconds
@@ -39,7 +39,7 @@ def spy_columns(trace, options) -> dict[str, set[str]]:
     """Per phase (``analysis:…`` / ``memo:…``): the event columns read while it was the
     innermost open phase."""
     from perfreport import timing
-    from perfreport.digest import digest
+    from perfreport.running.digest import digest
     from perfreport.model import RankTrace
 
     seen: dict[str, set[str]] = {}
@@ -62,7 +62,7 @@ def spy_columns(trace, options) -> dict[str, set[str]]:
 def self_cpu(trace, options, repeat: int) -> dict[str, float]:
     """Fastest self CPU seconds of each phase over ``repeat`` digests (fresh memo each)."""
     from perfreport import timing
-    from perfreport.digest import digest
+    from perfreport.running.digest import digest
 
     best: dict[str, float] = {}
     for _ in range(repeat):
@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--top", type=int, default=30, help="phases listed (default %(default)s)")
     args = p.parse_args(argv)
     sys.path.insert(0, str(REPO))
-    from perfreport.digest import AnalysisOptions
+    from perfreport.running.digest import AnalysisOptions
     from perfreport.load import load
 
     CpuTimings = _cpu_timings_class()

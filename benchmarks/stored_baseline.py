@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     import dataclasses
 
     from perfreport.config import load_config
-    from perfreport.executor import run_job
+    from perfreport.running.executor import run_job
     from perfreport.gate.baselines import read_baseline
     from perfreport.load import load_rank_file
     from perfreport.load.discover import RankFile

@@ -111,13 +111,13 @@ def run_arguments(p: argparse.ArgumentParser) -> None:
 def executor_of(args: argparse.Namespace, figures: Sequence[str] = ()):
     """The executor the run options name; with ``figures`` (report formats) that draw figures,
     the parent imports matplotlib while the ranks load in worker processes."""
-    from .executor import Executor
+    from .running.executor import Executor
 
     if args.scheduler and args.executor != "dask":
         raise PerfreportError("--scheduler is for --executor dask")
     meanwhile = None
     if {"html", "pdf"} & set(figures):
-        from .outputs import prefetch_figures as meanwhile
+        from .report.outputs import prefetch_figures as meanwhile
     return Executor(kind=args.executor, workers=args.workers, scheduler=args.scheduler, while_waiting=meanwhile)
 
 
@@ -133,7 +133,7 @@ def store_argument(p: argparse.ArgumentParser) -> None:
 
 # --- compare ---------------------------------------------------------------------------------
 def cmd_compare(args: argparse.Namespace) -> int:
-    from .outputs import pdf_renderer
+    from .report.outputs import pdf_renderer
     from .report import parse_formats
 
     formats = parse_formats(args.format)  # before the slow part: a typo fails fast
@@ -145,12 +145,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def compare_one(args: argparse.Namespace, labels: list[str], formats, renderer) -> int:
     """``compare BASELINE CANDIDATE``: the verdict table, the report files, exit 1 on a failure."""
-    from .config import load_config
-    from .outputs import early_figures, write_reports
-    from .pipeline import compare, report_document
-    from .progress import make_progress
-    from .report import build_report
     from .timing import phase
+
+    with phase("start: import pandas and the analyses"):
+        from .config import load_config
+        from .report.outputs import early_figures, write_reports
+        from .pipeline import compare, report_document
+        from .running.progress import make_progress
+        from .report import build_report
 
     config = load_config(args.config)
     executor = executor_of(args, figures=formats)
@@ -227,9 +229,9 @@ def compare_setups(args: argparse.Namespace, labels: list[str], formats, rendere
     """``compare BASELINE CANDIDATE CANDIDATE …``: each candidate judged against the baseline,
     one report with a column per setup; exit 1 when any fails."""
     from .config import load_config
-    from .outputs import write_reports
+    from .report.outputs import write_reports
     from .pipeline import compare_many, report_document
-    from .progress import make_progress
+    from .running.progress import make_progress
     from .report import build_report
     from .report.setups import multi_document
 
@@ -270,16 +272,17 @@ def compare_setups(args: argparse.Namespace, labels: list[str], formats, rendere
 
 def timings_hook(args: argparse.Namespace, documents: Sequence[dict], sides: Mapping[str, list]
                  ) -> Callable[[], None]:
-    """What :func:`perfreport.outputs.write_reports` runs once every format is rendered: the
+    """What :func:`perfreport.report.outputs.write_reports` runs once every format is rendered: the
     command's phases into ``documents`` (``timings``: the command's document and the report's
     plain copy, which report.json is written from)."""
-    from .executor import peak_rss
+    from .running.executor import peak_rss
     from .timing import current, timings_document
 
     def attach() -> None:
         timings = timings_document(current(), sides, time.perf_counter() - args.started, os.getpid(), peak_rss())
         for document in documents:
             document["timings"] = timings
+        args.timings_taken = time.perf_counter()  # the files are written after: -v says how long
     return attach
 
 
@@ -288,7 +291,12 @@ def print_timings(args: argparse.Namespace, document: dict) -> None:
     from .timing import timing_lines
 
     if args.verbose and document.get("timings"):
-        print("\n".join(f"perfreport: {line}" for line in timing_lines(document["timings"])), file=sys.stderr)
+        lines = timing_lines(document["timings"])
+        taken = getattr(args, "timings_taken", None)
+        if taken is not None:  # report.json holds the timings, so it cannot hold its own writing
+            lines.append(f"  after these timings were taken: writing the report files, "
+                         f"{time.perf_counter() - taken:.3f} s (not in report.json)")
+        print("\n".join(f"perfreport: {line}" for line in lines), file=sys.stderr)
 
 
 def reproduce_command(args: argparse.Namespace) -> str:
@@ -345,7 +353,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         from .load.head_start import begin_single
 
         begin_single(args.trace_path)
-    from .outputs import pdf_renderer
+    from .report.outputs import pdf_renderer
     from .report import parse_formats
 
     formats = parse_formats(args.format)
@@ -356,28 +364,35 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 def analyze_to(args: argparse.Namespace, formats, renderer) -> int:
     """``analyze``: the summary table, ``report.json`` (the one document, docs/analysis-document.md)
     and the report files. No JUnit file: a single run has no checks, so it would hold no test case."""
-    from .outputs import write_reports
-    from .pipeline import resolve_side, run_jobs, summary_document
-    from .progress import make_progress
-    from .report import build_report
+    from .timing import phase
+
+    with phase("start: import pandas and the analyses"):
+        from .report.outputs import write_reports
+        from .pipeline import resolve_side, run_jobs, summary_document
+        from .running.progress import make_progress
+        from .report import build_report
 
     no_junit = "junit" in formats and args.format not in (None, "all")  # asked for: say why there is none
     formats = tuple(f for f in formats if f != "junit")
     executor = executor_of(args, figures=formats)
     progress = make_progress(args.quiet)
     try:  # a trace folder/file, or a stored baseline (its verified cache or traces)
-        jobs, label, _ = resolve_side(args.trace_path, candidate=True, store=Path(args.store))
+        with phase("start: find the rank files"):
+            jobs, label, _ = resolve_side(args.trace_path, candidate=True, store=Path(args.store))
         progress.phase("loading and analysing")
         analysis = run_jobs(jobs, label, executor=executor, progress=progress)
         progress.phase("writing reports")
         out = Path(args.out)
-        document = summary_document(analysis)
+        with phase("report: document"):
+            document = summary_document(analysis)
         document["command"] = reproduce_command(args)
         text = JsonChunks(document)  # report.json, encoded as it is written
+        with phase("report: build"):
+            report = build_report(document)
     finally:
         progress.finish()
     try:  # report.json is always written: it is what machines and later renders read
-        paths = write_reports(build_report(document), out, ("json", *formats), ready={"json": text},
+        paths = write_reports(report, out, ("json", *formats), ready={"json": text},
                               pdf_appendix=args.pdf_appendix, renderer=renderer,
                               pdf_optional=args.format in (None, "all"),
                               before_write=timings_hook(args, [document], {"": analysis.rank_timings}))
@@ -426,7 +441,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler.setFormatter(OneLineFormatter("perfreport: %(levelname)s: %(message)s"))  # names escaped: one line
     logging.basicConfig(level=[logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)],
                         handlers=[handler])
-    from .lifecycle import Terminated, install_handlers
+    from .running.lifecycle import Terminated, install_handlers
 
     install_handlers()  # SIGTERM unwinds like Ctrl-C: workers stopped, temporaries removed
     from .timing import recording
@@ -453,10 +468,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def run() -> None:
     """The console script and ``python -m perfreport``: :func:`main`, then the process ends
-    without tearing the interpreter down (:func:`perfreport.lifecycle.exit_now`). An exit that
+    without tearing the interpreter down (:func:`perfreport.running.lifecycle.exit_now`). An exit that
     argparse raises (``--help``, a usage error) and ``--debug``'s traceback take Python's way."""
     code = main()
-    from .lifecycle import exit_now
+    from .running.lifecycle import exit_now
 
     exit_now(code)
 

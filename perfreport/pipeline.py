@@ -32,11 +32,11 @@ from .gate.baselines import resolve as resolve_baseline
 from .gate.metrics import SideData, side_data, versions_of
 from .gate.verdict import Verdict, evaluate
 from .load.scanner import scanner_name
-from .assemble import Assembler
-from .digest import INVOCATIONS_ALWAYS, AnalysisOptions
-from .executor import Executor, RankJob, stream
+from .running.assemble import Assembler
+from .running.digest import INVOCATIONS_ALWAYS, AnalysisOptions
+from .running.executor import Executor, RankJob, stream
 from .model import TraceSet
-from .progress import Progress
+from .running.progress import Progress
 from .timing import phase
 from .report.json_report import compare_document, side_record
 
@@ -46,7 +46,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class Analysis:
-    """The analysed ranks (:class:`~perfreport.digest.DigestTrace` stand-ins: metadata and
+    """The analysed ranks (:class:`~perfreport.running.digest.DigestTrace` stand-ins: metadata and
     per-rank summaries) and every analysis table computed from them."""
 
     traces: TraceSet
@@ -63,7 +63,7 @@ class Analysis:
 def analyze(source: str | Path | Mapping[int, str | Path], *, workers: int | None = None,
             executor: Executor | None = None, options: AnalysisOptions | None = None,
             progress: Progress | None = None) -> Analysis:
-    """Load and analyse every rank of ``source`` (one task per rank, see :mod:`perfreport.executor`),
+    """Load and analyse every rank of ``source`` (one task per rank, see :mod:`perfreport.running.executor`),
     then the cross-rank analyses on the per-rank digests."""
     return run_jobs(trace_jobs(source), source_label(source), workers=workers, executor=executor, options=options,
                     progress=progress)
@@ -71,11 +71,11 @@ def analyze(source: str | Path | Mapping[int, str | Path], *, workers: int | Non
 
 def trace_jobs(source: str | Path | Mapping[int, str | Path]) -> list[RankJob]:
     """One :class:`RankJob` per rank file of ``source`` (a folder, a file, or {rank: path})."""
-    from ._io import uncompressed_size
+    from .load.files import uncompressed_size
     from .load import discover
 
     if isinstance(source, str) and "://" in source:
-        from .remote import remote_jobs
+        from .running.remote import remote_jobs
 
         return remote_jobs(source)
     return [RankJob(str(f.path), f.rank_hint, f.hint_source, json_bytes=uncompressed_size(f.path))
@@ -97,7 +97,7 @@ def run_sides(sides: list[tuple[list[RankJob], str]], *, workers: int | None = N
               progress: Progress | None = None) -> list[Analysis]:
     """One :class:`Analysis` per (jobs, source label): the ranks of every side run as one batch of
     tasks (a compare of two single-rank traces loads both at once), each digest folded into its
-    side's :class:`~perfreport.assemble.Assembler` as it arrives, each side reduced here."""
+    side's :class:`~perfreport.running.assemble.Assembler` as it arrives, each side reduced here."""
     executor = executor or Executor(workers=workers)
     options = options or AnalysisOptions()
     jobs = [job for side_jobs, _ in sides for job in side_jobs]
@@ -298,7 +298,7 @@ def gate_side(label: str, traces: TraceSet | Sequence[TraceSet], config: Config,
 def _efficiency(traces: TraceSet) -> pd.DataFrame | None:
     """The run's op_efficiency table; None from a digest made without it (an older cache)."""
     from .analyses.efficiency import op_efficiency
-    from .digest import DigestError
+    from .running.digest import DigestError
 
     try:
         return op_efficiency(traces)
@@ -310,7 +310,7 @@ def _efficiency_steps(runs: Sequence[TraceSet]) -> pd.DataFrame | None:
     """Every run's per-step op throughput samples (with a ``run`` column); None when a digest
     was made without them."""
     from .analyses.efficiency.op_efficiency import op_efficiency_steps
-    from .digest import DigestError
+    from .running.digest import DigestError
 
     try:
         parts = [op_efficiency_steps(t).assign(run=run) for run, r in enumerate(runs) for t in r]
@@ -350,15 +350,17 @@ def compare_many(baseline: str | Path, candidates: list[str | Path], *, config: 
     their figures then)."""
     config = config or Config()
     options = analysis_options(config)
-    b_jobs, b_label, stored = resolve_side(baseline, store)
-    earlier = [(baseline_jobs(stored, run["ranks"]), b_label) for run in stored.runs[:-1]] \
-        if stored is not None and len(stored.runs) > 1 else []  # the earlier runs, oldest first
-    c_sides = []
-    for candidate in candidates:
-        c_jobs, c_label, c_stored = resolve_side(candidate, store, candidate=True)
-        c_earlier = [(baseline_jobs(c_stored, run["ranks"]), c_label) for run in c_stored.runs[:-1]] \
-            if c_stored is not None and len(c_stored.runs) > 1 else []  # a multi-run stored candidate: every run
-        c_sides.append(c_earlier + [(c_jobs, c_label)] + [(trace_jobs(path), source_label(path)) for path in candidate_runs])
+    with phase("start: find the rank files"):
+        b_jobs, b_label, stored = resolve_side(baseline, store)
+        earlier = [(baseline_jobs(stored, run["ranks"]), b_label) for run in stored.runs[:-1]] \
+            if stored is not None and len(stored.runs) > 1 else []  # the earlier runs, oldest first
+        c_sides = []
+        for candidate in candidates:
+            c_jobs, c_label, c_stored = resolve_side(candidate, store, candidate=True)
+            c_earlier = [(baseline_jobs(c_stored, run["ranks"]), c_label) for run in c_stored.runs[:-1]] \
+                if c_stored is not None and len(c_stored.runs) > 1 else []  # a multi-run stored candidate: every run
+            c_sides.append(c_earlier + [(c_jobs, c_label)]
+                           + [(trace_jobs(path), source_label(path)) for path in candidate_runs])
     if progress is not None:
         progress.phase("loading and analysing baseline and candidate" + ("s" if len(candidates) > 1 else ""))
     sides = [(b_jobs, b_label), *earlier, *(side for runs in c_sides for side in runs)]

@@ -34,7 +34,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ._io import atomic_write_text, sha256_file
+from .load.files import sha256_file
+from .storing.atomic import atomic_write_text
 from .errors import PerfreportError
 from .load.fields import ARG_FIELDS, INT_MISSING
 from .model import TEXT_ID_BASE, RankTrace

@@ -168,7 +168,7 @@ def replace(a, b):
         os.kill(os.getpid(), signal.SIGKILL)
     return real_replace(a, b)
 store.os.replace = replace
-import perfreport._io as io
+import perfreport.storing.atomic as io
 io.os.replace = replace
 store.add(sys.argv[2], "v1.0", sys.argv[3], force=True, date="2026-02-01T00:00:00+00:00")
 """
@@ -271,7 +271,7 @@ def _add_killed_at(point: str, site: Path, report: Path) -> bool:
     there. True when it reached the point (and was killed)."""
     import os
 
-    from perfreport._io import PAUSE_ENV
+    from perfreport.storing.atomic import PAUSE_ENV
 
     pid = os.fork()
     if pid == 0:  # the child: a writer that will be killed

@@ -1,4 +1,4 @@
-"""The parent's fold of per-rank digests (perfreport.assemble): digests arriving in any order
+"""The parent's fold of per-rank digests (perfreport.running.assemble): digests arriving in any order
 give the tables of the whole trace set, and what the parent keeps does not grow with ranks
 where it need not (op profile sums, cut time-series lines, one copy of each string)."""
 
@@ -12,12 +12,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import perfreport.assemble as assemble_module
+import perfreport.running.assemble as assemble_module
 from perfreport.analyses import ANALYSES
 from perfreport.analyses.op_profile import OpProfileFold, op_profile
 from perfreport.analyses.series import time_series
-from perfreport.assemble import Assembler, StringPool, assemble
-from perfreport.digest import AnalysisOptions, FrozenFrame, digest
+from perfreport.running.assemble import Assembler, StringPool, assemble
+from perfreport.running.digest import AnalysisOptions, FrozenFrame, digest
 from perfreport.load import load
 from perfreport.pipeline import analyze
 

@@ -13,15 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from perfreport import _io
-from perfreport.fileset import MARKER
+from perfreport.storing import atomic as _io
+from perfreport.storing.fileset import MARKER
 from perfreport.gate.baselines import list_baselines, load_traces, open_baseline, verify
 from perfreport.load import load
 
 from .conftest import cli_in_process
 from .test_baselines import tiny_trace
 
-NO_EXCHANGE = ("import sys, perfreport._io as io; io._renameat2 = None; from perfreport.cli import main; "
+NO_EXCHANGE = ("import sys, perfreport.storing.atomic as io; io._renameat2 = None; from perfreport.cli import main; "
                "sys.exit(main(sys.argv[1:]))")
 """The CLI without renameat2 (as on macOS or an old libc): the rename-aside fallback is exercised."""
 

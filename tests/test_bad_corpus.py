@@ -304,7 +304,7 @@ def test_bad_limit_values(value, capsys, tmp_path):
 def test_gunzip_members_padding_garbage_and_limit():
     import gzip
 
-    from perfreport._io import DecompressionLimit, gunzip
+    from perfreport.load.files import DecompressionLimit, gunzip
 
     text = b'{"traceEvents": []}'
     members = b"".join(gzip.compress(text[i:i + 1], mtime=0) for i in range(len(text)))

@@ -86,7 +86,7 @@ def test_analyze_writes_one_document_and_a_clean_stderr(tmp_path) -> None:
     run = subprocess.run([sys.executable, "-m", "perfreport", "analyze", str(RECORDED / "setups" / "ddp_w2_gloo"),
                           "--out", str(out), "-q"], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert run.returncode == 0 and run.stderr == ""  # WeasyPrint's "No anchor #sec-idle" lines were here
-    # the report files, plus the set's own bookkeeping (perfreport.fileset: its marker and lock)
+    # the report files, plus the set's own bookkeeping (perfreport.storing.fileset: its marker and lock)
     assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == \
         ["report.html", "report.json", "report.md", "report.pdf"]
     assert sorted(p.name for p in out.iterdir() if p.name.startswith(".")) == [".lock", ".perfreport-set.json"]

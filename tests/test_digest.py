@@ -1,4 +1,4 @@
-"""A rank's digest drops each shared view once its last reader is done (perfreport.digest.LAST_READER):
+"""A rank's digest drops each shared view once its last reader is done (perfreport.running.digest.LAST_READER):
 the same tables and summaries as keeping every view, no view computed twice, less memory held."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 
 import perfreport.model as model
-from perfreport import digest as digest_module
-from perfreport.digest import DIGEST_KEYS, GATE_READS, LAST_READER, AnalysisOptions, digest, memo_kind
+from perfreport.running import digest as digest_module
+from perfreport.running.digest import DIGEST_KEYS, GATE_READS, LAST_READER, AnalysisOptions, digest, memo_kind
 from perfreport.load import load
 
 from .conftest import DATA, TRACES

@@ -1,4 +1,4 @@
-"""perfreport.drawing: a report's figures drawn by the parent and forked children, the same SVG
+"""perfreport.report.drawing: a report's figures drawn by the parent and forked children, the same SVG
 text as drawn in one process, a failing child's share drawn by the parent, no child left behind."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from perfreport import drawing
+from perfreport.report import drawing
 from perfreport.report import build_report
 from perfreport.report.html import draw_svg, figures_to_draw, render_html
 

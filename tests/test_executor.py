@@ -20,12 +20,12 @@ from perfreport.analyses.attribution import explain
 from perfreport.analyses.memory import memory_note
 from perfreport.analyses.series import time_series
 from perfreport.cli import main
-from perfreport.assemble import assemble
-from perfreport.digest import AnalysisOptions, DigestError, DigestTrace, digest
-from perfreport.executor import Executor, run
+from perfreport.running.assemble import assemble
+from perfreport.running.digest import AnalysisOptions, DigestError, DigestTrace, digest
+from perfreport.running.executor import Executor, run
 from perfreport.load import load
 from perfreport.pipeline import trace_jobs
-from perfreport.progress import Progress
+from perfreport.running.progress import Progress
 
 from .test_baselines import tiny_trace
 from .conftest import TRACES
@@ -201,7 +201,7 @@ def test_progress_on_a_terminal_is_one_live_line():
 
 
 def test_progress_without_a_terminal_is_silent_when_quick_and_plain_when_slow(monkeypatch):
-    import perfreport.progress as progress
+    import perfreport.running.progress as progress
 
     quick = io.StringIO()
     p = Progress(quick)
@@ -239,7 +239,7 @@ def test_a_stored_baseline_reads_its_analyses_and_gives_the_same_results(tmp_pat
 
 
 def test_a_digest_from_other_code_or_settings_is_not_used(tmp_path):
-    from perfreport import digest_cache
+    from perfreport.running import digest_cache
 
     (trace,) = load(TWO_RANKS / "sampled_rank-0.json.gz", workers=1)
     d = digest(trace, AnalysisOptions(gate=True, attribution=True))

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from perfreport._io import atomic_files
+from perfreport.storing.atomic import atomic_files
 from perfreport.jsondoc import JsonChunks, Records, json_bytes, json_text, plain_document
 
 from .conftest import TRACES
@@ -35,6 +35,29 @@ def test_records_read_as_the_json_rows(frame):
     assert json.loads(json_text({"t": rows})) == {"t": want}
     doc = plain_document({"t": rows, "k": (1, np.float64(2.5)), 3: float("nan")})
     assert doc["t"] is rows and doc["k"] == [1, 2.5] and doc["3"] is None
+
+
+def test_records_are_the_rows_pandas_gives_for_every_column_type():
+    """Rows are built a column at a time; they must be what ``DataFrame.to_dict("records")``
+    gives (Python scalars of the same types), with NaN, inf and missing values as None."""
+    n = 4
+    frame = pd.DataFrame({
+        "i": np.arange(n), "u": np.arange(n, dtype=np.uint8), "b": np.arange(n) % 2 == 0,
+        "f32": np.array([1.5, np.nan, -np.inf, 4], dtype=np.float32),
+        "o": pd.Series([np.float64(np.nan), np.int64(3), np.bool_(True), [1]], dtype=object),
+        "text": pd.Series(["a", None, "b", "c"]), "python_text": pd.array(["a", None, "b", "c"], dtype="string"),
+        "nullable": pd.array([1, None, 3, 4], dtype="Int64"), "category": pd.Categorical(list("aabb")),
+        "when": pd.date_range("2020-01-01", periods=n)})
+    want = frame.to_dict(orient="records")
+    for row in want:
+        for key, value in row.items():
+            if value is pd.NA or (type(value) is float and not math.isfinite(value)):
+                row[key] = None
+    got = Records(frame).tolist()
+    assert got == want and [[type(v) for v in r.values()] for r in got] == [[type(v) for v in r.values()] for r in want]
+    assert got[1]["o"] == 3 and type(got[1]["o"]) is int and got[2]["o"] is True and got[0]["o"] is None
+    assert got[1]["text"] is got[1]["python_text"] is got[1]["nullable"] is got[1]["f32"] is got[2]["f32"] is None
+    assert Records(frame[[]]).tolist() == [{}] * n and Records(frame.iloc[:0]).tolist() == []
 
 
 def test_records_iterate_in_chunks_over_long_tables():

@@ -149,7 +149,7 @@ def test_python_and_c_scanners_give_identical_models() -> None:
     if scanner._scan is None:
         pytest.skip("the C scanner is not built in this environment")
     import msgspec
-    from perfreport._io import read_trace_bytes
+    from perfreport.load.files import read_trace_bytes
 
     path = Path(__file__).parent / "data/traces/hta_a100_alexnet_benchmark"
     data = read_trace_bytes(next(path.glob("*.json.gz")))

@@ -1,5 +1,5 @@
 """The report files of a command: the PDF laid out in a forked child beside the other formats
-(perfreport.outputs), its failures one clear line, and the child never left behind."""
+(perfreport.report.outputs), its failures one clear line, and the child never left behind."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from perfreport import outputs
+from perfreport.report import outputs
 from perfreport.errors import PerfreportError
 from perfreport.report import build_report
 from perfreport.report import pdf as pdf_module

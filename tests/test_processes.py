@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from perfreport import _io
+from perfreport.storing import atomic as _io
 from perfreport.errors import PerfreportError
-from perfreport.executor import Executor, RankJob, guarded, local_workers
+from perfreport.running.executor import Executor, RankJob, guarded, local_workers
 
 from .test_bad_corpus import run_cli
 from .test_baselines import tiny_trace
@@ -93,8 +93,8 @@ def test_an_interrupt_while_the_workers_start_stops_them(monkeypatch):
     """Ctrl-C or SIGTERM lands just after the ranks are handed to the workers (here: raised at
     that very point, where the parent starts its own work beside them): the workers are stopped
     at once, not left busy for the command's exit to wait on (seen under load: a hang)."""
-    import perfreport.executor as executor_module
-    from perfreport.digest import AnalysisOptions
+    import perfreport.running.executor as executor_module
+    from perfreport.running.digest import AnalysisOptions
 
     jobs = [RankJob("a", json_bytes=10), RankJob("b", json_bytes=10)]
     if local_workers(jobs, 2) < 2:
@@ -158,7 +158,7 @@ def test_the_command_ends_without_teardown_but_with_everything_an_exit_owes(tmp_
     marker = tmp_path / "thread-finished"
     program = (
         "import atexit, sys, threading, time\n"
-        "from perfreport.lifecycle import exit_now\n"
+        "from perfreport.running.lifecycle import exit_now\n"
         f"threading.Thread(target=lambda: (time.sleep(0.2), open({str(marker)!r}, 'w').write('done'))).start()\n"
         "atexit.register(lambda: print('atexit ran', end=''))\n"
         "print('buffered,', end='')\n"

@@ -285,3 +285,22 @@ def test_report_schema_validates_both_documents() -> None:
         assert not errors, errors[0].message
     broken = dict(comparison_document(), status="maybe")
     assert list(validator.iter_errors(broken))
+
+
+def test_a_build_makes_each_table_into_rows_once(monkeypatch, tmp_path_factory):
+    """Sections read a table several times; inside a build each Records table is made into
+    rows once, and the report is the one built from the plain JSON rows."""
+    from perfreport.jsondoc import Records
+    from perfreport.report import blocks
+
+    analysis = analyze(write_trace(Path(tmp_path_factory.mktemp("kept")), tiny_events()), workers=1)
+    document = summary_document(analysis)
+    made = []
+    real = Records.tolist
+    monkeypatch.setattr(Records, "tolist", lambda self: (made.append(id(self)), real(self))[1])
+    report = build_report(document)
+    assert made and len(made) == len(set(made))  # each table once
+    assert report == build_report(json.loads(json_text(document)))  # as from report.json's rows
+    monkeypatch.setattr(blocks, "KEPT_ROWS", 0)  # nothing kept: every read makes its rows
+    made.clear()
+    assert build_report(document) == report and len(made) > len(set(made))

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from perfreport.fileset import MARKER, read_marker
+from perfreport.storing.fileset import MARKER, read_marker
 from perfreport.gate.baselines import open_baseline, read_baseline, verify
 
 from .test_atomic import kill_at, leftovers, prepare, run
@@ -117,7 +117,7 @@ def test_killed_report_writing_leaves_one_whole_set(tmp_path, jobs, point):
 
 
 def test_a_failed_swap_rolls_back_at_once(tmp_path, jobs, monkeypatch):
-    from perfreport import fileset
+    from perfreport.storing import fileset
 
     out = tmp_path / "out"
     fileset.write_set(out, {"report.json": "{\"v\": 1}", "report.md": "one"})
@@ -140,7 +140,7 @@ def test_a_failed_swap_rolls_back_at_once(tmp_path, jobs, monkeypatch):
 
 
 def test_a_tampered_marker_cannot_reach_outside(tmp_path):
-    from perfreport import fileset
+    from perfreport.storing import fileset
 
     out = tmp_path / "out"
     victim = tmp_path / "victim.txt"
@@ -156,7 +156,7 @@ def test_a_tampered_marker_cannot_reach_outside(tmp_path):
 @pytest.mark.parametrize("key", ["state", "files", "dropped", "backups", "previous", "run"])
 def test_set_marker_with_wrong_types(tmp_path, key, value):
     """Every field of the marker with a wrong JSON type: the next write still makes a whole set."""
-    from perfreport import fileset
+    from perfreport.storing import fileset
 
     out = tmp_path / "out"
     fileset.write_set(out, {"report.md": "one", "report.json": "{}"})

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from perfreport.gate.stats import (
-    EXACT_MAX_CELLS, bootstrap_interval, mann_whitney_u, ranks_with_ties, smallest_p_value, u_distribution,
+    EXACT_MAX_CELLS, bootstrap_interval, mann_whitney_u, ranks_with_ties, resampled_medians, smallest_p_value,
+    u_distribution,
 )
 
 
@@ -140,9 +141,31 @@ def test_bootstrap_interval_brackets_the_ratio_and_is_reproducible():
     assert (lo, hi) == bootstrap_interval(cand, base, confidence_pct=98, resamples=2000, seed=7)
 
 
+@pytest.mark.parametrize("values", [
+    np.array([3.0, 1.0, 2.0]), np.array([5.0, 5.0, 1.0, 9.0]), np.array([7.0]),
+    np.round(np.random.default_rng(3).normal(100, 10, 41), 1),  # ties
+    np.random.default_rng(4).lognormal(0, 2, 200), np.array([1.0, np.inf, 2.0, np.inf]),
+    np.array([1.0, np.nan, 2.0]), np.array([0.0, -0.0, 1.0, 2.0]),  # np.median's own path
+])
+def test_resampled_medians_are_numpys_medians_bit_for_bit(values):
+    draws = np.random.default_rng(0).integers(0, len(values), size=(500, len(values)))
+    want = np.median(values[draws], axis=1)
+    got = resampled_medians(values, draws)
+    assert got.dtype == want.dtype and np.array_equal(got, want, equal_nan=True)
+    assert np.array_equal(np.signbit(got), np.signbit(want))
+
+
 def test_bootstrap_difference_and_undefined_cases():
     assert bootstrap_interval(np.full(4, 30.0), np.full(4, 20.0), statistic="difference") == (10.0, 10.0)
     assert all(math.isnan(v) for v in bootstrap_interval(np.ones(3), np.zeros(3)))
     assert all(math.isnan(v) for v in bootstrap_interval(np.empty(0), np.ones(3)))
     with pytest.raises(ValueError):
         bootstrap_interval(np.ones(3), np.ones(3), statistic="mean")
+
+
+def test_kept_draws_are_the_seeded_draws_and_read_only():
+    from perfreport.gate.stats import _draw, _draws
+
+    kept, fresh = _draws(3, 50, 5, 7), _draw(3, 50, 5, 7)
+    assert all(np.array_equal(k, f) for k, f in zip(kept, fresh)) and _draws(3, 50, 5, 7)[1] is kept[1]
+    assert not kept[0].flags.writeable and _draws(3, 5000, 300, 300)[0].flags.writeable  # too big to keep

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from perfreport import _io, digest_cache
+from perfreport.storing import atomic as _io
+from perfreport.running import digest_cache
 from perfreport.config import Config, config_from_mapping
 from perfreport.errors import ConfigError
 from perfreport.pipeline import analysis_options

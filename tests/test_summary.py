@@ -62,7 +62,7 @@ def test_analyze_writes_summary_json_for_every_rank(tmp_path: Path, capsys) -> N
     assert "| 1 | – | 4,720 | 1,104 | 40 | 10 |" in md
     # one JSON document, no JUnit file without test cases
     written = [p.name for p in tmp_path.iterdir() if p.suffix in (".json", ".xml") and not p.name.startswith(".")]
-    assert written == ["report.json"]  # (.perfreport-set.json is the report set's marker: perfreport.fileset)
+    assert written == ["report.json"]  # (.perfreport-set.json is the report set's marker: perfreport.storing.fileset)
     assert not (tmp_path / "summary.json").exists() and not (tmp_path / "summary.md").exists()
     out = capsys.readouterr().out
     assert "1,154" in out and "busy %" in out

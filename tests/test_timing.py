@@ -82,6 +82,8 @@ def test_analyze_keeps_every_phase_of_the_parent_and_each_rank(tmp_path, capsys)
     assert parent.index("per-rank tasks (load and analyse)") < parent.index("cross-rank analyses") \
         < parent.index("render:md")
     assert {f"cross-rank:{n}" for n in ("stragglers", "collectives", "step_metrics")} <= set(parent)
+    assert parent.index("cross-rank analyses") < parent.index("report: document") < parent.index("report: build") \
+        < parent.index("render:md")  # the report's build is timed too, not only its renderers
     assert timings["wall_s"] >= sum(r["self_s"] for r in timings["parent"]["phases"]) - 0.01
     assert timings["parent"]["pid"] == os.getpid() and timings["parent"]["peak_rss_bytes"] > 10_000_000
     # one rank runs in the parent: no worker process
@@ -109,7 +111,8 @@ def test_compare_times_both_sides_in_their_worker_processes(tmp_path, capsys, mo
         assert os.getpid() not in pids
         assert timings["workers"]["largest_peak_rss_bytes"] == max(r["peak_rss_bytes"] for r in timings["ranks"])
     parent = {r["phase"] for r in timings["parent"]["phases"]}
-    assert {"gate: inputs", "gate: verdict", "attribution", "render:md"} <= parent
+    assert {"start: find the rank files", "gate: inputs", "gate: verdict", "attribution", "report: build",
+            "render:md"} <= parent
     assert "timings:" not in capsys.readouterr().err  # printed with -v only
 
 

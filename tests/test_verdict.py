@@ -393,3 +393,30 @@ def test_injected_idle_time_is_caught():
     strict = config_from_mapping({"stats": {"host_wait_level": "fail"}})
     v = evaluate(b, c, strict)
     assert one(v, "relative.idle_pct").status == FAIL and v.status == FAIL
+
+
+def test_keyed_samples_are_the_pivot_of_the_op_table():
+    """keyed_samples sums each (sample, key) cell itself; it must be what pivot_table gives:
+    the same float sums, 0 where a key has no row in a sample, NaN left out, keys asked twice
+    or absent kept as asked, rows of dropped samples (warm-up) ignored."""
+    from perfreport.gate.metrics import SAMPLE, key_of, keyed_samples
+
+    data = side({0: {"step_time_us": STABLE}, 1: {"step_time_us": STABLE}},
+                kernels={"gemm": (3, 0.1 + 0.2), "relu": (1, 1e-3)},
+                per_step_kernels={1: {"conv": (2, 7.7)}, 3: {"gemm": (1, 1e16), "conv": (1, np.nan)}})
+    keys = ["relu", "conv", "absent", "gemm", "conv"]
+    ops = data.ops.assign(_key=key_of(data.ops, ("key",)), dur_us=data.ops["dur_us"].astype(np.float64))
+    index = pd.MultiIndex.from_frame(data.steps[SAMPLE])
+    want = ops.pivot_table(index=SAMPLE, columns="_key", values="dur_us", aggfunc="sum", fill_value=0.0) \
+        .reindex(index=index, columns=keys, fill_value=0.0).astype(np.float64)
+    got = keyed_samples(data, "op_steps", ("key",), "dur_us", keys)
+    pd.testing.assert_frame_equal(got, want, check_exact=True)
+    # laid out as the pivot's frame is: a sum across keys (numpy's, pairwise along memory) adds in the same order
+    layout = [[(b.values.shape, b.values.strides, list(b.mgr_locs.as_array)) for b in f._mgr.blocks] for f in (got, want)]
+    assert layout[0] == layout[1] and np.array_equal(got.sum(axis=1).to_numpy(), want.sum(axis=1).to_numpy())
+    assert list(got.columns) == keys and got.loc[(0, 0, 13), "gemm"] == 1e16  # 0.3 + 1e16, summed as pandas does
+    assert got["absent"].eq(0.0).all() and got.loc[(0, 1, 11), "relu"] == 1e-3
+    assert (got.loc[(0, 1, 11), "conv"] == 7.7).all() and (got.loc[(0, 0, 13), "conv"] == 0.0).all()  # NaN left out
+    dropped = data.steps.iloc[1:]  # a sample the side no longer holds: its rows are not counted anywhere
+    fewer = dataclasses.replace(data, steps=dropped)
+    assert len(keyed_samples(fewer, "op_steps", ("key",), "count", ["gemm"])) == len(dropped)

@@ -4,7 +4,7 @@
 how names become keys). It is built by :class:`OpProfileFold`, which takes the ranks one at a
 time and keeps sums per (kind, raw name, step) only, never per rank: the parent of a
 many-rank run folds each rank's per-step sums in as its digest arrives and drops them, so its
-memory does not grow with the number of ranks (:mod:`perfreport.assemble`).
+memory does not grow with the number of ranks (:mod:`perfreport.running.assemble`).
 
 Which steps count is only known once every rank is in (the steps common to all of them), so
 the fold keeps the sums of every step a rank has, and those over each rank's whole trace for

@@ -33,7 +33,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .. import __version__
-from .._io import atomic_write, checkpoint
+from ..storing.atomic import atomic_write, checkpoint
 from ..errors import ArchiveError, printable
 from ..jsondoc import json_text
 from ..report.untrusted import consuming, read_report
@@ -51,7 +51,7 @@ REPORT_FILES = ("report.html", "report.pdf", "report.md", "report.json", "report
 ID_FILE = ".id"
 """Each release folder's id, also in its index entry: tells a killed run's leftovers apart."""
 _SITE_TEMP = re.compile(r"^\.(index\.json|index\.html|\.nojekyll)\.(tmp|old|rm)-")
-"""Temporaries of :func:`perfreport._io.atomic_write` in the site: under the lock, a killed run's."""
+"""Temporaries of :func:`perfreport.storing.atomic.atomic_write` in the site: under the lock, a killed run's."""
 
 
 def read_index(site: Path) -> dict:

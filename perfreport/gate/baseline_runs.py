@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from .. import __version__
-from .._io import atomic_write, checkpoint, clean_stale_temps, note_recovered, store_lock, temp_name
+from ..storing.atomic import atomic_write, checkpoint, clean_stale_temps, note_recovered, store_lock, temp_name
 from ..jsondoc import json_text
 from ..errors import BaselineError
 from ..model import TraceSet
@@ -94,7 +94,7 @@ def _append(store: Path, name: str, path: Path, traces: RankSet, commit, keep, n
                 for key in ("file", "cache"):
                     if r.get(key):
                         (path / r[key]).unlink(missing_ok=True)
-                if r.get("cache"):  # its analyses (perfreport.digest_cache), derived from the cache
+                if r.get("cache"):  # its analyses (perfreport.running.digest_cache), derived from the cache
                     (path / r["cache"]).with_suffix(".digest").unlink(missing_ok=True)
             if int(old["run"]) > 0:
                 shutil.rmtree(path / f"runs/{old['run']}", ignore_errors=True)

@@ -29,7 +29,7 @@ main-branch runs). The top-level ``ranks`` are the
 newest run's, so a reader of one run (``analyze``, an older perfreport) sees the newest. A
 schema-1 manifest (one run, files under ``traces/`` and ``cache/``) reads as one run.
 
-Saving is atomic (``perfreport._io.atomic_dir``): everything is written into a temporary folder
+Saving is atomic (``perfreport.storing.atomic.atomic_dir``): everything is written into a temporary folder
 inside the store and swapped into place at once, under a lock per name (two concurrent saves of
 one name leave one complete baseline); temporaries of killed saves are removed by the next save.
 An existing baseline is only replaced with ``force``. An appended run is written into a temporary folder inside the baseline, moved to ``runs/<id>``,
@@ -57,7 +57,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from .._io import GZIP_MAGIC, atomic_dir, atomic_write, checkpoint, clean_stale_temps, store_lock, trash_dir
+from ..load.files import GZIP_MAGIC
+from ..storing.atomic import atomic_dir, atomic_write, checkpoint, clean_stale_temps, store_lock, trash_dir
 from ..jsondoc import json_text
 from ..errors import BaselineError
 from ..model import RankTrace, TraceMeta, TraceSet
@@ -79,7 +80,7 @@ NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 class RankPayload:
     """What a baseline keeps of one rank besides its file: made where the rank was loaded (a
     worker process or a Dask worker), so the process that writes the store never holds events.
-    ``digest``: the rank's analyses (:mod:`perfreport.digest_cache`), stored when given."""
+    ``digest``: the rank's analyses (:mod:`perfreport.running.digest_cache`), stored when given."""
 
     rank: int
     meta: TraceMeta
@@ -239,7 +240,7 @@ def save_rank(folder: Path, payload: RankPayload, options: Any = None) -> dict:
     (folder / cache_rel).write_bytes(payload.cache)
     digest_sha = None
     if payload.digest is not None and options is not None:
-        from ..digest_cache import encode, path_for
+        from ..running.digest_cache import encode, path_for
 
         encoded = encode(dataclasses.replace(payload.digest, sha256=sha), options)
         path_for(folder / cache_rel).write_bytes(encoded)
@@ -351,7 +352,7 @@ def _tidy(store: Path, baseline: StoredBaseline) -> None:
     """A reader clears what a killed append left in the baseline (see
     :func:`perfreport.gate.baseline_runs.recover`) when no writer holds its lock and the store
     is writable; otherwise it leaves it for the next writer."""
-    from .._io import try_store_lock
+    from ..storing.atomic import try_store_lock
     from .baseline_runs import recover
 
     with try_store_lock(store, baseline.path.name) as held:

@@ -53,9 +53,9 @@ def tensor_core_checks(cmp: Comparison) -> list[Check]:
         return []
     out: list[Check] = []
     matrix = ("gemm", "conv", "attention")
+    b_ranks, c_ranks = (_by_rank(t[t["kind"].isin(matrix)]) for t in (b_table, c_table))
     for b_rank, c_rank in cmp.pairs:
-        b = b_table[(b_table["rank"] == b_rank) & b_table["kind"].isin(matrix)]
-        c = c_table[(c_table["rank"] == c_rank) & c_table["kind"].isin(matrix)]
+        b, c = b_ranks(b_rank), c_ranks(c_rank)
         both = b.merge(c, on=KEY, suffixes=("_b", "_c"))
         if not len(both):
             continue
@@ -83,6 +83,13 @@ def tensor_core_checks(cmp: Comparison) -> list[Check]:
                 message=f"{len(kept)} GEMM/convolution/attention op(s) on the Tensor Cores in the baseline stay on "
                         f"them"))
     return out
+
+
+def _by_rank(table: pd.DataFrame):
+    """rank -> that rank's rows of ``table`` (in table order, as a filter on the rank gives
+    them), split once instead of filtered again for every rank pair."""
+    parts = dict(tuple(table.groupby("rank", sort=False)))
+    return lambda rank: parts.get(rank, table.iloc[0:0])
 
 
 def hardware_note(cmp: Comparison) -> Note | None:
@@ -120,8 +127,18 @@ def _samples(side, table: pd.DataFrame, label: str, memory: bool, peak: float | 
     value = amount / (rows["kernel_us"].to_numpy(np.float64) * 1e-6) / 1e12
     if peak is not None:
         value = 100.0 * value / peak
-    per = rows[SAMPLE].assign(_v=value).groupby(SAMPLE, as_index=False)["_v"].mean()
-    return side.steps[SAMPLE].merge(per, on=SAMPLE, how="left")["_v"]
+    samples = pd.MultiIndex.from_frame(side.steps[SAMPLE])
+    if not samples.is_unique:  # (a side's samples are unique; the general join otherwise)
+        per = rows[SAMPLE].assign(_v=value).groupby(SAMPLE, as_index=False)["_v"].mean()
+        return side.steps[SAMPLE].merge(per, on=SAMPLE, how="left")["_v"]
+    # each sample's mean by its position among the side's samples: pandas' grouped mean over the
+    # rows in their order, as grouping by the three columns and joining gave, without the join
+    position = samples.get_indexer(pd.MultiIndex.from_frame(rows[SAMPLE]))
+    inside = position >= 0
+    means = pd.Series(value[inside]).groupby(position[inside], sort=False).mean()
+    out = np.full(len(samples), np.nan)
+    out[means.index.to_numpy()] = means.to_numpy(np.float64)
+    return pd.Series(out, name="_v")
 
 
 def _peak(side, label: str, memory: bool) -> float | None:
@@ -152,8 +169,8 @@ def throughput_checks(cmp: Comparison) -> list[Check]:
             or not len(cmp.b.steps) or not len(cmp.c.steps):
         return []
     top = cfg.top or 5
-    labels = [k for k in dict.fromkeys(_top_labels(b_table, top) + _top_labels(c_table, top))
-              if k in set(b_table["label"]) and k in set(c_table["label"])]
+    on_both = set(b_table["label"]) & set(c_table["label"])  # (made once, not for every label)
+    labels = [k for k in dict.fromkeys(_top_labels(b_table, top) + _top_labels(c_table, top)) if k in on_both]
     normalise = gpus_differ(cmp.b, cmp.c)
     judged = copy.copy(cmp)
     judged.hw = cmp.hw and not normalise  # percent of each GPU's peak compares across GPUs

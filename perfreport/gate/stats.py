@@ -29,6 +29,7 @@ values equal on both sides gives p = 1; NaN samples are dropped by the callers.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -161,9 +162,9 @@ def bootstrap_interval(candidate: np.ndarray, baseline: np.ndarray, *, statistic
     y = np.asarray(baseline, dtype=np.float64)
     if len(x) == 0 or len(y) == 0:
         return (math.nan, math.nan)
-    rng = np.random.default_rng(seed)
-    mx = np.median(x[rng.integers(0, len(x), size=(resamples, len(x)))], axis=1)
-    my = np.median(y[rng.integers(0, len(y), size=(resamples, len(y)))], axis=1)
+    draws_x, draws_y = _draws(seed, resamples, len(x), len(y))
+    mx = resampled_medians(x, draws_x)
+    my = resampled_medians(y, draws_y)
     if statistic == "ratio":
         if (my == 0).any():
             return (math.nan, math.nan)
@@ -175,6 +176,56 @@ def bootstrap_interval(candidate: np.ndarray, baseline: np.ndarray, *, statistic
     tail = (100.0 - confidence_pct) / 2.0
     lo, hi = np.percentile(values, [tail, 100.0 - tail])
     return (float(lo), float(hi))
+
+
+CACHED_DRAWS = 1_000_000
+"""Draws (8 bytes each) up to which :func:`_draws` keeps a pair for the next check."""
+
+
+def _draws(seed: int, resamples: int, n_x: int, n_y: int) -> tuple[np.ndarray, np.ndarray]:
+    """The resampling indices of each side: one draw per side from a generator seeded with
+    ``seed``, x's first. They depend on the sizes only, and the checks of one comparison mostly
+    judge the same samples, so the last few pairs are kept (read-only) and not drawn again."""
+    if resamples * (n_x + n_y) > CACHED_DRAWS:
+        return _draw(seed, resamples, n_x, n_y)
+    return _kept_draws(seed, resamples, n_x, n_y)
+
+
+def _draw(seed: int, resamples: int, n_x: int, n_y: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return rng.integers(0, n_x, size=(resamples, n_x)), rng.integers(0, n_y, size=(resamples, n_y))
+
+
+@functools.lru_cache(maxsize=4)
+def _kept_draws(seed: int, resamples: int, n_x: int, n_y: int) -> tuple[np.ndarray, np.ndarray]:
+    pair = _draw(seed, resamples, n_x, n_y)
+    for draws in pair:
+        draws.flags.writeable = False
+    return pair
+
+
+def resampled_medians(values: np.ndarray, draws: np.ndarray) -> np.ndarray:
+    """``np.median(values[draws], axis=1)``, the same numbers, several times faster.
+
+    A resample's median is the value at a middle *rank* of its draws, so each draw is replaced
+    by its value's rank (a 16-bit integer), and the rows are sorted as such (numpy's radix sort:
+    linear) instead of partitioning float rows; the middle ranks are then looked up in the
+    sorted values. On 2 × 2000 resamples of a few hundred steps, the bootstrap of every relative
+    check was half of the gate's time. Samples with NaN, with both zeros, or too many for 16-bit
+    ranks take ``np.median`` itself."""
+    n = len(values)
+    if n == 0 or n > np.iinfo(np.int16).max or np.isnan(values).any() \
+            or (np.signbit(values) & (values == 0)).any():  # -0.0 beside 0.0: which one np.median picks is its own
+        return np.median(values[draws], axis=1)
+    order = np.argsort(values, kind="stable")
+    rank = np.empty(n, dtype=np.int16)
+    rank[order] = np.arange(n, dtype=np.int16)
+    ranks = np.sort(rank[draws], axis=1, kind="stable")  # radix sort of small integers
+    ordered = values[order]
+    if n % 2:
+        return ordered[ranks[:, n // 2]]
+    middle = np.stack([ordered[ranks[:, n // 2 - 1]], ordered[ranks[:, n // 2]]], axis=1)
+    return np.mean(middle, axis=1)  # the mean of the two middle values, computed as np.median does
 
 
 def smallest_p_value(n1: int, n2: int) -> float:

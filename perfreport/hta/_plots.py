@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from .._io import atomic_write_bytes
+from ..storing.atomic import atomic_write_bytes
 
 _serial = count(1)
 # plotly renderers that show something outside a notebook (the others display notebook output,

@@ -33,7 +33,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .._io import atomic_write, read_trace_bytes
+from ..load.files import read_trace_bytes
+from ..storing.atomic import atomic_write
 from ..analyses.counters_trace import counter_events
 from ..analyses.launch import join_runs, last_at_or_before
 from ..model import MEMCPY_CATEGORIES, MEMSET_CATEGORIES

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._io import atomic_write
+from ..storing.atomic import atomic_write
 from . import options
 from .cp_graph import CPGraph
 from .cp_types import DEFAULT_EDGE_TYPES_IN_VIZ, EDGE_TYPES, LAUNCH, CPEdgeType

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._io import atomic_write_bytes
+from ..storing.atomic import atomic_write_bytes
 
 FORMAT = "perfreport.cpgraph"
 VERSION = 1

@@ -20,7 +20,7 @@ import msgspec
 import numpy as np
 import pandas as pd
 
-from .._io import atomic_write
+from ..storing.atomic import atomic_write
 from ..analyses.stragglers import COMM_KERNEL_PREFIXES, late_start_counts
 from .call_graph import HtaCallGraph, call_graph_for_rank
 from . import _plots

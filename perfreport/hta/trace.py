@@ -14,7 +14,7 @@ from pathlib import Path
 import msgspec
 import pandas as pd
 
-from .._io import read_trace_bytes
+from ..load.files import read_trace_bytes
 from .. import limits
 from ..load import load
 from ..model import TraceSet

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from .._io import uncompressed_size
+from ..load.files import uncompressed_size
 from ..errors import TraceError
 from ..model import TraceSet
 from .discover import discover

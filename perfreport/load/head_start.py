@@ -35,7 +35,7 @@ def load_hashed(rank_file: RankFile, limits: Limits) -> tuple[RankTrace, str]:
     checksum costs no wall time (~0.5 s per GB)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from .._io import sha256_file
+    from ..load.files import sha256_file
     from .kineto import load_rank_file
 
     with ThreadPoolExecutor(1, thread_name_prefix="perfreport-sha256") as pool:

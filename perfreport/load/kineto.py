@@ -23,7 +23,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from .._io import read_trace_bytes
+from ..load.files import read_trace_bytes
 from ..errors import TraceError
 from ..limits import Limits
 from ..limits import current as current_limits

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .._io import uncompressed_size
+from ..load.files import uncompressed_size
 from ..errors import TraceError
 from ..limits import Limits, how_to_raise
 from ..units import format_bytes

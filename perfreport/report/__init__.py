@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from .._io import atomic_files
+from ..storing.atomic import atomic_files
 from ..jsondoc import JsonChunks, json_text
 from ..errors import ConfigError
 from .model import Report
@@ -96,7 +96,7 @@ def write_reports(report: Report, out_dir: str | Path, formats: Iterable[str] | 
                   extra: dict[str, str | bytes] | None = None, *, pdf_appendix: bool = False) -> list[Path]:
     """Write ``out_dir/report.<ext>`` for each format (default: every available one) and the
     ``extra`` files ({name: content}) as one set: everything is rendered first, then written
-    with :func:`perfreport._io.atomic_files` (a run killed meanwhile leaves the previous set).
+    with :func:`perfreport.storing.atomic.atomic_files` (a run killed meanwhile leaves the previous set).
     The PDF is a brief unless ``pdf_appendix``. Returns the paths written: the extra files, then
     the reports in :data:`FORMATS` order."""
     files = dict(extra or {})

@@ -9,8 +9,10 @@ into bars, and attach units for the renderers; they compute no number.
 
 from __future__ import annotations
 
+import contextvars
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,9 +81,50 @@ def _column(spec) -> Column:
 
 def records(side: Side, name: str) -> list[dict]:
     """The rows of table ``name`` of a side's document (a list from report.json, or
-    :class:`perfreport._io.Records` fresh from the analyses); [] when absent or not a table."""
+    :class:`perfreport.jsondoc.Records` fresh from the analyses); [] when absent or not a table.
+    Inside :func:`rows_kept` a Records table is made into rows once and its rows are shared by
+    every reader (read-only, as Records rows are)."""
     rows = side.doc.get(name)
-    return [r for r in rows if isinstance(r, dict)] if isinstance(rows, (list, Records)) else []
+    if isinstance(rows, Records):
+        kept = _KEPT.get()
+        if kept is not None:
+            return list(kept.rows(rows))
+        return rows.tolist()
+    return [r for r in rows if isinstance(r, dict)] if isinstance(rows, list) else []
+
+
+class _KeptRows:
+    """The rows of the Records tables read during one report build, up to :data:`KEPT_ROWS`
+    rows in all (a document of many ranks holds more: those tables are made afresh per read)."""
+
+    def __init__(self) -> None:
+        self.tables: dict[int, tuple[Records, list[dict]]] = {}  # by id; the Records kept, so the id stays its
+        self.size = 0
+
+    def rows(self, table: Records) -> list[dict]:
+        hit = self.tables.get(id(table))
+        if hit is not None:
+            return hit[1]
+        rows = table.tolist()
+        if self.size + len(rows) <= KEPT_ROWS:
+            self.tables[id(table)] = (table, rows)
+            self.size += len(rows)
+        return rows
+
+
+KEPT_ROWS = 100_000
+"""Rows kept for the length of a report build (a section reads a table several times)."""
+_KEPT: contextvars.ContextVar[_KeptRows | None] = contextvars.ContextVar("perfreport_kept_rows", default=None)
+
+
+@contextmanager
+def rows_kept() -> Iterator[None]:
+    """Inside: :func:`records` makes each Records table into rows once (see :class:`_KeptRows`)."""
+    token = _KEPT.set(_KeptRows())
+    try:
+        yield
+    finally:
+        _KEPT.reset(token)
 
 
 def order_key(value: Any) -> tuple:
@@ -95,8 +138,14 @@ def order_key(value: Any) -> tuple:
 
 def sorted_rows(rows: list[dict], keys: Sequence[str], descending: bool = False) -> list[dict]:
     """Rows sorted by ``keys`` (stable); rows missing the first key go last either way."""
-    def key(r: dict) -> tuple:
-        return tuple(order_key(r.get(k)) for k in keys)
+    if len(keys) == 1:  # (the usual case, thousands of rows: no generator per row)
+        first = keys[0]
+
+        def key(r: dict) -> tuple:
+            return (order_key(r.get(first)),)
+    else:
+        def key(r: dict) -> tuple:
+            return tuple([order_key(r.get(k)) for k in keys])
     if not descending:
         return sorted(rows, key=key)
     present = [r for r in rows if r.get(keys[0]) is not None]

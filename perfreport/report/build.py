@@ -18,7 +18,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..jsondoc import plain_document
-from .blocks import MAX_ROWS, TOP_ROWS, Side, figures_with_data, records, series_figure, sorted_rows, stacked_bars
+from .blocks import (MAX_ROWS, TOP_ROWS, Side, figures_with_data, records, rows_kept, series_figure, sorted_rows,
+                     stacked_bars)
 from .comparison import (
     BANNER_CHECKS, COMPARE_KIND, SIDES, check_of, checks_sections, comparison_provenance, comparison_verdict,
     movers_section, ordered_checks, step_trace_section,
@@ -37,11 +38,12 @@ __all__ = ["BANNER_CHECKS", "COMPARE_KIND", "MAX_ROWS", "TOP_ROWS", "analysis_re
 def build_report(document: Mapping[str, Any]) -> Report:
     """The :class:`Report` of a summary document (one run) or a comparison document."""
     doc = plain_document(document)  # exactly what report.json holds: NaN -> null, numpy unwrapped
-    if doc.get("kind") == MULTI_KIND:
-        return multi_report(doc)
-    if doc.get("kind") == COMPARE_KIND or isinstance(doc.get("checks"), list):
-        return comparison_report(doc)
-    return analysis_report(doc)
+    with rows_kept():  # each table made into rows once, however many sections read it
+        if doc.get("kind") == MULTI_KIND:
+            return multi_report(doc)
+        if doc.get("kind") == COMPARE_KIND or isinstance(doc.get("checks"), list):
+            return comparison_report(doc)
+        return analysis_report(doc)
 
 
 def default_command(doc: Mapping[str, Any]) -> str:

@@ -66,6 +66,38 @@ _SCALES = {
 _UNIT_NAMES = {"ms": "ms", "pct": "%", "pp": "pp", "gbps": "GB/s", "count": "count", "ops": "ops", "GB/s": "GB/s"}
 
 
+class _Figure(Figure):
+    """A matplotlib Figure that is drawn once when saved, not twice.
+
+    Saving a figure with a layout engine first draws it into a renderer whose drawing methods
+    do nothing, to run the constrained layout, then draws it again for real with the layout
+    off. The layout runs before anything is drawn in that first pass, so the first pass's
+    drawing (a third of a figure's time: every tick and text measured and placed) only
+    repeats what the real pass does again. Here that pass runs the layout alone. The SVG is
+    the same, byte for byte (tests/test_report_figures.py draws each figure both ways)."""
+
+    def draw(self, renderer):
+        if self.axes and self.get_layout_engine() is not None and _drawing_disabled(renderer):
+            try:
+                self.get_layout_engine().execute(self)
+            except ValueError:  # as Figure.draw: a layout that cannot be made is skipped
+                pass
+            self.stale = False
+            return
+        super().draw(renderer)
+
+
+def _drawing_disabled(renderer) -> bool:
+    """Whether ``renderer`` is in matplotlib's measuring pass: ``RendererBase._draw_disabled``
+    replaces its drawing methods with no-ops on the instance (for a vector format, on the
+    renderer a ``MixedModeRenderer`` wraps)."""
+    for r in (renderer, getattr(renderer, "_renderer", None)):
+        attributes = getattr(r, "__dict__", {})
+        if "draw_path" in attributes and "open_group" in attributes:
+            return True
+    return False
+
+
 def axis_scale(unit: str, values: Sequence[float | None]) -> tuple[float, str]:
     """(divisor, unit text) for tick labels of ``values`` in ``unit``; ``(1, "")`` for unitless
     axes (a step number)."""
@@ -115,7 +147,7 @@ def render_svg(figure: BarFigure | LineFigure | WaterfallFigure | RooflineFigure
 
 def _draw_bars(f: BarFigure, width_in: float = WIDTH_IN) -> Figure:
     n = len(f.bars)
-    fig = Figure(figsize=(width_in, 1.1 + 0.28 * max(n, 1)), dpi=DPI, layout="constrained")
+    fig = _Figure(figsize=(width_in, 1.1 + 0.28 * max(n, 1)), dpi=DPI, layout="constrained")
     ax = fig.add_subplot()
     values = [v for b in f.bars for v in b.values]
     divisor, unit_text = axis_scale(f.unit, values if not f.stacked else [
@@ -144,7 +176,7 @@ def _draw_bars(f: BarFigure, width_in: float = WIDTH_IN) -> Figure:
 
 def _draw_lines(f: LineFigure, width_in: float = WIDTH_IN) -> Figure:
     panels = f.panels
-    fig = Figure(figsize=(width_in, 0.9 + 2.3 * len(panels)), dpi=DPI, layout="constrained")
+    fig = _Figure(figsize=(width_in, 0.9 + 2.3 * len(panels)), dpi=DPI, layout="constrained")
     axes = fig.subplots(len(panels), 1, sharex=True, sharey=True, squeeze=False)[:, 0]
     xs = [v for p in panels for line in p.lines for v in line.x]
     ys = [v for p in panels for line in p.lines for v in (*line.y, *(line.band[2] if line.band else ()))]
@@ -222,7 +254,7 @@ def _draw_waterfall(f: WaterfallFigure, width_in: float = WIDTH_IN) -> Figure:
         rows.append((label, level, delta, "#e15759" if delta > 0 else "#59a14f"))
         level += delta  # drawing position, not a reported number
     rows.append((f.end[0], 0.0, f.end[1], "#4e79a7"))
-    fig = Figure(figsize=(width_in, 0.8 + 0.3 * len(rows)), dpi=DPI, layout="constrained")
+    fig = _Figure(figsize=(width_in, 0.8 + 0.3 * len(rows)), dpi=DPI, layout="constrained")
     ax = fig.add_subplot()
     divisor, unit_text = axis_scale(f.unit, [r[1] + r[2] for r in rows] + [r[1] for r in rows])
     ys = list(range(len(rows)))[::-1]
@@ -246,7 +278,7 @@ _ROOT = re.compile(r"<svg\b([^>]*)>")
 def _draw_roofline(f: RooflineFigure, width_in: float = WIDTH_IN) -> Figure:
     """Log-log roofline: each roof is flat at its peak and slopes with the memory bandwidth below
     the ridge point (peak / bandwidth FLOP/B); points are numbered, the legend names them."""
-    fig = Figure(figsize=(width_in, 3.6 + 0.16 * len(f.points)), dpi=DPI, layout="constrained")
+    fig = _Figure(figsize=(width_in, 3.6 + 0.16 * len(f.points)), dpi=DPI, layout="constrained")
     ax = fig.add_subplot()
     ridges = [peak / f.bandwidth_tbps for _, peak in f.peaks]
     xs = [p.intensity for p in f.points] + ridges

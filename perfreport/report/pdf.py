@@ -80,7 +80,7 @@ def import_weasyprint():
 
 def layout_pdf(html: str) -> bytes:
     """The page from :func:`paged_html` laid out as PDF bytes by WeasyPrint (seconds of pure
-    Python: :mod:`perfreport.outputs` runs it beside the other formats)."""
+    Python: :mod:`perfreport.report.outputs` runs it beside the other formats)."""
     weasyprint = import_weasyprint()
     with quiet_libraries():
         return weasyprint.HTML(string=html, url_fetcher=_refuse).write_pdf()

@@ -1,14 +1,14 @@
 """Trace folders on object storage (``s3://``, ``gs://``, ... through fsspec): one job per rank file.
 
 Only listed and sized here; each rank is read by the task that analyses it
-(:func:`perfreport.executor.run_job`), on a Dask worker close to the data.
+(:func:`perfreport.running.executor.run_job`), on a Dask worker close to the data.
 """
 
 from __future__ import annotations
 
-from .errors import PerfreportError, TraceError
+from ..errors import PerfreportError, TraceError
 from .executor import RankJob
-from .load.discover import rank_from_file_name
+from ..load.discover import rank_from_file_name
 
 GZIP_RATIO = 15
 """Assumed JSON / gzip size ratio to size workers for remote .json.gz (real traces: 10-20)."""

@@ -1,8 +1,8 @@
 """Where ranks are loaded and analysed: here, in local worker processes, or on a Dask cluster.
 
 Every executor runs the same task per rank, :func:`run_job` (load the rank, analyse it alone,
-send back its :class:`~perfreport.digest.RankDigest`), and hands the digests to the caller as
-they arrive (:func:`stream`); the cross-rank reduce (:class:`perfreport.assemble.Assembler`)
+send back its :class:`~perfreport.running.digest.RankDigest`), and hands the digests to the caller as
+they arrive (:func:`stream`); the cross-rank reduce (:class:`perfreport.running.assemble.Assembler`)
 always runs in the calling process. Only digests travel, never event tables.
 
 * ``local`` (default): worker processes, as many as cores and free memory allow (a worker's
@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from .digest import AnalysisOptions, RankDigest, digest
-from .errors import PerfreportError
-from .limits import Limits
-from .limits import current as current_limits
-from .model import RankTrace
+from ..errors import PerfreportError
+from ..limits import Limits
+from ..limits import current as current_limits
+from ..model import RankTrace
 
 EXECUTORS = ("local", "dask")
 
@@ -83,7 +83,7 @@ def run_job(job: RankJob, options: AnalysisOptions, use_digest_cache: bool = Tru
     baseline's: read from its digest cache when that was made by this code for these settings).
     ``limits``: the caller's (``--limit``, ``$PERFREPORT_LIMITS``), which a Dask worker, with an
     environment of its own, would not otherwise see; default this process's."""
-    from .timing import recording
+    from ..timing import recording
 
     t0 = time.perf_counter()
     with recording() as timings:  # the task's own phases, sent back with its digest
@@ -94,13 +94,13 @@ def run_job(job: RankJob, options: AnalysisOptions, use_digest_cache: bool = Tru
 
 def _cached_or_analysed(job: RankJob, options: AnalysisOptions, use_digest_cache: bool, limits: Limits | None,
                         t0: float) -> RankDigest:
-    from .timing import phase
+    from ..timing import phase
 
     if job.cache is not None and use_digest_cache and job.digest_sha256:
         with phase("read cached analyses"):
             from_cache = _cached_digest(job, options)
         if from_cache is not None and from_cache.sha256 == job.sha256:  # of this very rank file
-            from .gate.baselines import verify_file
+            from ..gate.baselines import verify_file
 
             with phase("verify stored columns"):
                 verify_file(Path(job.cache), job.cache_sha256)  # damaged stored columns: the load's error line
@@ -144,17 +144,17 @@ def _analyse(job: RankJob, options: AnalysisOptions, limits: Limits | None, t0: 
     here; the rank's memory is given back before returning."""
     source = None
     if payload:
-        from .gate.baselines import source_state
+        from ..gate.baselines import source_state
 
         source = source_state(job.path)  # before loading: the copy stored later must be this file
     trace, sha, began = _load(job, limits or current_limits())
     result = digest(trace, options, sha256=sha, load_s=time.perf_counter() - min(t0, began))
     stored = None
     if payload:
-        from .gate.baselines import rank_payload
+        from ..gate.baselines import rank_payload
 
         source = dataclasses.replace(source, sha256=sha) if source is not None and job.cache is None else None
-        from .timing import phase
+        from ..timing import phase
 
         with phase("baseline columns"):
             stored = rank_payload(trace, result, source)
@@ -168,12 +168,12 @@ def _load(job: RankJob, limits: Limits) -> tuple[RankTrace, str | None, float]:
     """(the rank, its file's checksum, when its load began: ``time.perf_counter()`` now, or
     earlier for a rank that had a head start)."""
     began = time.perf_counter()
-    from .timing import phase
-    from .load import head_start, load_rank_file
-    from .load.discover import RankFile
+    from ..timing import phase
+    from ..load import head_start, load_rank_file
+    from ..load.discover import RankFile
 
     if job.cache is not None:
-        from .gate.baselines import _meta, decode_columns, verify_file
+        from ..gate.baselines import _meta, decode_columns, verify_file
 
         with phase("read stored columns"):
             data = verify_file(Path(job.cache), job.cache_sha256)
@@ -183,7 +183,7 @@ def _load(job: RankJob, limits: Limits) -> tuple[RankTrace, str | None, float]:
         return *_load_remote(job, limits), began
     path = Path(job.path)
     if job.verify:
-        from .gate.baselines import verify_file
+        from ..gate.baselines import verify_file
 
         with phase("verify"):
             verify_file(path, job.sha256)
@@ -202,9 +202,9 @@ def _load_remote(job: RankJob, limits: Limits):
     import shutil
     import tempfile
 
-    from .load import load_rank_file
-    from .load.discover import RankFile
-    from .timing import phase
+    from ..load import load_rank_file
+    from ..load.discover import RankFile
+    from ..timing import phase
 
     try:
         import fsspec
@@ -238,7 +238,7 @@ def run(jobs: Sequence[RankJob], options: AnalysisOptions, executor: Executor = 
 def stream(jobs: Sequence[RankJob], options: AnalysisOptions, executor: Executor = Executor(),
            task: Callable = run_job) -> Iterator[tuple[int, Any]]:
     """(job index, ``task``'s result) of every job, as each finishes, in no set order: the
-    caller folds each in and lets it go (:class:`perfreport.assemble.Assembler`)."""
+    caller folds each in and lets it go (:class:`perfreport.running.assemble.Assembler`)."""
     limits = current_limits()  # the caller's, sent with every task
     if executor.kind == "dask":
         _meanwhile(executor)
@@ -254,7 +254,7 @@ def _meanwhile(executor: Executor) -> None:
         return
     import threading
 
-    from .timing import current
+    from ..timing import current
 
     timings = current()
 
@@ -319,7 +319,7 @@ def _local(jobs: Sequence[RankJob], options: AnalysisOptions, executor: Executor
                     raise error from None
                 yield index.pop(future), result
                 running |= set(submit(_take(pending, 1)))
-    except KeyboardInterrupt:  # Ctrl-C, SIGTERM (perfreport.lifecycle.Terminated): no worker goes on
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM (perfreport.running.lifecycle.Terminated): no worker goes on
         interrupted = True
         processes.update(getattr(pool, "_processes", None) or {})  # one started by a submit the signal cut short
         for process in processes.values():
@@ -370,7 +370,7 @@ _started: Any = None
 
 
 def _init_worker(parent_pid: int, started) -> None:
-    """A local worker's start: it dies with its parent (:func:`perfreport.lifecycle.worker_init`)
+    """A local worker's start: it dies with its parent (:func:`perfreport.running.lifecycle.worker_init`)
     and keeps the array in which it notes the jobs it runs (inherited: arrays cannot be sent)."""
     global _started
     from .lifecycle import worker_init
@@ -382,7 +382,7 @@ def _init_worker(parent_pid: int, started) -> None:
 def _tracked(i: int, task: Callable, job: RankJob, options: AnalysisOptions, **kwargs):
     """In a worker: note which process runs job ``i`` (to name it if it dies), then run it."""
     _started[i] = os.getpid()
-    from ._io import checkpoint
+    from ..storing.atomic import checkpoint
 
     checkpoint("worker.task")
     return guarded(task, job, options, **kwargs)
@@ -475,14 +475,14 @@ def _dask_result(future, job: RankJob):
 
 def worker_count(jobs: Sequence[RankJob]) -> int:
     """Local processes for ``jobs``: see :func:`perfreport.load.memory.worker_count`."""
-    from .load.memory import worker_count as by_cores_and_memory
+    from ..load.memory import worker_count as by_cores_and_memory
 
     return by_cores_and_memory([j.json_bytes for j in jobs])
 
 
 def peak_rss() -> int:
     """This process's peak RSS in bytes (``VmHWM``; 0 where /proc is not there)."""
-    from .load.memory import proc_bytes
+    from ..load.memory import proc_bytes
 
     return proc_bytes("/proc/self/status", "VmHWM") or 0
 

@@ -67,7 +67,7 @@ class Progress:
         self._refresh()
 
     def rank_done(self, digest) -> None:
-        """One rank loaded and analysed (a :class:`~perfreport.digest.RankDigest`)."""
+        """One rank loaded and analysed (a :class:`~perfreport.running.digest.RankDigest`)."""
         with self._lock:
             self.done += 1
             self.done_bytes += int(getattr(digest.meta, "json_bytes", 0) or 0)

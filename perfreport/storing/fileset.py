@@ -29,7 +29,7 @@ import shutil
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from ._io import _unlink, checkpoint, clean_stale_temps, fsync_path, note_recovered, store_lock, temp_name
+from .atomic import _unlink, checkpoint, clean_stale_temps, fsync_path, note_recovered, store_lock, temp_name
 
 MARKER = ".perfreport-set.json"
 
@@ -150,7 +150,7 @@ def read_marker(folder: Path) -> dict | None:
 
 
 def _write_marker(folder: Path, marker: dict) -> None:
-    from ._io import atomic_write_text
+    from .atomic import atomic_write_text
 
     atomic_write_text(folder / MARKER, json.dumps(marker, indent=1) + "\n")
 

@@ -1,9 +1,9 @@
 """Work in forked children: a child runs a function and streams its results back through a pipe.
 
-The report's figures (:mod:`perfreport.drawing`) and a single rank's analyses
-(:func:`perfreport.digest.digest` with a spare core) are shared with children this way: a fork
+The report's figures (:mod:`perfreport.report.drawing`) and a single rank's analyses
+(:func:`perfreport.running.digest.digest` with a spare core) are shared with children this way: a fork
 shares everything the parent has (nothing is pickled on the way in), the child sends back
-bytes. A child dies with its parent and ignores Ctrl-C (:func:`perfreport.lifecycle.worker_init`);
+bytes. A child dies with its parent and ignores Ctrl-C (:func:`perfreport.running.lifecycle.worker_init`);
 one that fails exits 1 without a word, leaving its work to the parent, which does it itself
 (and meets the error itself).
 """

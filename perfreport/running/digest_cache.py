@@ -1,8 +1,8 @@
 """A stored baseline's analyses, kept next to its column cache: re-analysing it is a file read.
 
 ``baseline save`` writes ``cache/rank-N.digest`` per rank (computed by the worker that loaded
-the rank, :func:`perfreport.executor.save_job`): that rank's
-:class:`~perfreport.digest.RankDigest` (its analysis tables and per-rank summaries) for the default
+the rank, :func:`perfreport.running.executor.save_job`): that rank's
+:class:`~perfreport.running.digest.RankDigest` (its analysis tables and per-rank summaries) for the default
 gate settings. A later ``compare``/``analyze`` of the baseline with the same settings and the
 same perfreport code reads it instead of decoding the columns and running the analyses again.
 Derived data: a digest missing, from other code (a fingerprint of the package's sources, so an
@@ -25,9 +25,9 @@ import msgspec
 import numpy as np
 import pandas as pd
 
-from . import __version__
+from .. import __version__
 from .digest import AnalysisOptions, RankDigest
-from .model import TraceMeta
+from ..model import TraceMeta
 
 FORMAT = 1
 NUMERIC_KINDS = "biuf"
@@ -40,7 +40,7 @@ def code_fingerprint() -> str:
     if not _FINGERPRINT:
         import hashlib
 
-        root = Path(__file__).resolve().parent
+        root = Path(__file__).resolve().parents[1]  # the package: perfreport/
         h = hashlib.sha256(__version__.encode())
         for path in sorted(root.rglob("*.py")):
             h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
@@ -50,7 +50,7 @@ def code_fingerprint() -> str:
 
 def options_key(options: AnalysisOptions) -> list:
     """The settings a digest was computed with, as stored (the analyses' defaults filled in)."""
-    from .analyses.launch import LAUNCH_DELAY_CUTOFF_US, RUNTIME_CUTOFF_US
+    from ..analyses.launch import LAUNCH_DELAY_CUTOFF_US, RUNTIME_CUTOFF_US
 
     return [float(LAUNCH_DELAY_CUTOFF_US if options.launch_delay_cutoff_us is None else options.launch_delay_cutoff_us),
             float(RUNTIME_CUTOFF_US if options.runtime_cutoff_us is None else options.runtime_cutoff_us),
@@ -98,7 +98,7 @@ def path_for(cache_file: str | Path) -> Path:
 
 # --- values --------------------------------------------------------------------------------------
 def _value(v: Any) -> Any:
-    from .analyses.diff import _Pairs
+    from ..analyses.diff import _Pairs
 
     if isinstance(v, pd.DataFrame):
         return {"~": "frame", "columns": [[str(c), _value(v[c].to_numpy())] for c in v.columns]}
@@ -146,7 +146,7 @@ def _restore(v: Any) -> Any:
     if kind == "frame":
         return pd.DataFrame({name: _restore(col) for name, col in v["columns"]}, columns=[n for n, _ in v["columns"]])
     if kind == "pairs":
-        from .analyses.diff import _Pairs
+        from ..analyses.diff import _Pairs
 
         return _Pairs(**{k: _restore(x) for k, x in v["fields"].items()})
     if kind == "tuple":

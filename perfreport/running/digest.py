@@ -6,7 +6,7 @@ summaries the cross-rank analyses start from (step spans, collective calls, per-
 communication kernels, downsampled series, ...). Never an event table: a digest is kilobytes to
 a few MB however big the trace, so the parent never holds a trace, only these summaries.
 
-The parent (:class:`perfreport.assemble.Assembler`, folding each digest in as it arrives)
+The parent (:class:`perfreport.running.assemble.Assembler`, folding each digest in as it arrives)
 then rebuilds a :class:`~perfreport.model.TraceSet` of :class:`DigestTrace` stand-ins
 (metadata plus those memoised summaries, no event columns) and runs the cross-rank analyses
 (stragglers, collective matching and skew, kernel spread over ranks, op profile, the gate's
@@ -27,8 +27,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .model import RankTrace, TraceMeta, TraceSet
-from .timing import phase
+from ..model import RankTrace, TraceMeta, TraceSet
+from ..timing import phase
 
 CROSS_RANK = frozenset({
     "step_metrics", "kernel_rank_distribution", "collectives", "collective_skew", "straggler_evidence",
@@ -167,7 +167,7 @@ class DigestTrace:
             value = self._memo[key]
         except KeyError:
             raise DigestError(f"rank {self.rank}: the digest has no {key!r} (a cross-rank analysis reads past the "
-                              "per-rank summaries; add it to perfreport.digest.DIGEST_KEYS)") from None
+                              "per-rank summaries; add it to perfreport.running.digest.DIGEST_KEYS)") from None
         return value.thaw() if isinstance(value, FrozenFrame) else value
 
     def span_us(self) -> tuple[float, float]:
@@ -210,10 +210,10 @@ def spare_core(spare: bool = True) -> Iterator[None]:
 def digest(trace: RankTrace, options: AnalysisOptions = AnalysisOptions(), *, sha256: str | None = None,
            load_s: float = 0.0) -> RankDigest:
     """Analyse one loaded rank alone and keep what the parent needs (see the module doc)."""
-    from .analyses import ANALYSES
-    from .analyses.diff import _rank_pairs
-    from .analyses.memory import memory_note
-    from .analyses.series import time_series
+    from ..analyses import ANALYSES
+    from ..analyses.diff import _rank_pairs
+    from ..analyses.memory import memory_note
+    from ..analyses.series import time_series
 
     t0 = time.perf_counter()
     one = TraceSet(ranks={trace.rank: trace}, source=trace.meta.path)
@@ -222,22 +222,27 @@ def digest(trace: RankTrace, options: AnalysisOptions = AnalysisOptions(), *, sh
     if share is not None:
         split = [name for name, _ in ANALYSES].index(SHARE_FROM)
         mine, theirs = mine[:split], mine[split:]
-    tables = _run_analyses(trace, one, mine, options)
-    with phase("analysis:series"):
-        time_series(one)
-    _forget_after(trace, "series", options)
-    with phase("analysis:memory_note"):
-        memory_note(one)
-    _forget_after(trace, "memory_note", options)
-    trace.span_us()
-    trace.step_numbers()
-    with phase("analysis:op_profile_sums"):
-        _rank_pairs(trace, np.empty(0, dtype=np.int64), False)  # the op profile's sums when the ranks share no step
+    try:
+        tables = _run_analyses(trace, one, mine, options)
+        with phase("analysis:series"):
+            time_series(one)
+        _forget_after(trace, "series", options)
+        with phase("analysis:memory_note"):
+            memory_note(one)
+        _forget_after(trace, "memory_note", options)
+        trace.span_us()
+        trace.step_numbers()
+        with phase("analysis:op_profile_sums"):
+            _rank_pairs(trace, np.empty(0, dtype=np.int64), False)  # the op profile's sums when the ranks share no step
+    except BaseException:  # an error or a signal here: the child goes with it
+        if share is not None:
+            share.stop(kill=True)
+        raise
     if share is not None:
         tables.update(_finish_share(share, trace, one, theirs, options))
         tables = {name: tables[name] for name, _ in ANALYSES if name in tables}  # in the analyses' order
     if options.gate:
-        from .analyses.efficiency.op_efficiency import op_efficiency_steps
+        from ..analyses.efficiency.op_efficiency import op_efficiency_steps
 
         with phase("gate inputs"):
             op_efficiency_steps(trace)  # the gate's achieved-throughput samples
@@ -280,7 +285,7 @@ def _start_share(trace: RankTrace, one: TraceSet, analyses, options: AnalysisOpt
     def work(send) -> None:
         import pickle
 
-        from .timing import recording
+        from ..timing import recording
 
         with recording() as timings:
             tables = _run_analyses(trace, one, theirs, options)
@@ -299,11 +304,13 @@ def _finish_share(child, trace: RankTrace, one: TraceSet, theirs, options: Analy
     import pickle
 
     from .forked import _TIMES
-    from .timing import current, record
+    from ..timing import current, record
 
     with phase("wait for the forked analyses"):
-        child.wait([0, _TIMES])
-        child.stop(kill=False)
+        try:
+            child.wait([0, _TIMES])
+        finally:  # reaped, even when a signal ends the wait
+            child.stop(kill=False)
     if 0 not in child.messages:
         return _run_analyses(trace, one, theirs, options)
     tables, memo, phases = pickle.loads(child.messages[0])
@@ -329,10 +336,10 @@ def _forget_after(trace: RankTrace, step: str, options: AnalysisOptions) -> None
 
 def _precompute_gate(one: TraceSet, options: AnalysisOptions) -> None:
     """The per-rank parts of the gate's inputs and of the explanation, with the run's settings."""
-    from .analyses.attribution import step_parts
-    from .analyses.invocations import rank_invocations
-    from .analyses.diff import _rank_pairs, op_steps
-    from .analyses.step_metrics import step_metrics
+    from ..analyses.attribution import step_parts
+    from ..analyses.invocations import rank_invocations
+    from ..analyses.diff import _rank_pairs, op_steps
+    from ..analyses.step_metrics import step_metrics
 
     trace = next(iter(one))
     kwargs = {k: v for k, v in (("launch_delay_cutoff_us", options.launch_delay_cutoff_us),

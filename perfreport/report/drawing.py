@@ -11,7 +11,7 @@ parent can hand the PDF's page to its renderer as soon as the first group is dra
 A child draws with :func:`perfreport.report.html.draw_svg`, the same function the page uses, so
 the SVG is the same wherever it was drawn. A child that fails or dies leaves its figures to the
 parent, which draws them itself (and raises what drawing them raises). Children die with the
-parent (:mod:`perfreport.lifecycle`) and are reaped before :meth:`FigureDrawing.finish` returns
+parent (:mod:`perfreport.running.lifecycle`) and are reaped before :meth:`FigureDrawing.finish` returns
 or when the drawing is stopped. Without ``fork`` everything is drawn in the parent, in order.
 """
 
@@ -21,10 +21,10 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .report.html import draw_svg
-from .report.model import BarFigure, LineFigure, RooflineFigure, WaterfallFigure
-from .forked import Child as _Child, cores
-from .timing import phase, record
+from .html import draw_svg
+from .model import BarFigure, LineFigure, RooflineFigure, WaterfallFigure
+from ..running.forked import Child as _Child, cores
+from ..timing import phase, record
 
 Job = tuple[str, Any, "float | None", str]
 """(key in ``svgs``, figure, width in inches or None, element id prefix): :func:`perfreport.report.html.figures_to_draw`."""
@@ -99,7 +99,7 @@ class EarlyFigures:
         def work(send: Callable[[int, bytes], None]) -> None:
             import pickle
 
-            from .report.html import figure_key
+            from .html import figure_key
 
             jobs = [(figure_key(s.id, b.id, None), b, None, f"fig-{_clean_id(b.id)}")
                     for s in sections() for b in s.blocks if isinstance(b, (LineFigure, BarFigure, WaterfallFigure,

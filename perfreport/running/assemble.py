@@ -1,6 +1,6 @@
 """The parent's half of a many-rank run: each rank's digest folded in as it arrives.
 
-The per-rank tasks (:mod:`perfreport.executor`) send :class:`~perfreport.digest.RankDigest`\\ s
+The per-rank tasks (:mod:`perfreport.running.executor`) send :class:`~perfreport.running.digest.RankDigest`\\ s
 in whatever order they finish. :class:`Assembler` keeps of each only what the end needs, in
 the smallest form, so that a rank costs the parent little more than its rows of the output:
 
@@ -13,12 +13,12 @@ the smallest form, so that a rank costs the parent little more than its rows of 
   OpProfileFold` in job order (so the sums round the same on any executor) and are dropped,
   unless the gate reads them per rank (a compare);
 * **summaries as columns**: a rank's summary tables are kept as their columns
-  (:class:`~perfreport.digest.FrozenFrame`), not as DataFrames;
+  (:class:`~perfreport.running.digest.FrozenFrame`), not as DataFrames;
 * **series cut**: of the time-series lines only the :data:`~perfreport.analyses.series.
   MAX_LINES` with the highest peaks so far keep their points (:class:`LineCut`).
 
 :meth:`Assembler.finish` then runs the other cross-rank analyses on the
-:class:`~perfreport.digest.DigestTrace` stand-ins and puts each per-rank table together.
+:class:`~perfreport.running.digest.DigestTrace` stand-ins and puts each per-rank table together.
 Measured on 64 ranks of 50 MB: ~135 kB kept a rank, of which ~60 kB are the per-rank rows the
 output lists (``benchmarks/RESULTS.md``).
 """
@@ -33,11 +33,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .analyses.op_profile import OpProfileFold
-from .analyses.series import MAX_LINES, line_peak
+from ..analyses.op_profile import OpProfileFold
+from ..analyses.series import MAX_LINES, line_peak
 from .digest import COMMON_CLOCK_COLUMNS, CROSS_RANK, DigestTrace, FrozenFrame, RankDigest, memo_kind
-from .model import TraceSet
-from .timing import phase
+from ..model import TraceSet
+from ..timing import phase
 
 
 STACK_EVERY = 16
@@ -186,7 +186,7 @@ class Assembler:
 
     def add(self, d: RankDigest, position: int) -> None:
         """The digest of the side's job number ``position``."""
-        from .load import claim
+        from ..load import claim
 
         claim(self.ranks, d)  # a second file of one rank: the error line; a default rank, dropped events: warned
         rank = d.meta.rank
@@ -212,7 +212,7 @@ class Assembler:
                                   "wall_s": round(d.load_s + d.analyze_s, 4), "phases": d.timings})
 
     def finish(self) -> tuple[TraceSet, dict[str, pd.DataFrame]]:
-        from .analyses import ANALYSES
+        from ..analyses import ANALYSES
 
         if self._early:
             raise RuntimeError(f"{self.source}: jobs {sorted(self._early)} arrived, but not the ones before them")

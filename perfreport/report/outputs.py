@@ -7,7 +7,7 @@ WeasyPrint (in a thread of lower priority, so the ranks' loading keeps the cores
 parent loads the traces, then waits. Drawing the figures (matplotlib) is most of the rest:
 ``compare`` starts a child drawing the analysis sections' figures as soon as both sides are
 analysed, beside the gate (:func:`early_figures`), and once the report is built the remaining
-figures are drawn by the parent and forked children together (:mod:`perfreport.drawing`), the
+figures are drawn by the parent and forked children together (:mod:`perfreport.report.drawing`), the
 PDF's first, so its page goes to the renderer while the HTML page's figures are still being
 drawn. Then every file is written as one set, as :func:`perfreport.report.write_reports` does.
 The renderers are :mod:`perfreport.report`'s, unchanged; this module only decides when and
@@ -26,11 +26,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._io import atomic_files
-from .errors import PerfreportError
-from .report import FILENAMES, parse_formats, render
-from .report.model import Report
-from .timing import phase, record
+from ..storing.atomic import atomic_files
+from ..errors import PerfreportError
+from . import FILENAMES, parse_formats, render
+from .model import Report
+from ..timing import phase, record
 
 if TYPE_CHECKING:
     from .drawing import EarlyFigures, FigureDrawing
@@ -55,7 +55,7 @@ class PdfRenderer:
         parent = os.getpid()
         pid = os.fork()
         if pid == 0:  # the child: never returns
-            from .lifecycle import worker_init
+            from ..running.lifecycle import worker_init
 
             worker_init(parent)  # dies with the parent, whatever kills it
             os.close(down_w)
@@ -85,7 +85,7 @@ class PdfRenderer:
     def result(self, path: Path) -> bytes:
         """The PDF bytes. PdfUnavailable when WeasyPrint did not load in the child,
         PerfreportError naming ``path`` for any other failure."""
-        from .report.pdf import PdfUnavailable
+        from .pdf import PdfUnavailable
 
         payload = self._collect()
         if payload[:1] == b"T":  # the child's phases, timed there (beside the parent's)
@@ -139,7 +139,7 @@ priority. On idle cores a nice value changes nothing."""
 def _import_politely(outcome: list) -> None:
     """In a thread of the renderer child: import WeasyPrint at a lower priority; ``outcome``
     gets None, or why it cannot load."""
-    from .report.pdf import PdfUnavailable, import_weasyprint
+    from .pdf import PdfUnavailable, import_weasyprint
 
     try:
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), IMPORT_NICE)  # this thread only, on Linux
@@ -162,7 +162,7 @@ def _child(page_fd: int, result_fd: int) -> None:
     b"U" + why WeasyPrint cannot load, or b"E" + one error line."""
     code = 0
     try:
-        from .report.pdf import layout_pdf
+        from .pdf import layout_pdf
 
         outcome: list = []
         importer = threading.Thread(target=_import_politely, args=(outcome,), name="perfreport-import-weasyprint")
@@ -219,7 +219,7 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 Content = str | bytes | Iterable[bytes]
-"""A file's content as :func:`perfreport._io.atomic_files` takes it (chunks: a JSON document)."""
+"""A file's content as :func:`perfreport.storing.atomic.atomic_files` takes it (chunks: a JSON document)."""
 
 
 def write_reports(report: Report, out_dir: str | Path, formats: Iterable[str] | str | None = None,
@@ -228,7 +228,7 @@ def write_reports(report: Report, out_dir: str | Path, formats: Iterable[str] | 
                   pdf_optional: bool = False, before_write: Callable[[], None] | None = None,
                   early: EarlyFigures | None = None) -> list[Path]:
     """:func:`perfreport.report.write_reports` (the report files and the ``extra`` files written as
-    one set, :func:`perfreport._io.atomic_files`) with the PDF laid out in a child process at the
+    one set, :func:`perfreport.storing.atomic.atomic_files`) with the PDF laid out in a child process at the
     same time as the other formats are rendered: ``renderer`` (started early by the command), or
     one forked here. ``ready`` holds formats already rendered. ``pdf_optional``: the PDF was a
     default, not asked for, so where WeasyPrint cannot load it is left out with a note on
@@ -237,7 +237,7 @@ def write_reports(report: Report, out_dir: str | Path, formats: Iterable[str] | 
     file is written (the command puts its phase timings into the document then). Returns the paths: the extra files, then the reports in
     :data:`perfreport.report.FORMATS` order. Raises OSError for a write that failed,
     PerfreportError for a PDF that failed (the other files are written all the same)."""
-    from .report import pdf
+    from . import pdf
 
     out = Path(out_dir)
     formats = parse_formats(formats)
@@ -262,7 +262,7 @@ def write_reports(report: Report, out_dir: str | Path, formats: Iterable[str] | 
             if fmt in ready:
                 files[FILENAMES[fmt]] = ready[fmt]
             elif fmt == "html":
-                from .report.html import render_html
+                from .html import render_html
 
                 with phase("render:html"):
                     drawing.draw(1, svgs)
@@ -305,7 +305,7 @@ def early_figures(formats: Iterable[str], pdf_appendix: bool = False
                   ) -> Callable[[Any, Any], EarlyFigures | None] | None:
     """What ``compare`` calls with the baseline's and the candidate's analyses before its gate
     (its ``analysed``): a child forked to draw the figures of their analysis sections
-    (:class:`perfreport.drawing.EarlyFigures`) while the gate runs. None when no format shows
+    (:class:`perfreport.report.drawing.EarlyFigures`) while the gate runs. None when no format shows
     those figures (they are on the HTML page, and in the PDF with its appendix)."""
     if "html" not in formats and not ("pdf" in formats and pdf_appendix):
         return None
@@ -323,7 +323,7 @@ def early_figures(formats: Iterable[str], pdf_appendix: bool = False
 
 def prefetch_figures() -> None:
     """Import what the figures are drawn with, on a thread while the ranks load elsewhere (see
-    :attr:`perfreport.executor.Executor.while_waiting`): a third of a second off the end."""
+    :attr:`perfreport.running.executor.Executor.while_waiting`): a third of a second off the end."""
     import perfreport.report.figures  # noqa: F401
 
 
@@ -337,22 +337,23 @@ def _import_matplotlib() -> None:
 def _analysis_sections(baseline, candidate) -> list:
     """The analysis sections of a comparison report, as :func:`perfreport.report.build.comparison_report`
     makes them from each side's summary document (run in the early child)."""
-    from .jsondoc import plain_document
-    from .pipeline import summary_document
-    from .report.blocks import Side
-    from .report.comparison import SIDES
-    from .report.sections import analysis_sections
+    from ..jsondoc import plain_document
+    from ..pipeline import summary_document
+    from .blocks import Side, rows_kept
+    from .comparison import SIDES
+    from .sections import analysis_sections
 
     analyses = dict(zip(SIDES, (baseline, candidate)))
-    return analysis_sections([Side(label, plain_document(summary_document(analyses[label]))) for label in SIDES])
+    with rows_kept():  # as in the report's build: each table made into rows once
+        return analysis_sections([Side(label, plain_document(summary_document(analyses[label]))) for label in SIDES])
 
 
 def _figure_drawing(report: Report, formats: tuple[str, ...], ready: Mapping[str, Content],
                     pdf_appendix: bool, early: EarlyFigures | None = None) -> FigureDrawing:
     """The figures to draw, started on the other cores: group 0 the PDF's page's, group 1 the rest
-    of the HTML page's (:mod:`perfreport.drawing`)."""
+    of the HTML page's (:mod:`perfreport.report.drawing`)."""
     from .drawing import FigureDrawing
-    from .report.html import figures_to_draw
+    from .html import figures_to_draw
 
     pdf_jobs = figures_to_draw(report, brief=not pdf_appendix) if "pdf" in formats and "pdf" not in ready else []
     html_jobs = figures_to_draw(report, svgs={k: v for key, _, _, prefix in pdf_jobs
