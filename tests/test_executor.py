@@ -121,11 +121,7 @@ def _report(folder: Path) -> dict:
 
 def test_dask_cluster_gives_the_local_results(tmp_path, job8, capsys):
     distributed = pytest.importorskip("distributed")
-    import dask
-
-    # worker processes forked from this one, which has numpy, pandas and perfreport imported
-    # (spawned ones import them again: ~1.2 CPU s each); each is still a process of its own
-    with dask.config.set({"distributed.worker.multiprocessing-method": "fork"}), distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
                                   dashboard_address=None, scheduler_port=0, silence_logs=40) as cluster:
         address = cluster.scheduler_address
         assert address.startswith("tcp://127.0.0.1:")
