@@ -138,3 +138,34 @@ def test_the_scanner_lets_other_threads_run_while_it_scans():
     inside = [t0] + [s for s in samples if t0 < s < t1] + [t1]
     longest = max(b - a for a, b in zip(inside, inside[1:]))
     assert longest < 0.5 * (t1 - t0), f"the other thread stopped for {1000 * longest:.0f} ms of a {1000 * (t1 - t0):.0f} ms scan"
+
+
+def test_a_scan_beside_a_busy_python_thread_never_waits_for_the_gil():
+    """Numbers the fast path cannot convert (more than 19 significant digits: kernel occupancy
+    figures such as 0.018518518518518517) are parsed by the C library in the "C" locale, not by
+    Python's parser under the GIL: a thread running Python beside the scan would otherwise hold
+    the scan up to 5 ms (the switch interval) at each one (a 200 MB trace has ~2,000)."""
+    from perfreport.load import _scan
+    from perfreport.load.fields import ARG_FIELDS, TOP_FIELDS
+
+    plain = b'{"ph": "X", "cat": "kernel", "name": "k", "ts": 1661203462598738, "dur": 12, "args": {"stream": 7}}'
+    long_number = b'{"ph": "X", "cat": "kernel", "name": "k", "ts": 1661203462598739, "dur": 3, ' \
+                  b'"args": {"blocks per SM": 0.018518518518518517, "warps per SM": 0.07407407407407407}}'
+    document = b'{"traceEvents": [' + b", ".join(([plain] * 49 + [long_number]) * 2_000) + b"]}"
+    done = threading.Event()
+    times: list[float] = []
+
+    def scan():
+        t0, c0 = time.perf_counter(), time.thread_time()
+        _scan.scan_document(document, TOP_FIELDS, ARG_FIELDS)
+        times.extend([time.perf_counter() - t0, time.thread_time() - c0])
+        done.set()
+
+    thread = threading.Thread(target=scan)
+    thread.start()
+    spins = 0
+    while not done.is_set():  # Python on this thread all along: it holds the GIL whenever it runs
+        spins += 1
+    thread.join()
+    wall, cpu = times
+    assert spins > 0 and wall < 5 * cpu + 0.05, f"a {1000 * cpu:.0f} ms scan took {1000 * wall:.0f} ms beside Python"
