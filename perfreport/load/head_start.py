@@ -39,31 +39,12 @@ def load_hashed(rank_file: RankFile, limits: Limits) -> tuple[RankTrace, str]:
     from .kineto import load_rank_file
 
     with ThreadPoolExecutor(1, thread_name_prefix="perfreport-sha256") as pool:
-        checksum = pool.submit(_timed, _in_the_background, sha256_file, rank_file.path)
+        checksum = pool.submit(_timed, sha256_file, rank_file.path)
         trace = load_rank_file(rank_file, limits)
         with phase("wait for checksum"):
             sha, wall, cpu = checksum.result()
     record("checksum (own thread)", wall, cpu)
     return trace, sha
-
-
-def _in_the_background(fn: Callable, *args):
-    """``fn(*args)`` on this thread at a lower priority (Linux: a thread has a nice value of its
-    own). The checksum is needed only once the rank is loaded, and the load is what the command
-    waits for: on a 2-core machine the scan, the command's imports and the checksum otherwise
-    share the two cores in thirds, and the scan (0.3 CPU seconds of a 200 MB rank) took 0.5 s.
-    At a lower priority the checksum takes what they leave, and the rest once the imports are
-    done."""
-    import os
-    import sys
-    import threading
-
-    if sys.platform.startswith("linux"):
-        try:
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
-        except OSError:  # not allowed (a sandbox): the same checksum, at the same priority
-            pass
-    return fn(*args)
 
 
 def _timed(fn: Callable, *args):
