@@ -75,7 +75,7 @@ class Source:
 
 def read_source(path: Path) -> Source:
     """Decode ``path`` with the package's own reader (so .json and .json.gz both work)."""
-    from perfreport.storing.atomic import read_trace_bytes  # only the parent process needs perfreport here
+    from perfreport.load.files import read_trace_bytes  # only the parent process needs perfreport here
 
     top = json.loads(read_trace_bytes(path))
     keys = list(top)
