@@ -100,6 +100,15 @@ class Run:
                 if ((names and r["phase"] in names) or r["phase"].startswith(prefix or ("\0",)))]
         return sum(r["cpu_s"] * r["self_s"] / r["wall_s"] if r["wall_s"] else 0.0 for r in rows) / len(ranks)
 
+    def analyses_cpu_s(self, gate: bool = False) -> float:
+        """CPU seconds of a rank task's analyses, with those a forked child ran beside it (a single
+        rank in ``analyze``: their phases carry no self time, the child's CPU is its own phase)."""
+        prefix = ("analysis:", "memo:", "gate inputs") if gate else ("analysis:", "memo:")
+        ranks = self.timings.get("ranks") or [None]
+        child = sum(r["cpu_s"] for r in self.timings.get("rank_phases", [])
+                    if r["phase"] == "forked analyses (child process)")
+        return self.phase_s(prefix=prefix) + child / len(ranks)
+
     @property
     def parent_mb(self) -> float:
         return self.timings.get("parent", {}).get("peak_rss_bytes", 0) / MB
@@ -241,7 +250,7 @@ def phases_table(cases: list[Case]) -> list[str]:
     for case in cases:
         for name, run in (("analyze", case.analyze), ("compare", case.compare)):
             load = run.phase_s(LOAD_PHASES)
-            analyses = run.phase_s(prefix=("analysis:", "memo:", "gate inputs"))
+            analyses = run.analyses_cpu_s(gate=True)
             worker = f"{run.worker_mb:,.0f} ({run.worker_mb / case.json_mb:.2f})" if run.worker_mb else "– (in parent)"
             rows.append(f"| {case.label} | {name} | {load:.2f} | {case.json_mb / 1000 / load:.2f} | {analyses:.2f} | "
                         f"{run.parent_mb:,.0f} ({run.parent_mb / case.json_mb:.2f}) | {worker} |")
@@ -274,8 +283,9 @@ def targets_table(cases: list[Case], suite: Run | None) -> list[str]:
             row(f"load ≥ 1 GB/s per core, {case.label}", f"{load:.2f} CPU s: {case.json_mb / 1000 / load:.2f} GB/s",
                 case.json_mb / 1000 / load >= 1)
         if case.ranks == 1 and case.json_mb >= 900:
-            analyses = a.phase_s(prefix=("analysis:", "memo:"))
-            row(f"analyses ≤ 1.5 s, {case.label}", f"{analyses:.2f} CPU s", analyses <= 1.5)
+            analyses = a.analyses_cpu_s()
+            row(f"analyses ≤ 1.5 s, {case.label}", f"{analyses:.2f} CPU s (those of a forked child included)",
+                analyses <= 1.5)
     if suite is not None:
         row("the README's test command ≤ 3 min on 2 cores", f"{suite.wall / 60:.1f} min ({suite.cpu:.0f} CPU s)",
             suite.wall <= 180)
