@@ -434,45 +434,56 @@ def _link_by_flows(cols, codes, cpu_side: np.ndarray, unlinked: np.ndarray, link
     if not len(starts) or not len(ends):
         return
     gpu = np.flatnonzero(unlinked)
-    launches = np.flatnonzero(cpu_side & _mask(cols["cat"], codes, RUNTIME_CATEGORIES))
     place = ("pid", "tid", "ts")
-    f_of_gpu = _match([cols[k][gpu] for k in place], [cols[k][ends] for k in place])
+    f_of_gpu = _match(cols, place, gpu, ends)
     ok = f_of_gpu >= 0
-    gpu, flow_ids = gpu[ok], cols["flow_id"][ends[f_of_gpu[ok]]]
-    s_of_gpu = _match([flow_ids], [cols["flow_id"][starts]])
+    gpu, f_rows = gpu[ok], f_of_gpu[ok]
+    s_of_gpu = _match(cols, ("flow_id",), f_rows, starts)
     ok = s_of_gpu >= 0
-    gpu, s_rows = gpu[ok], starts[s_of_gpu[ok]]
-    cpu_of_gpu = _match([cols[k][s_rows] for k in place], [cols[k][launches] for k in place])
+    gpu, s_rows = gpu[ok], s_of_gpu[ok]
+    if not len(gpu):
+        return
+    launches = np.flatnonzero(cpu_side & _mask(cols["cat"], codes, RUNTIME_CATEGORIES))
+    cpu_of_gpu = _match(cols, place, s_rows, launches)
     ok = cpu_of_gpu >= 0
-    linked[gpu[ok]] = launches[cpu_of_gpu[ok]]
+    linked[gpu[ok]] = cpu_of_gpu[ok]
 
 
-def _match(keys_a: list[np.ndarray], keys_b: list[np.ndarray]) -> np.ndarray:
-    """For each row of ``keys_a``, the position of a row of ``keys_b`` with equal keys (the last
-    one), else -1. Keys are parallel column arrays compared exactly.
+def _match(cols: dict[str, np.ndarray], keys: tuple[str, ...], rows_a: np.ndarray, rows_b: np.ndarray) -> np.ndarray:
+    """For each row of ``rows_a``, a row of ``rows_b`` (ascending) whose ``keys`` columns hold
+    equal values (the last such row), else -1. Values are compared exactly.
 
     Only rows whose last key (the most selective: a timestamp, a flow id) occurs on the other
-    side can match, so the rows are first narrowed with a plain sort of that one column; the
-    sort of whole key tuples then runs on the candidates alone (a few orphan kernels against
-    a million flow events costs a few rows, not a million-row structured sort).
+    side can match, so the rows are first narrowed on that one column, and only the candidates'
+    other keys are read; the sort of whole key tuples then runs on the candidates alone (a few
+    orphan kernels against a million flow events costs a few rows, not a million-row sort).
     """
-    n_a = len(keys_a[0])
-    out = np.full(n_a, -1, dtype=np.int64)
-    if n_a == 0 or len(keys_b[0]) == 0:
-        return out
-    rows_a = np.flatnonzero(np.isin(keys_a[-1], keys_b[-1]))
-    rows_b = np.flatnonzero(np.isin(keys_b[-1], keys_a[-1]))
+    out = np.full(len(rows_a), -1, dtype=np.int64)
     if not len(rows_a) or not len(rows_b):
         return out
-    dtype = [(f"k{i}", np.result_type(a.dtype, b.dtype)) for i, (a, b) in enumerate(zip(keys_a, keys_b))]
-    both = np.empty(len(rows_a) + len(rows_b), dtype=dtype)
-    for i, (a, b) in enumerate(zip(keys_a, keys_b)):
-        both[f"k{i}"] = np.concatenate([a[rows_a], b[rows_b]])
+    last = cols[keys[-1]]
+    # The smaller side first: np.isin of a big column against a few values is a compare per
+    # value, where against another big column it sorts both. The bigger side's candidates are
+    # then looked up among themselves (the same rows: a value of the small side occurs on the
+    # big side exactly when it occurs among the big side's candidates). One orphan kernel
+    # against ~800k flow ends of a 1 GB trace: a few ms instead of ~60.
+    a_small = len(rows_a) <= len(rows_b)
+    small, big = (last[rows_a], last[rows_b]) if a_small else (last[rows_b], last[rows_a])
+    in_big = np.flatnonzero(np.isin(big, small))
+    if not len(in_big):
+        return out
+    in_small = np.flatnonzero(np.isin(small, big[in_big]))
+    at_a, at_b = (in_small, in_big) if a_small else (in_big, in_small)
+    cand_a, cand_b = rows_a[at_a], rows_b[at_b]
+    dtype = [(f"k{i}", cols[k].dtype) for i, k in enumerate(keys)]
+    both = np.empty(len(cand_a) + len(cand_b), dtype=dtype)
+    for i, k in enumerate(keys):
+        both[f"k{i}"] = np.concatenate([cols[k][cand_a], cols[k][cand_b]])
     _, inverse = np.unique(both, return_inverse=True)
     inverse = inverse.ravel()
     last_b = np.full(inverse.max() + 1, -1, dtype=np.int64)
-    last_b[inverse[len(rows_a):]] = rows_b  # repeated keys: the last assignment wins (rows_b ascends)
-    out[rows_a] = last_b[inverse[:len(rows_a)]]
+    last_b[inverse[len(cand_a):]] = cand_b  # repeated keys: the last assignment wins (rows_b ascends)
+    out[at_a] = last_b[inverse[:len(cand_a)]]
     return out
 
 
