@@ -15,6 +15,7 @@ import math
 import mmap
 import os
 import random
+import re
 import time
 from pathlib import Path
 
@@ -695,6 +696,59 @@ def test_long_traces_with_changing_key_order():
     ]
     events = [rng.choice(kinds).format(i=i, ts=1_700_000_000_000_000 + 3 * i) for i in range(6000)]
     both("[" + ",\n".join(events) + "]")
+
+
+def test_repeated_compound_values():
+    """Arrays and objects in kind-'s' args, seen again and again: the scanner converts a raw text
+    it has seen once from a cache (no validation, no minifying). Same text with other spacing,
+    texts that share their first 16 bytes, long ones, a duplicate key in one event, values in
+    fields of other kinds, and values right at the end of the buffer all match the reference."""
+    rng = random.Random(5)
+    shapes = ["[[1024, 8, 96], []]", "[[1024,8,96],[]]", "[[1024, 8, 96], [1]]", "[[1024, 8, 96], [2]]",
+              "[]", "[[]]", '["float", "Scalar"]', '[ "float" , "Scalar" ]', '{"a": [1, 2], "b": "x"}',
+              "[" + ", ".join(str(i) for i in range(40)) + "]", '["a\\u00e9", "b\\"c"]', "[[1, 2], [3, 4]]"]
+    events = []
+    for i in range(3000):
+        dims, types = rng.choice(shapes), rng.choice(shapes)
+        extra = f', "Input Dims": {rng.choice(shapes)}' if i % 17 == 0 else ""  # duplicate key: last wins
+        events.append(f'{{"ph": "X", "name": "op", "ts": {i}, "args": {{"Input Dims": {dims}, "Input type": {types}'
+                      f'{extra}, "stream": {rng.choice(shapes)}, "Concrete Inputs": {dims}}}}}')
+    res = both("[" + ",\n".join(events) + "]")
+    assert len(set(text_of(res, res.args["Input Dims"].values))) == 10  # spacing variants share a text
+    for tail in shapes:  # the last value ends within 16 bytes of the buffer's end
+        both('[{"args": {"Input Dims": ' + tail + '}}, {"args": {"Input Dims": ' + tail + "}}]")
+
+
+def test_repeated_compound_value_then_bad_text():
+    """A value that the cache knows, followed by what makes the text invalid, is rejected at the
+    same byte as without the cache."""
+    good = '{"args": {"Input Dims": [[1, 2], []], "Input type": ["float"]}}'
+    for bad in (']]', '] , "x": 1}}', ' 7}}', '}'):
+        doc = "[" + good + ", " + good[:-2] + bad + "]"
+        cold = "[" + good[:-2] + bad + "]"
+        with pytest.raises(ValueError) as warm_error:
+            scan_c(doc.encode())
+        with pytest.raises(ValueError) as cold_error:
+            scan_c(cold.encode())
+        shift = len(good) + 2
+        want = re.sub(r"byte (\d+)", lambda m: f"byte {int(m.group(1)) + shift}", str(cold_error.value))
+        assert str(warm_error.value) == want
+
+
+@pytest.mark.parametrize("length", [1, 12, 27, 28, 29, 40, 41])
+def test_keys_of_every_length_and_spacing(length):
+    """Keys are matched against the member text '"key": ' in 32 bytes (keys up to 28 bytes);
+    longer keys, other spacing and members within 32 bytes of the end take the general path."""
+    key = ("k" * length)[:length]
+    events = []
+    for i, sep in enumerate(['": ', '":', '" : ', '":\n ', '": ']):
+        events.append(f'{{"name": "n{i}", "{key}{sep}{i}, "ph{sep}"X", "args": {{"{key}{sep}1, "stream{sep}{i}}}}}')
+    for n in (1, 3, 40):
+        doc = "[" + ", ".join(events * n) + "]"
+        both(doc)
+        custom = _scan.scan(doc.encode(), [("name", "s"), (key, "i"), ("ph", "s")], [(key, "i"), ("stream", "i")])
+        assert np.frombuffer(custom[1][1], np.int64).tolist() == list(range(5)) * n
+        assert np.frombuffer(custom[3][1], np.int64).tolist() == list(range(5)) * n
 
 
 # --------------------------------------------------------------------------------------------
