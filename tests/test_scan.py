@@ -698,25 +698,32 @@ def test_long_traces_with_changing_key_order():
     both("[" + ",\n".join(events) + "]")
 
 
-def test_repeated_compound_values():
-    """Arrays and objects in kind-'s' args, seen again and again: the scanner converts a raw text
-    it has seen once from a cache (no validation, no minifying). Same text with other spacing,
-    texts that share their first 16 bytes, long ones, a duplicate key in one event, values in
-    fields of other kinds, and values right at the end of the buffer all match the reference."""
+def test_repeated_text_values():
+    """Strings, arrays and objects in kind-'s' fields (top level and args), seen again and again:
+    the scanner converts a raw text it has seen once from a cache (no validation, no minifying,
+    no hashing). Same text with other spacing or escapes, texts that share their first 16
+    bytes, long ones, a duplicate key in one event, values in fields of other kinds, and values
+    right at the end of the buffer all match the reference."""
     rng = random.Random(5)
     shapes = ["[[1024, 8, 96], []]", "[[1024,8,96],[]]", "[[1024, 8, 96], [1]]", "[[1024, 8, 96], [2]]",
               "[]", "[[]]", '["float", "Scalar"]', '[ "float" , "Scalar" ]', '{"a": [1, 2], "b": "x"}',
               "[" + ", ".join(str(i) for i in range(40)) + "]", '["a\\u00e9", "b\\"c"]', "[[1, 2], [3, 4]]"]
+    names = ['"op"', '"o\\u0070"', '""', '"aten::convolution_backward_overrideable"', '"aten::convolution_backward_x"',
+             '"' + "void at::native::elementwise_kernel<128, 4>" * 3 + '"', '"tab\\there"', '"123"', '"X"']
     events = []
     for i in range(3000):
         dims, types = rng.choice(shapes), rng.choice(shapes)
         extra = f', "Input Dims": {rng.choice(shapes)}' if i % 17 == 0 else ""  # duplicate key: last wins
-        events.append(f'{{"ph": "X", "name": "op", "ts": {i}, "args": {{"Input Dims": {dims}, "Input type": {types}'
-                      f'{extra}, "stream": {rng.choice(shapes)}, "Concrete Inputs": {dims}}}}}')
+        name = rng.choice(names)
+        events.append(f'{{"ph": "X", "name": {name}, "cat": {rng.choice(names)}, "ts": {i}, "args": {{"Input Dims": '
+                      f'{dims}, "Input type": {types}{extra}, "stream": {rng.choice(shapes)}, "Concrete Inputs": {dims},'
+                      f' "dtype": {name}, "bytes": {name}}}, "dur": {name}}}')
     res = both("[" + ",\n".join(events) + "]")
     assert len(set(text_of(res, res.args["Input Dims"].values))) == 10  # spacing variants share a text
-    for tail in shapes:  # the last value ends within 16 bytes of the buffer's end
+    assert len(set(text_of(res, res.top["name"]))) == len(names) - 1  # "op" and "o\u0070" are one text
+    for tail in shapes + names:  # the last value ends within 16 bytes of the buffer's end
         both('[{"args": {"Input Dims": ' + tail + '}}, {"args": {"Input Dims": ' + tail + "}}]")
+        both('[{"name": ' + tail + '}, {"name": ' + tail + "}]")
 
 
 def test_repeated_compound_value_then_bad_text():

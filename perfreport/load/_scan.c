@@ -30,9 +30,11 @@
  * a fraction. Strings are interned in a C hash table keyed by their bytes; a Python ``str`` is
  * created once per distinct text at the very end.
  *
- * Where the time goes (about 15 instructions per byte of a Kineto trace): keys are predicted
- * from the key that preceded them (KeyMemo: a byte comparison instead of validating and looking
- * up the key), Kineto's own spacing (': ', ', "') is matched in one step, plain string content
+ * Where the time goes (about 11 instructions per byte of a Kineto trace): keys are predicted
+ * from the key that preceded them (KeyMemo: the member text '"key": ' compared in 32 bytes
+ * instead of validating and looking up the key), strings, arrays and objects of kind 's' seen
+ * before are recognised by their raw bytes (the text cache: no validation, no minifying, no
+ * hashing of the whole text), Kineto's own spacing (', "') is matched in one step, plain string content
  * is skipped 16 bytes at a time (SSE2, part of every x86-64; 8 at a time in a 64-bit word
  * elsewhere), digit runs 8 at a time, numbers of up to 19 digits converted by SWAR, and the
  * columns are sized for the whole array after its first events instead of growing by copies.
@@ -171,9 +173,20 @@ static inline int buf_append(Buf *b, const void *src, size_t n)
     return 0;
 }
 
-static inline int buf_put_f64(Buf *b, double v) { return buf_append(b, &v, sizeof v); }
-static inline int buf_put_i64(Buf *b, int64_t v) { return buf_append(b, &v, sizeof v); }
-static inline int buf_put_i32(Buf *b, int32_t v) { return buf_append(b, &v, sizeof v); }
+/* Append one value of n > 0 bytes: the columns' appends, several per event. An empty Buf has
+ * cap 0, so the one comparison also catches a NULL data (buf_reserve tests both for need 0). */
+static ALWAYS_INLINE int buf_put(Buf *b, const void *v, size_t n)
+{
+    if (UNLIKELY(b->cap - b->len < n) && buf_grow(b, n) < 0)
+        return -1;
+    memcpy(b->data + b->len, v, n);
+    b->len += n;
+    return 0;
+}
+
+static inline int buf_put_f64(Buf *b, double v) { return buf_put(b, &v, sizeof v); }
+static inline int buf_put_i64(Buf *b, int64_t v) { return buf_put(b, &v, sizeof v); }
+static inline int buf_put_i32(Buf *b, int32_t v) { return buf_put(b, &v, sizeof v); }
 
 static void buf_free(Buf *b)
 {
@@ -517,7 +530,7 @@ enum {
     V_FLOAT,    /* number with a fraction or exponent */
     V_LITERAL,  /* true / false / null: no whitespace inside, the raw text is the minified text */
     V_COMPOUND, /* array or object: minified for kind 's' */
-    V_CODE,     /* array or object found in the compound cache: already interned (Span.code) */
+    V_CODE,     /* string, array or object found in the text cache: already interned (Span.code) */
 };
 
 #define KEY_MEMO_LEN 40  /* keys up to this many bytes are remembered */
@@ -557,17 +570,17 @@ typedef struct {
     int32_t code; /* the string code of a V_CODE value */
 } Span;
 
-#define COMPOUND_SLOTS 2048 /* entries of the compound cache (a power of two) */
-#define COMPOUND_MAX 80     /* longest raw text it keeps */
-#define COMPOUND_KEY 16     /* bytes from the value's start that choose its entry */
+#define TEXT_CACHE_SLOTS 2048 /* entries of the text cache (a power of two) */
+#define TEXT_CACHE_MAX 80     /* longest raw text it keeps */
+#define TEXT_CACHE_KEY 16     /* bytes from the value's start that choose its entry */
 
-/* One array or object text seen before in a kind-'s' field, as it was in the file, and the
- * code of its minified text. */
+/* One string, array or object seen before in a kind-'s' field, as it is in the file, and the
+ * code of its text (decoded, or minified). */
 typedef struct {
     uint8_t len; /* 0: empty */
     int32_t code;
-    char text[COMPOUND_MAX];
-} CompoundEntry;
+    char text[TEXT_CACHE_MAX];
+} CachedText;
 
 typedef struct {
     const char *base, *end; /* the JSON text */
@@ -585,7 +598,7 @@ typedef struct {
     Py_ssize_t n_touched;
 
     KeyMemo top_memo, arg_memo; /* see KeyMemo */
-    CompoundEntry *compounds;   /* see compound_lookup */
+    CachedText *text_cache;     /* see text_cache_lookup */
 
     Buf scratch;   /* a decoded string or minified value being converted */
     Buf key_buf;   /* a decoded key that had escapes */
@@ -644,9 +657,9 @@ static int scan_init(Scan *S, PyObject *top_spec, PyObject *arg_spec)
     S->top_span = PyMem_RawCalloc(nt, sizeof(Span));
     S->arg_span = PyMem_RawCalloc(na, sizeof(Span));
     S->touched = PyMem_RawCalloc(na, sizeof(int16_t));
-    S->compounds = PyMem_RawCalloc(COMPOUND_SLOTS, sizeof(CompoundEntry));
+    S->text_cache = PyMem_RawCalloc(TEXT_CACHE_SLOTS, sizeof(CachedText));
     if (!S->top_cols || !S->arg_rows || !S->arg_vals || !S->top_span || !S->arg_span || !S->touched ||
-        !S->compounds) {
+        !S->text_cache) {
         no_memory();
         return -1;
     }
@@ -670,7 +683,7 @@ static void scan_free(Scan *S)
     PyMem_RawFree(S->top_span);
     PyMem_RawFree(S->arg_span);
     PyMem_RawFree(S->touched);
-    PyMem_RawFree(S->compounds);
+    PyMem_RawFree(S->text_cache);
     fieldmap_free(&S->top);
     fieldmap_free(&S->arg);
     interner_free(&S->strings);
@@ -689,7 +702,7 @@ static void scan_reset(Scan *S)
     S->strings.n = 0;
     S->strings.text.len = 0;
     memset(S->strings.slots, 0xFF, S->strings.nslots * sizeof *S->strings.slots);
-    memset(S->compounds, 0, COMPOUND_SLOTS * sizeof *S->compounds); /* their codes are gone */
+    memset(S->text_cache, 0, TEXT_CACHE_SLOTS * sizeof *S->text_cache); /* their codes are gone */
     S->n_events = 0;
 }
 
@@ -1721,46 +1734,49 @@ static int text_to_ns(const char *s, size_t n, int64_t *out)
 /* Converting a remembered value to its kind                                                    */
 /* ------------------------------------------------------------------------------------------ */
 
-/* The compound cache. Kineto writes the shapes and dtypes of an operator's inputs as arrays
- * ("Input Dims": [[1024, 8, 96], []], "Input type": ["float", "Scalar"]) on a third of all
- * events, from a few thousand distinct texts. Each took a validating walk (skip_container), a
- * minifying copy and a hash of the copy: ~700 instructions, a fifth of the whole scan of such
- * a trace. The cache maps the raw bytes of a compound value already converted to its code,
- * so a value seen before costs one hash of its first 16 bytes and one comparison.
+/* The text cache. A kind-'s' value is mostly one of a few thousand texts: event names and
+ * categories, and the shapes and dtypes of an operator's inputs as arrays ("Input Dims":
+ * [[1024, 8, 96], []], "Input type": ["float", "Scalar"]) on a third of a Kineto trace's
+ * events. Each took a validating walk (scan_string, skip_container), for arrays a minifying
+ * copy, and a hash and a probe of the string table. The cache maps the raw bytes of a value
+ * already converted to its code, so a value seen before costs one hash of the 16 bytes where
+ * it starts and one comparison (the 50 MB sample of the generated trace: 614M -> 548M
+ * instructions for the whole scan).
  *
- * Skipping the validation is exact: an array or object ends at its matching bracket, which the
- * parser finds without looking past it, so bytes equal to a complete value that was valid at
- * this nesting depth are that same valid value, ending at the same place. (Only values parsed
- * in args, at depth 3, look the cache up; it holds values converted anywhere, as the raw text
- * of a value says nothing about where it was.) Values are converted when their event ends
- * (see the header): the cache is filled then, and a hit needs no interning, so the string
- * table and its order are what they would be without it. The entry is chosen by the first
- * 16 bytes at the value, whatever they hold: for a short value they include what follows it
- * (mostly the same next key), which only spreads one text over a few entries. */
-static inline size_t compound_slot(const char *p)
+ * Skipping the validation is exact: a string ends at its first unescaped quote and an array or
+ * an object at its matching bracket, which the parser finds without looking past them, so
+ * bytes equal to a complete value that was valid are that same valid value, ending at the same
+ * place. (Numbers are not cached: "12" is a prefix of "123".) Nesting depth does not matter:
+ * a text of at most 80 bytes nests at most 40 deep, far from MAX_DEPTH. Values are converted
+ * when their event ends (see the header): the cache is filled then, and a hit needs no
+ * interning, so the string table and its order are what they would be without it. The entry
+ * is chosen by the first 16 bytes at the value, whatever they hold: for a short value they
+ * include what follows it (mostly the same next key), which only spreads one text over a few
+ * entries. */
+static inline size_t text_cache_slot(const char *p)
 {
     uint64_t h = (load64(p) * PRIME1) ^ (load64(p + 8) * PRIME2);
-    return (size_t)(h >> 40) & (COMPOUND_SLOTS - 1);
+    return (size_t)(h >> 40) & (TEXT_CACHE_SLOTS - 1);
 }
 
-/* Remember that the compound value [p, q) converts to ``code``. */
-static void compound_store(Scan *S, const char *p, const char *q, int32_t code)
+/* Remember that the value [p, q) (a string, array or object) converts to ``code``. */
+static void text_cache_store(Scan *S, const char *p, const char *q, int32_t code)
 {
     size_t n = (size_t)(q - p);
-    if (n > COMPOUND_MAX || S->end - p < COMPOUND_KEY)
+    if (n > TEXT_CACHE_MAX || S->end - p < TEXT_CACHE_KEY)
         return;
-    CompoundEntry *e = &S->compounds[compound_slot(p)];
+    CachedText *e = &S->text_cache[text_cache_slot(p)];
     memcpy(e->text, p, n);
     e->len = (uint8_t)n;
     e->code = code;
 }
 
-/* The compound value at p ('[' or '{') as a V_CODE span when the cache knows it; 0 if not. */
-static inline int compound_lookup(Scan *S, const char *p, Span *span)
+/* The value at p as a V_CODE span when the cache knows it (a string, array or object); 0 if not. */
+static inline int text_cache_lookup(Scan *S, const char *p, Span *span)
 {
-    if (S->end - p < COMPOUND_KEY || (*p != '[' && *p != '{'))
+    if (S->end - p < TEXT_CACHE_KEY || (*p != '[' && *p != '{' && *p != '"'))
         return 0;
-    const CompoundEntry *e = &S->compounds[compound_slot(p)];
+    const CachedText *e = &S->text_cache[text_cache_slot(p)];
     if (e->len == 0 || (size_t)(S->end - p) < e->len || !bytes_equal(p, e->text, e->len))
         return 0;
     *span = (Span){p, p + e->len, V_CODE, e->code};
@@ -1853,8 +1869,10 @@ static int convert_text(Scan *S, const Span *v, int32_t prev, int32_t *out)
         return 0;
     }
     if (v->type == V_STR || v->type == V_STR_ESC) {
-        if (span_text(S, v, &s, &n) < 0)
+        if (span_text(S, v, &s, &n) < 0 || intern_text(S, s, n, prev, out) < 0)
             return -1;
+        text_cache_store(S, v->p, v->q, *out);
+        return 0;
     } else if (v->type == V_COMPOUND) {
         if (minify_into(v->p, v->q, &S->scratch) < 0)
             return -1;
@@ -1862,7 +1880,7 @@ static int convert_text(Scan *S, const Span *v, int32_t prev, int32_t *out)
         n = S->scratch.len;
         if (intern_text(S, s, n, prev, out) < 0)
             return -1;
-        compound_store(S, v->p, v->q, *out);
+        text_cache_store(S, v->p, v->q, *out);
         return 0;
     } /* numbers and literals contain no whitespace: the raw text is the text */
     return intern_text(S, s, n, prev, out);
@@ -1897,6 +1915,8 @@ static ALWAYS_INLINE int append_value(Scan *S, char kind, const Span *v, Buf *co
         return buf_put_i64(col, i);
     }
     int32_t code = CODE_MISSING, prev = CODE_MISSING;
+    if (v && v->type == V_CODE)
+        return buf_put_i32(col, v->code); /* from the text cache: the most common case */
     if (col->len >= sizeof prev)
         memcpy(&prev, col->data + col->len - sizeof prev, sizeof prev);
     if (v && convert_text(S, v, prev, &code) < 0)
@@ -2012,7 +2032,7 @@ static ALWAYS_INLINE const char *read_key_memo(Scan *S, const char *p, const Fie
             const MemoKey *m = &memo->keys[before->next[j]];
             uint32_t equal = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(lo, _mm_loadu_si128((const __m128i *)m->pattern))) |
                              (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(hi, _mm_loadu_si128((const __m128i *)(m->pattern + 16)))) << 16;
-            if (before->next[j] && m->pattern_mask && (~equal & m->pattern_mask) == 0) {
+            if (m->pattern_mask && (~equal & m->pattern_mask) == 0) { /* KEY_START/UNKNOWN: mask 0 */
                 *key = p + 1;
                 *len = (size_t)m->len - 1;
                 *field = m->field;
@@ -2057,7 +2077,7 @@ static ALWAYS_INLINE const char *read_key_memo(Scan *S, const char *p, const Fie
 static inline const char *after_member(Scan *S, const char *p, int *done)
 {
     const char *end = S->end;
-    if (end - p >= 3 && p[0] == ',' && p[1] == ' ' && p[2] == '"') { /* how Kineto writes it */
+    if (end - p >= 3 && memcmp(p, ", \"", 3) == 0) { /* how Kineto writes it (one 2- and one 1-byte comparison) */
         *done = 0;
         return p + 2;
     }
@@ -2088,8 +2108,8 @@ static const char *parse_args(Scan *S, const char *p)
             return NULL;
         if (k >= 0 && !S->arg_span[k].p)
             S->touched[S->n_touched++] = (int16_t)k; /* first time this event: one row */
-        if (k >= 0 && S->arg.fields[k].kind == 's' && compound_lookup(S, p, &S->arg_span[k]))
-            p = S->arg_span[k].q; /* a compound value converted before (see compound_lookup) */
+        if (k >= 0 && S->arg.fields[k].kind == 's' && text_cache_lookup(S, p, &S->arg_span[k]))
+            p = S->arg_span[k].q; /* a text converted before (see text_cache_lookup) */
         else if (!(p = skip_value(S, p, 3, k >= 0 ? &S->arg_span[k] : NULL)))
             return NULL;
         if (!(p = after_member(S, p, &done)))
@@ -2122,6 +2142,8 @@ static const char *parse_event(Scan *S, const char *p)
             } else {
                 p = skip_value(S, p, 2, span);
             }
+        } else if (k >= 0 && S->top.fields[k].kind == 's' && text_cache_lookup(S, p, span)) {
+            p = span->q; /* a text converted before (see text_cache_lookup) */
         } else {
             p = skip_value(S, p, 2, span);
         }
