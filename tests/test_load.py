@@ -187,3 +187,38 @@ def test_distinct_codes_equals_np_unique(n: int, n_codes: int) -> None:
     np.testing.assert_array_equal(inverse, expected_inverse.ravel())
     if n:
         assert -1 in uniq.tolist() or n < 50  # the "no string" code is among them
+
+
+def test_far_starts_found_from_the_extremes_as_from_every_row() -> None:
+    """drop_absurd looks for far starts only when the earliest or the latest timed start is far
+    from the median: on random columns with starts just inside and just outside the limit, the
+    events dropped are those of the whole-column computation."""
+    from perfreport.limits import Limits
+    from perfreport.load.fields import INT_MISSING, ScanResult
+    from perfreport.load.sanitize import drop_absurd
+
+    limits = Limits()
+    limit_ns = limits.max_span_us * 1000.0
+    rng = np.random.default_rng(3)
+    dropped_some = 0
+    for trial in range(60):
+        n = int(rng.integers(1, 400))
+        base = int(rng.integers(0, 2**60))
+        ts = base + rng.integers(-10**9, 10**9, n)
+        for i in rng.choice(n, int(rng.integers(0, 3)), replace=False):  # a few near or past the limit
+            ts[i] = base + int(rng.choice([-1, 1]) * (limit_ns + int(rng.integers(-3 * 10**9, 3 * 10**9))))
+        ph = rng.choice(np.array([0, 1], dtype=np.int32), n, p=[0.9, 0.1])  # "X", "M"
+        ts[rng.random(n) < 0.05] = INT_MISSING
+        result = ScanResult(n_events=n, top={"ph": ph, "ts": ts, "dur": np.ones(n)}, args={}, strings=["X", "M"])
+        kept, counts = drop_absurd(result, limits)
+        # the whole-column computation it replaces
+        complete, has_ts = ph == 0, ts != INT_MISSING
+        timed = has_ts & (ph != 1)
+        anchor = ts[complete & has_ts] if (complete & has_ts).any() else ts[timed]
+        far = np.zeros(n, dtype=bool)
+        if len(anchor):
+            far = timed & (np.abs(ts.astype(np.float64) - float(np.median(anchor))) > limit_ns)
+        want = far | (complete & ~has_ts)  # and those without a timestamp
+        assert kept.n_events == n - int(want.sum()), trial
+        dropped_some += bool(far.any())
+    assert 5 < dropped_some < 60  # both outcomes were exercised

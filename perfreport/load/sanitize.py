@@ -58,12 +58,13 @@ def drop_absurd(result: ScanResult, limits: Limits) -> tuple[ScanResult, dict[st
     timed = has_ts & (ph != strings.get("M", -2))
     anchor = ts_ns[complete & has_ts] if (complete & has_ts).any() else ts_ns[timed]
     if len(anchor):
-        median = float(np.median(anchor))
-        distance = ts_ns.astype(np.float64)  # |ts - median| in place: one temporary, not three
-        distance -= median
-        far = timed & (np.abs(distance, out=distance) > limit_ns)
-        del distance
-        reasons[f"starting more than {limits.max_span_s:g} s from the others"] = far
+        median = float(np.median(anchor, overwrite_input=True))  # anchor is a copy: partition it in place
+        if _any_far(ts_ns, timed, median, limit_ns):
+            distance = ts_ns.astype(np.float64)  # |ts - median| in place: one temporary, not three
+            distance -= median
+            far = timed & (np.abs(distance, out=distance) > limit_ns)
+            del distance
+            reasons[f"starting more than {limits.max_span_s:g} s from the others"] = far
     drop = np.zeros(result.n_events, dtype=bool)
     counts = {}
     for reason, mask in reasons.items():
@@ -74,6 +75,18 @@ def drop_absurd(result: ScanResult, limits: Limits) -> tuple[ScanResult, dict[st
     if not counts:
         return result, {}
     return keep_rows(result, ~drop), counts
+
+
+def _any_far(ts_ns: np.ndarray, timed: np.ndarray, median: float, limit_ns: float) -> bool:
+    """Whether some timed event may start more than ``limit_ns`` from ``median``: |float(ts) -
+    median| is largest at the earliest or the latest start (the conversion and the subtraction
+    round monotonically), so two reductions usually spare the float copy of the whole column
+    and its three passes (~0.04 CPU s at 1 GB)."""
+    if not timed.any():
+        return False
+    lo = ts_ns.min(where=timed, initial=np.iinfo(np.int64).max)
+    hi = ts_ns.max(where=timed, initial=np.iinfo(np.int64).min)
+    return abs(float(lo) - median) > limit_ns or abs(float(hi) - median) > limit_ns
 
 
 def keep_rows(result: ScanResult, keep: np.ndarray) -> ScanResult:
