@@ -679,6 +679,19 @@ def test_numbers_at_every_digit_count():
     both("[" + ", ".join(events) + "]")
 
 
+def test_small_integer_fast_paths():
+    """Plain integers take a shortcut in 'f' (up to 15 digits), 'i' (18) and 'n' (18, value at
+    most INT64_MAX // 1000) fields; values on both sides of each bound match the reference."""
+    edge = [0, 1, 999_999_999_999_999, 10**15, 10**17, 999_999_999_999_999_999, 10**18,
+            9_223_372_036_854_775, 9_223_372_036_854_776, 9_223_372_036_854_775_807, 9_223_372_036_854_775_808]
+    values = [f"{sign}{v}" for v in edge for sign in ("", "-")]
+    events = [f'{{"ts": {v}, "dur": {v}, "id": {v}, "args": {{"bytes": {v}, "blocks per SM": {v}}}}}' for v in values]
+    res = both("[" + ", ".join(events) + "]")
+    assert math.copysign(1.0, res.top["dur"][1]) == -1.0  # "-0" is -0.0 in 'f'
+    assert res.top["ts"][values.index("9223372036854775")] == 9_223_372_036_854_775_000
+    assert res.top["ts"][values.index("9223372036854776")] == INT_MISSING
+
+
 def test_long_traces_with_changing_key_order():
     """More events than the scanner samples before sizing its columns (4096), with member orders
     that change from event to event (the scanner remembers the key at each position): keys that
