@@ -340,8 +340,9 @@ def build_rank_trace(result: ScanResult, meta: TraceMeta) -> RankTrace:
 
 def _relative_us(ts_ns: np.ndarray, origin_us: int) -> np.ndarray:
     """Exact ns timestamps -> float64 µs since the origin (NaN where missing)."""
-    out = (ts_ns - origin_us * 1000).astype(np.float64)  # exact in int64, then one rounding
-    out /= 1000.0  # in place: one temporary of the column's size instead of two
+    out = np.empty(len(ts_ns), dtype=np.float64)
+    np.subtract(ts_ns, origin_us * 1000, out=out)  # exact in int64, then one rounding, into the result
+    out /= 1000.0  # in place: no temporary of the column's size
     out[ts_ns == INT_MISSING] = np.nan
     return out
 
@@ -400,8 +401,10 @@ def _link_cpu_gpu(cols: dict[str, np.ndarray], codes: dict[str, int], complete: 
     n = len(cols["ts"])
     linked = np.full(n, -1, dtype=np.int64)
     corr = cols["correlation"]
-    gpu_rows = np.flatnonzero(gpu_side & (corr >= 0))
-    cpu_rows = np.flatnonzero(complete & ~gpu_side & (corr >= 0))
+    has_corr = corr >= 0
+    gpu_rows = np.flatnonzero(gpu_side & has_corr)
+    cpu_rows = np.flatnonzero(complete & ~gpu_side & has_corr)
+    del has_corr
     if len(gpu_rows) and len(cpu_rows):
         order = np.argsort(corr[cpu_rows], kind="stable")
         cpu_sorted, cpu_corr = cpu_rows[order], corr[cpu_rows][order]
@@ -515,7 +518,8 @@ def _iterations(cols, codes: dict[str, int], strings: np.ndarray, linked: np.nda
     # Whole columns, no row lists: the last step starting at or before each event (a NaN ts
     # sorts past every start, then fails ``ts < end``), kept where the event starts inside it.
     ts = cols["ts"]
-    pos = np.searchsorted(starts, ts, side="right") - 1
+    pos = np.searchsorted(starts, ts, side="right")
+    pos -= 1  # in place: no second column-sized array
     inside = pos >= 0
     np.maximum(pos, 0, out=pos)
     inside &= ts < ends[pos]
