@@ -546,6 +546,7 @@ typedef struct {
     char text[KEY_MEMO_LEN + 1]; /* the key's bytes and its closing quote */
     uint8_t len;                 /* bytes in text, quote included */
     int16_t field;               /* index in the field map, -1 when not wanted */
+    uint8_t is_args;             /* the key is "args" */
     uint8_t next[2];             /* the two keys that followed this one most recently (0: none) */
     char pattern[KEY_PATTERN];   /* the member as Kineto writes it, '"key": ', zero-padded */
     uint32_t pattern_mask;       /* bit i set for each byte of it; 0 when it does not fit */
@@ -2029,6 +2030,7 @@ static int memo_entry(KeyMemo *memo, const char *key, size_t len, int field)
     m->text[len] = '"';
     m->len = (uint8_t)(len + 1);
     m->field = (int16_t)field;
+    m->is_args = len == 4 && memcmp(key, "args", 4) == 0;
     size_t plen = len + 4; /* quote, key, quote, ':', ' ' */
     memset(m->pattern, 0, sizeof m->pattern);
     m->pattern_mask = 0;
@@ -2043,10 +2045,10 @@ static int memo_entry(KeyMemo *memo, const char *key, size_t len, int field)
 }
 
 /* read_key for a member of an object whose keys are looked up in ``map`` and remembered in
- * ``memo``; also gives the key's field index. ``*prev``: the memo entry of the object's previous
- * key (KEY_START before the first), updated to this key's. */
+ * ``memo``: gives the key's field index and whether it is "args". ``*prev``: the memo entry of
+ * the object's previous key (KEY_START before the first), updated to this key's. */
 static ALWAYS_INLINE const char *read_key_memo(Scan *S, const char *p, const FieldMap *map, KeyMemo *memo, uint8_t *prev,
-                                        const char **key, size_t *len, int *field)
+                                               int *field, int *is_args)
 {
     MemoKey *before = &memo->keys[*prev];
 #if defined(__SSE2__)
@@ -2062,9 +2064,8 @@ static ALWAYS_INLINE const char *read_key_memo(Scan *S, const char *p, const Fie
             uint32_t equal = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(lo, _mm_loadu_si128((const __m128i *)m->pattern))) |
                              (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(hi, _mm_loadu_si128((const __m128i *)(m->pattern + 16)))) << 16;
             if (m->pattern_mask && (~equal & m->pattern_mask) == 0) { /* KEY_START/UNKNOWN: mask 0 */
-                *key = p + 1;
-                *len = (size_t)m->len - 1;
                 *field = m->field;
+                *is_args = m->is_args;
                 *prev = before->next[j];
                 return skip_ws(p + m->len + 3, S->end);
             }
@@ -2075,9 +2076,8 @@ static ALWAYS_INLINE const char *read_key_memo(Scan *S, const char *p, const Fie
         const MemoKey *m = &memo->keys[before->next[j]];
         if (before->next[j] && S->end - p > m->len && *p == '"' && bytes_equal(p + 1, m->text, m->len)) {
             const char *end = S->end, *q = p + 1 + m->len;
-            *key = p + 1;
-            *len = (size_t)m->len - 1;
             *field = m->field;
+            *is_args = m->is_args;
             *prev = before->next[j];
             if (end - q >= 3 && q[0] == ':' && q[1] == ' ' && (unsigned char)q[2] > ' ') /* as Kineto writes it */
                 return q + 2;
@@ -2087,13 +2087,16 @@ static ALWAYS_INLINE const char *read_key_memo(Scan *S, const char *p, const Fie
             return skip_ws(q + 1, end);
         }
     }
-    const char *q = read_key(S, p, key, len);
+    const char *key;
+    size_t len;
+    const char *q = read_key(S, p, &key, &len);
     if (!q)
         return NULL;
-    *field = fieldmap_find(map, *key, *len);
+    *field = fieldmap_find(map, key, len);
+    *is_args = len == 4 && memcmp(key, "args", 4) == 0;
     int e = KEY_UNKNOWN;
-    if (*key == p + 1 && *len < KEY_MEMO_LEN) /* no escapes: the raw bytes are the key */
-        e = memo_entry(memo, *key, *len, *field);
+    if (key == p + 1 && len < KEY_MEMO_LEN) /* no escapes: the raw bytes are the key */
+        e = memo_entry(memo, key, len, *field);
     if (e != KEY_UNKNOWN && before->next[0] != e) {
         before->next[1] = before->next[0];
         before->next[0] = (uint8_t)e;
@@ -2125,15 +2128,13 @@ static inline const char *after_member(Scan *S, const char *p, int *done)
 /* The event's "args" object at p ('{', nesting depth 3): remember the wanted keys' values. */
 static const char *parse_args(Scan *S, const char *p)
 {
-    const char *key;
-    size_t len;
     int done = 0;
     p = skip_ws(p + 1, S->end);
     if (p < S->end && *p == '}')
         return p + 1;
     for (uint8_t prev = KEY_START; !done;) {
-        int k;
-        if (!(p = read_key_memo(S, p, &S->arg, &S->arg_memo, &prev, &key, &len, &k)))
+        int k, is_args;
+        if (!(p = read_key_memo(S, p, &S->arg, &S->arg_memo, &prev, &k, &is_args)))
             return NULL;
         if (k >= 0 && !S->arg_span[k].p)
             S->touched[S->n_touched++] = (int16_t)k; /* first time this event: one row */
@@ -2151,18 +2152,16 @@ static const char *parse_args(Scan *S, const char *p)
  * parse "args". */
 static const char *parse_event(Scan *S, const char *p)
 {
-    const char *key;
-    size_t len;
     int done = 0;
     p = skip_ws(p + 1, S->end);
     if (p < S->end && *p == '}')
         return p + 1;
     for (uint8_t prev = KEY_START; !done;) {
-        int k;
-        if (!(p = read_key_memo(S, p, &S->top, &S->top_memo, &prev, &key, &len, &k)))
+        int k, is_args;
+        if (!(p = read_key_memo(S, p, &S->top, &S->top_memo, &prev, &k, &is_args)))
             return NULL;
         Span *span = k >= 0 ? &S->top_span[k] : NULL;
-        if (len == 4 && memcmp(key, "args", 4) == 0) {
+        if (is_args) {
             const char *v = p;
             clear_args(S); /* the last "args" wins, even when it is not an object */
             if (p < S->end && *p == '{') {
