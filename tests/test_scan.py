@@ -711,7 +711,16 @@ def test_long_traces_with_changing_key_order():
     both("[" + ",\n".join(events) + "]")
 
 
-def test_repeated_text_values():
+@pytest.fixture(params=[2048, 1], ids=["cache", "one-slot-cache"])
+def text_cache_slots(request):
+    """The scanner's text cache as built, and with a single entry, where every value is compared
+    with the last one stored (values that only start alike, numbers that go on past it)."""
+    previous = _scan._set_text_cache_slots(request.param)
+    yield request.param
+    _scan._set_text_cache_slots(previous)
+
+
+def test_repeated_text_values(text_cache_slots):
     """Strings, arrays and objects in kind-'s' fields (top level and args), seen again and again:
     the scanner converts a raw text it has seen once from a cache (no validation, no minifying,
     no hashing). Same text with other spacing or escapes, texts that share their first 16
@@ -734,12 +743,22 @@ def test_repeated_text_values():
     res = both("[" + ",\n".join(events) + "]")
     assert len(set(text_of(res, res.args["Input Dims"].values))) == 10  # spacing variants share a text
     assert len(set(text_of(res, res.top["name"]))) == len(names) - 1  # "op" and "o\u0070" are one text
-    for tail in shapes + names:  # the last value ends within 16 bytes of the buffer's end
+    numbers = ["12", "123", "12.5", "12e3", "12E3", "-12", "0", "-0", "0.0", "1.5e-3", "3113936", "7"]
+    events = [f'{{"pid": {rng.choice(numbers)}, "tid": {rng.choice(numbers)}, "ts": {i}}}' for i in range(3000)]
+    res = both("[" + ", ".join(events) + "]")  # numbers in kind-'s' fields: a longer number is not a hit
+    assert set(text_of(res, res.top["pid"])) == set(numbers)
+    for tail in shapes + names + numbers:  # the last value ends within 16 bytes of the buffer's end
         both('[{"args": {"Input Dims": ' + tail + '}}, {"args": {"Input Dims": ' + tail + "}}]")
         both('[{"name": ' + tail + '}, {"name": ' + tail + "}]")
+        both('[{"pid": ' + tail + '}, {"pid": ' + tail + "}]")
+    pairs = [("12", "123"), ("12", "12.5"), ("12", "12e3"), ("12", "12E3"), ("-12", "-123"), ("0", "0.5"),
+             ("0", "0e1"), ("-0", "-0.0"), ("1.5", "1.55"), ("1.5", "1.5e3"), ("1e3", "1e32"), ("7", "70")]
+    for number, longer in pairs:  # a cached number, then a longer one that starts with it
+        res = both('[{"pid": ' + number + '}, {"pid": ' + longer + '}, {"pid": ' + number + "}]")
+        assert text_of(res, res.top["pid"]) == [number, longer, number]
 
 
-def test_repeated_compound_value_then_bad_text():
+def test_repeated_compound_value_then_bad_text(text_cache_slots):
     """A value that the cache knows, followed by what makes the text invalid, is rejected at the
     same byte as without the cache."""
     good = '{"args": {"Input Dims": [[1, 2], []], "Input type": ["float"]}}'
