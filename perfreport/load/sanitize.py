@@ -47,16 +47,18 @@ def drop_absurd(result: ScanResult, limits: Limits) -> tuple[ScanResult, dict[st
     complete = ph == strings.get("X", -2)
     has_ts = ts_ns != INT_MISSING
     limit_ns = limits.max_span_us * 1000.0
+    complete_ts = complete & has_ts
     with np.errstate(invalid="ignore"):  # NaN comparisons are False, which is what is meant
         reasons = {
             'without a phase ("ph"), e.g. not a JSON object': ph == -1,
             "without a numeric timestamp": complete & ~has_ts,
-            "without a finite duration": complete & has_ts & ~np.isfinite(dur),
-            "with a negative duration": complete & has_ts & (dur < 0),
-            f"with a duration over {limits.max_span_s:g} s": complete & has_ts & (dur > limits.max_span_us),
+            "without a finite duration": complete_ts & ~np.isfinite(dur),
+            "with a negative duration": complete_ts & (dur < 0),
+            f"with a duration over {limits.max_span_s:g} s": complete_ts & (dur > limits.max_span_us),
         }
     timed = has_ts & (ph != strings.get("M", -2))
-    anchor = ts_ns[complete & has_ts] if (complete & has_ts).any() else ts_ns[timed]
+    anchor = ts_ns[complete_ts] if complete_ts.any() else ts_ns[timed]
+    del complete_ts
     if len(anchor):
         median = float(np.median(anchor, overwrite_input=True))  # anchor is a copy: partition it in place
         if _any_far(ts_ns, timed, median, limit_ns):
@@ -68,6 +70,8 @@ def drop_absurd(result: ScanResult, limits: Limits) -> tuple[ScanResult, dict[st
     drop = np.zeros(result.n_events, dtype=bool)
     counts = {}
     for reason, mask in reasons.items():
+        if not mask.any():  # the usual case: no column-sized work
+            continue
         new = mask & ~drop  # each event counted once, under its first reason
         if new.any():
             counts[reason] = int(new.sum())
