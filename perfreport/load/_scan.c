@@ -1761,7 +1761,8 @@ static size_t text_cache_mask = TEXT_CACHE_SLOTS - 1; /* fewer slots for tests: 
 
 static inline size_t text_cache_slot(const char *p)
 {
-    uint64_t h = (load64(p) * PRIME1) ^ (load64(p + 8) * PRIME2) ^ rotl64(load64(p + 16) * PRIME1 ^ load64(p + 24) * PRIME2, 29);
+    uint64_t h = (load64(p) * PRIME1) ^ (load64(p + 8) * PRIME2) ^
+                 rotl64(load64(p + 16) * PRIME1 ^ load64(p + 24) * PRIME2, 29);
     return (size_t)(h >> 40) & text_cache_mask;
 }
 
@@ -1786,7 +1787,8 @@ static inline int text_cache_lookup(Scan *S, const char *p, Span *span)
     size_t n = e->len;
     if (n == 0 || (size_t)(S->end - p) < n || !bytes_equal(p, e->text, n))
         return 0;
-    if ((*p == '-' || is_digit(*p)) && (size_t)(S->end - p) > n && (is_digit(p[n]) || p[n] == '.' || p[n] == 'e' || p[n] == 'E'))
+    if ((*p == '-' || is_digit(*p)) && (size_t)(S->end - p) > n &&
+        (is_digit(p[n]) || p[n] == '.' || p[n] == 'e' || p[n] == 'E'))
         return 0; /* a longer number: "12" is a prefix of "123" and of "12.5" */
     *span = (Span){p, p + n, V_CODE, e->code};
     return 1;
@@ -2073,8 +2075,10 @@ static ALWAYS_INLINE const char *read_key_memo(Scan *S, const char *p, const Fie
         __m128i lo = _mm_loadu_si128((const __m128i *)p), hi = _mm_loadu_si128((const __m128i *)(p + 16));
         for (int j = 0; j < 2; j++) {
             const MemoKey *m = &memo->keys[before->next[j]];
-            uint32_t equal = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(lo, _mm_loadu_si128((const __m128i *)m->pattern))) |
-                             (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(hi, _mm_loadu_si128((const __m128i *)(m->pattern + 16)))) << 16;
+            __m128i want_lo = _mm_loadu_si128((const __m128i *)m->pattern);
+            __m128i want_hi = _mm_loadu_si128((const __m128i *)(m->pattern + 16));
+            uint32_t equal = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(lo, want_lo)) |
+                             (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(hi, want_hi)) << 16;
             if (m->pattern_mask && (~equal & m->pattern_mask) == 0) { /* KEY_START/UNKNOWN: mask 0 */
                 *field = m->field;
                 *is_args = m->is_args;
