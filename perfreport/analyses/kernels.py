@@ -43,14 +43,16 @@ DISTRIBUTION_COLUMNS = ("kernel_class", "name", "ranks", "sum_us_mean", "sum_us_
 
 
 def gpu_work(trace: RankTrace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(rows, starts, ends, classes) of the rank's GPU work with a duration, in row order.
+    """(rows, starts, ends, classes) of the rank's GPU work with a duration, in row order;
+    ``classes`` as indices into ``KERNEL_CLASS_NAMES`` (``RankTrace.gpu_class``: integer
+    compares, no string per row).
 
     Memoised on the trace (most GPU analyses start from it); the arrays are read-only.
     """
     def compute() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         rows = trace.gpu_work_rows()
         starts = trace.ts[rows]
-        return _read_only(rows, starts, starts + trace.dur[rows], trace.kernel_classes(rows))
+        return _read_only(rows, starts, starts + trace.dur[rows], trace.gpu_class()[rows])
 
     return trace.memo("gpu_work", compute)
 
