@@ -47,8 +47,12 @@ def covered(starts: np.ndarray, ends: np.ndarray) -> float:
 
 def intersection_length(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> float:
     """Time covered by both interval sets (each given as (starts, ends), any order)."""
-    a_s, a_e = union(*a)
-    b_s, b_e = union(*b)
+    return merged_intersection_length(union(*a), union(*b))
+
+
+def merged_intersection_length(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> float:
+    """:func:`intersection_length` of interval sets already merged by :func:`union`."""
+    (a_s, a_e), (b_s, b_e) = a, b
     if len(a_s) == 0 or len(b_s) == 0:
         return 0.0
     times = np.concatenate([a_s, a_e, b_s, b_e])

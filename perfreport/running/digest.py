@@ -53,6 +53,7 @@ LAST_READER = {
     "step_children": "time_at_stake", "cpu_collectives": "temporal_breakdown", "stream_gaps": "idle_breakdown_per_step",
     "gpu_class": "kernel_rank_distribution", "gpu_work_names": "kernel_rank_distribution",
     "gpu_work_classes": "comm_comp_overlap_per_step", "gpu_work_steps": "comm_comp_overlap_per_step",
+    "gpu_work_unions": "comm_comp_overlap_per_step",
     "queue_segments": "time_blocked_on_full_queue", "memcpys": "memory_bw", "memsets": "memory_bw",
     "launches": "launch_stats_by_step", "launch_value_orders": "launch_stats_by_step",
     "launch_gpu_ops": "aten_op_launch_delays", "aten_op_launches": "aten_op_launch_delays_by_step",
