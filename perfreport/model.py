@@ -265,10 +265,10 @@ class RankTrace:
         names = tuple(names)
         return self.memo(("name", names), lambda: self._code_mask(self.name, self.codes(names)))
 
-    def name_in(self, codes: np.ndarray) -> np.ndarray:
-        """Per event: its name code is one of ``codes`` (``np.isin(self.name, codes)`` as one
-        table lookup)."""
-        return self._code_mask(self.name, codes)
+    def name_in(self, codes: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+        """Per event (or per row of ``rows``): its name code is one of ``codes``
+        (``np.isin(self.name, codes)`` as one table lookup)."""
+        return self._code_mask(self.name if rows is None else self.name[rows], codes)
 
     def _code_mask(self, column: np.ndarray, codes: np.ndarray) -> np.ndarray:
         """``np.isin(column, codes)`` for a code column, as one lookup in a table over the string
