@@ -406,15 +406,23 @@ class RankTrace:
         Memoised: the summary, the queue analyses and the step metrics all ask for it.
         """
         def compute() -> tuple[float, float]:
-            x = self.complete & np.isfinite(self.dur)
-            if not x.any():
+            firsts, lasts = [], []
+            for lo in range(0, self.n_events, _CHUNK):  # cache-sized pieces: no temporary over every event
+                ts, dur = self.ts[lo:lo + _CHUNK], self.dur[lo:lo + _CHUNK]
+                x = self.complete[lo:lo + _CHUNK] & np.isfinite(dur)
+                if x.any():  # SIMD passes (a boolean-indexed copy, or a where= reduction, is slower)
+                    firsts.append(np.where(x, ts, np.inf).min())
+                    lasts.append(np.where(x, ts + dur, -np.inf).max())
+            if not firsts:
                 return (float("nan"), float("nan"))
-            # whole-column SIMD passes (a boolean-indexed copy, or a where= reduction, is slower)
-            first = np.where(x, self.ts, np.inf).min()
-            last = np.where(x, self.ts + self.dur, -np.inf).max()
-            return (float(first), float(last))
+            return (float(np.min(firsts)), float(np.max(lasts)))
 
         return self.memo("span_us", compute)
+
+
+_CHUNK = 1 << 16
+"""Events per piece of a pass done piece by piece (:meth:`RankTrace.span_us`): its
+temporaries stay in the cache and need no fresh memory."""
 
 
 def _memoised(store: dict, key: Hashable, compute: Callable[[], Any]) -> Any:
