@@ -265,14 +265,21 @@ class RankTrace:
         names = tuple(names)
         return self.memo(("name", names), lambda: self._code_mask(self.name, self.codes(names)))
 
-    def name_in(self, codes: np.ndarray) -> np.ndarray:
-        """Per event: its name code is one of ``codes`` (``np.isin(self.name, codes)`` as one
-        table lookup)."""
-        return self._code_mask(self.name, codes)
+    def name_in(self, codes: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+        """Per event (or per row of ``rows``): its name code is one of ``codes``
+        (``np.isin(self.name, codes)`` as one table lookup)."""
+        return self._code_mask(self.name if rows is None else self.name[rows], codes)
 
     def _code_mask(self, column: np.ndarray, codes: np.ndarray) -> np.ndarray:
         """``np.isin(column, codes)`` for a code column, as one lookup in a table over the string
-        codes (its last entry stands for -1, no string)."""
+        codes (its last entry stands for -1, no string). For a few codes (a category, a step
+        name), comparisons instead: a gather from the table costs ~4 equality passes."""
+        codes = np.asarray(codes)
+        if len(codes) <= 4:
+            mask = np.zeros(len(column), dtype=bool)
+            for c in codes.tolist():
+                mask |= column == c
+            return mask
         table = np.zeros(len(self.strings) + 1, dtype=bool)
         table[codes] = True
         return table[column]
@@ -399,15 +406,23 @@ class RankTrace:
         Memoised: the summary, the queue analyses and the step metrics all ask for it.
         """
         def compute() -> tuple[float, float]:
-            x = self.complete & np.isfinite(self.dur)
-            if not x.any():
+            firsts, lasts = [], []
+            for lo in range(0, self.n_events, _CHUNK):  # cache-sized pieces: no temporary over every event
+                ts, dur = self.ts[lo:lo + _CHUNK], self.dur[lo:lo + _CHUNK]
+                x = self.complete[lo:lo + _CHUNK] & np.isfinite(dur)
+                if x.any():  # SIMD passes (a boolean-indexed copy, or a where= reduction, is slower)
+                    firsts.append(np.where(x, ts, np.inf).min())
+                    lasts.append(np.where(x, ts + dur, -np.inf).max())
+            if not firsts:
                 return (float("nan"), float("nan"))
-            # whole-column SIMD passes (a boolean-indexed copy, or a where= reduction, is slower)
-            first = np.where(x, self.ts, np.inf).min()
-            last = np.where(x, self.ts + self.dur, -np.inf).max()
-            return (float(first), float(last))
+            return (float(np.min(firsts)), float(np.max(lasts)))
 
         return self.memo("span_us", compute)
+
+
+_CHUNK = 1 << 16
+"""Events per piece of a pass done piece by piece (:meth:`RankTrace.span_us`): its
+temporaries stay in the cache and need no fresh memory."""
 
 
 def _memoised(store: dict, key: Hashable, compute: Callable[[], Any]) -> Any:

@@ -69,7 +69,8 @@ def innermost_overlapping(k_ts: np.ndarray, k_end: np.ndarray, k_group: np.ndarr
 def annotated_gpu_work(trace: RankTrace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(GPU work rows, annotation rows, index into annotation rows of each work row or -1)."""
     work = trace.gpu_work_rows()
-    annos = np.flatnonzero(trace.complete & trace.is_cat([GPU_ANNOTATION_CATEGORY]) & np.isfinite(trace.dur))
+    annos = np.flatnonzero(trace.is_cat([GPU_ANNOTATION_CATEGORY]))
+    annos = annos[trace.complete[annos] & np.isfinite(trace.dur[annos])]
     if len(annos) == 0:
         return work, annos, np.full(len(work), -1, dtype=np.int64)
     keys = pd.MultiIndex.from_arrays([np.concatenate([trace.pid[work], trace.pid[annos]]),

@@ -123,16 +123,27 @@ def _gpu_parts(trace: RankTrace, ws: np.ndarray, we: np.ndarray, exact: bool) ->
     cls = _PRIORITY_OF_CLASS[trace.gpu_class()[rows]]
     n_cls = len(PRIORITY)
     bounds, (si, ei) = sorted_edges(s, e)
-    delta = np.zeros((n_cls, len(bounds) + 1))
-    np.add.at(delta, (cls, si), 1.0)
-    np.add.at(delta, (cls, ei), -1.0)
-    active = np.cumsum(delta, axis=1)[:, : len(bounds) - 1]  # per segment [bounds[j], bounds[j+1])
-    on = active > 0.5
+    nb = len(bounds)
+    # per class, the events running on each segment [bounds[j], bounds[j+1]): one count of
+    # the (class, edge) pairs (whole numbers: the float sums they replace were exact)
+    at_class = cls * (nb + 1)
+    delta = np.bincount(at_class + si, minlength=n_cls * (nb + 1)) - np.bincount(at_class + ei, minlength=n_cls * (nb + 1))
+    active = np.cumsum(delta.reshape(n_cls, nb + 1), axis=1)[:, : nb - 1]
+    del delta
+    on = active > 0
     top = np.where(on.any(axis=0), np.argmax(on, axis=0), -1)  # highest-priority class running
-    rate = np.zeros_like(active)
     seg = np.flatnonzero(top >= 0)
-    rate[top[seg], seg] = 1.0 / active[top[seg], seg]
+    rate_top = np.zeros(nb)  # the rate of the class holding each segment (0 past the last)
+    rate_top[seg] = 1.0 / active[top[seg], seg].astype(np.float64)
     under_compute = on[PRIORITY.index(COMPUTATION)].astype(np.float64)
+    del on, active
+    # the running integral of each class's rate (0 on the segments another class holds)
+    cum = np.zeros((n_cls, nb))
+    held = np.zeros((n_cls, max(nb - 1, 0)))
+    held[top[seg], seg] = rate_top[seg] * np.diff(bounds)[seg]
+    np.cumsum(held, axis=1, out=cum[:, 1:])
+    del held
+    top = np.append(top, -1)
     # pair each event with the windows it overlaps (windows sorted by start; ranges are supersets)
     order = np.argsort(ws, kind="stable")
     ws_s, we_s = ws[order], we[order]
@@ -141,17 +152,20 @@ def _gpu_parts(trace: RankTrace, ws: np.ndarray, we: np.ndarray, exact: bool) ->
     jws, jwe = (np.searchsorted(bounds, x, side="right") - 1 for x in (ws_s, we_s))
     at_lo = _Points.at(bounds, lo, np.where(s[ev] >= ws_s[win], si[ev], jws[win]))
     at_hi = _Points.at(bounds, hi, np.where(e[ev] <= we_s[win], ei[ev], jwe[win]))
-    share = np.zeros(len(ev))
-    for c in range(n_cls):  # a loop over the four kernel classes
-        sel = cls[ev] == c
-        to_hi, to_lo = _piecewise(bounds, rate[c], at_hi.take(sel), at_lo.take(sel))
-        share[sel] = to_hi - to_lo
+    cls_ev = cls[ev]
+
+    def own_integral(p: _Points) -> np.ndarray:
+        """∫ of each event's own class's rate up to ``p`` (:func:`_piecewise` of that class)."""
+        rate = np.where(top[p.j] == cls_ev, rate_top[p.j], 0.0)
+        return np.where(p.before, 0.0, cum.ravel()[cls_ev * nb + p.j] + rate * p.offset)
+
+    share = own_integral(at_hi) - own_integral(at_lo)
     to_hi, to_lo = _piecewise(bounds, under_compute, at_hi, at_lo)
-    overlapped = np.where(cls[ev] == _COMM, to_hi - to_lo, 0.0)
+    overlapped = np.where(cls_ev == _COMM, to_hi - to_lo, 0.0)
     code, labels = _gpu_keys(trace, rows[ev], exact)
     n_labels = max(len(labels), 1)
-    pairs, pair = np.unique(cls[ev] * n_labels + code, return_inverse=True)  # (kind, key) as one integer
-    return _Parts(window=order[win], pair=pair.ravel(), time=share, overlapped=overlapped,
+    pairs, pair = distinct_codes(cls_ev * n_labels + code, n_cls * n_labels)  # (kind, key) as one integer
+    return _Parts(window=order[win], pair=pair, time=share, overlapped=overlapped,
                   pairs=[(_PRIORITY_KIND[p // n_labels], labels[p % n_labels]) for p in pairs.tolist()])
 
 

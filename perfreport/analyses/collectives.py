@@ -64,7 +64,7 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
-from ..model import COMMUNICATION, COMPUTATION, CPU_COLLECTIVE, RankTrace, TraceSet, distinct_codes
+from ..model import CLASS_INDEX, COMMUNICATION, COMPUTATION, CPU_COLLECTIVE, RankTrace, TraceSet, distinct_codes
 from ..units import BYTES_PER_GB, US_PER_S, format_pct, format_us, pct
 from .callstack import call_stack
 from .intervals import union
@@ -313,7 +313,8 @@ def rank_collectives(trace: RankTrace) -> pd.DataFrame:
 
 def _rank_collectives(trace: RankTrace) -> pd.DataFrame:
     rows, starts, ends, classes = gpu_work(trace)
-    comp = (starts[classes == COMPUTATION], ends[classes == COMPUTATION])
+    is_comp = classes == CLASS_INDEX[COMPUTATION]
+    comp = (starts[is_comp], ends[is_comp])
     frames = [f for f in (_gpu_calls(trace, rows, starts, ends, classes, comp), _host_calls(trace, comp)) if len(f)]
     if not frames:
         return _empty(CALL_COLUMNS)
@@ -346,7 +347,7 @@ def _host_calls(trace: RankTrace, comp: tuple[np.ndarray, np.ndarray]) -> pd.Dat
 def _gpu_calls(trace: RankTrace, rows: np.ndarray, starts: np.ndarray, ends: np.ndarray, classes: np.ndarray,
                comp: tuple[np.ndarray, np.ndarray]) -> pd.DataFrame:
     """One call per collective run by GPU kernels (see the module docstring)."""
-    comm = trace.kernels()[rows] & (classes == COMMUNICATION)
+    comm = trace.kernels()[rows] & (classes == CLASS_INDEX[COMMUNICATION])
     k_rows, k_s, k_e = rows[comm], starts[comm], ends[comm]
     if len(k_rows) == 0:
         return _empty(CALL_COLUMNS)

@@ -33,7 +33,7 @@ from functools import reduce
 import numpy as np
 import pandas as pd
 
-from ..model import CPU_OP_CATEGORIES, RankTrace, TraceSet
+from ..model import CPU_OP_CATEGORIES, RankTrace, TraceSet, distinct_codes
 
 KINDS = ("cpu_op", "gpu")
 STEP_COLUMNS = ("rank", "step", "kind", "key", "count", "dur_us")
@@ -243,13 +243,15 @@ def _count_pairs(trace: RankTrace, steps: np.ndarray, exact: bool) -> list[_Pair
         if not len(rows):
             continue
         step = trace.iteration[rows] if len(steps) else np.full(len(rows), -1, dtype=np.int64)
-        width = len(trace.strings) + 1
         first = int(step.min())
-        pair_ids, counts, durations = _key_sums((step - first) * width + trace.name[rows], trace.dur[rows])
-        codes, code_of_pair = np.unique(pair_ids % width, return_inverse=True)
+        # (step, name) as one small integer: the names numbered densely first (in code order,
+        # so the pairs still ascend by step, then name code)
+        codes, name_id = distinct_codes(trace.name[rows], len(trace.strings))
+        width = len(codes)
+        pair_ids, counts, durations = _key_sums((step - first) * width + name_id, trace.dur[rows])
         names = trace.decode(codes)
         keys = names if exact or kind == "cpu_op" else _normalized(trace, codes)
-        parts.append(_Pairs(rank=trace.rank, kind=kind, step=pair_ids // width + first, label=code_of_pair.ravel(),
+        parts.append(_Pairs(rank=trace.rank, kind=kind, step=pair_ids // width + first, label=pair_ids % width,
                             names=names, keys=keys, count=counts, dur_us=durations))
     return parts
 

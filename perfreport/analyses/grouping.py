@@ -101,7 +101,7 @@ class Grouped:
         combined = np.zeros(n, dtype=np.int64)
         valid = np.ones(n, dtype=bool)
         for k in self.keys:  # mixed-radix code of the key tuple, in sorted key order
-            codes, uniq = pd.factorize(self._column(k), sort=True)
+            codes, uniq = sorted_codes(self._column(k))
             valid &= codes >= 0
             if len(uniq) and int(combined.max(initial=0)) > (2**62) // (len(uniq) + 1):
                 combined = np.unique(combined, return_inverse=True)[1].ravel()  # keep the code within int64
@@ -214,14 +214,16 @@ class Grouped:
             return self._sorted[key]
         v = self._values(values).astype(np.float64)
         given = self._value_orders.get(key) if key is not None else None
-        if given is not None and len(self.rows) == len(self._column(key)):  # every row has its keys
-            order = _by_group(self.ids, np.asarray(given), self.n)
-        else:
-            order = _by_group_then_value(self.ids, v, self.n)  # NaN sorts last within a group
         sizes = np.bincount(self.ids, minlength=self.n)
         start = np.cumsum(sizes) - sizes
+        if given is not None and len(self.rows) == len(self._column(key)):  # every row has its keys
+            ordered = v[_by_group(self.ids, np.asarray(given), self.n)]
+        elif self.n <= _SORT_EACH_MAX_GROUPS and not _signed_zero(v):
+            ordered = _sorted_each_group(self.ids, v, start, sizes)
+        else:
+            ordered = v[_by_group_then_value(self.ids, v, self.n)]  # NaN sorts last within a group
         present = np.bincount(self.ids, weights=~np.isnan(v), minlength=self.n).astype(np.int64)
-        result = (v[order], start, present)
+        result = (ordered, start, present)
         if key is not None:
             self._sorted[key] = result
         return result
@@ -230,6 +232,19 @@ class Grouped:
         """The key columns (one row per group, in order) followed by ``columns``."""
         keys = {k: self._column(k)[self.first] for k in self.keys}
         return pd.DataFrame({**keys, **columns})
+
+
+def sorted_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``pd.factorize(values, sort=True)``: (code per value, -1 where missing; the distinct
+    values, sorted). Integers spanning a range not much wider than their count (steps, ranks,
+    streams, group keys) get a presence table over the range instead of a hash table."""
+    values = np.asarray(values)
+    if values.dtype.kind in "iu" and len(values):
+        lo, hi = int(values.min()), int(values.max())
+        if hi - lo <= 4 * len(values) + 4096:
+            uniq, codes = distinct_codes(values - lo if lo else values, hi - lo + 1)
+            return codes.astype(np.int64, copy=False), (uniq + lo if lo else uniq).astype(values.dtype, copy=False)
+    return pd.factorize(values, sort=True)
 
 
 def value_order(values: np.ndarray) -> np.ndarray:
@@ -243,6 +258,31 @@ def _by_group_then_value(ids: np.ndarray, v: np.ndarray, n: int) -> np.ndarray:
     column come in sorted runs), then by group id, a radix sort when the ids fit in 16 bits.
     Stable sorts compose, so the permutation is the same."""
     return _by_group(ids, value_order(v), n)
+
+
+_SORT_EACH_MAX_GROUPS = 4096
+"""Up to this many groups, :class:`Grouped` sorts each group's values on their own (a loop over
+groups) rather than all values by a stable argsort."""
+
+
+def _signed_zero(v: np.ndarray) -> bool:
+    """Whether ``v`` holds a -0.0: it equals 0.0, so only a stable sort keeps their order."""
+    zero = v == 0
+    return bool(zero.any() and np.signbit(v[zero]).any())
+
+
+def _sorted_each_group(ids: np.ndarray, v: np.ndarray, start: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """The values of each group sorted (NaN last), groups in id order: what ``v`` ordered by
+    (group, value) holds, without the permutation. Values only, so an unstable sort does:
+    equal floats are the same value (-0.0 aside: :func:`_signed_zero`), and ``np.sort`` of a
+    float array is ~2.5x faster than its stable argsort."""
+    n = len(sizes)
+    group = ids.astype(np.uint16) if n <= 1 << 16 else ids
+    ordered = v[np.argsort(group, kind="stable")]  # a radix sort of the group ids
+    for lo, hi in zip(start.tolist(), (start + sizes).tolist()):  # a loop over groups
+        if hi - lo > 1:
+            ordered[lo:hi].sort()
+    return ordered
 
 
 def _by_group(ids: np.ndarray, by_value: np.ndarray, n: int) -> np.ndarray:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..model import RankTrace, TraceSet
+from ..model import RankTrace, TraceSet, distinct_codes
 from .grouping import Grouped
 from .intervals import running_max_per_run
 
@@ -84,17 +84,38 @@ def _grid(gaps: pd.DataFrame, keys: list[str]) -> tuple[pd.DataFrame, np.ndarray
     ``gaps`` (key values in order of first appearance, categories in CATEGORIES order), and
     for each row of ``gaps`` the position of its combination in the grid.
 
-    Integer codes (``pd.factorize``, first-appearance order) replace a drop_duplicates and a
-    cross join, and the cell position replaces a merge.
+    Integer codes (first-appearance order, :func:`_first_seen_codes`) replace a drop_duplicates
+    and a cross join, and the cell position replaces a merge.
     """
-    present = np.zeros(len(gaps), dtype=np.int64)
+    present, first = np.zeros(len(gaps), dtype=np.int64), np.zeros(min(len(gaps), 1), dtype=np.int64)
     for k in keys:  # a loop over the key columns
-        present = pd.factorize(present * (len(gaps) + 1) + pd.factorize(gaps[k].to_numpy())[0])[0]
-    first = np.unique(present, return_index=True)[1]
+        codes, seen = _first_seen_codes(gaps[k].to_numpy())
+        present, first = _first_seen_codes(present * len(seen) + codes, len(first) * len(seen))
     n_cat = len(CATEGORIES)
     grid = pd.DataFrame({k: np.repeat(gaps[k].to_numpy()[first], n_cat) for k in keys})
     grid["category"] = np.tile(np.arange(n_cat), len(first))
     return grid, present * n_cat + gaps["category"].to_numpy()
+
+
+def _first_seen_codes(values: np.ndarray, n_values: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(code per value, numbered in order of first appearance; the row where each code first
+    appears): ``pd.factorize(values)[0]`` up to a renumbering that keeps equal values equal
+    and their order of first appearance. Integers in [0, ``n_values``) (or spanning a range not
+    much wider than their count) are coded through a presence table over their range instead
+    of a hash table."""
+    if values.dtype.kind in "iu" and len(values):
+        lo = 0 if n_values is not None else int(values.min())
+        span = n_values if n_values is not None else int(values.max()) - lo + 1
+        if span <= 4 * len(values) + 4096:
+            uniq, codes = distinct_codes(values - lo if lo else values, span)
+            first = np.full(len(uniq), len(values), dtype=np.int64)
+            np.minimum.at(first, codes, np.arange(len(values)))
+            by_first = np.argsort(first)
+            rank = np.empty(len(uniq), dtype=np.int64)
+            rank[by_first] = np.arange(len(uniq))
+            return rank[codes], first[by_first]
+    codes = pd.factorize(values, use_na_sentinel=False)[0].astype(np.int64, copy=False)  # NaN: a code too
+    return codes, np.unique(codes, return_index=True)[1]
 
 
 def _with_labels(out: pd.DataFrame) -> pd.DataFrame:

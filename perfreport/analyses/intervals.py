@@ -47,8 +47,12 @@ def covered(starts: np.ndarray, ends: np.ndarray) -> float:
 
 def intersection_length(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> float:
     """Time covered by both interval sets (each given as (starts, ends), any order)."""
-    a_s, a_e = union(*a)
-    b_s, b_e = union(*b)
+    return merged_intersection_length(union(*a), union(*b))
+
+
+def merged_intersection_length(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> float:
+    """:func:`intersection_length` of interval sets already merged by :func:`union`."""
+    (a_s, a_e), (b_s, b_e) = a, b
     if len(a_s) == 0 or len(b_s) == 0:
         return 0.0
     times = np.concatenate([a_s, a_e, b_s, b_e])
@@ -67,9 +71,14 @@ def window_overlaps(ws_sorted: np.ndarray, we_sorted: np.ndarray, starts: np.nda
     reach = np.maximum.accumulate(we_sorted) if len(we_sorted) else we_sorted
     first = np.searchsorted(reach, starts, side="right")
     last = np.searchsorted(ws_sorted, ends, side="left") - 1
-    n = np.maximum(last - first + 1, 0)
-    ev = np.repeat(np.arange(len(starts)), n)
-    win = first[ev] + (np.arange(n.sum()) - np.repeat(np.cumsum(n) - n, n))
+    n = last - first + 1
+    if len(n) and n.max() <= 1:  # the usual case, steps that do not overlap: one window at most each
+        ev = np.flatnonzero(n == 1)
+        win = first[ev]
+    else:
+        n = np.maximum(n, 0)
+        ev = np.repeat(np.arange(len(starts)), n)
+        win = first[ev] + (np.arange(n.sum()) - np.repeat(np.cumsum(n) - n, n))
     lo, hi = np.maximum(starts[ev], ws_sorted[win]), np.minimum(ends[ev], we_sorted[win])
     ok = hi > lo
     return ev[ok], win[ok], lo[ok], hi[ok]

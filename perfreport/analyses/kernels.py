@@ -21,6 +21,8 @@ All times are µs. A rank without GPU work contributes no rows.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
@@ -43,14 +45,16 @@ DISTRIBUTION_COLUMNS = ("kernel_class", "name", "ranks", "sum_us_mean", "sum_us_
 
 
 def gpu_work(trace: RankTrace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(rows, starts, ends, classes) of the rank's GPU work with a duration, in row order.
+    """(rows, starts, ends, classes) of the rank's GPU work with a duration, in row order;
+    ``classes`` as indices into ``KERNEL_CLASS_NAMES`` (``RankTrace.gpu_class``: integer
+    compares, no string per row).
 
     Memoised on the trace (most GPU analyses start from it); the arrays are read-only.
     """
     def compute() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         rows = trace.gpu_work_rows()
         starts = trace.ts[rows]
-        return _read_only(rows, starts, starts + trace.dur[rows], trace.kernel_classes(rows))
+        return _read_only(rows, starts, starts + trace.dur[rows], trace.gpu_class()[rows])
 
     return trace.memo("gpu_work", compute)
 
@@ -128,6 +132,35 @@ def steps_of(iteration: np.ndarray) -> list[tuple[int, np.ndarray]]:
     return [(int(v), order[bounds[i]:bounds[i + 1]]) for i, v in enumerate(values)]
 
 
+@dataclass(frozen=True)
+class WorkUnions:
+    """The merged intervals (:func:`~perfreport.analyses.intervals.union`) of a set of GPU work:
+    of all of it and of each class in CLASSES (by position). The temporal, kernel-type and
+    overlap breakdowns all measure these (a union depends on the intervals only, not on their
+    order, so each is merged once)."""
+
+    busy: tuple[np.ndarray, np.ndarray]
+    by_class: tuple[tuple[np.ndarray, np.ndarray], ...]
+
+    @classmethod
+    def of(cls, starts: np.ndarray, ends: np.ndarray, positions: np.ndarray) -> "WorkUnions":
+        return cls(union(starts, ends), tuple(union(starts[positions == bit], ends[positions == bit])
+                                              for bit in range(len(CLASSES))))
+
+
+def gpu_work_unions(trace: RankTrace, per_step: bool) -> list[tuple[int | None, WorkUnions]]:
+    """:class:`WorkUnions` of the rank's :func:`gpu_work` (step None), or of each step's
+    (:func:`gpu_work_steps`), memoised: the breakdowns per rank and per step share them."""
+    def compute() -> list[tuple[int | None, WorkUnions]]:
+        _, starts, ends, _ = gpu_work(trace)
+        classes = gpu_work_classes(trace)
+        if not per_step:
+            return [(None, WorkUnions.of(starts, ends, classes))]
+        return [(step, WorkUnions.of(starts[pos], ends[pos], classes[pos])) for step, pos in gpu_work_steps(trace)]
+
+    return trace.memo(("gpu_work_unions", per_step), compute)
+
+
 def overlap_class_times(starts: np.ndarray, ends: np.ndarray, classes: np.ndarray) -> dict[str, float]:
     """Time (µs) during which exactly each non-empty set of CLASSES runs, by overlap label.
 
@@ -137,11 +170,13 @@ def overlap_class_times(starts: np.ndarray, ends: np.ndarray, classes: np.ndarra
     " overlapping " (HTA's labels). Only classes with positive time appear. ``classes`` are
     class names or their positions in CLASSES (:func:`class_positions`).
     """
-    positions = class_positions(classes)
+    return class_overlap_times(WorkUnions.of(starts, ends, class_positions(classes)))
+
+
+def class_overlap_times(unions: WorkUnions) -> dict[str, float]:
+    """:func:`overlap_class_times` of work whose class unions are known."""
     times, deltas = [], []
-    for bit in range(len(CLASSES)):
-        sel = positions == bit
-        s, e = union(starts[sel], ends[sel])
+    for bit, (s, e) in enumerate(unions.by_class):
         times += [s, e]
         deltas += [np.full(len(s), 1 << bit), np.full(len(e), -(1 << bit))]
     t, d = np.concatenate(times), np.concatenate(deltas).astype(np.int64)
@@ -159,8 +194,8 @@ def _label(mask: int) -> str:
     return " overlapping ".join(cls for bit, cls in enumerate(CLASSES) if mask & (1 << bit))
 
 
-def _type_rows(rank: int, starts, ends, classes, extra: dict) -> list[dict]:
-    times = overlap_class_times(starts, ends, classes)
+def _type_rows(rank: int, unions: WorkUnions, extra: dict) -> list[dict]:
+    times = class_overlap_times(unions)
     busy = sum(times.values())
     return [{"rank": rank, **extra, "kernel_type": label, "time_us": t, "busy_pct": 100.0 * t / busy}
             for label, t in sorted(times.items(), key=lambda kv: -kv[1])]
@@ -170,8 +205,7 @@ def kernel_type_breakdown(traces: TraceSet) -> pd.DataFrame:
     """Per rank and overlap class: union time (µs) and its % of the rank's GPU busy time."""
     rows = []
     for trace in traces:
-        _, starts, ends, _ = gpu_work(trace)
-        rows += _type_rows(trace.rank, starts, ends, gpu_work_classes(trace), {})
+        rows += _type_rows(trace.rank, gpu_work_unions(trace, per_step=False)[0][1], {})
     return pd.DataFrame(rows, columns=list(TYPE_COLUMNS))
 
 
@@ -179,10 +213,8 @@ def kernel_type_breakdown_per_step(traces: TraceSet) -> pd.DataFrame:
     """:func:`kernel_type_breakdown` per (rank, step); GPU work belongs to its launch's step."""
     rows = []
     for trace in traces:
-        _, starts, ends, _ = gpu_work(trace)
-        classes = gpu_work_classes(trace)
-        for step, pos in gpu_work_steps(trace):
-            rows += _type_rows(trace.rank, starts[pos], ends[pos], classes[pos], {"step": step})
+        for step, unions in gpu_work_unions(trace, per_step=True):
+            rows += _type_rows(trace.rank, unions, {"step": step})
     return pd.DataFrame(rows, columns=["rank", "step", *TYPE_COLUMNS[1:]])
 
 

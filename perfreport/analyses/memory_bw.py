@@ -54,7 +54,8 @@ def rank_transfers(trace: RankTrace) -> pd.DataFrame:
 
 def _rank_transfers(trace: RankTrace) -> pd.DataFrame:
     memset = trace.memsets()
-    rows = np.flatnonzero((trace.memcpys() | memset) & np.isfinite(trace.dur))
+    rows = np.flatnonzero(trace.memcpys() | memset)
+    rows = rows[np.isfinite(trace.dur[rows])]
     names = trace.name[rows]
     # one label per distinct (name, is memset) pair: key = (name code + 1) * 2 + is memset
     pair, inverse = distinct_codes((names.astype(np.int64) + 1) * 2 + memset[rows], 2 * (len(trace.strings) + 1))

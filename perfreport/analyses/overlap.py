@@ -16,42 +16,49 @@ import pandas as pd
 
 from ..model import COMMUNICATION, COMPUTATION, TraceSet
 from ..units import pct
-from .intervals import covered, intersection_length
-from .kernels import CLASSES, class_positions, gpu_work, gpu_work_classes, gpu_work_steps
+from .intervals import merged_intersection_length, union
+from .kernels import CLASSES, WorkUnions, gpu_work_unions
 
 COLUMNS = ("rank", "comm_us", "compute_us", "overlap_us", "exposed_comm_us", "overlap_pct")
 
 
-def _overlap(starts: np.ndarray, ends: np.ndarray, classes: np.ndarray) -> dict:
-    positions = class_positions(classes)
-    comm, comp = positions == CLASSES.index(COMMUNICATION), positions == CLASSES.index(COMPUTATION)
-    comm_us = covered(starts[comm], ends[comm])
-    overlap = intersection_length((starts[comm], ends[comm]), (starts[comp], ends[comp]))
-    return {"comm_us": comm_us, "compute_us": covered(starts[comp], ends[comp]), "overlap_us": overlap,
+def _overlap(comm: tuple[np.ndarray, np.ndarray], comp: tuple[np.ndarray, np.ndarray]) -> dict:
+    """The row of merged (:func:`~perfreport.analyses.intervals.union`) communication and
+    computation intervals."""
+    comm_us, compute_us = (float((e - s).sum()) for s, e in (comm, comp))
+    overlap = merged_intersection_length(comm, comp)
+    return {"comm_us": comm_us, "compute_us": compute_us, "overlap_us": overlap,
             "exposed_comm_us": comm_us - overlap, "overlap_pct": pct(overlap, comm_us)}
+
+
+def _merged(unions: WorkUnions | None, h_s: np.ndarray, h_e: np.ndarray) -> tuple[tuple, tuple]:
+    """(communication, computation) merged: the GPU work's class unions, the host collectives
+    (``h_s``, ``h_e``) added to communication (a union of unions is the union of all)."""
+    none = (np.empty(0), np.empty(0))
+    comm = unions.by_class[CLASSES.index(COMMUNICATION)] if unions is not None else none
+    comp = unions.by_class[CLASSES.index(COMPUTATION)] if unions is not None else none
+    if len(h_s):
+        comm = union(np.r_[comm[0], h_s], np.r_[comm[1], h_e])
+    return comm, comp
 
 
 def _with_host_comm(traces: TraceSet, per_step: bool) -> list[dict]:
     """:func:`_overlap` per rank (or per (rank, step) with GPU work or host collectives), the
     host collectives added as communication intervals."""
-    comm = CLASSES.index(COMMUNICATION)
     rows = []
     for trace in traces:  # a loop over ranks
-        _, starts, ends, _ = gpu_work(trace)
-        classes = gpu_work_classes(trace)
         host = np.flatnonzero(trace.host_collectives())
         h_s, h_e = trace.ts[host], trace.ts[host] + trace.dur[host]
         if not per_step:
-            rows.append({"rank": trace.rank, **_overlap(np.r_[starts, h_s], np.r_[ends, h_e],
-                                                        np.r_[classes, np.full(len(host), comm)])})
+            rows.append({"rank": trace.rank, **_overlap(*_merged(gpu_work_unions(trace, per_step=False)[0][1],
+                                                                 h_s, h_e))})
             continue
-        steps = dict(gpu_work_steps(trace))
+        steps = dict(gpu_work_unions(trace, per_step=True))
         h_step = trace.iteration[host]
         for step in sorted(set(steps) | set(h_step.tolist())):  # a loop over steps
-            pos, mine = steps.get(step, np.empty(0, np.int64)), h_step == step
-            rows.append({"rank": trace.rank, "step": step, **_overlap(
-                np.r_[starts[pos], h_s[mine]], np.r_[ends[pos], h_e[mine]],
-                np.r_[classes[pos], np.full(int(mine.sum()), comm)])})
+            mine = h_step == step
+            rows.append({"rank": trace.rank, "step": step, **_overlap(*_merged(steps.get(step), h_s[mine],
+                                                                                h_e[mine]))})
     return rows
 
 

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..model import COMMUNICATION, GPU_SIDE_CATEGORIES, MEMORY, RankTrace, TraceSet, distinct_codes
+from ..model import CLASS_INDEX, COMMUNICATION, GPU_SIDE_CATEGORIES, MEMORY, RankTrace, TraceSet, distinct_codes
 from ..units import pct
 from .attribution import _host_ops
 from .callstack import call_stack, stack_levels
@@ -97,8 +97,8 @@ def _layers(trace: RankTrace, steps: np.ndarray) -> list[tuple]:
     gpu = trace.gpu_work_rows()
     gpu = gpu[trace.dur[gpu] > 0]
     s, e = trace.ts[gpu], trace.ts[gpu] + trace.dur[gpu]
-    cls = trace.kernel_classes(gpu)
-    comm, mem = cls == COMMUNICATION, cls == MEMORY
+    cls = trace.gpu_class()[gpu]
+    comm, mem = cls == CLASS_INDEX[COMMUNICATION], cls == CLASS_INDEX[MEMORY]
     comp = ~comm & ~mem  # computation and the odd OTHER kernel hold the GPU alike
     memset = trace.memsets()[gpu]
     n = len(trace.strings)  # code of a memset: one past the string table

@@ -38,7 +38,8 @@ def step_spans(trace: RankTrace) -> pd.DataFrame:
 
 
 def _step_spans(trace: RankTrace) -> pd.DataFrame:
-    rows = np.flatnonzero(trace.steps() & ~trace.gpu_side() & np.isfinite(trace.dur))
+    rows = np.flatnonzero(trace.steps())  # the few step spans, then their checks (no pass over every event)
+    rows = rows[~trace.gpu_side()[rows] & np.isfinite(trace.dur[rows])]
     if len(rows) == 0:
         return pd.DataFrame({"step": pd.Series(dtype=np.int64), "start_us": pd.Series(dtype=np.float64),
                              "end_us": pd.Series(dtype=np.float64)})

@@ -25,37 +25,46 @@ import pandas as pd
 
 from ..model import COMPUTATION, TraceSet
 from ..units import pct
-from .intervals import covered, intersection_length
-from .kernels import CLASSES, class_positions, gpu_work, gpu_work_classes, gpu_work_steps
+from .intervals import merged_intersection_length, union
+from .kernels import CLASSES, WorkUnions, gpu_work_unions
 
 COLUMNS = ("rank", "gpu_span_us", "busy_us", "idle_us", "compute_us", "non_compute_us", "idle_pct",
            "compute_pct", "non_compute_pct", "host_comm_us", "host_comm_pct", "other_idle_pct")
 
 
-def _breakdown(starts: np.ndarray, ends: np.ndarray, classes: np.ndarray) -> dict:
-    if len(starts) == 0:
+def _breakdown(unions: WorkUnions) -> dict:
+    busy_s, busy_e = unions.busy
+    if len(busy_s) == 0:
         nan = math.nan
         return {"gpu_span_us": nan, "busy_us": nan, "idle_us": nan, "compute_us": nan, "non_compute_us": nan,
                 "idle_pct": nan, "compute_pct": nan, "non_compute_pct": nan, "host_comm_us": nan,
                 "host_comm_pct": nan, "other_idle_pct": nan}
-    span = float(ends.max() - starts.min())
-    busy = covered(starts, ends)
-    comp = class_positions(classes) == CLASSES.index(COMPUTATION)
-    compute = covered(starts[comp], ends[comp])
+    span = float(busy_e[-1] - busy_s[0])  # the last merged end is the latest end, the first start the earliest
+    busy = _length(unions.busy)
+    compute = _length(unions.by_class[CLASSES.index(COMPUTATION)])
     return {"gpu_span_us": span, "busy_us": busy, "idle_us": span - busy, "compute_us": compute,
             "non_compute_us": busy - compute, "idle_pct": pct(span - busy, span), "compute_pct": pct(compute, span),
             "non_compute_pct": pct(busy - compute, span), "host_comm_us": 0.0, "host_comm_pct": 0.0,
             "other_idle_pct": pct(span - busy, span)}
 
 
-def _host_comm(row: dict, starts: np.ndarray, ends: np.ndarray, h_s: np.ndarray, h_e: np.ndarray) -> dict:
+def _length(merged: tuple[np.ndarray, np.ndarray]) -> float:
+    """Time covered by merged intervals (:func:`~perfreport.analyses.intervals.covered` of the
+    intervals they were merged from)."""
+    s, e = merged
+    return float((e - s).sum())
+
+
+def _host_comm(row: dict, unions: WorkUnions, h_s: np.ndarray, h_e: np.ndarray) -> dict:
     """``row`` with the idle time a host collective covers inside its GPU span (see module doc)."""
+    starts, ends = unions.busy  # merged: the same coverage as the work itself
     if len(starts) == 0:
         return row
-    lo, hi = float(starts.min()), float(ends.max())
+    lo, hi = float(starts[0]), float(ends[-1])
     hs, he = np.clip(h_s, lo, hi), np.clip(h_e, lo, hi)
     keep = he > hs
-    host = covered(hs[keep], he[keep]) - intersection_length((hs[keep], he[keep]), (starts, ends))
+    host_merged = union(hs[keep], he[keep])
+    host = _length(host_merged) - merged_intersection_length(host_merged, unions.busy)
     span = row["gpu_span_us"]
     return {**row, "host_comm_us": host, "host_comm_pct": pct(host, span),
             "other_idle_pct": pct(row["idle_us"] - host, span)}
@@ -64,17 +73,16 @@ def _host_comm(row: dict, starts: np.ndarray, ends: np.ndarray, h_s: np.ndarray,
 def _rows(traces: TraceSet, per_step: bool) -> list[dict]:
     rows = []
     for trace in traces:  # a loop over ranks
-        _, starts, ends, _ = gpu_work(trace)
-        classes = gpu_work_classes(trace)
         host = np.flatnonzero(trace.host_collectives())
         h_s, h_e, h_step = trace.ts[host], trace.ts[host] + trace.dur[host], trace.iteration[host]
         if not per_step:
-            rows.append({"rank": trace.rank, **_host_comm(_breakdown(starts, ends, classes), starts, ends, h_s, h_e)})
+            unions = gpu_work_unions(trace, per_step=False)[0][1]
+            rows.append({"rank": trace.rank, **_host_comm(_breakdown(unions), unions, h_s, h_e)})
             continue
-        for step, pos in gpu_work_steps(trace):  # a loop over steps
+        for step, unions in gpu_work_unions(trace, per_step=True):  # a loop over steps
             mine = h_step == step
-            rows.append({"rank": trace.rank, "step": step, **_host_comm(
-                _breakdown(starts[pos], ends[pos], classes[pos]), starts[pos], ends[pos], h_s[mine], h_e[mine])})
+            rows.append({"rank": trace.rank, "step": step, **_host_comm(_breakdown(unions), unions, h_s[mine],
+                                                                        h_e[mine])})
     return rows
 
 

@@ -53,6 +53,7 @@ LAST_READER = {
     "step_children": "time_at_stake", "cpu_collectives": "temporal_breakdown", "stream_gaps": "idle_breakdown_per_step",
     "gpu_class": "kernel_rank_distribution", "gpu_work_names": "kernel_rank_distribution",
     "gpu_work_classes": "comm_comp_overlap_per_step", "gpu_work_steps": "comm_comp_overlap_per_step",
+    "gpu_work_unions": "comm_comp_overlap_per_step",
     "queue_segments": "time_blocked_on_full_queue", "memcpys": "memory_bw", "memsets": "memory_bw",
     "launches": "launch_stats_by_step", "launch_value_orders": "launch_stats_by_step",
     "launch_gpu_ops": "aten_op_launch_delays", "aten_op_launches": "aten_op_launch_delays_by_step",
@@ -281,6 +282,7 @@ def _start_share(trace: RankTrace, one: TraceSet, analyses, options: AnalysisOpt
         return None
     split = [name for name, _ in analyses].index(SHARE_FROM)
     theirs = list(analyses)[split:]
+    _views_both_halves_read(trace)
 
     def work(send) -> None:
         import pickle
@@ -295,6 +297,23 @@ def _start_share(trace: RankTrace, one: TraceSet, analyses, options: AnalysisOpt
         return Child(work)
     except OSError:  # no fork (memory, process limits): all of them here
         return None
+
+
+def _views_both_halves_read(trace: RankTrace) -> None:
+    """Make, before the fork, the views that the analyses of both halves read, so that they are
+    made once and the child inherits them (shared pages, not a copy of its own): the call stack
+    and its levels, the launches and the GPU work they enqueued, the GPU classes, the steps. On
+    a 1 GB rank each half made them itself: ~0.5 CPU s twice, half of it the call stack. The
+    wall time stays: what the parent does first, each half no longer does."""
+    from ..analyses.callstack import stack_levels
+    from ..analyses.launch import launch_gpu_ops
+    from ..analyses.steps import rank_steps
+
+    with phase("views both halves read (before the fork)"):
+        stack_levels(trace)
+        launch_gpu_ops(trace)
+        trace.gpu_class()
+        rank_steps(trace)
 
 
 def _finish_share(child, trace: RankTrace, one: TraceSet, theirs, options: AnalysisOptions) -> dict[str, pd.DataFrame]:
