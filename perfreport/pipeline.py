@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import time
 from datetime import datetime, timezone
@@ -35,6 +36,7 @@ from .load.scanner import scanner_name
 from .running.assemble import Assembler
 from .running.digest import INVOCATIONS_ALWAYS, AnalysisOptions
 from .running.executor import Executor, RankJob, stream
+from .running.forked import Beside
 from .model import TraceSet
 from .running.progress import Progress
 from .timing import phase
@@ -344,7 +346,8 @@ def compare_many(baseline: str | Path, candidates: list[str | Path], *, config: 
     """:func:`compare` of several candidates (training setups) with one baseline, which is
     loaded, analysed and reduced for the gate once; ``candidate_runs`` are further runs of each
     candidate (used with one candidate). The ranks of every side and run are one batch of
-    per-rank tasks (:func:`run_sides`); the gate and the attribution run here on their digests.
+    per-rank tasks (:func:`run_sides`); the gate runs here on their digests, the attribution
+    in a forked child beside the gate's verdict (:class:`perfreport.running.forked.Beside`).
     ``analysed(baseline, candidate)`` is called with the two analyses a single candidate's
     report describes as soon as they are ready, before the gate (a command starts drawing
     their figures then)."""
@@ -389,22 +392,34 @@ def compare_many(baseline: str | Path, candidates: list[str | Path], *, config: 
                 b_sides[fine] = gate_side("baseline", b_runs, config, invocations=fine)
             b_side = b_sides[fine]
             c_side = gate_side("candidate", c_runs, config, invocations=fine)
-        with phase("gate: verdict"):
-            verdict = evaluate(b_side, c_side, config)
-        explanation, note = None, None
-        try:  # attribute over the very steps the gate judged (warm-up and skipped steps left out)
+        # attribute over the very steps the gate judged (warm-up and skipped steps left out), in a
+        # child beside the verdict: both need only the gate's inputs, and the report waits for both
+        attribution = Beside(functools.partial(_attribute, b_traces, c_traces, config, judged_steps(b_side),
+                                               judged_steps(c_side, c_run)), "attribution")
+        try:
+            with phase("gate: verdict"):
+                verdict = evaluate(b_side, c_side, config)
             with phase("attribution"):
-                explanation = explain(b_traces, c_traces, exact_names=config.exact_kernel_names,
-                                      baseline_steps=judged_steps(b_side), candidate_steps=judged_steps(c_side, c_run))
-        except TraceError as exc:
-            note = f"no attribution: {exc.problem}"
-        except Exception as exc:  # the attribution explains; it must never take the verdict down with it
-            log.warning("attribution failed: %s: %s", type(exc).__name__, exc)
-            note = f"no attribution: internal error ({type(exc).__name__}: {exc})"
+                explanation, note = attribution.result()
+        finally:
+            attribution.stop()
         out.append(Comparison(baseline=b_analysis, candidate=c_analysis, verdict=verdict, explanation=explanation,
                               config=config, baseline_ref=stored, explanation_note=note,
                               gate_s=time.perf_counter() - t0))
     return out
+
+
+def _attribute(b_traces: TraceSet, c_traces: TraceSet, config: Config, baseline_steps: list[int] | None,
+               candidate_steps: list[int] | None) -> tuple[Explanation | None, str | None]:
+    """(the attribution of the step time's change, None), or (None, why there is none)."""
+    try:
+        return explain(b_traces, c_traces, exact_names=config.exact_kernel_names, baseline_steps=baseline_steps,
+                       candidate_steps=candidate_steps), None
+    except TraceError as exc:
+        return None, f"no attribution: {exc.problem}"
+    except Exception as exc:  # the attribution explains; it must never take the verdict down with it
+        log.warning("attribution failed: %s: %s", type(exc).__name__, exc)
+        return None, f"no attribution: internal error ({type(exc).__name__}: {exc})"
 
 
 def analysis_options(config: Config) -> AnalysisOptions:

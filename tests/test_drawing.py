@@ -168,3 +168,39 @@ def test_a_child_that_hangs_is_given_up_on_and_killed(jobs, monkeypatch):
     assert time.perf_counter() - started < 60
     assert _reaped(pids) and figures.drawn_there == 0
     assert figures.drawn_here == len(brief) + len(rest)
+
+
+def test_children_draw_what_no_pdf_waits_for_behind_the_rest(jobs, monkeypatch):
+    """A drawing child draws the PDF page's figures at its normal priority and the HTML page's
+    own ones at nice BEHIND; the early child, whose figures only the HTML page shows, draws all
+    of them at BEHIND (with more runnable processes than cores the PDF's chain goes first)."""
+    brief, rest = jobs
+    parent = os.getpid()
+    real = drawing.draw_svg
+
+    def niceness(key, figure, width_in, prefix):  # what the drawing process's priority was
+        if os.getpid() == parent:
+            return real(key, figure, width_in, prefix)
+        return f"<svg>nice {os.getpriority(os.PRIO_PROCESS, 0)}</svg>"
+
+    monkeypatch.setattr(drawing, "draw_svg", niceness)
+    start = os.getpriority(os.PRIO_PROCESS, 0)
+    figures = drawing.FigureDrawing([brief, rest], children=1, behind_from=len(brief))
+    (child, share), = figures._children
+    svgs: dict[str, str] = {}
+    figures.draw(0, svgs)
+    figures.draw(1, svgs)
+    figures.finish()
+    theirs = {i: svgs[figures.jobs[i][0]] for i in share}
+    assert any(i < len(brief) for i in theirs) and any(i >= len(brief) for i in theirs)
+    for i, svg in theirs.items():
+        assert svg == f"<svg>nice {start if i < len(brief) else max(start, drawing.BEHIND)}</svg>", (i, svg)
+    assert os.getpriority(os.PRIO_PROCESS, 0) == start  # the parent keeps its own
+
+    early = drawing.EarlyFigures(lambda: _report().sections, behind=True)
+    early.index()
+    early._child.wait([0])
+    import pickle
+    _, _, svg = pickle.loads(early._child.messages[0])
+    early.finish()
+    assert svg == f"<svg>nice {max(start, drawing.BEHIND)}</svg>"

@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import base64
 import multiprocessing
 import os
+import re
 
 import pytest
 
@@ -66,10 +68,11 @@ def test_the_pdf_is_laid_out_in_a_child_from_the_page_the_parent_drew(report, tm
     assert len(pages) == 1 and 'class="paged"' in pages[0]
     assert (tmp_path / "ok" / "report.pdf").read_bytes() == \
         b"%PDF-1.7 laid out in the child from " + str(len(pages[0])).encode() + b" characters"
-    # the figures were drawn once: the page and the PDF's page hold the same SVG text
+    # the figures were drawn once: the page and the PDF's page (an image of it) hold the same SVG text
     html = (tmp_path / "ok" / "report.html").read_text()
-    first_svg = pages[0][pages[0].index("<svg"):pages[0].index("</svg>")]
-    assert first_svg in html
+    first_svg = base64.b64decode(re.search(r'<img class="plot" alt="[^"]*" src="data:image/svg\+xml;base64,([^"]+)"',
+                                           pages[0])[1]).decode()
+    assert first_svg.startswith("<svg") and first_svg in html
     assert _reaped(started)
 
 

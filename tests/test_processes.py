@@ -176,3 +176,35 @@ def test_python_m_perfreport_keeps_its_exit_code_and_output(tmp_path):
                              str(tmp_path / "out")], capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr == f"perfreport: error: {tmp_path / 'missing'}: no such file or directory\n"
+
+
+def test_beside_returns_what_the_child_computed_and_falls_back_to_running_here():
+    """running.forked.Beside: fn runs in a forked child (its pid is not ours) and its result comes
+    back; a child that fails leaves fn to this process, which meets fn's own error; no child
+    is left behind either way."""
+    from perfreport.running.forked import Beside
+    from perfreport.timing import recording
+
+    parent = os.getpid()
+    with recording() as timings:
+        beside = Beside(lambda: (os.getpid(), {"delta_ms": 1.5}), "sum")
+        pid = beside._child.pid
+        child_pid, value = beside.result()
+    assert child_pid == pid != parent and value == {"delta_ms": 1.5}
+    assert "sum (child process, beside)" in {r["phase"] for r in timings.records()}
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)  # reaped
+
+    def fails_in_the_child():
+        if os.getpid() != parent:
+            raise MemoryError("the child ran out of memory")
+        return "done here"
+
+    beside = Beside(fails_in_the_child, "x")
+    assert beside.result() == "done here"
+
+    beside = Beside(lambda: 1 / 0 if os.getpid() == parent else time.sleep(60), "hangs")
+    pid = beside._child.pid
+    beside.stop()  # killed and reaped
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)

@@ -38,3 +38,32 @@ def test_a_figure_is_drawn_once_and_its_svg_is_matplotlibs(figure, monkeypatch):
     twice = figures.render_svg(figure)
     assert len(draws) == 2 * len({id(ax) for ax in draws})
     assert once == twice and once.startswith("<svg") and "<path" in once
+
+
+def test_text_measured_once_per_process_gives_the_same_svgs(monkeypatch, figures_drawn_every_time):
+    """figures._measured_once keeps text sizes and font tables across figures: each figure's
+    SVG is the one drawn with matplotlib measuring everything anew, text is shaped fewer times,
+    and matplotlib is as it was once the figure is drawn."""
+    import contextlib
+
+    from matplotlib import text
+    from matplotlib.backends.backend_svg import RendererSVG
+    from matplotlib.textpath import TextToPath
+
+    shaped = []
+    real_shape = TextToPath.get_text_width_height_descent
+    monkeypatch.setattr(TextToPath, "get_text_width_height_descent",
+                        lambda self, s, prop, ismath: (shaped.append(s), real_shape(self, s, prop, ismath))[1])
+    measure, get_font = RendererSVG.get_text_width_height_descent, text.get_font
+    with monkeypatch.context() as m:
+        m.setattr(figures, "_measured_once", contextlib.nullcontext)
+        anew = [figures.render_svg(f) for f in FIGURES * 2]
+    anew_shaped = list(shaped)
+    shaped.clear()
+    figures._TEXT_SIZES.clear()
+    figures._FONT_TABLES.clear()
+    kept = [figures.render_svg(f) for f in FIGURES * 2]
+    assert kept == anew
+    assert RendererSVG.get_text_width_height_descent is measure and text.get_font is get_font  # restored
+    # each (text, font) shaped once, not once per figure and per measuring
+    assert set(shaped) == set(anew_shaped) and len(shaped) == len(figures._TEXT_SIZES) < len(anew_shaped) / 3

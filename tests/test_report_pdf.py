@@ -3,6 +3,7 @@ running header with the verdict and the date on every page, and nothing fetched.
 
 from __future__ import annotations
 
+import base64
 import functools
 import re
 import shutil
@@ -90,3 +91,80 @@ def test_pdf_is_a_default_format_when_weasyprint_imports(tmp_path) -> None:
     assert "pdf" in available_formats()
     (path,) = write_reports(build_report({"source": "x"}), tmp_path, ["pdf"])
     assert path.name == "report.pdf" and path.read_bytes().startswith(b"%PDF-")
+
+
+def test_figures_laid_out_as_images_look_as_inline_figures_do(tmp_path) -> None:
+    """The PDF's page carries each figure as an <img> of its SVG (perfreport.report.html.figure_image),
+    which WeasyPrint lays out faster: the pages have the same text and the same pixels as
+    with the SVGs inline, as the page had them before."""
+    from perfreport.report import html
+    from perfreport.report.pdf import layout_pdf, paged_html
+
+    from .test_findings import demo_document
+
+    if not shutil.which("pdftoppm"):
+        pytest.skip("pdftoppm (poppler-utils) is not installed")
+    report = build_report(demo_document())
+    svgs: dict[str, str] = {}
+    images = paged_html(report, svgs=svgs)
+    inline = re.sub(r'<img class="plot" alt="[^"]*" src="data:image/svg\+xml;base64,([^"]+)">',
+                    lambda m: base64.b64decode(m[1]).decode(), images)
+    assert images.count('<img class="plot"') == inline.count('<svg') >= 4 and "<svg" not in images
+    pages = {}
+    for name, page in (("images", images), ("inline", inline)):
+        pdf = layout_pdf(page)
+        pages[name] = pdf_pages_text(pdf, tmp_path)
+        (tmp_path / f"{name}.pdf").write_bytes(pdf)
+        subprocess.run(["pdftoppm", "-r", "60", "-png", str(tmp_path / f"{name}.pdf"), str(tmp_path / name)], check=True)
+    assert pages["images"] == pages["inline"] and "step time (ms)" in "".join(pages["images"])
+    shots = sorted(tmp_path.glob("images-*.png"))
+    assert len(shots) == len(pages["images"])
+    for shot in shots:
+        assert shot.read_bytes() == (tmp_path / shot.name.replace("images", "inline")).read_bytes(), shot.name
+
+
+def test_lean_font_subsets_embed_the_same_font_bytes_without_decoding_the_dropped_tables() -> None:
+    """lean_font_subsets: WeasyPrint's fontTools subsetting of DejaVu Sans (matplotlib ships it)
+    gives the same bytes, and GSUB/GPOS, which WeasyPrint drops, are no longer decoded first."""
+    import io
+
+    import matplotlib
+    from fontTools import subset
+    from fontTools.ttLib import TTFont
+    from fontTools.ttLib.tables import otBase
+
+    from perfreport.report.pdf import lean_font_subsets
+
+    decoded: list[str] = []
+    real_decompile = otBase.BaseTTXConverter.decompile
+
+    def decompile(self, data, font):
+        decoded.append(self.tableTag)
+        return real_decompile(self, data, font)
+
+    def embedded(path: str) -> bytes:  # as weasyprint.pdf.fonts.Font._fonttools_subset does it
+        options = subset.Options(retain_gids=True, passthrough_tables=True, ignore_missing_glyphs=True,
+                                 hinting=False, desubroutinize=True, notdef_outline=False)
+        options.drop_tables += ["GSUB", "GPOS", "SVG"]
+        subsetter = subset.Subsetter(options)
+        subsetter.populate(gids=set(range(3, 100)) | {600})
+        font = TTFont(io.BytesIO(open(path, "rb").read()), recalcTimestamp=False)  # not "modified now"
+        subsetter.subset(font)
+        out = io.BytesIO()
+        font.save(out)
+        return out.getvalue()
+
+    otBase.BaseTTXConverter.decompile = decompile
+    try:
+        for name in ("DejaVuSans.ttf", "DejaVuSans-Bold.ttf"):
+            path = f"{matplotlib.get_data_path()}/fonts/ttf/{name}"
+            decoded.clear()
+            plain = embedded(path)
+            assert {"GSUB", "GPOS"} <= set(decoded), decoded  # decoded only to be dropped
+            decoded.clear()
+            with lean_font_subsets():
+                lean = embedded(path)
+            assert not {"GSUB", "GPOS"} & set(decoded) and lean == plain, name
+        assert subset.Subsetter.subset.__name__ == "subset"  # restored on leaving
+    finally:
+        otBase.BaseTTXConverter.decompile = real_decompile

@@ -3,6 +3,7 @@ candidate leads, each section draws its own figures, and every element id on the
 
 from __future__ import annotations
 
+import base64
 import collections
 import functools
 import json
@@ -89,9 +90,13 @@ def test_each_section_shows_its_own_causes_and_figures() -> None:
 
 
 def test_element_ids_are_unique_and_references_resolve() -> None:
-    for html in (setups_page(), setups_page(paged=True, brief=True)):
+    """In the page, and in each figure of the PDF's page (an image of its SVG: a document of its own)."""
+    page, paged = setups_page(), setups_page(paged=True, brief=True)
+    images = [base64.b64decode(m).decode() for m in re.findall(r'src="data:image/svg\+xml;base64,([^"]+)"', paged)]
+    assert len(images) >= 3 and "<svg" not in paged
+    for html, least in ((page, 500), (paged, 40), *((image, 20) for image in images)):
         ids = re.findall(r'\bid="([^"]+)"', html)
         repeated = [k for k, n in collections.Counter(ids).items() if n > 1]
-        assert len(ids) > 500 and repeated == []
+        assert len(ids) > least and repeated == []
         refs = set(re.findall(r'url\(#([^)]+)\)', html)) | set(re.findall(r'href="#([^"]+)"', html))
         assert refs and refs <= set(ids)

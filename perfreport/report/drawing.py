@@ -30,6 +30,11 @@ Job = tuple[str, Any, "float | None", str]
 """(key in ``svgs``, figure, width in inches or None, element id prefix): :func:`perfreport.report.html.figures_to_draw`."""
 
 MAX_CHILDREN = 7
+BEHIND = 10
+"""The nice value of drawing that no PDF waits for (the HTML page's own figures, while a PDF is
+laid out): with more runnable processes than cores, the figures of the PDF's page and the PDF's
+layout, which the command's end waits for, get the cores first; on an idle core a nice value
+changes nothing. A child only ever lowers its own priority (raising it back needs privileges)."""
 _KEYS = 0xFFFFFFFE
 """The index of an early child's first message: the keys of the figures it draws."""
 
@@ -67,11 +72,25 @@ def split(jobs: Sequence[Job], shares: int) -> list[list[int]]:
     return [sorted(share) for share in out]
 
 
-def _draw_share(jobs: Sequence[Job], indices: list[int]) -> Callable[[Callable[[int, bytes], None]], None]:
+def _draw_share(jobs: Sequence[Job], indices: list[int], behind_from: int | None = None
+                ) -> Callable[[Callable[[int, bytes], None]], None]:
+    """A child's work: draw ``indices`` and send each SVG; from job ``behind_from`` on (figures
+    no PDF waits for) at the lower priority :data:`BEHIND`."""
     def work(send: Callable[[int, bytes], None]) -> None:
         for i in indices:
+            if behind_from is not None and i >= behind_from:
+                _yield_cores()
             send(i, draw_svg(*jobs[i]).encode("utf-8", "surrogatepass"))
     return work
+
+
+def _yield_cores() -> None:
+    """This process (a drawing child) at nice :data:`BEHIND` (an absolute value: again is a no-op)."""
+    try:
+        if os.getpriority(os.PRIO_PROCESS, 0) < BEHIND:
+            os.setpriority(os.PRIO_PROCESS, 0, BEHIND)
+    except (AttributeError, OSError):
+        pass
 
 
 class EarlyFigures:
@@ -85,19 +104,22 @@ class EarlyFigures:
     may claim a figure the child has not started (one byte per figure in memory shared with the
     child: at worst both draw it, and the parent's is used)."""
 
-    def __init__(self, sections: Callable[[], Sequence[Any]], *, limit: int = 512) -> None:
+    def __init__(self, sections: Callable[[], Sequence[Any]], *, limit: int = 512, behind: bool = False) -> None:
         import mmap
 
         self._claims = mmap.mmap(-1, limit)  # anonymous and shared with the child: 0 free, 1 child's, 2 parent's
         self.keys: list[str] = []
-        self._child = _Child(self._work(sections, limit)) if hasattr(os, "fork") else None
+        self._child = _Child(self._work(sections, limit, behind)) if hasattr(os, "fork") else None
         self.used = 0
 
-    def _work(self, sections: Callable[[], Sequence[Any]], limit: int):
+    def _work(self, sections: Callable[[], Sequence[Any]], limit: int, behind: bool):
         claims = self._claims
 
         def work(send: Callable[[int, bytes], None]) -> None:
             import pickle
+
+            if behind:  # no PDF waits for these figures: the gate and the PDF's go first
+                _yield_cores()
 
             from .html import figure_key
 
@@ -168,10 +190,12 @@ def _clean_id(block_id: str) -> str:
 class FigureDrawing:
     """The figures of one report, in groups, drawn by the parent and up to ``children`` forked
     children at once, and by ``early`` (:class:`EarlyFigures`) for the figures it draws. Call
-    :meth:`draw` for each group in order, then :meth:`finish` (or :meth:`stop` on failure)."""
+    :meth:`draw` for each group in order, then :meth:`finish` (or :meth:`stop` on failure).
+    ``behind_from``: the first job no PDF waits for; children draw it and the rest at the lower
+    priority :data:`BEHIND`."""
 
     def __init__(self, groups: Sequence[Sequence[Job]], children: int | None = None,
-                 early: EarlyFigures | None = None) -> None:
+                 early: EarlyFigures | None = None, behind_from: int | None = None) -> None:
         self.jobs: list[Job] = [job for group in groups for job in group]
         self._groups: list[range] = []
         start = 0
@@ -197,7 +221,7 @@ class FigureDrawing:
                 indices = [group[i] for group, share in zip(rest, shares) for i in share[k]]
                 try:
                     if indices:
-                        self._children.append((_Child(_draw_share(self.jobs, indices)), set(indices)))
+                        self._children.append((_Child(_draw_share(self.jobs, indices, behind_from)), set(indices)))
                 except OSError:  # no process to spare: this share is drawn here
                     self._mine.update(indices)
 

@@ -18,7 +18,8 @@ from __future__ import annotations
 import io
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import matplotlib
 from matplotlib.figure import Figure
@@ -98,6 +99,75 @@ def _drawing_disabled(renderer) -> bool:
     return False
 
 
+_TEXT_SIZES: dict[tuple, tuple[float, float, float]] = {}
+"""(text, font properties, math?) -> (width, height, descent) as the SVG renderer measures them."""
+_FONT_TABLES: dict[tuple, _FontTables] = {}
+
+
+class _FontTables:
+    """A font's SFNT tables, each read once (``get_sfnt_table`` makes a new dict every call)."""
+
+    __slots__ = ("_font", "_tables")
+
+    def __init__(self, font) -> None:
+        self._font, self._tables = font, {}
+
+    def get_sfnt_table(self, name: str):
+        if name not in self._tables:
+            self._tables[name] = self._font.get_sfnt_table(name)
+        return self._tables[name]
+
+    def __getattr__(self, name: str):
+        return getattr(self._font, name)
+
+
+@contextmanager
+def _measured_once() -> Iterator[None]:
+    """Inside the block, what matplotlib measures of text is measured once per process, not
+    once per figure and per text: a third of drawing a report's figures, the SVGs unchanged.
+
+    matplotlib keeps text sizes per renderer, and saving a figure makes several, so each tick
+    label, title and legend entry of each figure is shaped again (FreeType, at 100 px), and
+    every text's layout reads its font's SFNT tables anew (3.10+). Both depend only on the text,
+    the font properties and the font file, under the rc settings :data:`RC`, which hold while
+    :func:`render_svg` draws (the only place this block is entered): the SVG renderer's text
+    sizes are kept by (text, font properties, math?) and each font's tables once read.
+    Forked drawing children inherit what the parent measured. Where matplotlib's internals
+    differ (another version), the part that does not apply is left out."""
+    from matplotlib import text
+    from matplotlib.backends import backend_svg
+
+    renderer = backend_svg.RendererSVG
+    measure = renderer.__dict__.get("get_text_width_height_descent")
+    get_font = getattr(text, "get_font", None)
+
+    def sized(self, s, prop, ismath):
+        key = (s, prop, ismath)
+        size = _TEXT_SIZES.get(key)
+        if size is None:
+            size = _TEXT_SIZES[(s, prop.copy(), ismath)] = measure(self, s, prop, ismath)
+        return size
+
+    def font_tables(path, *args, **kwargs):
+        key = (tuple(path) if isinstance(path, list) else path, args, tuple(sorted(kwargs.items())))
+        tables = _FONT_TABLES.get(key)
+        if tables is None:
+            tables = _FONT_TABLES[key] = _FontTables(get_font(path, *args, **kwargs))
+        return tables
+
+    if measure is not None:
+        renderer.get_text_width_height_descent = sized
+    if get_font is not None:  # matplotlib.text uses it for the SFNT tables alone (Text._get_layout)
+        text.get_font = font_tables
+    try:
+        yield
+    finally:
+        if measure is not None:
+            renderer.get_text_width_height_descent = measure
+        if get_font is not None:
+            text.get_font = get_font
+
+
 def axis_scale(unit: str, values: Sequence[float | None]) -> tuple[float, str]:
     """(divisor, unit text) for tick labels of ``values`` in ``unit``; ``(1, "")`` for unitless
     axes (a step number)."""
@@ -130,7 +200,7 @@ def render_svg(figure: BarFigure | LineFigure | WaterfallFigure | RooflineFigure
     """The figure as an SVG element (text), ready to inline in HTML; ``width_in`` narrower for
     figures shown side by side (fonts keep their size). ``prefix`` (default ``fig-`` and the
     figure's id) starts every element id of the SVG: unique per figure drawn on a page."""
-    with matplotlib.rc_context(RC):
+    with matplotlib.rc_context(RC), _measured_once():
         if isinstance(figure, WaterfallFigure):
             fig = _draw_waterfall(figure, width_in)
         elif isinstance(figure, RooflineFigure):

@@ -10,6 +10,7 @@ the browser supports ``::details-content``.
 
 from __future__ import annotations
 
+import base64
 import re
 
 from collections.abc import Callable
@@ -101,9 +102,27 @@ def context(report: Report, *, paged: bool = False, brief: bool = False, svgs: d
     used: set[str] = set()  # element ids on this page
     overview = _blocks(Section("overview", "", report.overview), svgs, used, OVERVIEW_WIDTH_IN, draw)
     sections = [{"section": s, "blocks": _blocks(s, svgs, used, draw=draw)} for s in kept]
+    if paged:  # WeasyPrint lays the page out: each figure as an image of its SVG (see figure_image)
+        for b in (b for blocks in (overview, *(s["blocks"] for s in sections)) for b in blocks if b["kind"] == "figure"):
+            b["svg"] = figure_image(b["svg"], b["block"].title)
     left_out = [s for s in report.sections if s not in kept]
     return {"report": report, "sections": sections, "overview": overview, "paged": paged, "left_out": left_out,
             "present": {s.id for s in kept}}
+
+
+def figure_image(svg: str, title: str) -> str:
+    """A drawn figure as an ``<img>`` of a ``data:`` URL holding its SVG, for the PDF's page.
+
+    Inline, every element of an SVG (a few hundred per figure: each tick, label and bar) is an
+    element of the page to WeasyPrint, which runs the page's CSS cascade over each and parses
+    each one's ``style`` attribute as page CSS: a third of the figures' share of the layout.
+    As an image the SVG is parsed and drawn by WeasyPrint's SVG renderer alone, the same
+    drawing (same text, same paths, same size: the CSS gives ``img.plot`` the size
+    ``svg.plot`` has). The page fetches nothing: :func:`perfreport.report.pdf.layout_pdf` reads
+    ``data:`` URLs and refuses every other."""
+    data = base64.b64encode(svg.encode("utf-8", "surrogatepass")).decode("ascii")
+    alt = templates.clean_text(title).replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;").replace(">", "&gt;")
+    return f'<img class="plot" alt="{alt}" src="data:image/svg+xml;base64,{data}">'
 
 
 def figures_to_draw(report: Report, *, brief: bool = False, svgs: dict[str, str] | None = None
@@ -123,8 +142,8 @@ def figures_to_draw(report: Report, *, brief: bool = False, svgs: dict[str, str]
 
 
 def render_html(report: Report, *, paged: bool = False, brief: bool = False, svgs: dict[str, str] | None = None) -> str:
-    """The report page. ``paged`` renders for print media (tables unfolded), as the PDF uses
-    it; ``brief`` leaves the less important sections out (named at the end); ``svgs`` as in
+    """The report page. ``paged`` renders for print media (tables unfolded, figures as
+    images: :func:`figure_image`), as the PDF uses it; ``brief`` leaves the less important sections out (named at the end); ``svgs`` as in
     :func:`context`."""
     return render_page(context(report, paged=paged, brief=brief, svgs=svgs))
 

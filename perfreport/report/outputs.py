@@ -9,7 +9,7 @@ parent loads the traces, then waits. Drawing the figures (matplotlib) is most of
 analysed, beside the gate (:func:`early_figures`), and once the report is built the remaining
 figures are drawn by the parent and forked children together (:mod:`perfreport.report.drawing`), the
 PDF's first, so its page goes to the renderer while the HTML page's figures are still being
-drawn. Then every file is written as one set, as :func:`perfreport.report.write_reports` does.
+drawn (by children at a lower priority: the PDF's layout is what the command waits for last). Then every file is written as one set, as :func:`perfreport.report.write_reports` does.
 The renderers are :mod:`perfreport.report`'s, unchanged; this module only decides when and
 where they run. Without ``fork`` (Windows) everything is rendered here, in order.
 """
@@ -315,7 +315,8 @@ def early_figures(formats: Iterable[str], pdf_appendix: bool = False
 
         _import_matplotlib()  # here, once: the child shares it, and the parent draws later anyway
         try:
-            return EarlyFigures(lambda: _analysis_sections(baseline, candidate))
+            return EarlyFigures(lambda: _analysis_sections(baseline, candidate),
+                                behind="pdf" in formats and not pdf_appendix)  # HTML only: the PDF's go first
         except OSError:  # no process to spare (EAGAIN, ENOMEM): the figures are drawn later
             return None
     return start
@@ -361,7 +362,7 @@ def _figure_drawing(report: Report, formats: tuple[str, ...], ready: Mapping[str
         if "html" in formats and "html" not in ready else []
     if pdf_jobs or html_jobs:
         _import_matplotlib()  # before the children fork: they share it
-    return FigureDrawing([pdf_jobs, html_jobs], early=early)
+    return FigureDrawing([pdf_jobs, html_jobs], early=early, behind_from=len(pdf_jobs) if pdf_jobs else None)
 
 
 @contextmanager

@@ -7,8 +7,9 @@ running header with the title, the verdict and the date (CSS ``string-set`` from
 heading, so no text is pasted into CSS). WeasyPrint is an optional import: without it
 :func:`available` is False and the ``pdf`` format is left out of the defaults.
 
-WeasyPrint is given a URL fetcher that refuses everything: the page references nothing
-external, and a hostile name cannot make it read a local file or the network.
+WeasyPrint is given a URL fetcher that reads ``data:`` URLs (the page's figures) and refuses
+everything else: the page references nothing external, and a hostile name cannot make it read a
+local file or the network.
 """
 
 from __future__ import annotations
@@ -40,11 +41,21 @@ def available() -> bool:
     return True
 
 
-def _refuse(url: str, *args, **kwargs):
-    raise ValueError(f"perfreport reports fetch nothing (refused {url[:80]!r})")
+def _fetch(url: str, *args, **kwargs):
+    """WeasyPrint's URL fetcher: the page's own figures (``data:`` URLs, which carry their
+    content: :func:`perfreport.report.html.figure_image`) and nothing else."""
+    if not url.startswith("data:"):
+        raise ValueError(f"perfreport reports fetch nothing (refused {url[:80]!r})")
+    import weasyprint
+
+    if hasattr(weasyprint, "default_url_fetcher"):  # WeasyPrint before 70: a function returning a dict
+        return weasyprint.default_url_fetcher(url, *args, **kwargs)
+    from weasyprint.urls import URLFetcher
+
+    return URLFetcher(allowed_protocols=("data",)).fetch(url)
 
 
-_refuse._fail_on_errors = False  # type: ignore[attr-defined]
+_fetch._fail_on_errors = False  # type: ignore[attr-defined]
 """WeasyPrint (70+) reads this of its URL fetcher when a fetch raises: False makes a refused
 fetch a warning it catches (the resource left out), not an AttributeError that loses the PDF."""
 
@@ -82,8 +93,40 @@ def layout_pdf(html: str) -> bytes:
     """The page from :func:`paged_html` laid out as PDF bytes by WeasyPrint (seconds of pure
     Python: :mod:`perfreport.report.outputs` runs it beside the other formats)."""
     weasyprint = import_weasyprint()
-    with quiet_libraries():
-        return weasyprint.HTML(string=html, url_fetcher=_refuse).write_pdf()
+    with quiet_libraries(), lean_font_subsets():
+        return weasyprint.HTML(string=html, url_fetcher=_fetch).write_pdf()
+
+
+@contextmanager
+def lean_font_subsets() -> Iterator[None]:
+    """fontTools' subsetter, as WeasyPrint uses it to embed the fonts' used glyphs (where
+    HarfBuzz's subsetter is not installed), without decoding the layout tables it drops.
+
+    WeasyPrint has it drop GSUB and GPOS, but fontTools (4.6x) first decodes them whole (to
+    convert their formats for the glyph closure), then drops them: a tenth of the layout of
+    a report's PDF, for DejaVu Sans and its bold. Inside this block the subsetter removes the
+    tables it is told to drop before anything else, as its own first step would (with the
+    ``kern`` table where GPOS is there, as that step does): the same font bytes."""
+    try:
+        from fontTools import subset
+    except ImportError:  # WeasyPrint subsets with HarfBuzz alone
+        yield
+        return
+    original = subset.Subsetter.subset
+
+    def lean_subset(self, font):
+        drop = [tag for tag in ("GSUB", "GPOS") if tag in self.options.drop_tables and tag in font]
+        if "GPOS" in drop and "kern" in font and not self.options.legacy_kern:
+            drop.append("kern")
+        for tag in drop:
+            del font[tag]
+        return original(self, font)
+
+    subset.Subsetter.subset = lean_subset
+    try:
+        yield
+    finally:
+        subset.Subsetter.subset = original
 
 
 @contextmanager

@@ -1,7 +1,8 @@
 """Work in forked children: a child runs a function and streams its results back through a pipe.
 
-The report's figures (:mod:`perfreport.report.drawing`) and a single rank's analyses
-(:func:`perfreport.running.digest.digest` with a spare core) are shared with children this way: a fork
+The report's figures (:mod:`perfreport.report.drawing`), a single rank's analyses
+(:func:`perfreport.running.digest.digest` with a spare core) and a comparison's attribution beside
+its verdict (:class:`Beside`) are shared with children this way: a fork
 shares everything the parent has (nothing is pickled on the way in), the child sends back
 bytes. A child dies with its parent and ignores Ctrl-C (:func:`perfreport.running.lifecycle.worker_init`);
 one that fails exits 1 without a word, leaving its work to the parent, which does it itself
@@ -11,10 +12,14 @@ one that fails exits 1 without a word, leaving its work to the parent, which doe
 from __future__ import annotations
 
 import os
+import pickle
 import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
 
 _TIMES = 0xFFFFFFFF
 """The index of a child's last message: its wall and CPU seconds."""
@@ -105,6 +110,43 @@ class Child:
                 pass
         os.waitpid(pid, 0)
         self._thread.join()
+
+
+class Beside(Generic[T]):
+    """``fn()`` run in a forked child while this process does something else: :meth:`result`
+    is what it returned (pickled back). Where the platform cannot fork, no process can be made,
+    or the child fails or dies, :meth:`result` runs ``fn()`` here (and meets its error here).
+    ``fn`` must return something small: it crosses a pipe. Call :meth:`result` or :meth:`stop`.
+    A child still silent after ``patience`` seconds (it should never hang) is given up on."""
+
+    def __init__(self, fn: Callable[[], T], name: str, patience: float = 120.0) -> None:
+        self._fn, self.name, self.patience = fn, name, patience
+        self._child: Child | None = None
+        if hasattr(os, "fork"):
+            try:
+                self._child = Child(lambda send: send(0, pickle.dumps(fn(), protocol=pickle.HIGHEST_PROTOCOL)))
+            except OSError:  # no process to spare (EAGAIN, ENOMEM): fn runs here, later
+                self._child = None
+
+    def result(self) -> T:
+        child, self._child = self._child, None
+        if child is not None:
+            child.wait([0], timeout=self.patience)
+            child.done.wait(5.0)  # its times follow its result, then it exits
+            child.stop(kill=False)
+            if child.times:
+                from ..timing import record
+
+                record(f"{self.name} (child process, beside)", *child.times)
+            if 0 in child.messages:
+                return pickle.loads(child.messages[0])
+        return self._fn()
+
+    def stop(self) -> None:
+        """Kill and reap the child (the command failed or was interrupted)."""
+        child, self._child = self._child, None
+        if child is not None:
+            child.stop(kill=True)
 
 
 def _child(parent: int, work: Callable[[Callable[[int, bytes], None]], None], fd: int) -> None:
