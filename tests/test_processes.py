@@ -4,12 +4,14 @@ its rank and signal; --workers is capped with a note; errors inside workers are 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -43,18 +45,34 @@ def children(pid: int) -> list[int]:
         return [int(x) for x in f.read().split()]
 
 
-def start_paused_in_workers(args: list[str]) -> tuple[subprocess.Popen, list[int]]:
-    """The command, its two workers stopped at their task (they SIGSTOP themselves)."""
-    env = {**os.environ, _io.PAUSE_ENV: "worker.task"}
-    proc = subprocess.Popen([sys.executable, "-m", "perfreport", *args], env=env, stderr=subprocess.PIPE,
-                            stdout=subprocess.DEVNULL, text=True)
-    workers = []
-    for line in proc.stderr:
-        if m := re.search(r"paused at worker\.task \(pid (\d+)\)", line):
-            workers.append(int(m.group(1)))
-            if len(workers) == 2:
-                return proc, workers
-    pytest.fail(f"workers never paused (exit {proc.wait()})")
+@pytest.fixture()
+def paused_commands() -> Iterator[Callable[[list[str]], tuple[subprocess.Popen, list[int]]]]:
+    """Starts commands whose two workers stop themselves at their task (SIGSTOP), and kills what
+    is left of each command's process tree when the test ends, passed or failed: a failed
+    assertion must not leave a command waiting forever on stopped workers (seen under load)."""
+    started: list[subprocess.Popen] = []
+
+    def start(args: list[str]) -> tuple[subprocess.Popen, list[int]]:
+        env = {**os.environ, _io.PAUSE_ENV: "worker.task"}
+        proc = subprocess.Popen([sys.executable, "-m", "perfreport", *args], env=env, stderr=subprocess.PIPE,
+                                stdout=subprocess.DEVNULL, text=True)
+        started.append(proc)
+        workers = []
+        for line in proc.stderr:
+            if m := re.search(r"paused at worker\.task \(pid (\d+)\)", line):
+                workers.append(int(m.group(1)))
+                if len(workers) == 2:
+                    return proc, workers
+        pytest.fail(f"workers never paused (exit {proc.wait()})")
+
+    yield start
+    for proc in started:
+        if proc.poll() is None:
+            for pid in [*children(proc.pid), proc.pid]:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            proc.wait()
+        proc.stderr.close()
 
 
 def gone_within(pids: list[int], seconds: float = 5.0) -> list[int]:
@@ -66,10 +84,10 @@ def gone_within(pids: list[int], seconds: float = 5.0) -> list[int]:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and PR_SET_PDEATHSIG")
 @pytest.mark.parametrize("sig,code", [(signal.SIGKILL, -9), (signal.SIGTERM, 143), (signal.SIGINT, 130)])
-def test_no_process_outlives_the_command(job, tmp_path, sig, code):
+def test_no_process_outlives_the_command(job, tmp_path, sig, code, paused_commands):
     """Workers and the forked PDF renderer (format pdf) die with the command however it ends."""
     for _ in range(2):  # repeated
-        proc, workers = start_paused_in_workers(["analyze", str(job), "--out", str(tmp_path / "o"), "--format",
+        proc, workers = paused_commands(["analyze", str(job), "--out", str(tmp_path / "o"), "--format",
                                                  "md,pdf", "--workers", "2"])
         kids = children(proc.pid)
         assert set(workers) <= set(kids) and len(kids) >= 3  # two workers and the renderer
@@ -113,8 +131,8 @@ def test_an_interrupt_while_the_workers_start_stops_them(monkeypatch):
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc")
-def test_a_worker_killed_mid_run_is_named_by_rank_and_signal(job, tmp_path):
-    proc, workers = start_paused_in_workers(["analyze", str(job), "--out", str(tmp_path / "o"), "--format", "md",
+def test_a_worker_killed_mid_run_is_named_by_rank_and_signal(job, tmp_path, paused_commands):
+    proc, workers = paused_commands(["analyze", str(job), "--out", str(tmp_path / "o"), "--format", "md",
                                              "--workers", "2"])
     kids = children(proc.pid)
     os.kill(workers[0], signal.SIGKILL)  # as the OOM killer does
