@@ -28,6 +28,33 @@ def trace_jobs() -> list[Path]:
     return jobs
 
 
+def pytest_sessionstart(session) -> None:
+    """In the pytest-xdist controller, before it starts the workers: rewrite the asserts of every
+    test module once, into pytest's own cache of rewritten modules (``__pycache__/*-pytest-*.pyc``,
+    checked against the source's size and mtime), so that the two workers read them instead of
+    each rewriting all of them (~4 CPU s a worker, most of what collecting costs). pytest writes
+    that cache itself only where bytecode may be written, and a worker finds it only if it is
+    there before both start (clean clones, PYTHONDONTWRITEBYTECODE=1 in CI images and on this VM).
+    Uses pytest's private rewrite helpers: any change there only turns this off."""
+    config = session.config
+    if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
+        return  # a worker, or no workers (-n 0): collecting rewrites what it imports, once
+    try:
+        from _pytest.assertion import rewrite
+
+        state = config.stash[rewrite.assertstate_key]
+        for fn in sorted(Path(__file__).parent.rglob("*.py")):
+            if not (fn.name.startswith("test_") or fn.name == "conftest.py"):
+                continue  # what pytest rewrites: the test files (python_files) and conftests
+            pyc = rewrite.get_cache_dir(fn) / (fn.name[:-3] + rewrite.PYC_TAIL)
+            if rewrite._read_pyc(fn, pyc) is not None or not rewrite.try_makedirs(pyc.parent):
+                continue
+            source_stat, code = rewrite._rewrite_test(fn, config)
+            rewrite._write_pyc(state, code, source_stat, pyc)
+    except (ImportError, AttributeError, KeyError, TypeError, OSError, SyntaxError):
+        return
+
+
 def pytest_collection_finish(session) -> None:
     """What is alive once the tests are collected (numpy, pandas, matplotlib, the test modules)
     lives to the end: moved out of the garbage collector's sight (gc.freeze), so its full

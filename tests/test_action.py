@@ -31,6 +31,10 @@ INPUTS = {"baseline": "demo", "candidate": str(REPO / "examples" / "resnet50-wor
 AGAIN = {**INPUTS, "formats": "md,json", "step-trace": "false"}
 """The inputs of the runs after the first: what they check is in report.json and the comment; the
 HTML report (3 s of figures) and the step traces are checked once, in the first run."""
+TINY = REPO / "tests" / "data" / "traces" / "pair_hta_trace_compare_tiny"
+LIGHT = {**AGAIN, "baseline": str(TINY / "base"), "candidate": str(TINY / "test")}
+"""The inputs of the runs that check only how the comment is posted (created once then updated,
+its "Reproduce locally" block): a comparison of the tiny HTA pair (PASS), cheaper than the demo's."""
 
 
 def environment(workspace: Path, api_url: str, *, fork: bool = False) -> dict:
@@ -149,9 +153,9 @@ def test_second_run_updates_the_same_comment(first_run, tmp_path):
     with GitHubStub() as gh:
         gh.add_comments(PR, 120)
         env = environment(workspace, gh.url)
-        first = run_action(REPO, AGAIN, env, workspace, only=("compare", "pr comment"))
+        first = run_action(REPO, LIGHT, env, workspace, only=("compare", "pr comment"))
         created = [c for c in gh.state.comments[PR] if c["body"].startswith("<!-- perfreport:")]
-        second = run_action(REPO, AGAIN, env, workspace, only=("compare", "pr comment"))
+        second = run_action(REPO, LIGHT, env, workspace, only=("compare", "pr comment"))
         ours = [c for c in gh.state.comments[PR] if c["body"].startswith("<!-- perfreport:")]
         assert first.step("pr comment").exit_code == 0 and second.step("pr comment").exit_code == 0
         assert len(created) == 1 and len(ours) == 1 and ours[0]["id"] == created[0]["id"]
@@ -168,7 +172,7 @@ def test_second_run_updates_the_same_comment(first_run, tmp_path):
 def test_reproduce_installs_the_actions_own_ref_or_names_the_version(first_run, action, expected):
     workspace, _, _, _ = first_run
     with GitHubStub() as gh:
-        job = run_action(REPO, AGAIN, environment(workspace, gh.url), workspace, only=("compare", "pr comment"),
+        job = run_action(REPO, LIGHT, environment(workspace, gh.url), workspace, only=("compare", "pr comment"),
                          github=action)
     assert job.step("pr comment").exit_code == 0, job.step("pr comment").stderr
     block = gh.writes()[0].body["body"].split("<summary><b>Reproduce locally</b>")[1]

@@ -121,7 +121,7 @@ def _report(folder: Path) -> dict:
 
 def test_dask_cluster_gives_the_local_results(tmp_path, job8, capsys):
     distributed = pytest.importorskip("distributed")
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
                                   dashboard_address=None, scheduler_port=0, silence_logs=40) as cluster:
         address = cluster.scheduler_address
         assert address.startswith("tcp://127.0.0.1:")
@@ -147,13 +147,15 @@ def test_dask_cluster_gives_the_local_results(tmp_path, job8, capsys):
         assert capsys.readouterr().err == f"perfreport: error: {trace}: profiler step number 1.84e+19 " \
                                           f"(ProfilerStep#…) is beyond int64; the trace is corrupt\n"
         assert time.monotonic() - t0 < 120
-    assert main(["analyze", str(job8), "--out", str(tmp_path / "local"), "--format", "json", "-q"]) == 0
+    # here in this process (--workers 1: that forked workers give the same is checked above)
+    assert main(["analyze", str(job8), "--out", str(tmp_path / "local"), "--format", "json", "-q", "--workers", "1"]) == 0
     assert main(["compare", str(TWO_RANKS), str(job8), "--out", str(tmp_path / "local-cmp"), "--format", "json",
-                 "-q"]) == code
-    assert main(["baseline", "save", "job8", str(job8), "--store", str(tmp_path / "local-store"), "-q"]) == 0
+                 "-q", "--workers", "1"]) == code
+    assert main(["baseline", "save", "job8", str(job8), "--store", str(tmp_path / "local-store"), "-q",
+                 "--workers", "1"]) == 0
     capsys.readouterr()
     assert main(["analyze", str(job8), "--out", str(tmp_path / "local-limited"), "--format", "json", "-q",
-                 "--limit", "max_events=1000"]) == 2
+                 "--limit", "max_events=1000", "--workers", "1"]) == 2
     local_limited = capsys.readouterr().err
     for err in (dask_limited, local_limited):  # whichever rank a worker finished first
         assert re.fullmatch(r"perfreport: error: \S+/rank\d\.json\.gz: [\d,]+ events, more than the limit of 1,000; "
@@ -223,14 +225,15 @@ def test_progress_without_a_terminal_is_silent_when_quick_and_plain_when_slow(mo
 
 
 def test_a_stored_baseline_reads_its_analyses_and_gives_the_same_results(tmp_path, job8, capsys):
-    store = tmp_path / "store"
-    assert main(["baseline", "save", "b8", str(job8), "--store", str(store)]) == 0
+    store = tmp_path / "store"  # (every command here in this process: forked workers give the same, see above)
+    assert main(["baseline", "save", "b8", str(job8), "--store", str(store), "--workers", "1"]) == 0
     digests = sorted((store / "b8" / "cache").glob("*.digest"))
     assert len(digests) == 8
     for name in ("cached", "again"):
-        assert main(["analyze", str(store / "b8"), "--out", str(tmp_path / name), "--format", "json", "-q"]) == 0
+        assert main(["analyze", str(store / "b8"), "--out", str(tmp_path / name), "--format", "json", "-q",
+                     "--workers", "1"]) == 0
         assert main(["compare", "b8", str(TWO_RANKS), "--store", str(store), "--out", str(tmp_path / f"{name}-cmp"),
-                     "--format", "json", "-q"]) in (0, 1)
+                     "--format", "json", "-q", "--workers", "1"]) in (0, 1)
         for d in digests:  # the second round recomputes from the column cache
             d.unlink(missing_ok=True)
     capsys.readouterr()
