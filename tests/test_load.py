@@ -222,3 +222,25 @@ def test_far_starts_found_from_the_extremes_as_from_every_row() -> None:
         assert kept.n_events == n - int(want.sum()), trial
         dropped_some += bool(far.any())
     assert 5 < dropped_some < 60  # both outcomes were exercised
+
+
+def test_the_uncompressed_size_of_a_gzip_is_its_text_size_small_or_past_4_gib(tmp_path):
+    """The size estimate that plans workers and memory: ISIZE, wrapped past 4 GiB only when the
+    file is clearly larger than it. A tiny gzip is larger than its text (header and trailer) and
+    was read as 4 GiB more, which capped --workers on a machine with less free memory."""
+    from perfreport.load.files import uncompressed_size
+
+    tiny = tmp_path / "tiny.json.gz"
+    tiny.write_bytes(gzip.compress(b'{"foo": 1}'))
+    assert tiny.stat().st_size > 10 and uncompressed_size(tiny) == 10
+    real = next(TRACES.glob("**/*.json.gz"))
+    assert uncompressed_size(real) == len(gzip.decompress(real.read_bytes()))
+    # A 5 MB file whose trailer says 100 bytes: deflate shrinks at most ~1,032:1, so its text
+    # is 4 GiB + 100 bytes.
+    wrapped = tmp_path / "wrapped.json.gz"
+    body = gzip.compress(b"x")
+    wrapped.write_bytes(body[:-4] + b"\0" * (5 << 20) + (100).to_bytes(4, "little"))
+    assert uncompressed_size(wrapped) == (1 << 32) + 100
+    plain = tmp_path / "plain.json"
+    plain.write_bytes(b"[]")
+    assert uncompressed_size(plain) == 2

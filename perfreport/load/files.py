@@ -153,10 +153,18 @@ def uncompressed_size(path: Path) -> int:
             isize = struct.unpack("<I", f.read(4))[0]
     except OSError:
         return 0
-    # ISIZE wraps at 4 GiB; a compressed file is never larger than ~its text.
-    while isize < size:
+    # ISIZE wraps at 4 GiB. Past that, the text is >= 4 GiB while deflate shrinks it at most
+    # ~1,032:1, so the file is >= 4 MB; a small file may be larger than its text (the gzip
+    # header, the stored file name and the trailer: a 30-byte gzip of '{"foo": 1}' holds 10
+    # bytes), which is no wrap. Only a file clearly larger than its ISIZE has wrapped.
+    while isize + (isize >> 10) + _GZIP_SLACK < size:
         isize += 1 << 32
     return isize
+
+
+_GZIP_SLACK = 1 << 16
+"""Bytes a gzip file may hold beyond its deflated text: header (with a file name and extra
+field), trailer and the blocks' own overhead (~5 bytes per 64 KB is in ``isize >> 10``)."""
 
 
 def sha256_file(path: Path) -> str:
