@@ -236,15 +236,29 @@ class Grouped:
 
 def sorted_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``pd.factorize(values, sort=True)``: (code per value, -1 where missing; the distinct
-    values, sorted). Integers spanning a range not much wider than their count (steps, ranks,
-    streams, group keys) get a presence table over the range instead of a hash table."""
+    values, sorted), through :func:`presence_codes` where it applies."""
     values = np.asarray(values)
-    if values.dtype.kind in "iu" and len(values):
-        lo, hi = int(values.min()), int(values.max())
-        if hi - lo <= 4 * len(values) + 4096:
-            uniq, codes = distinct_codes(values - lo if lo else values, hi - lo + 1)
-            return codes.astype(np.int64, copy=False), (uniq + lo if lo else uniq).astype(values.dtype, copy=False)
+    dense = presence_codes(values)
+    if dense is not None:
+        uniq, codes = dense
+        return codes.astype(np.int64, copy=False), uniq.astype(values.dtype, copy=False)
     return pd.factorize(values, sort=True)
+
+
+def presence_codes(values: np.ndarray, n_values: int | None = None) -> tuple[np.ndarray, np.ndarray] | None:
+    """(the distinct values, ascending; each value's position among them) of integers coded
+    through a presence table over their range (:func:`~perfreport.model.distinct_codes`)
+    instead of a hash table: steps, ranks, streams, group keys span a range not much wider than
+    their count. ``n_values``: the values are known to lie in [0, n_values). None where that
+    does not apply (not integers, none, or a range too wide: a hash table does better)."""
+    if values.dtype.kind not in "iu" or not len(values):
+        return None
+    lo = 0 if n_values is not None else int(values.min())
+    span = n_values if n_values is not None else int(values.max()) - lo + 1
+    if span > 4 * len(values) + 4096:
+        return None
+    uniq, codes = distinct_codes(values - lo if lo else values, span)
+    return (uniq + lo if lo else uniq), codes
 
 
 def value_order(values: np.ndarray) -> np.ndarray:

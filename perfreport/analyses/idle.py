@@ -22,8 +22,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..model import RankTrace, TraceSet, distinct_codes
-from .grouping import Grouped
+from ..model import RankTrace, TraceSet
+from .grouping import Grouped, presence_codes
 from .intervals import running_max_per_run
 
 DEFAULT_CONSECUTIVE_KERNEL_DELAY_US = 30.0
@@ -100,20 +100,17 @@ def _grid(gaps: pd.DataFrame, keys: list[str]) -> tuple[pd.DataFrame, np.ndarray
 def _first_seen_codes(values: np.ndarray, n_values: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(code per value, numbered in order of first appearance; the row where each code first
     appears): ``pd.factorize(values)[0]`` up to a renumbering that keeps equal values equal
-    and their order of first appearance. Integers in [0, ``n_values``) (or spanning a range not
-    much wider than their count) are coded through a presence table over their range instead
-    of a hash table."""
-    if values.dtype.kind in "iu" and len(values):
-        lo = 0 if n_values is not None else int(values.min())
-        span = n_values if n_values is not None else int(values.max()) - lo + 1
-        if span <= 4 * len(values) + 4096:
-            uniq, codes = distinct_codes(values - lo if lo else values, span)
-            first = np.full(len(uniq), len(values), dtype=np.int64)
-            np.minimum.at(first, codes, np.arange(len(values)))
-            by_first = np.argsort(first)
-            rank = np.empty(len(uniq), dtype=np.int64)
-            rank[by_first] = np.arange(len(uniq))
-            return rank[codes], first[by_first]
+    and their order of first appearance; integers through
+    :func:`~perfreport.analyses.grouping.presence_codes` (``n_values`` as there)."""
+    dense = presence_codes(values, n_values)
+    if dense is not None:
+        uniq, codes = dense
+        first = np.full(len(uniq), len(values), dtype=np.int64)
+        np.minimum.at(first, codes, np.arange(len(values)))
+        by_first = np.argsort(first)
+        rank = np.empty(len(uniq), dtype=np.int64)
+        rank[by_first] = np.arange(len(uniq))
+        return rank[codes], first[by_first]
     codes = pd.factorize(values, use_na_sentinel=False)[0].astype(np.int64, copy=False)  # NaN: a code too
     return codes, np.unique(codes, return_index=True)[1]
 

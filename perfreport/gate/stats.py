@@ -211,8 +211,8 @@ def resampled_medians(values: np.ndarray, draws: np.ndarray) -> np.ndarray:
     by its value's rank (a 16-bit integer), and each row is partitioned at its middle as such
     (a selection of small integers: a third of sorting them) instead of partitioning float
     rows; the middle ranks are then looked up in the sorted values. On 2 × 2000 resamples of a
-    few hundred steps, the bootstrap of every relative check was half of the gate's time. Samples with NaN, with both zeros, or too many for 16-bit
-    ranks take ``np.median`` itself."""
+    few hundred steps, the bootstrap of every relative check was half of the gate's time.
+    Samples with NaN, with both zeros, or too many for 16-bit ranks take ``np.median`` itself."""
     n = len(values)
     if n == 0 or n > np.iinfo(np.int16).max or np.isnan(values).any() \
             or (np.signbit(values) & (values == 0)).any():  # -0.0 beside 0.0: which one np.median picks is its own

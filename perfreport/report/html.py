@@ -121,8 +121,7 @@ def figure_image(svg: str, title: str) -> str:
     ``svg.plot`` has). The page fetches nothing: :func:`perfreport.report.pdf.layout_pdf` reads
     ``data:`` URLs and refuses every other."""
     data = base64.b64encode(svg.encode("utf-8", "surrogatepass")).decode("ascii")
-    alt = templates.clean_text(title).replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;").replace(">", "&gt;")
-    return f'<img class="plot" alt="{alt}" src="data:image/svg+xml;base64,{data}">'
+    return f'<img class="plot" alt="{templates.escape_html(title)}" src="data:image/svg+xml;base64,{data}">'
 
 
 def figures_to_draw(report: Report, *, brief: bool = False, svgs: dict[str, str] | None = None
@@ -143,7 +142,8 @@ def figures_to_draw(report: Report, *, brief: bool = False, svgs: dict[str, str]
 
 def render_html(report: Report, *, paged: bool = False, brief: bool = False, svgs: dict[str, str] | None = None) -> str:
     """The report page. ``paged`` renders for print media (tables unfolded, figures as
-    images: :func:`figure_image`), as the PDF uses it; ``brief`` leaves the less important sections out (named at the end); ``svgs`` as in
+    images: :func:`figure_image`), as the PDF uses it; ``brief`` leaves the less important
+    sections out (named at the end); ``svgs`` as in
     :func:`context`."""
     return render_page(context(report, paged=paged, brief=brief, svgs=svgs))
 

@@ -9,7 +9,8 @@ parent loads the traces, then waits. Drawing the figures (matplotlib) is most of
 analysed, beside the gate (:func:`early_figures`), and once the report is built the remaining
 figures are drawn by the parent and forked children together (:mod:`perfreport.report.drawing`), the
 PDF's first, so its page goes to the renderer while the HTML page's figures are still being
-drawn (by children at a lower priority: the PDF's layout is what the command waits for last). Then every file is written as one set, as :func:`perfreport.report.write_reports` does.
+drawn (by children at a lower priority: the PDF's layout is what the command waits for
+last). Then every file is written as one set, as :func:`perfreport.report.write_reports` does.
 The renderers are :mod:`perfreport.report`'s, unchanged; this module only decides when and
 where they run. Without ``fork`` (Windows) everything is rendered here, in order.
 """
