@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 US_PER_MS = 1_000.0
 US_PER_S = 1_000_000.0
 BYTES_PER_GB = 1e9  # decimal GB, as NCCL-tests and Kineto's "memory bandwidth (GB/s)" use
@@ -20,6 +22,12 @@ def us_to_ms(us: float) -> float:
 def pct(part: float, whole: float) -> float:
     """100 * part / whole; NaN when whole is 0 (a share of nothing is undefined, not 0 %)."""
     return 100.0 * part / whole if whole else math.nan
+
+
+def pcts(part: np.ndarray, whole: np.ndarray) -> np.ndarray:
+    """:func:`pct` of arrays, element by element (NaN where ``whole`` is 0)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(whole != 0, 100.0 * part / whole, math.nan)
 
 
 def format_us(us: float) -> str:

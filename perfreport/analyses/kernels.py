@@ -29,6 +29,7 @@ import pandas as pd
 from ..model import COMMUNICATION, COMPUTATION, KERNEL_CLASS_NAMES, MEMORY, RankTrace, TraceSet
 from .grouping import Grouped, string_keys
 from .intervals import union
+from .segments import Segments, overlap_times, segment_union
 
 CLASSES = (COMPUTATION, COMMUNICATION, MEMORY)
 """Kernel classes that make up GPU busy time, in overlap-label order."""
@@ -59,34 +60,31 @@ def gpu_work(trace: RankTrace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.n
     return trace.memo("gpu_work", compute)
 
 
-def gpu_work_steps(trace: RankTrace) -> list[tuple[int, np.ndarray]]:
-    """:func:`steps_of` the :func:`gpu_work` (positions into it), memoised: the per-step
-    analyses all split the same work the same way."""
-    def compute() -> list[tuple[int, np.ndarray]]:
-        steps = steps_of(trace.iteration[gpu_work(trace)[0]])
-        _read_only(*(pos for _, pos in steps))
-        return steps
+@dataclass(frozen=True)
+class StepUnions:
+    """The merged intervals of each step's GPU work (work belongs to the step of the launch that
+    enqueued it; step -1 is work outside any ProfilerStep): of all of it and of each class in
+    CLASSES (by position), one group per step of ``steps`` (ascending, those with GPU work)."""
 
-    return trace.memo("gpu_work_steps", compute)
+    steps: np.ndarray
+    busy: Segments
+    by_class: tuple[Segments, ...]
 
 
-
-def gpu_work_rows(traces: TraceSet, measure, *, per_step: bool) -> list[dict]:
-    """``measure(starts, ends, classes) -> dict`` of each rank's GPU work, or of each step's.
-
-    The loop temporal and overlap breakdowns share: one row per rank (``rank`` + the measure)
-    or, with ``per_step``, one per (rank, step) with GPU work.
-    """
-    rows = []
-    for trace in traces:
-        _, starts, ends, _ = gpu_work(trace)
+def gpu_work_step_unions(trace: RankTrace) -> StepUnions:
+    """:class:`StepUnions` of the rank's :func:`gpu_work`, memoised: the temporal, kernel-type and
+    overlap breakdowns per step all measure them, merged once for all steps together."""
+    def compute() -> StepUnions:
+        rows, starts, ends, _ = gpu_work(trace)
         classes = gpu_work_classes(trace)
-        if not per_step:
-            rows.append({"rank": trace.rank, **measure(starts, ends, classes)})
-            continue
-        for step, pos in gpu_work_steps(trace):
-            rows.append({"rank": trace.rank, "step": step, **measure(starts[pos], ends[pos], classes[pos])})
-    return rows
+        steps, step = np.unique(trace.iteration[rows], return_inverse=True)
+        n = len(steps)
+        by_class = tuple(segment_union(step[mine], n, starts[mine], ends[mine])
+                         for mine in (classes == bit for bit in range(len(CLASSES))))
+        return StepUnions(steps, segment_union(step, n, starts, ends), by_class)
+
+    return trace.memo("gpu_work_step_unions", compute)
+
 
 def gpu_work_classes(trace: RankTrace) -> np.ndarray:
     """Per :func:`gpu_work` row: the position of its class in CLASSES (-1 for OTHER).
@@ -122,16 +120,6 @@ def _read_only(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:
     return arrays
 
 
-def steps_of(iteration: np.ndarray) -> list[tuple[int, np.ndarray]]:
-    """(step, positions) for each distinct value of ``iteration``, ascending (-1 first)."""
-    if len(iteration) == 0:
-        return []
-    order = np.argsort(iteration, kind="stable")
-    values, first = np.unique(iteration[order], return_index=True)
-    bounds = np.append(first, len(order))
-    return [(int(v), order[bounds[i]:bounds[i + 1]]) for i, v in enumerate(values)]
-
-
 @dataclass(frozen=True)
 class WorkUnions:
     """The merged intervals (:func:`~perfreport.analyses.intervals.union`) of a set of GPU work:
@@ -148,17 +136,14 @@ class WorkUnions:
                                               for bit in range(len(CLASSES))))
 
 
-def gpu_work_unions(trace: RankTrace, per_step: bool) -> list[tuple[int | None, WorkUnions]]:
-    """:class:`WorkUnions` of the rank's :func:`gpu_work` (step None), or of each step's
-    (:func:`gpu_work_steps`), memoised: the breakdowns per rank and per step share them."""
-    def compute() -> list[tuple[int | None, WorkUnions]]:
+def gpu_work_unions(trace: RankTrace) -> WorkUnions:
+    """:class:`WorkUnions` of the rank's :func:`gpu_work`, memoised: the temporal, kernel-type
+    and overlap breakdowns share them (per step: :func:`gpu_work_step_unions`)."""
+    def compute() -> WorkUnions:
         _, starts, ends, _ = gpu_work(trace)
-        classes = gpu_work_classes(trace)
-        if not per_step:
-            return [(None, WorkUnions.of(starts, ends, classes))]
-        return [(step, WorkUnions.of(starts[pos], ends[pos], classes[pos])) for step, pos in gpu_work_steps(trace)]
+        return WorkUnions.of(starts, ends, gpu_work_classes(trace))
 
-    return trace.memo(("gpu_work_unions", per_step), compute)
+    return trace.memo("gpu_work_unions", compute)
 
 
 def overlap_class_times(starts: np.ndarray, ends: np.ndarray, classes: np.ndarray) -> dict[str, float]:
@@ -205,17 +190,34 @@ def kernel_type_breakdown(traces: TraceSet) -> pd.DataFrame:
     """Per rank and overlap class: union time (µs) and its % of the rank's GPU busy time."""
     rows = []
     for trace in traces:
-        rows += _type_rows(trace.rank, gpu_work_unions(trace, per_step=False)[0][1], {})
+        rows += _type_rows(trace.rank, gpu_work_unions(trace), {})
     return pd.DataFrame(rows, columns=list(TYPE_COLUMNS))
 
 
 def kernel_type_breakdown_per_step(traces: TraceSet) -> pd.DataFrame:
-    """:func:`kernel_type_breakdown` per (rank, step); GPU work belongs to its launch's step."""
-    rows = []
-    for trace in traces:
-        for step, unions in gpu_work_unions(trace, per_step=True):
-            rows += _type_rows(trace.rank, unions, {"step": step})
-    return pd.DataFrame(rows, columns=["rank", "step", *TYPE_COLUMNS[1:]])
+    """:func:`kernel_type_breakdown` per (rank, step); GPU work belongs to its launch's step.
+
+    All steps at once (:func:`~perfreport.analyses.segments.overlap_times`); each step's rows
+    in the per-rank order: the longest overlap class first, ties in label order."""
+    frames = [_step_type_rows(trace.rank, gpu_work_step_unions(trace)) for trace in traces]
+    frames = [f for f in frames if len(f)]
+    if not frames:
+        return pd.DataFrame([], columns=["rank", "step", *TYPE_COLUMNS[1:]])
+    return pd.concat(frames, ignore_index=True)
+
+
+def _step_type_rows(rank: int, unions: StepUnions) -> pd.DataFrame:
+    times = overlap_times(list(unions.by_class))
+    busy = np.zeros(len(times))
+    for mask in range(1, times.shape[1]):  # the per-rank sum's order: labels ascending, from 0
+        busy += times[:, mask]
+    step, mask = np.nonzero(times > 0)
+    t = times[step, mask]
+    order = np.lexsort((mask, -t, step))
+    step, mask, t = step[order], mask[order], t[order]
+    labels = np.array([_label(m) for m in range(times.shape[1])], dtype=object)
+    return pd.DataFrame({"rank": np.full(len(t), rank, dtype=np.int64), "step": unions.steps[step].astype(np.int64),
+                         "kernel_type": labels[mask], "time_us": t, "busy_pct": 100.0 * t / busy[step]})
 
 
 def _statistics_columns(stats: pd.DataFrame) -> pd.DataFrame:

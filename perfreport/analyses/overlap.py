@@ -15,9 +15,10 @@ import numpy as np
 import pandas as pd
 
 from ..model import COMMUNICATION, COMPUTATION, TraceSet
-from ..units import pct
+from ..units import pct, pcts
 from .intervals import merged_intersection_length, union
-from .kernels import CLASSES, WorkUnions, gpu_work_unions
+from .kernels import CLASSES, WorkUnions, gpu_work_step_unions, gpu_work_unions
+from .segments import intersection_lengths, segment_union
 
 COLUMNS = ("rank", "comm_us", "compute_us", "overlap_us", "exposed_comm_us", "overlap_pct")
 
@@ -42,31 +43,48 @@ def _merged(unions: WorkUnions | None, h_s: np.ndarray, h_e: np.ndarray) -> tupl
     return comm, comp
 
 
-def _with_host_comm(traces: TraceSet, per_step: bool) -> list[dict]:
-    """:func:`_overlap` per rank (or per (rank, step) with GPU work or host collectives), the
-    host collectives added as communication intervals."""
+def _rows(traces: TraceSet) -> list[dict]:
+    """:func:`_overlap` per rank, the host collectives added as communication intervals."""
     rows = []
     for trace in traces:  # a loop over ranks
-        host = np.flatnonzero(trace.host_collectives())
-        h_s, h_e = trace.ts[host], trace.ts[host] + trace.dur[host]
-        if not per_step:
-            rows.append({"rank": trace.rank, **_overlap(*_merged(gpu_work_unions(trace, per_step=False)[0][1],
-                                                                 h_s, h_e))})
-            continue
-        steps = dict(gpu_work_unions(trace, per_step=True))
-        h_step = trace.iteration[host]
-        for step in sorted(set(steps) | set(h_step.tolist())):  # a loop over steps
-            mine = h_step == step
-            rows.append({"rank": trace.rank, "step": step, **_overlap(*_merged(steps.get(step), h_s[mine],
-                                                                                h_e[mine]))})
+        h_s, h_e, _ = _host_collectives(trace)
+        rows.append({"rank": trace.rank, **_overlap(*_merged(gpu_work_unions(trace), h_s, h_e))})
     return rows
+
+
+def _host_collectives(trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(starts, ends, steps) of the rank's host-side collectives."""
+    host = np.flatnonzero(trace.host_collectives())
+    return trace.ts[host], trace.ts[host] + trace.dur[host], trace.iteration[host]
+
+
+def _step_frame(trace) -> pd.DataFrame:
+    """:func:`_overlap` of every step of one rank with GPU work or host collectives, all at once
+    (:mod:`~perfreport.analyses.segments`)."""
+    u = gpu_work_step_unions(trace)
+    h_s, h_e, h_step = _host_collectives(trace)
+    steps = np.union1d(u.steps, h_step).astype(np.int64)
+    n = len(steps)
+    gpu_k = np.searchsorted(steps, u.steps)  # each GPU step's place among all steps
+    comm_gpu = u.by_class[CLASSES.index(COMMUNICATION)]
+    comp = u.by_class[CLASSES.index(COMPUTATION)].regrouped(gpu_k, n)
+    comm = segment_union(np.concatenate([gpu_k[comm_gpu.group], np.searchsorted(steps, h_step)]), n,
+                         np.concatenate([comm_gpu.starts, h_s]), np.concatenate([comm_gpu.ends, h_e]))
+    comm_us, compute_us = comm.lengths(), comp.lengths()
+    overlap = intersection_lengths(comm, comp)
+    return pd.DataFrame({"rank": np.full(n, trace.rank, dtype=np.int64), "step": steps, "comm_us": comm_us,
+                         "compute_us": compute_us, "overlap_us": overlap, "exposed_comm_us": comm_us - overlap,
+                         "overlap_pct": pcts(overlap, comm_us)})
 
 
 def comm_comp_overlap(traces: TraceSet) -> pd.DataFrame:
     """One row per rank: comm, compute, overlapped and exposed comm time (µs), overlap % of comm."""
-    return pd.DataFrame(_with_host_comm(traces, per_step=False), columns=list(COLUMNS))
+    return pd.DataFrame(_rows(traces), columns=list(COLUMNS))
 
 
 def comm_comp_overlap_per_step(traces: TraceSet) -> pd.DataFrame:
     """:func:`comm_comp_overlap` per (rank, step) with GPU work or host collectives."""
-    return pd.DataFrame(_with_host_comm(traces, per_step=True), columns=["rank", "step", *COLUMNS[1:]])
+    frames = [f for f in (_step_frame(trace) for trace in traces) if len(f)]
+    if not frames:
+        return pd.DataFrame([], columns=["rank", "step", *COLUMNS[1:]])
+    return pd.concat(frames, ignore_index=True)

@@ -20,7 +20,8 @@ import pandas as pd
 from ..model import STEP_NAME, RankTrace, TraceSet
 from ..units import pct
 from .grouping import Grouped
-from .intervals import covered
+from .intervals import window_overlaps
+from .segments import segment_union
 
 STEP_COLUMNS = ("rank", "step", "start_us", "end_us", "wall_us", "gpu_events", "gpu_busy_us",
                 "gpu_start_us", "gpu_end_us", "gpu_busy_in_step_us")
@@ -58,49 +59,39 @@ def rank_steps(trace: RankTrace) -> pd.DataFrame:
 
 def _rank_steps(trace: RankTrace) -> pd.DataFrame:
     spans = step_spans(trace)
+    steps = spans["step"].to_numpy()
+    w0, w1 = spans["start_us"].to_numpy(), spans["end_us"].to_numpy()
     gpu = trace.gpu_work_rows()
-    has_gpu = bool(len(gpu))
     starts = trace.ts[gpu]
     ends = starts + trace.dur[gpu]
     its = trace.iteration[gpu]
-    order = np.argsort(its, kind="stable")
-    starts, ends, its = starts[order], ends[order], its[order]
-    steps = spans["step"].to_numpy()
-    lo = np.searchsorted(its, steps, side="left")
-    hi = np.searchsorted(its, steps, side="right")
-    busy = []
-    for a, b in zip(lo, hi):  # a loop over steps; each a vectorised interval union
-        busy.append(covered(starts[a:b], ends[a:b]) if has_gpu else np.nan)
-    inside = _busy_in_windows(trace.ts[gpu], trace.ts[gpu] + trace.dur[gpu], spans["start_us"].to_numpy(),
-                              spans["end_us"].to_numpy()) if has_gpu else np.full(len(spans), np.nan)
-    first = np.array([starts[a:b].min() if b > a else np.nan for a, b in zip(lo, hi)], dtype=np.float64)
-    last = np.array([ends[a:b].max() if b > a else np.nan for a, b in zip(lo, hi)], dtype=np.float64)
+    k = np.searchsorted(steps, its)  # the step that launched each piece of work, if a listed one
+    mine = (k < len(steps)) & (steps[np.minimum(k, len(steps) - 1)] == its) if len(steps) else np.zeros(len(its), dtype=bool)
+    launched = segment_union(k[mine], len(steps), starts[mine], ends[mine])
+    has_gpu = bool(len(gpu))
     return pd.DataFrame({
         "rank": np.full(len(spans), trace.rank, dtype=np.int64),
         "step": steps,
-        "start_us": spans["start_us"].to_numpy(),
-        "end_us": spans["end_us"].to_numpy(),
+        "start_us": w0,
+        "end_us": w1,
         "wall_us": (spans["end_us"] - spans["start_us"]).to_numpy(),
-        "gpu_events": (hi - lo).astype(np.int64),
-        "gpu_busy_us": np.array(busy, dtype=np.float64),
-        "gpu_start_us": first,
-        "gpu_end_us": last,
-        "gpu_busy_in_step_us": inside,
+        "gpu_events": np.bincount(k[mine], minlength=len(steps)).astype(np.int64),
+        "gpu_busy_us": launched.lengths() if has_gpu else np.full(len(spans), np.nan),
+        "gpu_start_us": launched.first_start(),
+        "gpu_end_us": launched.last_end(),
+        "gpu_busy_in_step_us": _busy_in_windows(starts, ends, w0, w1) if has_gpu else np.full(len(spans), np.nan),
     }, columns=list(STEP_COLUMNS))
 
 
 def _busy_in_windows(starts: np.ndarray, ends: np.ndarray, w0: np.ndarray, w1: np.ndarray) -> np.ndarray:
     """Per window [w0, w1): the time (µs) any of the intervals covers inside it, whichever step
     launched them — how busy the GPU was during the step, so within 0 and the window's length.
-    Intervals sorted by start; a running maximum of ends finds the first that can reach a window."""
-    order = np.argsort(starts, kind="stable")
-    s, e = starts[order], ends[order]
-    reach = np.maximum.accumulate(e)
-    out = np.empty(len(w0), dtype=np.float64)
-    for k, (a, b) in enumerate(zip(w0, w1)):  # a loop over steps; each a vectorised union
-        i0 = int(np.searchsorted(reach, a, side="right"))
-        i1 = int(np.searchsorted(s, b, side="left"))
-        out[k] = covered(np.clip(s[i0:i1], a, b), np.clip(e[i0:i1], a, b)) if i1 > i0 else 0.0
+    Each interval is cut to every window it meets (:func:`.intervals.window_overlaps`), and the
+    pieces of all windows are merged at once, a group per window."""
+    by_start = np.argsort(w0, kind="stable")
+    _, window, lo, hi = window_overlaps(w0[by_start], w1[by_start], starts, ends)
+    out = np.empty(len(w0))
+    out[by_start] = segment_union(window, len(w0), lo, hi).lengths()
     return out
 
 

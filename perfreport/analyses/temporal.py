@@ -24,9 +24,10 @@ import numpy as np
 import pandas as pd
 
 from ..model import COMPUTATION, TraceSet
-from ..units import pct
+from ..units import pct, pcts
 from .intervals import merged_intersection_length, union
-from .kernels import CLASSES, WorkUnions, gpu_work_unions
+from .kernels import CLASSES, WorkUnions, gpu_work_step_unions, gpu_work_unions
+from .segments import intersection_lengths, segment_union
 
 COLUMNS = ("rank", "gpu_span_us", "busy_us", "idle_us", "compute_us", "non_compute_us", "idle_pct",
            "compute_pct", "non_compute_pct", "host_comm_us", "host_comm_pct", "other_idle_pct")
@@ -70,28 +71,56 @@ def _host_comm(row: dict, unions: WorkUnions, h_s: np.ndarray, h_e: np.ndarray) 
             "other_idle_pct": pct(row["idle_us"] - host, span)}
 
 
-def _rows(traces: TraceSet, per_step: bool) -> list[dict]:
+def _rows(traces: TraceSet) -> list[dict]:
     rows = []
     for trace in traces:  # a loop over ranks
-        host = np.flatnonzero(trace.host_collectives())
-        h_s, h_e, h_step = trace.ts[host], trace.ts[host] + trace.dur[host], trace.iteration[host]
-        if not per_step:
-            unions = gpu_work_unions(trace, per_step=False)[0][1]
-            rows.append({"rank": trace.rank, **_host_comm(_breakdown(unions), unions, h_s, h_e)})
-            continue
-        for step, unions in gpu_work_unions(trace, per_step=True):  # a loop over steps
-            mine = h_step == step
-            rows.append({"rank": trace.rank, "step": step, **_host_comm(_breakdown(unions), unions, h_s[mine],
-                                                                        h_e[mine])})
+        h_s, h_e, _ = _host_collectives(trace)
+        unions = gpu_work_unions(trace)
+        rows.append({"rank": trace.rank, **_host_comm(_breakdown(unions), unions, h_s, h_e)})
     return rows
+
+
+def _host_collectives(trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(starts, ends, steps) of the rank's host-side collectives."""
+    host = np.flatnonzero(trace.host_collectives())
+    return trace.ts[host], trace.ts[host] + trace.dur[host], trace.iteration[host]
+
+
+def _step_frame(trace) -> pd.DataFrame:
+    """:func:`_breakdown` and :func:`_host_comm` of every step of one rank at once
+    (:mod:`~perfreport.analyses.segments`): one row per step with GPU work."""
+    u = gpu_work_step_unions(trace)
+    n = len(u.steps)
+    lo, hi = u.busy.first_start(), u.busy.last_end()
+    span = hi - lo  # the last merged end is the latest end, the first start the earliest
+    busy = u.busy.lengths()
+    compute = u.by_class[CLASSES.index(COMPUTATION)].lengths()
+    h_s, h_e, h_step = _host_collectives(trace)
+    k = np.searchsorted(u.steps, h_step)
+    mine = (k < n) & (u.steps[np.minimum(k, n - 1)] == h_step) if n else np.zeros(len(h_step), dtype=bool)
+    k = k[mine]
+    hs, he = np.clip(h_s[mine], lo[k], hi[k]), np.clip(h_e[mine], lo[k], hi[k])
+    keep = he > hs
+    host_merged = segment_union(k[keep], n, hs[keep], he[keep])
+    host = host_merged.lengths() - intersection_lengths(host_merged, u.busy)
+    idle = span - busy
+    return pd.DataFrame({
+        "rank": np.full(n, trace.rank, dtype=np.int64), "step": u.steps.astype(np.int64), "gpu_span_us": span,
+        "busy_us": busy, "idle_us": idle, "compute_us": compute, "non_compute_us": busy - compute,
+        "idle_pct": pcts(idle, span), "compute_pct": pcts(compute, span), "non_compute_pct": pcts(busy - compute, span),
+        "host_comm_us": host, "host_comm_pct": pcts(host, span), "other_idle_pct": pcts(idle - host, span)})
 
 
 def temporal_breakdown(traces: TraceSet) -> pd.DataFrame:
     """One row per rank: GPU span, busy, idle, compute, non-compute, idle under host-side
     communication (µs) and % of span."""
-    return pd.DataFrame(_rows(traces, per_step=False), columns=list(COLUMNS))
+    return pd.DataFrame(_rows(traces), columns=list(COLUMNS))
 
 
 def temporal_breakdown_per_step(traces: TraceSet) -> pd.DataFrame:
     """One row per (rank, step) with GPU work: :func:`temporal_breakdown` of that step's work."""
-    return pd.DataFrame(_rows(traces, per_step=True), columns=["rank", "step", *COLUMNS[1:]])
+    columns = ["rank", "step", *COLUMNS[1:]]
+    frames = [f for f in (_step_frame(trace) for trace in traces) if len(f)]
+    if not frames:
+        return pd.DataFrame([], columns=columns)
+    return pd.concat(frames, ignore_index=True)[columns]
