@@ -5,6 +5,7 @@ same generated traces, against issue 24's targets.
     python benchmarks/commands.py [--sizes 200,1000] [--ranks 16 --rank-mb 50] [--repeat 3]
                                   [--hta-python /work/hta-venv/bin/python]
                                   [--tracelens-python /work/tl-venv/bin/python] [--suite]
+                                  [--grow-from TRACE,... --grown-mb 200 --hta-timeout 300]
 
 Every measurement is a fresh process under ``/usr/bin/time -v`` (wall, CPU = user + system of
 the process tree, peak RSS of the largest process of the tree); a figure is the median of
@@ -16,6 +17,9 @@ peak RSS of the parent and of the largest worker, each against the rank's JSON s
 * one rank of each ``--sizes`` MB: ``analyze --format json``; HTA's load + temporal, idle,
   kernel, comm/comp overlap and launch-stats breakdowns; TraceLens's perf report; ``compare``
   of the trace against a copy of itself, every format;
+* ``--grow-from``: one ``--grown-mb`` MB rank grown from each of other real traces (an event-dense
+  V100 trace, a many-step MI250 one): ``analyze``, ``compare`` and HTA, which is stopped after
+  ``--hta-timeout`` seconds (its time then a lower bound, shown with ``>``);
 * ``--ranks N``: ``analyze`` and ``compare`` of N ranks x ``--rank-mb`` MB (.json.gz copies of
   one generated rank, each with its own rank number), and HTA on the same folder;
 * the README's demo quick start (``compare demo examples/resnet50-workers0``);
@@ -37,6 +41,7 @@ import os
 import platform
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -73,6 +78,12 @@ main()
 """
 TRACELENS_SOURCE = Path("/work/shared/traces/tracelens_b200_eager_rank0of8/eager_trace.json.gz")
 """A real trace TraceLens reads (it finds no GPU events in the A100 trace the other ranks grow from)."""
+GROW_SOURCES = (
+    Path("/work/shared/traces/hta_v100_ns_resolution/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"),
+    Path("/work/shared/traces/odd_amd_mi250_rocm62_minitoy/mi250_minitoy_train_ROCm6_2_kineto.json.gz"),
+)
+"""Real traces unlike the A100 one: ~1M events per 200 MB (the A100's ~0.65M: more memory per MB),
+and thousands of profiler steps once grown (the per-step analyses' cost)."""
 LOAD_PHASES = ("read", "decompress", "scan", "decode", "read stored columns")
 
 
@@ -88,6 +99,12 @@ class Run:
     load_avg: float
     timings: dict = field(default_factory=dict)
     stderr: str = ""
+    timed_out: bool = False
+    """The command ran past its time limit and was stopped: ``wall`` is the limit (a lower bound)."""
+
+    @property
+    def wall_text(self) -> str:
+        return f"> {self.wall:.0f}" if self.timed_out else f"{self.wall:.2f}"
 
     def phase_s(self, names: tuple[str, ...] | None = None, prefix: tuple[str, ...] = ()) -> float:
         """CPU seconds of a rank task's phases named ``names`` or starting with ``prefix``: the
@@ -118,10 +135,17 @@ class Run:
         return self.timings.get("workers", {}).get("largest_peak_rss_bytes", 0) / MB
 
 
-def timed(argv: list[str], cwd: Path = REPO) -> tuple[float, float, int, str]:
-    """(wall s, CPU s of the process tree, peak RSS KB of its largest process, stderr)."""
-    proc = subprocess.run(["/usr/bin/time", "-v", *argv], capture_output=True, text=True, cwd=cwd)
-    err = proc.stderr
+def timed(argv: list[str], cwd: Path = REPO, timeout: float | None = None) -> tuple[float, float, int, str]:
+    """(wall s, CPU s of the process tree, peak RSS KB of its largest process, stderr); with a
+    ``timeout``, the command is stopped at that many seconds and TimeoutError raised."""
+    proc = subprocess.Popen(["/usr/bin/time", "-v", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=cwd, start_new_session=True)  # its own group: stopped whole
+    try:
+        _, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise TimeoutError(timeout) from None
     if proc.returncode not in (0, 1) or (proc.returncode == 1 and "Traceback" in err):
         raise SystemExit(f"failed ({proc.returncode}): {' '.join(argv)}\n{err[-3000:]}")
     wall = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): (?:(\d+):)?(\d+):([\d.]+)", err)
@@ -131,11 +155,16 @@ def timed(argv: list[str], cwd: Path = REPO) -> tuple[float, float, int, str]:
     return seconds, cpu, rss, err
 
 
-def median_run(argv: list[str], repeat: int, report: Path | None = None, cwd: Path = REPO) -> Run:
+def median_run(argv: list[str], repeat: int, report: Path | None = None, cwd: Path = REPO,
+               timeout: float | None = None) -> Run:
     runs = []
     for _ in range(repeat):
         load = os.getloadavg()[0]
-        wall, cpu, rss, err = timed(argv, cwd)
+        try:
+            wall, cpu, rss, err = timed(argv, cwd, timeout)
+        except TimeoutError:
+            print(f"    stopped after {timeout:.0f} s", file=sys.stderr)
+            return Run(timeout, timeout, timeout, float("nan"), float("nan"), load, timed_out=True)
         timings = json.loads(report.read_text()).get("timings", {}) if report and report.exists() else {}
         runs.append(Run(wall, wall, wall, cpu, rss / 1024, load, timings, err))
         shown = [a if len(a) < 80 else "<script>" for a in argv[-5:]]
@@ -205,7 +234,7 @@ class Case:
 
 
 def run_case(label: str, folder: Path, twin: Path, json_mb: float, ranks: int, repeat: int, hta: str | None,
-             tracelens: str | None) -> Case:
+             tracelens: str | None, hta_timeout: float | None = None) -> Case:
     out = Path(tempfile.mkdtemp(prefix="pr-bench-out-"))
     try:
         print(f"  {label}: analyze --format json", file=sys.stderr)
@@ -217,7 +246,8 @@ def run_case(label: str, folder: Path, twin: Path, json_mb: float, ranks: int, r
         h = t = None
         if hta:
             print(f"  {label}: HTA 0.5.0", file=sys.stderr)
-            h = median_run([hta, "-c", HTA_SCRIPT, str(folder)], 1 if json_mb * ranks >= 900 else max(1, min(repeat, 2)))
+            h = median_run([hta, "-c", HTA_SCRIPT, str(folder)], 1 if json_mb * ranks >= 900 else max(1, min(repeat, 2)),
+                           timeout=hta_timeout)
         if tracelens and ranks == 1:
             print(f"  {label}: TraceLens", file=sys.stderr)
             t = median_run([tracelens, "-c", TRACELENS_SCRIPT, str(next(folder.iterdir())), str(out / "tl.xlsx")], 1)
@@ -236,8 +266,9 @@ def tools_table(cases: list[Case]) -> list[str]:
                           ("perfreport `compare` (vs a copy), every format", case.compare)):
             if run is None:
                 continue
-            ratio = f"{hta_wall / run.wall:.1f} ×" if hta_wall and "analyze" in name else ""
-            rows.append(f"| {case.label} | {name} | {run.wall:.2f} | {run.low:.2f}–{run.high:.2f} | {run.cpu:.2f} | "
+            ratio = f"{'≥ ' if case.hta.timed_out else ''}{hta_wall / run.wall:.1f} ×" \
+                if hta_wall and "analyze" in name else ""
+            rows.append(f"| {case.label} | {name} | {run.wall_text} | {run.low:.2f}–{run.high:.2f} | {run.cpu:.2f} | "
                         f"{run.rss_mb:,.0f} | {run.rss_mb / case.json_mb:.2f} | {run.load_avg:.1f} | {ratio} |")
     return rows
 
@@ -267,8 +298,9 @@ def targets_table(cases: list[Case], suite: Run | None) -> list[str]:
     for case in cases:
         a, c = case.analyze, case.compare
         if case.hta:
-            row(f"`analyze` ≥ 20 × HTA, {case.label}", f"{a.wall:.2f} s vs {case.hta.wall:.1f} s: "
-                f"{case.hta.wall / a.wall:.1f} ×", case.hta.wall / a.wall >= 20)
+            more = "> " if case.hta.timed_out else ""
+            row(f"`analyze` ≥ 20 × HTA, {case.label}", f"{a.wall:.2f} s vs {more}{case.hta.wall:.1f} s: "
+                f"{'≥ ' if more else ''}{case.hta.wall / a.wall:.1f} ×", case.hta.wall / a.wall >= 20)
         for name, run in (("analyze", a), ("compare", c)):
             worst = max(run.parent_mb, run.worker_mb) / case.json_mb
             of_job = f"; {max(run.parent_mb, run.worker_mb) / (case.json_mb * case.ranks):.2f} × the job's" \
@@ -333,6 +365,12 @@ def main(argv: list[str] | None = None) -> int:
                    help="also a rank of this many MB grown from a trace TraceLens reads (0: none; default %(default)s)")
     p.add_argument("--tracelens-source", type=Path, default=TRACELENS_SOURCE,
                    help="the real trace it is grown from (default: %(default)s)")
+    p.add_argument("--grow-from", default=",".join(str(p) for p in GROW_SOURCES),
+                   help="also a --grown-mb MB rank grown from each of these real traces (comma-separated; '' for "
+                        "none; default: an event-dense V100 trace and a many-step MI250 one)")
+    p.add_argument("--grown-mb", type=int, default=200)
+    p.add_argument("--hta-timeout", type=float, default=300.0,
+                   help="stop HTA after this many seconds (its time is then a lower bound; default %(default)s)")
     p.add_argument("--no-demo", action="store_true")
     p.add_argument("--suite", action="store_true", help="also time the README's test command (python -m pytest)")
     args = p.parse_args(argv)
@@ -350,6 +388,14 @@ def main(argv: list[str] | None = None) -> int:
                                                  args.tracelens_source)
         cases.append(run_case(f"1 rank, {json_mb:,.0f} MB grown from {args.tracelens_source.parent.name}", folder, twin,
                               json_mb, 1, args.repeat, hta, tracelens))
+    for source in [Path(s) for s in args.grow_from.split(",") if s.strip()]:
+        if not source.exists():
+            print(f"  {source}: not found, skipped", file=sys.stderr)
+            continue
+        name = source.parent.name
+        folder, twin, json_mb = one_rank_folders(args.grown_mb, args.workdir / f"grown-{name}", source)
+        cases.append(run_case(f"1 rank, {json_mb:,.0f} MB grown from {name}", folder, twin, json_mb, 1, args.repeat,
+                              hta, None, args.hta_timeout))
     if args.ranks:
         folder, twin, json_mb = many_rank_folders(args.ranks, args.rank_mb, args.workdir)
         cases.append(run_case(f"{args.ranks} ranks × {json_mb:,.0f} MB (.json.gz)", folder, twin, json_mb, args.ranks,
