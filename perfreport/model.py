@@ -39,6 +39,12 @@ class SparseColumn:
     rows: np.ndarray  # int64
     values: np.ndarray  # float64 | int64 | int32 (string codes)
 
+DENSE_ARGS = {"stream": "stream", "correlation": "correlation", "External id": "external_id",
+              "external id": "external_id", "device": "device"}
+"""Args keys the loader turns into dense columns (key -> column; -1 where absent). They are kept
+once, as the column: as sparse args too they cost ~16 bytes per event again (the launch and
+kernel ids are on most events)."""
+
 # --- categories ---------------------------------------------------------------------------
 # Modern Kineto spells categories in snake case; June-2021 Kineto capitalised them.
 KERNEL_CATEGORIES = ("kernel", "Kernel")
@@ -374,7 +380,10 @@ class RankTrace:
     def arg(self, key: str, default: Any, rows: np.ndarray | None = None) -> np.ndarray:
         """Values of args ``key``, ``default`` where absent: one per event, or with ``rows`` (an
         integer array of any shape) one per entry of ``rows``, looked up in the sparse column
-        without building the dense one."""
+        without building the dense one. The keys held as columns (:data:`DENSE_ARGS`) are read
+        from their column."""
+        if key in DENSE_ARGS and key not in self.args:
+            return self._dense_arg(getattr(self, DENSE_ARGS[key]), default, rows)
         col = self.args.get(key)
         if col is not None and len(col.rows) == 0:
             col = None
@@ -391,6 +400,12 @@ class RankTrace:
         if col is not None:
             out[col.rows] = col.values
         return out
+
+    @staticmethod
+    def _dense_arg(column: np.ndarray, default: Any, rows: np.ndarray | None) -> np.ndarray:
+        values = column if rows is None else column[np.asarray(rows, dtype=np.int64)]
+        dtype = np.result_type(column.dtype, np.asarray(default).dtype)
+        return np.where(values == -1, np.asarray(default, dtype=dtype), values.astype(dtype, copy=False))
 
     def arg_text(self, key: str) -> np.ndarray:
         """Decoded strings of a string-valued arg (object array, "" where absent)."""

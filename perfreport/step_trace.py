@@ -38,7 +38,7 @@ from .load.files import sha256_file
 from .storing.atomic import atomic_write_text
 from .errors import PerfreportError
 from .load.fields import ARG_FIELDS, INT_MISSING
-from .model import TEXT_ID_BASE, RankTrace
+from .model import DENSE_ARGS, TEXT_ID_BASE, RankTrace
 
 FOLDER = "step-traces"
 INDEX = "index.json"
@@ -200,8 +200,15 @@ def write_step(trace: RankTrace, pick: Pick, path: Path, *, max_bytes: int = MAX
 
 
 def _row_args(trace: RankTrace, rows: np.ndarray, kinds: Mapping[str, str]) -> list[dict]:
-    """The args of each row, built from the sparse columns (only the values present are touched)."""
+    """The args of each row, built from the sparse columns (only the values present are touched)
+    and from the columns the loader made of args keys (:data:`~perfreport.model.DENSE_ARGS`)."""
     out: list[dict] = [{} for _ in range(len(rows))]
+    for key in ("stream", "correlation", "External id", "device"):
+        if key in trace.args:  # a trace the loader made before these keys became columns
+            continue
+        values = getattr(trace, DENSE_ARGS[key])[rows]
+        for i in np.flatnonzero(values != -1).tolist():
+            out[i][key] = int(values[i])
     for key, col in trace.args.items():
         if not len(col.rows):
             continue

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from perfreport.load import load
-from perfreport.model import TEXT_ID_BASE, distinct_codes
+from perfreport.model import DENSE_ARGS, TEXT_ID_BASE, distinct_codes
 
 from .conftest import SHARED_TRACES, TRACES, load_cached, trace_jobs
 
@@ -175,6 +175,20 @@ def test_arg_at_rows_equals_the_dense_column() -> None:
             got = t.arg(key, default, sample)
             assert got.dtype == dense.dtype and got.shape == sample.shape
             np.testing.assert_array_equal(got, dense[sample])
+
+
+def test_args_held_as_columns_are_kept_once_and_read_as_args() -> None:
+    path = TRACES / "hta_a100_nccl_rank0of2"
+    t = load_cached(str(path))[0]
+    assert not DENSE_ARGS.keys() & t.args.keys()  # no second, sparse copy
+    events = reference(next(path.glob("*.json*")))["traceEvents"]
+    for key in ("correlation", "External id", "stream", "device"):
+        expected = np.array([int(e["args"][key]) if key in e.get("args", {}) else -7 for e in events])
+        assert (expected != -7).sum() > 100  # the key is really there
+        np.testing.assert_array_equal(t.arg(key, -7), expected)
+        rows = np.array([[0, 5, t.n_events - 1], [17, 17, 2]])
+        np.testing.assert_array_equal(t.arg(key, -7, rows), expected[rows])
+    assert t.arg("External id", np.nan).dtype == np.float64
 
 
 @pytest.mark.parametrize("n, n_codes", [(1000, 50), (10, 100_000), (0, 5), (5000, 3)])

@@ -28,7 +28,7 @@ from ..errors import TraceError
 from ..limits import Limits
 from ..limits import current as current_limits
 from ..timing import phase
-from ..model import GPU_SIDE_CATEGORIES, RUNTIME_CATEGORIES, STEP_NAME, TEXT_ID_BASE, RankTrace, TraceMeta
+from ..model import DENSE_ARGS, GPU_SIDE_CATEGORIES, RUNTIME_CATEGORIES, STEP_NAME, TEXT_ID_BASE, RankTrace, TraceMeta
 from .discover import RankFile
 from .fields import INT_MISSING, ScanResult
 from .memory import check_memory
@@ -330,7 +330,8 @@ def build_rank_trace(result: ScanResult, meta: TraceMeta) -> RankTrace:
     iteration = _iterations(columns, codes, strings, linked, complete, gpu_side, meta.path)
     del complete, gpu_side
     trace = RankTrace(
-        meta=meta, strings=strings, linked=linked, iteration=iteration, args=args, _codes=codes, **columns
+        meta=meta, strings=strings, linked=linked, iteration=iteration, _codes=codes, **columns,
+        args={key: col for key, col in args.items() if key not in DENSE_ARGS},  # once, as columns
     )
     for name in ("ph", "cat", "name", "pid", "tid", "ts", "dur", "stream", "correlation",
                  "external_id", "flow_id", "device", "linked", "iteration"):
