@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from perfreport.gate.stats import (
-    EXACT_MAX_CELLS, bootstrap_interval, mann_whitney_u, ranks_with_ties, resampled_medians, smallest_p_value,
+    EXACT_MAX_CELLS, bootstrap_interval, mann_whitney_u, order_statistic_medians, ranks_with_ties, resampled_medians,
+    smallest_p_value,
     u_distribution,
 )
 
@@ -139,6 +140,32 @@ def test_bootstrap_interval_brackets_the_ratio_and_is_reproducible():
     assert lo < np.median(cand) / np.median(base) < hi
     assert lo > 1.1 and hi < 1.3
     assert (lo, hi) == bootstrap_interval(cand, base, confidence_pct=98, resamples=2000, seed=7)
+
+
+@pytest.mark.parametrize("n", [25, 26, 7])
+def test_order_statistic_medians_have_the_resampled_medians_distribution(n):
+    values = np.round(np.random.default_rng(n).lognormal(0, 1, n), 1)  # skewed, with ties
+    resamples = 40_000
+    direct = order_statistic_medians(values, resamples, np.random.default_rng(1))
+    drawn = resampled_medians(values, np.random.default_rng(2).integers(0, n, size=(resamples, n)))
+    points = np.union1d(direct, drawn)
+    cdf = lambda sample: np.searchsorted(np.sort(sample), points, side="right") / resamples  # noqa: E731
+    assert np.abs(cdf(direct) - cdf(drawn)).max() < 0.02  # Kolmogorov-Smirnov distance (0.01 is the noise)
+    assert np.isin(np.unique(direct), np.r_[values, ((values[:, None] + values) / 2).ravel()]).all()
+
+
+def test_bootstrap_of_long_samples_draws_medians_directly_with_the_same_interval():
+    rng = np.random.default_rng(5)
+    base = rng.lognormal(3, 0.3, size=700)  # 2000 x 1400 draws: past CACHED_DRAWS
+    cand = base * 1.05 + rng.normal(0, 1, size=700)
+    lo, hi = bootstrap_interval(cand, base, resamples=2000, seed=0)
+    assert (lo, hi) == bootstrap_interval(cand, base, resamples=2000, seed=0)
+    draws = np.random.default_rng(0).integers(0, 700, size=(2000, 700)), np.random.default_rng(9).integers(0, 700, size=(2000, 700))
+    ratios = resampled_medians(cand, draws[0]) / resampled_medians(base, draws[1])
+    ref_lo, ref_hi = np.percentile(ratios, [1, 99])
+    width = ref_hi - ref_lo
+    assert abs(lo - ref_lo) < 0.15 * width and abs(hi - ref_hi) < 0.15 * width
+    assert lo < np.median(cand) / np.median(base) < hi
 
 
 @pytest.mark.parametrize("values", [

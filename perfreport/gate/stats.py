@@ -152,8 +152,11 @@ def bootstrap_interval(candidate: np.ndarray, baseline: np.ndarray, *, statistic
     "ratio") or median(candidate) - median(baseline) ("difference").
 
     Each side is resampled with replacement ``resamples`` times (one vectorised draw per side
-    from a generator seeded with ``seed``). A ratio whose resampled baseline median is 0 is
-    undefined; if any is, the interval is (nan, nan), as it is with an empty side.
+    from a generator seeded with ``seed``). Past :data:`CACHED_DRAWS` draws (samples of
+    hundreds of steps), each resample's median is drawn directly instead, from the order
+    statistics it is made of (:func:`order_statistic_medians`: the same distribution, in time
+    and memory that do not grow with the samples). A ratio whose resampled baseline median is
+    0 is undefined; if any is, the interval is (nan, nan), as it is with an empty side.
 
     >>> bootstrap_interval(np.full(5, 2.0), np.full(5, 1.0))
     (2.0, 2.0)
@@ -162,9 +165,14 @@ def bootstrap_interval(candidate: np.ndarray, baseline: np.ndarray, *, statistic
     y = np.asarray(baseline, dtype=np.float64)
     if len(x) == 0 or len(y) == 0:
         return (math.nan, math.nan)
-    draws_x, draws_y = _draws(seed, resamples, len(x), len(y))
-    mx = resampled_medians(x, draws_x)
-    my = resampled_medians(y, draws_y)
+    if resamples * (len(x) + len(y)) > CACHED_DRAWS and not (np.isnan(x).any() or np.isnan(y).any()):
+        rng = np.random.default_rng(seed)
+        mx = order_statistic_medians(x, resamples, rng)
+        my = order_statistic_medians(y, resamples, rng)
+    else:
+        draws_x, draws_y = _draws(seed, resamples, len(x), len(y))
+        mx = resampled_medians(x, draws_x)
+        my = resampled_medians(y, draws_y)
     if statistic == "ratio":
         if (my == 0).any():
             return (math.nan, math.nan)
@@ -231,10 +239,33 @@ def resampled_medians(values: np.ndarray, draws: np.ndarray) -> np.ndarray:
     return np.mean(middle, axis=1)  # the mean of the two middle values, computed as np.median does
 
 
+def order_statistic_medians(values: np.ndarray, resamples: int, rng: np.random.Generator) -> np.ndarray:
+    """Medians of ``resamples`` resamples of ``values`` with replacement, drawn without drawing
+    the resamples: ``resamples`` numbers per side instead of ``resamples * n`` indices.
+
+    A resample is n positions drawn uniformly from the sorted values, i.e. ``floor(n * U)`` of n
+    uniforms U, and its k-th smallest value is the sorted value at ``floor(n * U_(k))``, the
+    k-th smallest uniform: ``U_(k) ~ Beta(k, n + 1 - k)``, and the next one above it is
+    ``U_(k) + (1 - U_(k)) * Beta(1, n - k)`` (the least of the n - k uniforms above). So the
+    median (of an even count: the mean of the two middle values, as ``np.median``) is exact in
+    distribution. Drawing n indices per resample made a bootstrap of 7,500-step samples take
+    0.3 s and 240 MB per check."""
+    n = len(values)
+    ordered = np.sort(values, kind="stable")
+    k = (n + 1) // 2  # the (lower) middle order statistic, 1-based
+    u = rng.beta(k, n + 1 - k, size=resamples)
+    low = ordered[np.minimum((u * n).astype(np.int64), n - 1)]
+    if n % 2:
+        return low
+    above = u + (1.0 - u) * rng.beta(1, n - k, size=resamples)
+    high = ordered[np.minimum((above * n).astype(np.int64), n - 1)]
+    return np.mean(np.stack([low, high], axis=1), axis=1)
+
+
 def smallest_p_value(n1: int, n2: int) -> float:
     """The smallest one-sided exact p-value n1 vs n2 samples can give: 1 / C(n1 + n2, n1)."""
     return 1.0 / math.comb(n1 + n2, n1) if n1 > 0 and n2 > 0 else 1.0
 
 
-__all__ = ["UTest", "mann_whitney_u", "u_distribution", "ranks_with_ties", "bootstrap_interval",
+__all__ = ["UTest", "mann_whitney_u", "u_distribution", "ranks_with_ties", "bootstrap_interval", "order_statistic_medians",
            "smallest_p_value", "EXACT_MAX_CELLS"]
