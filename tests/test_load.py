@@ -244,3 +244,23 @@ def test_the_uncompressed_size_of_a_gzip_is_its_text_size_small_or_past_4_gib(tm
     plain = tmp_path / "plain.json"
     plain.write_bytes(b"[]")
     assert uncompressed_size(plain) == 2
+
+
+def test_id_table_converts_the_same_whether_it_converts_every_text_or_only_those_used() -> None:
+    """pid/tid lookup: a small string table is converted whole, a big one only at the codes the
+    columns hold; the gathered columns are the same either way (numeric text, floats, text ids,
+    numbers beyond the text-id range, missing)."""
+    from perfreport.load.kineto import _id_table
+
+    strings = ["7", "Spans", "stream 7", "1e3", " 12 ", "-3", "nan", str(2**63), "0x10", "4.9", "Traces"]
+    rng = np.random.default_rng(5)
+    pid = rng.integers(-1, len(strings) - 1, 40).astype(np.int32)  # "Traces" (the last) unused
+    tid = rng.integers(-1, len(strings) // 2, 40).astype(np.int32)
+    few = (pid, tid)  # 80 codes for 11 strings: only the codes used are converted
+    many = (np.tile(pid, 20), np.tile(tid, 20))  # 1600 codes: every string is converted
+    lut_few, lut_many = _id_table(strings, few), _id_table(strings, many)
+    assert (lut_few[10], lut_many[10]) == (-1, TEXT_ID_BASE - 10)  # each way was taken
+    for codes in few:
+        np.testing.assert_array_equal(lut_few.take(codes), lut_many.take(codes))
+    np.testing.assert_array_equal(lut_many[:4], [7, TEXT_ID_BASE - 1, TEXT_ID_BASE - 2, 1000])
+    assert lut_many[-1] == -1  # code -1: missing

@@ -200,8 +200,11 @@ def ts_origin_us(result: ScanResult) -> int:
     valid = ts_ns != INT_MISSING
     x_code = result.strings.index("X") if "X" in result.strings else -2
     complete = valid & (result.top["ph"] == x_code)
-    pool = ts_ns[complete] if complete.any() else ts_ns[valid]
-    return int(pool.min() // 1000) if len(pool) else 0
+    pool = complete if complete.any() else valid
+    if not pool.any():
+        return 0
+    # a masked reduction, not ts_ns[pool].min(): no copy of the column (~0.03 CPU s at 1 GB)
+    return int(ts_ns.min(where=pool, initial=np.iinfo(np.int64).max) // 1000)
 
 
 def _split_top_level(path: Path, data) -> dict[str, msgspec.Raw]:
@@ -306,16 +309,19 @@ def build_rank_trace(result: ScanResult, meta: TraceMeta) -> RankTrace:
         for k in (fallback, key):  # the preferred key is written last and wins
             if k and k in args and len(args[k].rows):
                 vals = args[k].values
-                out[args[k].rows] = np.where(vals == INT_MISSING, -1, vals)
+                if vals.min() == INT_MISSING:  # rare (a non-numeric value): a min costs less than the where
+                    vals = np.where(vals == INT_MISSING, -1, vals)
+                out[args[k].rows] = vals
         return out
 
     flow_id = np.where(top["id"] == INT_MISSING, -1, top["id"])
+    id_table = _id_table(result.strings, (top["pid"], top["tid"]))
     columns = dict(
         ph=np.asarray(top["ph"]),
         cat=np.asarray(top["cat"]),
         name=np.asarray(top["name"]),
-        pid=_resolve_ids(top["pid"], result.strings),
-        tid=_resolve_ids(top["tid"], result.strings),
+        pid=id_table.take(top["pid"]),  # code -1 takes the last slot; take is ~2x faster than lut[codes]
+        tid=id_table.take(top["tid"]),
         ts=_relative_us(top["ts"], meta.ts_origin_us),
         dur=np.asarray(top["dur"]),
         stream=dense_int("stream"),
@@ -347,17 +353,29 @@ def _relative_us(ts_ns: np.ndarray, origin_us: int) -> np.ndarray:
     return out
 
 
-def _resolve_ids(id_codes: np.ndarray, strings: list[str]) -> np.ndarray:
-    """pid/tid codes -> int64: numeric text as its number, other text ("Spans", "stream 7")
-    as ``TEXT_ID_BASE - code``, missing as -1. Converts each distinct code once (a lookup
-    table indexed by code), so the cost is linear in events."""
-    lut = np.full(len(strings) + 1, -1, dtype=np.int64)  # the last slot: missing (code -1 reads it)
-    seen = np.zeros(len(strings) + 1, dtype=bool)
-    seen[id_codes] = True  # int32 codes index directly: no int64 copy of the column
-    for code in np.flatnonzero(seen[:-1]):  # loop over distinct ids, not events
+def _id_table(strings: list[str], id_columns: tuple[np.ndarray, ...]) -> np.ndarray:
+    """The pid/tid value of every code of the ``id_columns`` (int32 codes), as a lookup table
+    indexed by code: numeric text as its number, other text ("Spans", "stream 7") as
+    ``TEXT_ID_BASE - code``, and missing (code -1, the table's last slot) as -1. Built once for
+    both columns, then gathered (``table.take(codes)``), so the cost is linear in events.
+
+    Only the codes the columns hold need converting. Finding them costs a scatter over every
+    event (~6 ns each); converting a text costs ~1.5 µs. So a string table that is small next to
+    the columns (the usual case: a few thousand strings, millions of events) is converted whole,
+    and the codes are looked for only when it is big. Entries of codes no column holds are never
+    read, so both ways give the same columns."""
+    lut = np.full(len(strings) + 1, -1, dtype=np.int64)
+    if len(strings) * 128 <= sum(len(c) for c in id_columns):
+        wanted = range(len(strings))
+    else:
+        seen = np.zeros(len(strings) + 1, dtype=bool)
+        for codes in id_columns:
+            seen[codes] = True  # int32 codes index directly: no int64 copy of the column
+        wanted = np.flatnonzero(seen[:-1]).tolist()  # loop over distinct ids, not events
+    for code in wanted:
         number = _id_number(strings[code])
-        lut[code] = number if number is not None else TEXT_ID_BASE - int(code)
-    return lut.take(id_codes)  # code -1 takes the last slot; take is ~2x faster than lut[codes]
+        lut[code] = number if number is not None else TEXT_ID_BASE - code
+    return lut
 
 
 def _id_number(text: str) -> int | None:

@@ -57,9 +57,8 @@ def drop_absurd(result: ScanResult, limits: Limits) -> tuple[ScanResult, dict[st
             f"with a duration over {limits.max_span_s:g} s": complete_ts & (dur > limits.max_span_us),
         }
     timed = has_ts & (ph != strings.get("M", -2))
-    anchor = ts_ns[complete_ts] if complete_ts.any() else ts_ns[timed]
-    del complete_ts
-    if len(anchor):
+    if _spread(ts_ns, timed) > limit_ns:  # else no start is that far from any other: no median needed
+        anchor = ts_ns[complete_ts] if complete_ts.any() else ts_ns[timed]
         median = float(np.median(anchor, overwrite_input=True))  # anchor is a copy: partition it in place
         if _any_far(ts_ns, timed, median, limit_ns):
             distance = ts_ns.astype(np.float64)  # |ts - median| in place: one temporary, not three
@@ -79,6 +78,19 @@ def drop_absurd(result: ScanResult, limits: Limits) -> tuple[ScanResult, dict[st
     if not counts:
         return result, {}
     return keep_rows(result, ~drop), counts
+
+
+def _spread(ts_ns: np.ndarray, timed: np.ndarray) -> float:
+    """float(latest) - float(earliest) start of the timed events (0 when none). The median of
+    the complete starts lies between the two (they are timed events too), and the conversion
+    and subtraction round monotonically, so when this is within the limit no event can be far
+    from the median: the median (a copy of ~2/3 of the column and a partition, ~0.05 CPU s at
+    1 GB) is then skipped."""
+    if not timed.any():
+        return 0.0
+    lo = ts_ns.min(where=timed, initial=np.iinfo(np.int64).max)
+    hi = ts_ns.max(where=timed, initial=np.iinfo(np.int64).min)
+    return float(hi) - float(lo)
 
 
 def _any_far(ts_ns: np.ndarray, timed: np.ndarray, median: float, limit_ns: float) -> bool:
