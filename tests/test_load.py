@@ -264,3 +264,26 @@ def test_id_table_converts_the_same_whether_it_converts_every_text_or_only_those
         np.testing.assert_array_equal(lut_few.take(codes), lut_many.take(codes))
     np.testing.assert_array_equal(lut_many[:4], [7, TEXT_ID_BASE - 1, TEXT_ID_BASE - 2, 1000])
     assert lut_many[-1] == -1  # code -1: missing
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_step_of_starts_in_c_equals_numpy(seed: int) -> None:
+    """The C pass of the step lookup gives numpy's column: events in and out of order, on a
+    start or an end exactly, before the first step, NaN starts, skipped rows, steps sharing a
+    start, and gaps between steps."""
+    from perfreport.load import kineto
+
+    if kineto._decode is None:
+        pytest.skip("the _decode extension is not built")
+    rng = np.random.default_rng(seed)
+    n_steps = int(rng.integers(1, 12))
+    starts = np.sort(rng.choice(np.arange(0.0, 1000.0, 25.0), n_steps))  # repeats: steps sharing a start
+    ends = starts + rng.choice([0.0, 10.0, 25.0, 60.0], n_steps)
+    numbers = rng.integers(0, 100, n_steps).astype(np.int64)
+    ts = np.concatenate([np.sort(rng.uniform(-50, 1100, 300)), rng.uniform(-50, 1100, 200), starts, ends])
+    ts[rng.random(len(ts)) < 0.05] = np.nan
+    skip = rng.random(len(ts)) < 0.1
+    by_c = kineto.step_of_starts(ts, starts, ends, numbers, skip, use_c=True)
+    by_numpy = kineto.step_of_starts(ts, starts, ends, numbers, skip, use_c=False)
+    np.testing.assert_array_equal(by_c, by_numpy)
+    assert (by_numpy >= 0).sum() > 10 and (by_numpy == -1).sum() > 20  # both outcomes exercised

@@ -36,6 +36,11 @@ from .sanitize import check_sizes, drop_absurd
 from .scan_py import decode_lenient
 from .scanner import scan, scan_document
 
+try:
+    from . import _decode  # type: ignore[attr-defined]
+except ImportError:  # the extension is optional (no compiler at install): numpy decodes alone
+    _decode = None
+
 UTF8_BOM = b"\xef\xbb\xbf"
 _top_decoder = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _FLOW_CATEGORIES = ("ac2g", "async", "async_cpu_to_gpu")
@@ -524,8 +529,9 @@ def _iterations(cols, codes: dict[str, int], strings: np.ndarray, linked: np.nda
         raise TraceError(path, f"profiler step number {big:.3g} (ProfilerStep#…) is beyond int64; the trace is corrupt")
     # CPU-side spans only: torch >= 2.4 also writes each ProfilerStep as a gpu_user_annotation,
     # whose shorter GPU-timeline span would cut the CPU step short (events after it got -1).
-    step_rows = np.flatnonzero(complete & ~gpu_side & _code_mask(cols["name"], list(step_codes), len(strings))
-                               & np.isfinite(cols["dur"]))
+    # The name first (one gather over the column), then the other tests on its few rows only.
+    step_rows = np.flatnonzero(_code_mask(cols["name"], list(step_codes), len(strings)))
+    step_rows = step_rows[complete[step_rows] & ~gpu_side[step_rows] & np.isfinite(cols["dur"][step_rows])]
     if not len(step_rows):
         return np.full(n, -1, dtype=np.int64)
     order = np.argsort(cols["ts"][step_rows], kind="stable")
@@ -533,18 +539,34 @@ def _iterations(cols, codes: dict[str, int], strings: np.ndarray, linked: np.nda
     starts = cols["ts"][step_rows]
     ends = starts + cols["dur"][step_rows]
     numbers = np.array([step_codes[c] for c in cols["name"][step_rows]], dtype=np.int64)
+    iteration = step_of_starts(cols["ts"], starts, ends, numbers, gpu_side)
+    gpu = np.flatnonzero(gpu_side & (linked >= 0))
+    iteration[gpu] = iteration[linked[gpu]]
+    return iteration
+
+
+def step_of_starts(ts: np.ndarray, starts: np.ndarray, ends: np.ndarray, numbers: np.ndarray, skip: np.ndarray,
+                   use_c: bool | None = None) -> np.ndarray:
+    """The number of the step each event starts in (int64): the last step starting at or
+    before its ``ts``, where ``ts`` is before that step's end; -1 outside any step and where
+    ``skip``. ``starts`` ascend. The C extension ``_decode`` does it in one pass that writes only
+    the result (~0.1 CPU s less at 1 GB: see its header); numpy is the reference. ``use_c``
+    forces one path (tests)."""
+    if use_c is None:  # NaN starts: numpy's sort order for NaN is the reference's to define
+        use_c = _decode is not None and bool(np.isfinite(starts).all())
+    if use_c:
+        out = np.empty(len(ts), dtype=np.int64)
+        _decode.step_numbers(starts, ends, numbers, ts, skip, out)
+        return out
     # Whole columns, no row lists: the last step starting at or before each event (a NaN ts
     # sorts past every start, then fails ``ts < end``), kept where the event starts inside it.
-    ts = cols["ts"]
     pos = np.searchsorted(starts, ts, side="right")
     pos -= 1  # in place: no second column-sized array
     inside = pos >= 0
     np.maximum(pos, 0, out=pos)
     inside &= ts < ends[pos]
-    inside &= ~gpu_side
+    inside &= ~skip
     iteration = numbers[pos]
     del pos
     iteration[~inside] = -1
-    gpu = np.flatnonzero(gpu_side & (linked >= 0))
-    iteration[gpu] = iteration[linked[gpu]]
     return iteration
