@@ -287,3 +287,31 @@ def test_step_of_starts_in_c_equals_numpy(seed: int) -> None:
     by_numpy = kineto.step_of_starts(ts, starts, ends, numbers, skip, use_c=False)
     np.testing.assert_array_equal(by_c, by_numpy)
     assert (by_numpy >= 0).sum() > 10 and (by_numpy == -1).sum() > 20  # both outcomes exercised
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_cpu_gpu_links_in_c_equal_numpy(seed: int) -> None:
+    """The C correlation join and the C choice of each launch's first GPU event give numpy's
+    links: ids shared by several CPU rows (the last wins), GPU rows without a partner or an id,
+    launches of several GPU events with tied and NaN start times."""
+    from perfreport.load import kineto
+
+    if kineto._decode is None:
+        pytest.skip("the _decode extension is not built")
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(50, 3000))
+    corr = rng.integers(-1, n // 3 + 2, n).astype(np.int64)  # repeats: several rows per id
+    if seed == 0:
+        corr[:] = -1  # no ids at all
+    side = rng.choice(3, n, p=[0.4, 0.4, 0.2])  # CPU, GPU, neither
+    cpu_side, gpu_side = side == 0, side == 1
+    ts = rng.choice(np.arange(0.0, 50.0), n)  # ties
+    ts[rng.random(n) < 0.05] = np.nan
+    by_c = kineto.link_by_correlation(corr, cpu_side, gpu_side, use_c=True)
+    by_numpy = kineto.link_by_correlation(corr, cpu_side, gpu_side, use_c=False)
+    np.testing.assert_array_equal(by_c, by_numpy)
+    assert seed == 0 or (by_numpy >= 0).sum() > 10
+    kineto.link_first_gpu_events(ts, gpu_side, by_c, use_c=True)
+    kineto.link_first_gpu_events(ts, gpu_side, by_numpy, use_c=False)
+    np.testing.assert_array_equal(by_c, by_numpy)
+    assert seed == 0 or (cpu_side & (by_numpy >= 0)).sum() > 5  # launches got their first event

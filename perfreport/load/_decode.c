@@ -14,6 +14,14 @@
  * writes only the result, and the search starts from the previous event's step: events come
  * in file order, mostly in time order within a thread, so the step is nearly always the one
  * before, checked with two comparisons.
+ *
+ *     link_by_key(key, from_rows, to_rows, out) -> None
+ *     first_of_groups(group, rows, ts) -> None
+ *
+ * The CPU <-> GPU links (kineto._link_cpu_gpu). In numpy the correlation join is an argsort
+ * of the CPU rows' ids, a searchsorted of the GPU rows' and four row lists, and "each launch's
+ * first GPU event" a lexsort of the linked GPU rows: here a hash table of the ids (last row
+ * wins, as the numpy join's) and one pass that keeps each launch's earliest event.
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -21,6 +29,8 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 /* A C-contiguous buffer of `count` items of `size` bytes (writable when asked); `name` is the
  * argument's, for the error. */
@@ -103,7 +113,173 @@ static PyObject *step_numbers(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* Open addressing from a non-negative int64 key to the last row that carried it. */
+typedef struct {
+    int64_t *keys; /* -1: empty slot */
+    int64_t *rows;
+    uint64_t mask; /* slots - 1 (slots: a power of two) */
+    int shift;     /* 64 - log2(slots): a key's slot is the top bits of its product with a constant */
+} KeyTable;
+
+static inline uint64_t key_slot(const KeyTable *t, int64_t key)
+{
+    uint64_t slot = ((uint64_t)key * 0x9E3779B97F4A7C15ULL) >> t->shift;
+    while (t->keys[slot] != -1 && t->keys[slot] != key)
+        slot = (slot + 1) & t->mask;
+    return slot;
+}
+
+/* out[i] = the last row r with from_rows[r] and key[r] == key[i], for every i with to_rows[i]
+ * and key[i] >= 0; -1 everywhere else. -1 (MemoryError to raise) when the table cannot be
+ * allocated. */
+static int link_pass(const int64_t *key, const uint8_t *from_rows, const uint8_t *to_rows, int64_t *out,
+                     Py_ssize_t n)
+{
+    Py_ssize_t count = 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        count += from_rows[i] && key[i] >= 0;
+    KeyTable t;
+    uint64_t slots = 16;
+    t.shift = 60;
+    while (slots < (uint64_t)count + (uint64_t)count / 2) { /* load at most 2/3: short probes */
+        slots *= 2;
+        t.shift--;
+    }
+    t.mask = slots - 1;
+    t.keys = malloc(slots * sizeof *t.keys);
+    t.rows = malloc(slots * sizeof *t.rows);
+    if (!t.keys || !t.rows) {
+        free(t.keys);
+        free(t.rows);
+        return -1;
+    }
+    memset(t.keys, 0xFF, slots * sizeof *t.keys); /* every key -1: empty */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (from_rows[i] && key[i] >= 0) {
+            uint64_t slot = key_slot(&t, key[i]);
+            t.keys[slot] = key[i];
+            t.rows[slot] = i; /* rows ascend: the last one wins */
+        }
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t found = -1;
+        if (to_rows[i] && key[i] >= 0) {
+            uint64_t slot = key_slot(&t, key[i]);
+            if (t.keys[slot] == key[i])
+                found = t.rows[slot];
+        }
+        out[i] = found;
+    }
+    free(t.keys);
+    free(t.rows);
+    return 0;
+}
+
+/* Whether event a, later in the file than event b, comes before it in the order of
+ * np.lexsort((ts, ...)), which is stable and puts NaN last: strictly earlier, or a number
+ * where b has NaN. */
+static inline int starts_before(double a, double b) { return a < b || (isnan(b) && !isnan(a)); }
+
+/* For each row i with rows[i] and group[i] >= 0 (a GPU event linked to its launch, group[i]),
+ * in file order: group[group[i]] becomes the earliest such row of that group by ts, the first
+ * in file order among equal times. group[g] of a group row g is -1 before the pass. */
+static void first_pass(int64_t *group, const uint8_t *rows, const double *ts, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!rows[i] || group[i] < 0)
+            continue;
+        int64_t g = group[i], best = group[g];
+        if (best < 0 || starts_before(ts[i], ts[best]))
+            group[g] = i;
+    }
+}
+
+/* Buffers of objs[0..count), each n items of size[k] bytes, those with writable[k] writable.
+ * n is the length of objs[0] in items of size[0]. Returns n, or -1 with an exception set and
+ * no view held. */
+static Py_ssize_t open_columns(PyObject **objs, const char **names, const Py_ssize_t *size, const int *writable,
+                               int count, Py_buffer *views)
+{
+    Py_buffer probe;
+    if (PyObject_GetBuffer(objs[0], &probe, PyBUF_C_CONTIGUOUS) < 0)
+        return -1;
+    Py_ssize_t n = probe.len / size[0];
+    PyBuffer_Release(&probe);
+    for (int k = 0; k < count; k++) {
+        if (get_buffer(objs[k], &views[k], n, size[k], writable[k], names[k]) < 0) {
+            while (k--)
+                PyBuffer_Release(&views[k]);
+            return -1;
+        }
+    }
+    return n;
+}
+
+static PyObject *link_by_key(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *objs[4];
+    if (!PyArg_ParseTuple(args, "OOOO", &objs[0], &objs[1], &objs[2], &objs[3]))
+        return NULL;
+    static const char *names[4] = {"key", "from_rows", "to_rows", "out"};
+    static const Py_ssize_t size[4] = {8, 1, 1, 8};
+    static const int writable[4] = {0, 0, 0, 1};
+    Py_buffer views[4];
+    Py_ssize_t n = open_columns(objs, names, size, writable, 4, views);
+    if (n < 0)
+        return NULL;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = link_pass(views[0].buf, views[1].buf, views[2].buf, views[3].buf, n);
+    Py_END_ALLOW_THREADS
+    for (int k = 0; k < 4; k++)
+        PyBuffer_Release(&views[k]);
+    if (rc < 0)
+        return PyErr_NoMemory();
+    Py_RETURN_NONE;
+}
+
+static PyObject *first_of_groups(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *objs[3];
+    if (!PyArg_ParseTuple(args, "OOO", &objs[0], &objs[1], &objs[2]))
+        return NULL;
+    static const char *names[3] = {"group", "rows", "ts"};
+    static const Py_ssize_t size[3] = {8, 1, 8};
+    static const int writable[3] = {1, 0, 0};
+    Py_buffer views[3];
+    Py_ssize_t n = open_columns(objs, names, size, writable, 3, views);
+    if (n < 0)
+        return NULL;
+    const int64_t *group = views[0].buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (group[i] >= n) { /* a row outside the columns: refuse rather than write there */
+            for (int k = 0; k < 3; k++)
+                PyBuffer_Release(&views[k]);
+            PyErr_SetString(PyExc_ValueError, "first_of_groups: a group row is outside the columns");
+            return NULL;
+        }
+    }
+    Py_BEGIN_ALLOW_THREADS
+    first_pass(views[0].buf, views[1].buf, views[2].buf, n);
+    Py_END_ALLOW_THREADS
+    for (int k = 0; k < 3; k++)
+        PyBuffer_Release(&views[k]);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef decode_methods[] = {
+    {"link_by_key", link_by_key, METH_VARARGS,
+     "link_by_key(key, from_rows, to_rows, out) -> None\n\n"
+     "Write into out (int64) the last row r with from_rows[r] (bool) and key[r] == key[i]\n"
+     "(int64) for each i with to_rows[i] and key[i] >= 0; -1 elsewhere (see\n"
+     "kineto.link_by_correlation)."},
+    {"first_of_groups", first_of_groups, METH_VARARGS,
+     "first_of_groups(group, rows, ts) -> None\n\n"
+     "For the rows (bool) with group[i] >= 0 (int64, in place), set group[group[i]] to the\n"
+     "group's row of the earliest ts (float64; NaN last, then file order); those entries must\n"
+     "be -1 before (see kineto.link_first_gpu_events)."},
     {"step_numbers", step_numbers, METH_VARARGS,
      "step_numbers(starts, ends, numbers, ts, skip, out) -> None\n\n"
      "Write into out (int64) the number of the step each event starts in: the last of the\n"

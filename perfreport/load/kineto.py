@@ -421,12 +421,29 @@ def _link_cpu_gpu(cols: dict[str, np.ndarray], codes: dict[str, int], complete: 
     back to the ``ac2g`` flow arrows (start at the launch, end at the GPU event). ``complete``:
     the ``X`` events; ``gpu_side``: the complete events of a GPU-side category.
     """
-    n = len(cols["ts"])
-    linked = np.full(n, -1, dtype=np.int64)
-    corr = cols["correlation"]
+    cpu_side = complete & ~gpu_side
+    linked = link_by_correlation(cols["correlation"], cpu_side, gpu_side)
+    unlinked = gpu_side & (linked < 0)
+    if unlinked.any():
+        _link_by_flows(cols, codes, cpu_side, unlinked, linked)
+    link_first_gpu_events(cols["ts"], gpu_side, linked)
+    return linked
+
+
+def link_by_correlation(corr: np.ndarray, cpu_side: np.ndarray, gpu_side: np.ndarray,
+                        use_c: bool | None = None) -> np.ndarray:
+    """For each GPU-side row with a correlation id (``corr`` >= 0), the last CPU-side row with
+    the same id; -1 elsewhere. The C extension ``_decode`` joins through a hash table of the
+    ids (numpy: an argsort, a searchsorted and four row lists); numpy is the reference.
+    ``use_c`` forces one path (tests)."""
+    if use_c if use_c is not None else _decode is not None:
+        linked = np.empty(len(corr), dtype=np.int64)
+        _decode.link_by_key(corr, cpu_side, gpu_side, linked)
+        return linked
+    linked = np.full(len(corr), -1, dtype=np.int64)
     has_corr = corr >= 0
     gpu_rows = np.flatnonzero(gpu_side & has_corr)
-    cpu_rows = np.flatnonzero(complete & ~gpu_side & has_corr)
+    cpu_rows = np.flatnonzero(cpu_side & has_corr)
     del has_corr
     if len(gpu_rows) and len(cpu_rows):
         order = np.argsort(corr[cpu_rows], kind="stable")
@@ -434,18 +451,25 @@ def _link_cpu_gpu(cols: dict[str, np.ndarray], codes: dict[str, int], complete: 
         pos = np.searchsorted(cpu_corr, corr[gpu_rows], side="right") - 1  # last CPU row wins
         ok = (pos >= 0) & (cpu_corr[np.maximum(pos, 0)] == corr[gpu_rows])
         linked[gpu_rows[ok]] = cpu_sorted[pos[ok]]
-    unlinked = gpu_side & (linked < 0)
-    if unlinked.any():
-        _link_by_flows(cols, codes, complete & ~gpu_side, unlinked, linked)
-    # launch -> first GPU event (by start time) it produced; a CUDA-graph launch produces many
+    return linked
+
+
+def link_first_gpu_events(ts: np.ndarray, gpu_side: np.ndarray, linked: np.ndarray,
+                          use_c: bool | None = None) -> None:
+    """Launch -> the first GPU event (by start time, then file order) it produced: a CUDA-graph
+    launch produces many. Written into ``linked`` at the launches (CPU rows, -1 until now) of
+    its linked GPU rows. The C extension ``_decode`` does it in one pass (numpy: a lexsort of
+    the linked GPU rows); numpy is the reference. ``use_c`` forces one path (tests)."""
+    if use_c if use_c is not None else _decode is not None:
+        _decode.first_of_groups(linked, gpu_side, ts)
+        return
     gpu_linked = np.flatnonzero(gpu_side & (linked >= 0))
     if len(gpu_linked):
-        order = np.lexsort((cols["ts"][gpu_linked], linked[gpu_linked]))
+        order = np.lexsort((ts[gpu_linked], linked[gpu_linked]))
         g = gpu_linked[order]
         first = np.ones(len(g), dtype=bool)
         first[1:] = linked[g][1:] != linked[g][:-1]
         linked[linked[g[first]]] = g[first]
-    return linked
 
 
 def _link_by_flows(cols, codes, cpu_side: np.ndarray, unlinked: np.ndarray, linked: np.ndarray) -> None:
