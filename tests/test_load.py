@@ -290,10 +290,10 @@ def test_step_of_starts_in_c_equals_numpy(seed: int) -> None:
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_cpu_gpu_links_in_c_equal_numpy(seed: int) -> None:
-    """The C correlation join and the C choice of each launch's first GPU event give numpy's
-    links: ids shared by several CPU rows (the last wins), GPU rows without a partner or an id,
-    launches of several GPU events with tied and NaN start times."""
+def test_first_gpu_event_of_launches_in_c_equals_numpy(seed: int) -> None:
+    """The C choice of each launch's first GPU event gives numpy's links: after the correlation
+    join (ids shared by several CPU rows, GPU rows without a partner or an id), launches of
+    several GPU events with tied and NaN start times."""
     from perfreport.load import kineto
 
     if kineto._decode is None:
@@ -307,9 +307,8 @@ def test_cpu_gpu_links_in_c_equal_numpy(seed: int) -> None:
     cpu_side, gpu_side = side == 0, side == 1
     ts = rng.choice(np.arange(0.0, 50.0), n)  # ties
     ts[rng.random(n) < 0.05] = np.nan
-    by_c = kineto.link_by_correlation(corr, cpu_side, gpu_side, use_c=True)
-    by_numpy = kineto.link_by_correlation(corr, cpu_side, gpu_side, use_c=False)
-    np.testing.assert_array_equal(by_c, by_numpy)
+    by_numpy = kineto.link_by_correlation(corr, cpu_side, gpu_side)
+    by_c = by_numpy.copy()
     assert seed == 0 or (by_numpy >= 0).sum() > 10
     kineto.link_first_gpu_events(ts, gpu_side, by_c, use_c=True)
     kineto.link_first_gpu_events(ts, gpu_side, by_numpy, use_c=False)
