@@ -314,3 +314,64 @@ def test_first_gpu_event_of_launches_in_c_equals_numpy(seed: int) -> None:
     kineto.link_first_gpu_events(ts, gpu_side, by_numpy, use_c=False)
     np.testing.assert_array_equal(by_c, by_numpy)
     assert seed == 0 or (cpu_side & (by_numpy >= 0)).sum() > 5  # launches got their first event
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_plausible_times_in_c_agree_with_drop_absurd(seed: int, monkeypatch) -> None:
+    """The C pass that answers drop_absurd's usual case: where it says "nothing to drop",
+    numpy's drop_absurd drops nothing, and on clean columns it does say so (each kind of
+    absurd time, one event at a time, and clean columns)."""
+    from perfreport.limits import Limits
+    from perfreport.load import sanitize
+    from perfreport.load.fields import INT_MISSING, ScanResult
+
+    if sanitize._decode is None:
+        pytest.skip("the _decode extension is not built")
+    limits = Limits()
+    rng = np.random.default_rng(seed)
+    n = 500
+    ph = rng.choice(np.array([0, 1, 2], dtype=np.int32), n, p=[0.7, 0.1, 0.2])  # "X", "M", "i"
+    ts = 10**15 + rng.integers(0, 10**9, n)
+    dur = rng.uniform(0, 100, n)
+    ts[(ph != 0) & (rng.random(n) < 0.1)] = INT_MISSING  # fine: only complete events need one
+    row = int(np.flatnonzero(ph == 0)[0])
+    breakage = [None, ("ph", -1), ("ts", INT_MISSING), ("dur", np.nan), ("dur", -1.0), ("dur", np.inf),
+                ("dur", limits.max_span_us * 2), ("ts", 10**15 + int(limits.max_span_us * 1000) * 2)][seed]
+    cols = {"ph": ph, "ts": ts, "dur": dur}
+    if breakage:
+        cols[breakage[0]][row] = breakage[1]
+    args = (ph, ts, dur, 0, 1, limits.max_span_us, limits.max_span_us * 1000.0)
+    by_c = sanitize.plausible(*args, use_c=True)
+    monkeypatch.setattr(sanitize, "_decode", None)
+    result = ScanResult(n_events=n, top=cols, args={}, strings=["X", "M", "i"])
+    _, dropped = sanitize.drop_absurd(result, limits)
+    assert by_c == (breakage is None)
+    assert by_c <= (not dropped)  # "plausible" never hides an event numpy would drop
+
+
+@pytest.mark.parametrize("case", ["complete", "no_complete", "no_times", "negative", "empty"])
+def test_ts_origin_in_c_equals_numpy(case: str) -> None:
+    """The earliest start found in one C pass gives numpy's origin: from the complete events,
+    else from any event, else 0; floored to the µs below negative starts too."""
+    from perfreport.load import kineto
+    from perfreport.load.fields import INT_MISSING, ScanResult
+
+    if kineto._decode is None:
+        pytest.skip("the _decode extension is not built")
+    rng = np.random.default_rng(len(case))
+    n = 0 if case == "empty" else 300
+    ph = rng.choice(np.array([0, 1], dtype=np.int32), n)  # "X", "M"
+    ts = rng.integers(10**12, 2 * 10**12, n)
+    ts[rng.random(n) < 0.2] = INT_MISSING
+    ts[ph == 1] = rng.integers(0, 10**6, int((ph == 1).sum()))  # metadata at ts ~0: used only without X
+    if case == "no_complete":
+        ph[:] = 1
+    if case == "no_times":
+        ts[:] = INT_MISSING
+    if case == "negative":
+        ts[ph == 0] -= 3 * 10**12 + 1
+    result = ScanResult(n_events=n, top={"ph": ph, "ts": ts}, args={}, strings=["X", "M"])
+    by_c, by_numpy = kineto.ts_origin_us(result, use_c=True), kineto.ts_origin_us(result, use_c=False)
+    assert by_c == by_numpy
+    assert (by_numpy == 0) == (case in ("no_times", "empty"))
+    assert type(by_c) is int

@@ -15,6 +15,18 @@
  * in file order, mostly in time order within a thread, so the step is nearly always the one
  * before, checked with two comparisons.
  *
+ *     times_plausible(ph, ts, dur, x_code, m_code, max_dur_us, max_spread_ns) -> bool
+ *
+ * The usual answer of sanitize.drop_absurd, "no event to drop", in one pass over the scanner's
+ * columns: numpy builds a boolean column per reason (eight column-sized passes and arrays)
+ * before finding them all empty. False does not mean an event is dropped, only that numpy
+ * must look (it stays the one definition of what is dropped).
+ *
+ *     earliest_starts(ph, ts, x_code) -> (int | None, int | None)
+ *
+ * The earliest timestamp of a complete event and of any event (kineto.ts_origin_us), in one
+ * pass: numpy's masked minimum runs without SIMD, after two boolean columns.
+ *
  *     first_of_groups(group, rows, ts) -> None
  *
  * Each launch's first GPU event (kineto.link_first_gpu_events): in numpy a lexsort of the
@@ -29,6 +41,8 @@
 
 #include <math.h>
 #include <stdint.h>
+
+#define INT_MISSING INT64_MIN /* fields.INT_MISSING: kind 'n' without a value */
 
 /* A C-contiguous buffer of `count` items of `size` bytes (writable when asked); `name` is the
  * argument's, for the error. */
@@ -181,7 +195,104 @@ static PyObject *first_of_groups(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+
+/* Whether every event has a phase; every complete one (ph == x_code) a timestamp and a finite
+ * duration in [0, max_dur_us]; and the timed ones (a timestamp, ph != m_code) start within
+ * max_spread_ns of each other, as float(latest) - float(earliest): then drop_absurd drops
+ * nothing (see its _spread: no start can be far from the median). */
+static int plausible_pass(const int32_t *ph, const int64_t *ts, const double *dur, int32_t x_code, int32_t m_code,
+                          double max_dur_us, double max_spread_ns, Py_ssize_t n)
+{
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (ph[i] == -1)
+            return 0;
+        if (ph[i] == x_code && (ts[i] == INT_MISSING || !(dur[i] >= 0 && dur[i] <= max_dur_us)))
+            return 0; /* !(...): NaN fails both comparisons, inf the second */
+        if (ts[i] != INT_MISSING && ph[i] != m_code) {
+            lo = ts[i] < lo ? ts[i] : lo;
+            hi = ts[i] > hi ? ts[i] : hi;
+        }
+    }
+    return lo > hi || (double)hi - (double)lo <= max_spread_ns;
+}
+
+static PyObject *times_plausible(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *objs[3];
+    int x_code, m_code;
+    double max_dur_us, max_spread_ns;
+    if (!PyArg_ParseTuple(args, "OOOiidd", &objs[0], &objs[1], &objs[2], &x_code, &m_code, &max_dur_us,
+                          &max_spread_ns))
+        return NULL;
+    static const char *names[3] = {"ph", "ts", "dur"};
+    static const Py_ssize_t size[3] = {4, 8, 8};
+    static const int writable[3] = {0, 0, 0};
+    Py_buffer views[3];
+    Py_ssize_t n = open_columns(objs, names, size, writable, 3, views);
+    if (n < 0)
+        return NULL;
+    int ok;
+    Py_BEGIN_ALLOW_THREADS
+    ok = plausible_pass(views[0].buf, views[1].buf, views[2].buf, x_code, m_code, max_dur_us, max_spread_ns, n);
+    Py_END_ALLOW_THREADS
+    for (int k = 0; k < 3; k++)
+        PyBuffer_Release(&views[k]);
+    return PyBool_FromLong(ok);
+}
+
+static PyObject *earliest_starts(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *objs[2];
+    int x_code;
+    if (!PyArg_ParseTuple(args, "OOi", &objs[0], &objs[1], &x_code))
+        return NULL;
+    static const char *names[2] = {"ph", "ts"};
+    static const Py_ssize_t size[2] = {4, 8};
+    static const int writable[2] = {0, 0};
+    Py_buffer views[2];
+    Py_ssize_t n = open_columns(objs, names, size, writable, 2, views);
+    if (n < 0)
+        return NULL;
+    const int32_t *ph = views[0].buf;
+    const int64_t *ts = views[1].buf;
+    int64_t complete = INT64_MAX, any = INT64_MAX; /* INT_MISSING is INT64_MIN: never a start */
+    int has_complete = 0, has_any = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (ts[i] == INT_MISSING)
+            continue;
+        has_any = 1;
+        any = ts[i] < any ? ts[i] : any;
+        if (ph[i] == x_code) {
+            has_complete = 1;
+            complete = ts[i] < complete ? ts[i] : complete;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&views[0]);
+    PyBuffer_Release(&views[1]);
+    PyObject *a = has_complete ? PyLong_FromLongLong(complete) : Py_NewRef(Py_None);
+    PyObject *b = has_any ? PyLong_FromLongLong(any) : Py_NewRef(Py_None);
+    if (!a || !b) {
+        Py_XDECREF(a);
+        Py_XDECREF(b);
+        return NULL;
+    }
+    return Py_BuildValue("(NN)", a, b);
+}
+
 static PyMethodDef decode_methods[] = {
+    {"earliest_starts", earliest_starts, METH_VARARGS,
+     "earliest_starts(ph, ts, x_code) -> (complete, any)\n\n"
+     "The smallest int64 ts (INT64_MIN: missing, skipped) of the events whose int32 ph is\n"
+     "x_code, and of all events; None where there is none."},
+    {"times_plausible", times_plausible, METH_VARARGS,
+     "times_plausible(ph, ts, dur, x_code, m_code, max_dur_us, max_spread_ns) -> bool\n\n"
+     "True when sanitize.drop_absurd would drop no event of these columns (int32 phase codes,\n"
+     "int64 ns starts, float64 durations); False: let it look."},
     {"first_of_groups", first_of_groups, METH_VARARGS,
      "first_of_groups(group, rows, ts) -> None\n\n"
      "For the rows (bool) with group[i] >= 0 (int64, in place), set group[group[i]] to the\n"

@@ -196,15 +196,21 @@ def _scan_array_form(path: Path, data) -> ScanResult:
         raise TraceError(path, f"invalid JSON in the event list ({exc}){_literal_hint(text, exc)}") from None
 
 
-def ts_origin_us(result: ScanResult) -> int:
+def ts_origin_us(result: ScanResult, use_c: bool | None = None) -> int:
     """Floor (µs) of the earliest timestamp of a complete event, else of any event, else 0.
 
     Metadata events often carry ts 0, so they are only used when nothing else has a time.
+    The C extension ``_decode`` finds both in one pass; numpy is the reference. ``use_c``
+    forces one path (tests).
     """
-    ts_ns = result.top["ts"]
-    valid = ts_ns != INT_MISSING
+    ts_ns, ph = result.top["ts"], result.top["ph"]
     x_code = result.strings.index("X") if "X" in result.strings else -2
-    complete = valid & (result.top["ph"] == x_code)
+    if use_c if use_c is not None else (_decode is not None and (ph.dtype, ts_ns.dtype) == (np.int32, np.int64)):
+        complete, any_ = _decode.earliest_starts(np.ascontiguousarray(ph), np.ascontiguousarray(ts_ns), x_code)
+        earliest = complete if complete is not None else any_
+        return earliest // 1000 if earliest is not None else 0  # floor, as numpy's
+    valid = ts_ns != INT_MISSING
+    complete = valid & (ph == x_code)
     pool = complete if complete.any() else valid
     if not pool.any():
         return 0
@@ -473,9 +479,7 @@ def _link_by_flows(cols, codes, cpu_side: np.ndarray, unlinked: np.ndarray, link
     Only the unlinked GPU events, the flow events and the runtime calls take part, matched on
     exact (pid, tid, ts) keys, so a trace with a handful of orphan kernels pays a handful.
     """
-    flow = _mask(cols["cat"], codes, _FLOW_CATEGORIES) & (cols["flow_id"] >= 0)
-    starts = np.flatnonzero(flow & (cols["ph"] == codes.get("s", -2)))
-    ends = np.flatnonzero(flow & (cols["ph"] == codes.get("f", -2)))
+    starts, ends = (_flow_rows(cols, codes, phase) for phase in ("s", "f"))
     if not len(starts) or not len(ends):
         return
     gpu = np.flatnonzero(unlinked)
@@ -492,6 +496,13 @@ def _link_by_flows(cols, codes, cpu_side: np.ndarray, unlinked: np.ndarray, link
     cpu_of_gpu = _match(cols, place, s_rows, launches)
     ok = cpu_of_gpu >= 0
     linked[gpu[ok]] = cpu_of_gpu[ok]
+
+
+def _flow_rows(cols, codes: dict[str, int], phase: str) -> np.ndarray:
+    """Rows (ascending) of the launch flow events of ``phase`` (``s`` or ``f``) with a flow id:
+    the phase is tested on every row, the category and id on those rows only."""
+    rows = np.flatnonzero(cols["ph"] == codes.get(phase, -2))
+    return rows[_mask(cols["cat"][rows], codes, _FLOW_CATEGORIES) & (cols["flow_id"][rows] >= 0)]
 
 
 def _match(cols: dict[str, np.ndarray], keys: tuple[str, ...], rows_a: np.ndarray, rows_b: np.ndarray) -> np.ndarray:
