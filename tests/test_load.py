@@ -258,3 +258,134 @@ def test_the_uncompressed_size_of_a_gzip_is_its_text_size_small_or_past_4_gib(tm
     plain = tmp_path / "plain.json"
     plain.write_bytes(b"[]")
     assert uncompressed_size(plain) == 2
+
+
+def test_id_table_converts_the_same_whether_it_converts_every_text_or_only_those_used() -> None:
+    """pid/tid lookup: a small string table is converted whole, a big one only at the codes the
+    columns hold; the gathered columns are the same either way (numeric text, floats, text ids,
+    numbers beyond the text-id range, missing)."""
+    from perfreport.load.kineto import _id_table
+
+    strings = ["7", "Spans", "stream 7", "1e3", " 12 ", "-3", "nan", str(2**63), "0x10", "4.9", "Traces"]
+    rng = np.random.default_rng(5)
+    pid = rng.integers(-1, len(strings) - 1, 40).astype(np.int32)  # "Traces" (the last) unused
+    tid = rng.integers(-1, len(strings) // 2, 40).astype(np.int32)
+    few = (pid, tid)  # 80 codes for 11 strings: only the codes used are converted
+    many = (np.tile(pid, 20), np.tile(tid, 20))  # 1600 codes: every string is converted
+    lut_few, lut_many = _id_table(strings, few), _id_table(strings, many)
+    assert (lut_few[10], lut_many[10]) == (-1, TEXT_ID_BASE - 10)  # each way was taken
+    for codes in few:
+        np.testing.assert_array_equal(lut_few.take(codes), lut_many.take(codes))
+    np.testing.assert_array_equal(lut_many[:4], [7, TEXT_ID_BASE - 1, TEXT_ID_BASE - 2, 1000])
+    assert lut_many[-1] == -1  # code -1: missing
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_step_of_starts_in_c_equals_numpy(seed: int) -> None:
+    """The C pass of the step lookup gives numpy's column: events in and out of order, on a
+    start or an end exactly, before the first step, NaN starts, skipped rows, steps sharing a
+    start, and gaps between steps."""
+    from perfreport.load import kineto
+
+    if kineto._decode is None:
+        pytest.skip("the _decode extension is not built")
+    rng = np.random.default_rng(seed)
+    n_steps = int(rng.integers(1, 12))
+    starts = np.sort(rng.choice(np.arange(0.0, 1000.0, 25.0), n_steps))  # repeats: steps sharing a start
+    ends = starts + rng.choice([0.0, 10.0, 25.0, 60.0], n_steps)
+    numbers = rng.integers(0, 100, n_steps).astype(np.int64)
+    ts = np.concatenate([np.sort(rng.uniform(-50, 1100, 300)), rng.uniform(-50, 1100, 200), starts, ends])
+    ts[rng.random(len(ts)) < 0.05] = np.nan
+    skip = rng.random(len(ts)) < 0.1
+    by_c = kineto.step_of_starts(ts, starts, ends, numbers, skip, use_c=True)
+    by_numpy = kineto.step_of_starts(ts, starts, ends, numbers, skip, use_c=False)
+    np.testing.assert_array_equal(by_c, by_numpy)
+    assert (by_numpy >= 0).sum() > 10 and (by_numpy == -1).sum() > 20  # both outcomes exercised
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_first_gpu_event_of_launches_in_c_equals_numpy(seed: int) -> None:
+    """The C choice of each launch's first GPU event gives numpy's links: after the correlation
+    join (ids shared by several CPU rows, GPU rows without a partner or an id), launches of
+    several GPU events with tied and NaN start times."""
+    from perfreport.load import kineto
+
+    if kineto._decode is None:
+        pytest.skip("the _decode extension is not built")
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(50, 3000))
+    corr = rng.integers(-1, n // 3 + 2, n).astype(np.int64)  # repeats: several rows per id
+    if seed == 0:
+        corr[:] = -1  # no ids at all
+    side = rng.choice(3, n, p=[0.4, 0.4, 0.2])  # CPU, GPU, neither
+    cpu_side, gpu_side = side == 0, side == 1
+    ts = rng.choice(np.arange(0.0, 50.0), n)  # ties
+    ts[rng.random(n) < 0.05] = np.nan
+    by_numpy = kineto.link_by_correlation(corr, cpu_side, gpu_side)
+    by_c = by_numpy.copy()
+    assert seed == 0 or (by_numpy >= 0).sum() > 10
+    kineto.link_first_gpu_events(ts, gpu_side, by_c, use_c=True)
+    kineto.link_first_gpu_events(ts, gpu_side, by_numpy, use_c=False)
+    np.testing.assert_array_equal(by_c, by_numpy)
+    assert seed == 0 or (cpu_side & (by_numpy >= 0)).sum() > 5  # launches got their first event
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_plausible_times_in_c_agree_with_drop_absurd(seed: int, monkeypatch) -> None:
+    """The C pass that answers drop_absurd's usual case: where it says "nothing to drop",
+    numpy's drop_absurd drops nothing, and on clean columns it does say so (each kind of
+    absurd time, one event at a time, and clean columns)."""
+    from perfreport.limits import Limits
+    from perfreport.load import sanitize
+    from perfreport.load.fields import INT_MISSING, ScanResult
+
+    if sanitize._decode is None:
+        pytest.skip("the _decode extension is not built")
+    limits = Limits()
+    rng = np.random.default_rng(seed)
+    n = 500
+    ph = rng.choice(np.array([0, 1, 2], dtype=np.int32), n, p=[0.7, 0.1, 0.2])  # "X", "M", "i"
+    ts = 10**15 + rng.integers(0, 10**9, n)
+    dur = rng.uniform(0, 100, n)
+    ts[(ph != 0) & (rng.random(n) < 0.1)] = INT_MISSING  # fine: only complete events need one
+    row = int(np.flatnonzero(ph == 0)[0])
+    breakage = [None, ("ph", -1), ("ts", INT_MISSING), ("dur", np.nan), ("dur", -1.0), ("dur", np.inf),
+                ("dur", limits.max_span_us * 2), ("ts", 10**15 + int(limits.max_span_us * 1000) * 2)][seed]
+    cols = {"ph": ph, "ts": ts, "dur": dur}
+    if breakage:
+        cols[breakage[0]][row] = breakage[1]
+    args = (ph, ts, dur, 0, 1, limits.max_span_us, limits.max_span_us * 1000.0)
+    by_c = sanitize.plausible(*args, use_c=True)
+    monkeypatch.setattr(sanitize, "_decode", None)
+    result = ScanResult(n_events=n, top=cols, args={}, strings=["X", "M", "i"])
+    _, dropped = sanitize.drop_absurd(result, limits)
+    assert by_c == (breakage is None)
+    assert by_c <= (not dropped)  # "plausible" never hides an event numpy would drop
+
+
+@pytest.mark.parametrize("case", ["complete", "no_complete", "no_times", "negative", "empty"])
+def test_ts_origin_in_c_equals_numpy(case: str) -> None:
+    """The earliest start found in one C pass gives numpy's origin: from the complete events,
+    else from any event, else 0; floored to the µs below negative starts too."""
+    from perfreport.load import kineto
+    from perfreport.load.fields import INT_MISSING, ScanResult
+
+    if kineto._decode is None:
+        pytest.skip("the _decode extension is not built")
+    rng = np.random.default_rng(len(case))
+    n = 0 if case == "empty" else 300
+    ph = rng.choice(np.array([0, 1], dtype=np.int32), n)  # "X", "M"
+    ts = rng.integers(10**12, 2 * 10**12, n)
+    ts[rng.random(n) < 0.2] = INT_MISSING
+    ts[ph == 1] = rng.integers(0, 10**6, int((ph == 1).sum()))  # metadata at ts ~0: used only without X
+    if case == "no_complete":
+        ph[:] = 1
+    if case == "no_times":
+        ts[:] = INT_MISSING
+    if case == "negative":
+        ts[ph == 0] -= 3 * 10**12 + 1
+    result = ScanResult(n_events=n, top={"ph": ph, "ts": ts}, args={}, strings=["X", "M"])
+    by_c, by_numpy = kineto.ts_origin_us(result, use_c=True), kineto.ts_origin_us(result, use_c=False)
+    assert by_c == by_numpy
+    assert (by_numpy == 0) == (case in ("no_times", "empty"))
+    assert type(by_c) is int

@@ -1,0 +1,320 @@
+/*
+ * _decode.c - the per-event loops of the loader's decode that numpy can only do in several
+ * column-sized passes. The numpy code in kineto.py is the reference; this module is optional
+ * (kineto.py falls back to it) and must give the same columns.
+ *
+ *     step_numbers(starts, ends, numbers, ts, skip, out) -> None
+ *
+ * The profiler step of every event (kineto._iterations): the last step starting at or before
+ * the event's start, kept where the event starts before that step ends. In numpy that is a
+ * searchsorted of every event (an int64 position column), a gather of the step ends at those
+ * positions (a float64 column), two boolean columns and a gather of the numbers: five
+ * column-sized arrays, each page-faulted fresh (~2 us per 4 KB page on the test VM), and a
+ * binary search per event with a branch mispredicted at every level. Here it is one pass that
+ * writes only the result, and the search starts from the previous event's step: events come
+ * in file order, mostly in time order within a thread, so the step is nearly always the one
+ * before, checked with two comparisons.
+ *
+ *     times_plausible(ph, ts, dur, x_code, m_code, max_dur_us, max_spread_ns) -> bool
+ *
+ * The usual answer of sanitize.drop_absurd, "no event to drop", in one pass over the scanner's
+ * columns: numpy builds a boolean column per reason (eight column-sized passes and arrays)
+ * before finding them all empty. False does not mean an event is dropped, only that numpy
+ * must look (it stays the one definition of what is dropped).
+ *
+ *     earliest_starts(ph, ts, x_code) -> (int | None, int | None)
+ *
+ * The earliest timestamp of a complete event and of any event (kineto.ts_origin_us), in one
+ * pass: numpy's masked minimum runs without SIMD, after two boolean columns.
+ *
+ *     first_of_groups(group, rows, ts) -> None
+ *
+ * Each launch's first GPU event (kineto.link_first_gpu_events): in numpy a lexsort of the
+ * linked GPU rows by (launch, start), here one pass that keeps each launch's earliest event.
+ * (The correlation join before it stays in numpy: correlation ids are sparse, so a hash table
+ * of them missed the cache at every row and lost to numpy's sort of the nearly sorted ids,
+ * 75-85 against 45 CPU ms at 1 GB.)
+ */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <math.h>
+#include <stdint.h>
+
+#define INT_MISSING INT64_MIN /* fields.INT_MISSING: kind 'n' without a value */
+
+/* A C-contiguous buffer of `count` items of `size` bytes (writable when asked); `name` is the
+ * argument's, for the error. */
+static int get_buffer(PyObject *obj, Py_buffer *view, Py_ssize_t count, Py_ssize_t size, int writable,
+                      const char *name)
+{
+    if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0)) < 0)
+        return -1;
+    if (view->len != count * size) {
+        PyErr_Format(PyExc_ValueError, "step_numbers: %s has %zd bytes, expected %zd", name, view->len,
+                     count * size);
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
+}
+
+/* The position of the last of the n ascending `starts` that is <= t, -1 when none; `hint` is
+ * a guess (the previous answer) checked first. t is not NaN. */
+static inline Py_ssize_t last_start_at_or_before(const double *starts, Py_ssize_t n, double t, Py_ssize_t hint)
+{
+    if (hint >= 0 && starts[hint] <= t && (hint + 1 == n || starts[hint + 1] > t))
+        return hint;
+    Py_ssize_t lo = 0, hi = n; /* the answer + 1 is in [lo, hi]: the count of starts <= t */
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (starts[mid] <= t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo - 1;
+}
+
+static void step_pass(const double *starts, const double *ends, const int64_t *numbers, Py_ssize_t n_steps,
+                      const double *ts, const uint8_t *skip, int64_t *out, Py_ssize_t n)
+{
+    Py_ssize_t pos = -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        double t = ts[i];
+        if (skip[i] || isnan(t)) { /* NaN: no start (numpy sorts it past every start, then t < end fails) */
+            out[i] = -1;
+            continue;
+        }
+        pos = last_start_at_or_before(starts, n_steps, t, pos);
+        out[i] = pos >= 0 && t < ends[pos] ? numbers[pos] : -1;
+    }
+}
+
+static PyObject *step_numbers(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *objs[6];
+    if (!PyArg_ParseTuple(args, "OOOOOO", &objs[0], &objs[1], &objs[2], &objs[3], &objs[4], &objs[5]))
+        return NULL;
+    Py_buffer probe;
+    if (PyObject_GetBuffer(objs[0], &probe, PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
+    Py_ssize_t n_steps = probe.len / 8;
+    PyBuffer_Release(&probe);
+    if (PyObject_GetBuffer(objs[3], &probe, PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
+    Py_ssize_t n = probe.len / 8;
+    PyBuffer_Release(&probe);
+    static const char *names[6] = {"starts", "ends", "numbers", "ts", "skip", "out"};
+    const Py_ssize_t count[6] = {n_steps, n_steps, n_steps, n, n, n}, size[6] = {8, 8, 8, 8, 1, 8};
+    Py_buffer views[6];
+    for (int k = 0; k < 6; k++) {
+        if (get_buffer(objs[k], &views[k], count[k], size[k], k == 5, names[k]) < 0) {
+            while (k--)
+                PyBuffer_Release(&views[k]);
+            return NULL;
+        }
+    }
+    Py_BEGIN_ALLOW_THREADS
+    step_pass(views[0].buf, views[1].buf, views[2].buf, n_steps, views[3].buf, views[4].buf, views[5].buf, n);
+    Py_END_ALLOW_THREADS
+    for (int k = 0; k < 6; k++)
+        PyBuffer_Release(&views[k]);
+    Py_RETURN_NONE;
+}
+
+/* Whether event a, later in the file than event b, comes before it in the order of
+ * np.lexsort((ts, ...)), which is stable and puts NaN last: strictly earlier, or a number
+ * where b has NaN. */
+static inline int starts_before(double a, double b) { return a < b || (isnan(b) && !isnan(a)); }
+
+/* For each row i with rows[i] and group[i] >= 0 (a GPU event linked to its launch, group[i]),
+ * in file order: group[group[i]] becomes the earliest such row of that group by ts, the first
+ * in file order among equal times. group[g] of a group row g is -1 before the pass. */
+static void first_pass(int64_t *group, const uint8_t *rows, const double *ts, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!rows[i] || group[i] < 0)
+            continue;
+        int64_t g = group[i], best = group[g];
+        if (best < 0 || starts_before(ts[i], ts[best]))
+            group[g] = i;
+    }
+}
+
+/* Buffers of objs[0..count), each n items of size[k] bytes, those with writable[k] writable.
+ * n is the length of objs[0] in items of size[0]. Returns n, or -1 with an exception set and
+ * no view held. */
+static Py_ssize_t open_columns(PyObject **objs, const char **names, const Py_ssize_t *size, const int *writable,
+                               int count, Py_buffer *views)
+{
+    Py_buffer probe;
+    if (PyObject_GetBuffer(objs[0], &probe, PyBUF_C_CONTIGUOUS) < 0)
+        return -1;
+    Py_ssize_t n = probe.len / size[0];
+    PyBuffer_Release(&probe);
+    for (int k = 0; k < count; k++) {
+        if (get_buffer(objs[k], &views[k], n, size[k], writable[k], names[k]) < 0) {
+            while (k--)
+                PyBuffer_Release(&views[k]);
+            return -1;
+        }
+    }
+    return n;
+}
+
+static PyObject *first_of_groups(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *objs[3];
+    if (!PyArg_ParseTuple(args, "OOO", &objs[0], &objs[1], &objs[2]))
+        return NULL;
+    static const char *names[3] = {"group", "rows", "ts"};
+    static const Py_ssize_t size[3] = {8, 1, 8};
+    static const int writable[3] = {1, 0, 0};
+    Py_buffer views[3];
+    Py_ssize_t n = open_columns(objs, names, size, writable, 3, views);
+    if (n < 0)
+        return NULL;
+    const int64_t *group = views[0].buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (group[i] >= n) { /* a row outside the columns: refuse rather than write there */
+            for (int k = 0; k < 3; k++)
+                PyBuffer_Release(&views[k]);
+            PyErr_SetString(PyExc_ValueError, "first_of_groups: a group row is outside the columns");
+            return NULL;
+        }
+    }
+    Py_BEGIN_ALLOW_THREADS
+    first_pass(views[0].buf, views[1].buf, views[2].buf, n);
+    Py_END_ALLOW_THREADS
+    for (int k = 0; k < 3; k++)
+        PyBuffer_Release(&views[k]);
+    Py_RETURN_NONE;
+}
+
+
+/* Whether every event has a phase; every complete one (ph == x_code) a timestamp and a finite
+ * duration in [0, max_dur_us]; and the timed ones (a timestamp, ph != m_code) start within
+ * max_spread_ns of each other, as float(latest) - float(earliest): then drop_absurd drops
+ * nothing (see its _spread: no start can be far from the median). */
+static int plausible_pass(const int32_t *ph, const int64_t *ts, const double *dur, int32_t x_code, int32_t m_code,
+                          double max_dur_us, double max_spread_ns, Py_ssize_t n)
+{
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (ph[i] == -1)
+            return 0;
+        if (ph[i] == x_code && (ts[i] == INT_MISSING || !(dur[i] >= 0 && dur[i] <= max_dur_us)))
+            return 0; /* !(...): NaN fails both comparisons, inf the second */
+        if (ts[i] != INT_MISSING && ph[i] != m_code) {
+            lo = ts[i] < lo ? ts[i] : lo;
+            hi = ts[i] > hi ? ts[i] : hi;
+        }
+    }
+    return lo > hi || (double)hi - (double)lo <= max_spread_ns;
+}
+
+static PyObject *times_plausible(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *objs[3];
+    int x_code, m_code;
+    double max_dur_us, max_spread_ns;
+    if (!PyArg_ParseTuple(args, "OOOiidd", &objs[0], &objs[1], &objs[2], &x_code, &m_code, &max_dur_us,
+                          &max_spread_ns))
+        return NULL;
+    static const char *names[3] = {"ph", "ts", "dur"};
+    static const Py_ssize_t size[3] = {4, 8, 8};
+    static const int writable[3] = {0, 0, 0};
+    Py_buffer views[3];
+    Py_ssize_t n = open_columns(objs, names, size, writable, 3, views);
+    if (n < 0)
+        return NULL;
+    int ok;
+    Py_BEGIN_ALLOW_THREADS
+    ok = plausible_pass(views[0].buf, views[1].buf, views[2].buf, x_code, m_code, max_dur_us, max_spread_ns, n);
+    Py_END_ALLOW_THREADS
+    for (int k = 0; k < 3; k++)
+        PyBuffer_Release(&views[k]);
+    return PyBool_FromLong(ok);
+}
+
+static PyObject *earliest_starts(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *objs[2];
+    int x_code;
+    if (!PyArg_ParseTuple(args, "OOi", &objs[0], &objs[1], &x_code))
+        return NULL;
+    static const char *names[2] = {"ph", "ts"};
+    static const Py_ssize_t size[2] = {4, 8};
+    static const int writable[2] = {0, 0};
+    Py_buffer views[2];
+    Py_ssize_t n = open_columns(objs, names, size, writable, 2, views);
+    if (n < 0)
+        return NULL;
+    const int32_t *ph = views[0].buf;
+    const int64_t *ts = views[1].buf;
+    int64_t complete = INT64_MAX, any = INT64_MAX; /* INT_MISSING is INT64_MIN: never a start */
+    int has_complete = 0, has_any = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (ts[i] == INT_MISSING)
+            continue;
+        has_any = 1;
+        any = ts[i] < any ? ts[i] : any;
+        if (ph[i] == x_code) {
+            has_complete = 1;
+            complete = ts[i] < complete ? ts[i] : complete;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&views[0]);
+    PyBuffer_Release(&views[1]);
+    PyObject *a = has_complete ? PyLong_FromLongLong(complete) : Py_NewRef(Py_None);
+    PyObject *b = has_any ? PyLong_FromLongLong(any) : Py_NewRef(Py_None);
+    if (!a || !b) {
+        Py_XDECREF(a);
+        Py_XDECREF(b);
+        return NULL;
+    }
+    return Py_BuildValue("(NN)", a, b);
+}
+
+static PyMethodDef decode_methods[] = {
+    {"earliest_starts", earliest_starts, METH_VARARGS,
+     "earliest_starts(ph, ts, x_code) -> (complete, any)\n\n"
+     "The smallest int64 ts (INT64_MIN: missing, skipped) of the events whose int32 ph is\n"
+     "x_code, and of all events; None where there is none."},
+    {"times_plausible", times_plausible, METH_VARARGS,
+     "times_plausible(ph, ts, dur, x_code, m_code, max_dur_us, max_spread_ns) -> bool\n\n"
+     "True when sanitize.drop_absurd would drop no event of these columns (int32 phase codes,\n"
+     "int64 ns starts, float64 durations); False: let it look."},
+    {"first_of_groups", first_of_groups, METH_VARARGS,
+     "first_of_groups(group, rows, ts) -> None\n\n"
+     "For the rows (bool) with group[i] >= 0 (int64, in place), set group[group[i]] to the\n"
+     "group's row of the earliest ts (float64; NaN last, then file order); those entries must\n"
+     "be -1 before (see kineto.link_first_gpu_events)."},
+    {"step_numbers", step_numbers, METH_VARARGS,
+     "step_numbers(starts, ends, numbers, ts, skip, out) -> None\n\n"
+     "Write into out (int64) the number of the step each event starts in: the last of the\n"
+     "ascending, finite starts (float64) at or before ts (float64), where ts < its end; -1\n"
+     "outside any step, where ts is NaN and where skip (bool) is set (see kineto._iterations)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef decode_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "_decode",
+    .m_doc = "One-pass loops of the loader's decode (see perfreport.load.kineto for the reference).",
+    .m_size = -1,
+    .m_methods = decode_methods,
+};
+
+PyMODINIT_FUNC PyInit__decode(void)
+{
+    return PyModule_Create(&decode_module);
+}
