@@ -10,7 +10,8 @@ import pytest
 from perfreport.analyses import grouping
 from perfreport.analyses.grouping import Grouped, sorted_codes
 from perfreport.analyses.idle import _first_seen_codes, coded_gaps
-from perfreport.analyses.intervals import window_overlaps
+from perfreport.analyses.attribution import _first_running, part_order
+from perfreport.analyses.intervals import window_candidates, window_overlaps
 from perfreport.analyses.step_metrics import step_windows
 from perfreport.model import GPU_SIDE_CATEGORIES, KERNEL_CATEGORIES
 
@@ -75,3 +76,33 @@ def test_window_overlaps_one_window_each_equals_the_expansion(trace) -> None:
     assert len(got[0]) > 0
     for a, b in zip(got, (ev[ok], win[ok], lo[ok], hi[ok])):
         np.testing.assert_array_equal(a, b)
+
+
+def test_window_candidates_hold_the_overlapping_pairs_in_their_order(trace) -> None:
+    windows = step_windows(trace)
+    rows = trace.gpu_work_rows()
+    s, e = trace.ts[rows], trace.ts[rows] + trace.dur[rows]
+    mid = float(np.median(s))
+    for ws, we in ((windows["start_us"].to_numpy(), windows["end_us"].to_numpy()),
+                   (np.array([s.min(), mid]), np.array([mid + 1e4, mid + 2.0]))):  # the steps, then windows that overlap
+        ev, win = window_candidates(ws, we, s, e)
+        overlaps = np.minimum(e[ev], we[win]) > np.maximum(s[ev], ws[win])
+        ref_ev, ref_win, _, _ = window_overlaps(ws, we, s, e)
+        assert len(ref_ev) > 0
+        np.testing.assert_array_equal(ev[overlaps], ref_ev)
+        np.testing.assert_array_equal(win[overlaps], ref_win)
+
+
+def test_first_running_class_is_the_argmax(trace) -> None:
+    on = np.random.default_rng(1).random((4, 1000)) < 0.3
+    np.testing.assert_array_equal(_first_running(on), np.where(on.any(axis=0), np.argmax(on, axis=0), -1))
+
+
+def test_part_order_is_the_sort_by_step_and_strings() -> None:
+    distinct = [("idle", "b", "CPU"), ("idle", "a", "GPU"), ("compute", "z", "GPU"), ("idle", "a", "CPU")]
+    rng = np.random.default_rng(2)
+    group = rng.choice(np.arange(5 * len(distinct)), 15, replace=False)
+    frame = pd.DataFrame({"step": group // len(distinct), **{c: [distinct[i][k] for i in group % len(distinct)]
+                                                           for k, c in enumerate(("kind", "key", "on"))}})
+    ref = frame.sort_values(["step", "kind", "key", "on"], kind="stable").index.to_numpy()
+    np.testing.assert_array_equal(part_order(group, len(distinct), distinct), ref)

@@ -44,11 +44,11 @@ import pandas as pd
 
 from ..model import CLASS_INDEX, COMMUNICATION, GPU_SIDE_CATEGORIES, MEMORY, RankTrace, TraceSet, distinct_codes
 from ..units import pct
-from .attribution import _host_ops
+from .attribution import _host_ops, part_order
 from .callstack import call_stack, stack_levels
 from .collectives import collective_kind
 from .diff import normalize_kernel_name
-from .intervals import sorted_edges, window_overlaps
+from .intervals import sorted_edges, window_candidates
 from .nesting import _nest
 from .memory_bw import direction_of
 from .step_metrics import SYNC_CALLS, WHOLE_TRACE_STEP, step_windows
@@ -136,8 +136,8 @@ def _layers(trace: RankTrace, steps: np.ndarray) -> list[tuple]:
     main, _ = _host_ops(trace, steps)
     layers.append(_layer("host", "CPU", trace.ts[main], trace.ts[main] + trace.dur[main],
                          _labels(trace, trace.name[main], str)))
-    threads = np.unique(trace.tid[launch]) if len(launch) else np.empty(0, trace.tid.dtype)
-    main_tids = np.unique(trace.tid[main]) if len(main) else np.empty(0, trace.tid.dtype)
+    threads = _distinct(trace.tid[launch])
+    main_tids = _distinct(trace.tid[main])
     by_level = stack_levels(trace)  # deepest first: the last level is the top-level nodes
     top = by_level[-1] if len(by_level) and stack.depth[by_level[-1][0]] == 0 else np.empty(0, np.int64)
     other = cpu_rows(top)
@@ -146,6 +146,12 @@ def _layers(trace: RankTrace, steps: np.ndarray) -> list[tuple]:
     layers.append(_layer("host", "CPU", trace.ts[other], trace.ts[other] + trace.dur[other],
                          _labels(trace, trace.name[other], _thread_op_key)))
     return layers
+
+
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """``np.unique(values)`` of a column that comes in long runs (a thread's events): only the
+    runs' first values are sorted."""
+    return np.unique(values[np.r_[True, values[1:] != values[:-1]]] if len(values) else values)
 
 
 def _cpu_collective_key(name: str) -> str:
@@ -216,9 +222,11 @@ def _claims(ws: np.ndarray, we: np.ndarray, layers: list[tuple]) -> _Claims:
             continue
         si, ei = pos[2 * i], pos[2 * i + 1]
         cum_at = _layer_claim(si, ei, free, seg)
-        ev, win, _, _ = window_overlaps(ws_s, we_s, s, e)  # each interval against its windows
-        lo = np.where(s[ev] >= ws_s[win], si[ev], iws_s[win])  # positions of the overlap's ends
-        hi = np.where(e[ev] <= we_s[win], ei[ev], iwe_s[win])
+        ev, win = window_candidates(ws_s, we_s, s, e)  # each interval against its windows
+        # positions of the overlap's ends (positions order as the values: equal values, one
+        # position); a pair that does not overlap gets hi <= lo, so no time, and is dropped
+        lo = np.maximum(si[ev], iws_s[win])
+        hi = np.minimum(ei[ev], iwe_s[win])
         time = cum_at(hi) - cum_at(lo)
         ok = time > 0
         parts.append((i, order[win[ok]], _keys(keys)[0][ev[ok]], time[ok]))
@@ -279,13 +287,14 @@ def _stake_parts(trace: RankTrace) -> pd.DataFrame:
     key = numbers[claims.window] * n_ids + ids[offset[claims.layer] + claims.code]
     sums = pd.Series(claims.time).groupby(key, sort=False).sum()
     group = sums.index.to_numpy(np.int64)
+    order = part_order(group, n_ids, list(distinct))
+    group = group[order]
     kind_key_on = np.empty((len(distinct), 3), dtype=object)
     kind_key_on[:] = list(distinct)
     which = kind_key_on[group % n_ids]
-    out = pd.DataFrame({"rank": np.int64(trace.rank), "step": group // n_ids, "kind": which[:, 0], "key": which[:, 1],
-                        "runs_on": which[:, 2], "time_us": sums.to_numpy(np.float64)})
-    return out.sort_values(["step", "kind", "key", "runs_on"], kind="stable").reset_index(drop=True).astype(
-        {"rank": np.int64, "step": np.int64})[list(PART_COLUMNS)]
+    return pd.DataFrame({"rank": np.full(len(group), trace.rank, dtype=np.int64), "step": group // n_ids,
+                         "kind": which[:, 0], "key": which[:, 1], "runs_on": which[:, 2],
+                         "time_us": sums.to_numpy(np.float64)[order]}, columns=list(PART_COLUMNS))
 
 
 # --- the table -------------------------------------------------------------------------------------
