@@ -106,3 +106,41 @@ def test_part_order_is_the_sort_by_step_and_strings() -> None:
                                                            for k, c in enumerate(("kind", "key", "on"))}})
     ref = frame.sort_values(["step", "kind", "key", "on"], kind="stable").index.to_numpy()
     np.testing.assert_array_equal(part_order(group, len(distinct), distinct), ref)
+
+
+def test_series_grid_by_merge_equals_the_search(trace) -> None:
+    from perfreport.analyses.queue import rank_queue_length_series
+    from perfreport.analyses.series import _grid
+
+    table = rank_queue_length_series(trace)
+    first_stream = table["stream"].to_numpy() == table["stream"].iloc[0]
+    x = table["ts_us"].to_numpy(np.float64)[first_stream]
+    y = table["queue_length"].to_numpy(np.float64)[first_stream]
+    edges = x[0] + (x[-1] - x[0]) * np.arange(125 + 1) / 125
+    edges[-1] = x[-1]
+    for xs, ys in ((x, y), (np.r_[x, x[-1]], np.r_[y, 7.0])):  # distinct points, then one repeated
+        grid, value = _grid(xs, ys, edges)
+        np.testing.assert_array_equal(grid, np.union1d(xs, edges))
+        np.testing.assert_array_equal(value, ys[np.searchsorted(xs, grid, side="right") - 1])
+
+
+def test_series_lines_from_sorted_runs_equal_the_groupby(trace, monkeypatch) -> None:
+    from perfreport.analyses import series
+    from perfreport.analyses.memory_bw import memory_bw_series
+    from perfreport.analyses.queue import queue_length_series
+    from perfreport.model import TraceSet
+
+    one = TraceSet(ranks={trace.rank: trace}, source="")
+    tables = [(queue_length_series(one), "stream", "stream {}", "queue_length"),
+              (memory_bw_series(one), "direction", "{}", "bw_gbps")]
+    fast = [series._grouped_lines(*t, 50) for t in tables]
+    monkeypatch.setattr(series, "_sorted_runs", lambda table, keys: None)
+    reference = [series._grouped_lines(*t, 50) for t in tables]
+    assert sum(len(lines) for lines in fast) > 1
+    for got, ref in zip(fast, reference):
+        assert [(g["rank"], g["label"], g["points_total"]) for g in got] == [(r["rank"], r["label"], r["points_total"]) for r in ref]
+        for g, r in zip(got, ref):
+            np.testing.assert_array_equal(g["x"], r["x"])
+            np.testing.assert_array_equal(g["y"], r["y"])
+    shuffled = tables[0][0].iloc[::-1]
+    assert series._sorted_runs(shuffled, ["rank", "stream"]) is None or shuffled["stream"].nunique() == 1

@@ -60,18 +60,18 @@ def _rank_steps(trace: RankTrace) -> pd.DataFrame:
     spans = step_spans(trace)
     gpu = trace.gpu_work_rows()
     has_gpu = bool(len(gpu))
-    starts = trace.ts[gpu]
-    ends = starts + trace.dur[gpu]
+    starts_by_row = trace.ts[gpu]
+    ends_by_row = starts_by_row + trace.dur[gpu]
     its = trace.iteration[gpu]
     order = np.argsort(its, kind="stable")
-    starts, ends, its = starts[order], ends[order], its[order]
+    starts, ends, its = starts_by_row[order], ends_by_row[order], its[order]
     steps = spans["step"].to_numpy()
     lo = np.searchsorted(its, steps, side="left")
     hi = np.searchsorted(its, steps, side="right")
     busy = []
     for a, b in zip(lo, hi):  # a loop over steps; each a vectorised interval union
         busy.append(covered(starts[a:b], ends[a:b]) if has_gpu else np.nan)
-    inside = _busy_in_windows(trace.ts[gpu], trace.ts[gpu] + trace.dur[gpu], spans["start_us"].to_numpy(),
+    inside = _busy_in_windows(starts_by_row, ends_by_row, spans["start_us"].to_numpy(),
                               spans["end_us"].to_numpy()) if has_gpu else np.full(len(spans), np.nan)
     first = np.array([starts[a:b].min() if b > a else np.nan for a, b in zip(lo, hi)], dtype=np.float64)
     last = np.array([ends[a:b].max() if b > a else np.nan for a, b in zip(lo, hi)], dtype=np.float64)
