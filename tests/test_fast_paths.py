@@ -144,3 +144,19 @@ def test_series_lines_from_sorted_runs_equal_the_groupby(trace, monkeypatch) -> 
             np.testing.assert_array_equal(g["y"], r["y"])
     shuffled = tables[0][0].iloc[::-1]
     assert series._sorted_runs(shuffled, ["rank", "stream"]) is None or shuffled["stream"].nunique() == 1
+
+
+def test_queue_sorted_runs_aggregate_as_grouped(trace) -> None:
+    from perfreport.analyses.queue import _SortedRuns, queue_segments
+    from perfreport.model import TraceSet
+
+    seg = queue_segments(TraceSet(ranks={trace.rank: trace}, source=""))
+    runs, reference = _SortedRuns.of(seg, ["rank", "stream"]), Grouped(seg, ["rank", "stream"])
+    assert runs is not None and runs.n == reference.n > 0
+    with_nan = np.where(seg["queue_length"].to_numpy() > 1, seg["length_us"].to_numpy(), np.nan)
+    for column in ("length_us", "weighted", "enqueued", with_nan):
+        np.testing.assert_array_equal(runs.sum(column), reference.sum(column))
+    for column in ("queue_length", with_nan):
+        np.testing.assert_array_equal(runs.max(column), reference.max(column))
+    pd.testing.assert_frame_equal(runs.frame({}), reference.frame({}))
+    assert _SortedRuns.of(seg.iloc[::-1], ["rank", "stream"]) is None or reference.n == 1
