@@ -257,9 +257,8 @@ def _step_children(trace: RankTrace) -> tuple[np.ndarray, np.ndarray]:
             return np.empty(0, np.int64), np.empty(0, np.int64)
         rows = np.sort(np.concatenate(candidates))
         parent = stack.parent[rows]
-        is_step = np.zeros(trace.n_events, dtype=bool)
-        is_step[step_rows] = True
-        rows = rows[(parent >= 0) & is_step[np.maximum(parent, 0)] & ~trace.is_cat(GPU_SIDE_CATEGORIES)[rows]]
+        at = np.minimum(np.searchsorted(step_rows, parent), len(step_rows) - 1)  # step_rows ascend
+        rows = rows[(parent >= 0) & (step_rows[at] == parent) & ~trace.is_cat(GPU_SIDE_CATEGORIES)[rows]]
         return rows, numbers[np.searchsorted(step_rows, stack.parent[rows])]
 
     return trace.memo("step_children", compute)

@@ -71,7 +71,9 @@ the step time the headline states (the gate's statistic: the judged steps' media
 # --- one rank: the parts of each window -----------------------------------------------------------
 def _layer(kind: str, runs_on: str, starts: np.ndarray, ends: np.ndarray, keys: np.ndarray):
     ok = np.isfinite(starts) & np.isfinite(ends) & (ends > starts)
-    return kind, runs_on, starts[ok].astype(np.float64), ends[ok].astype(np.float64), keys[ok]
+    if ok.all():  # the usual case: no copies
+        return kind, runs_on, starts.astype(np.float64, copy=False), ends.astype(np.float64, copy=False), keys
+    return kind, runs_on, starts[ok].astype(np.float64, copy=False), ends[ok].astype(np.float64, copy=False), keys[ok]
 
 
 def _labels(trace: RankTrace, codes: np.ndarray, fn) -> pd.Categorical:
@@ -117,13 +119,15 @@ def _layers(trace: RankTrace, steps: np.ndarray) -> list[tuple]:
         pass over every event)."""
         return rows[stack.is_node[rows] & ~gpu_side[rows] & np.isfinite(trace.dur[rows])]
 
-    coll_rows = cpu_rows(np.flatnonzero(trace.cpu_collectives()))
-    coll = np.zeros(trace.n_events, dtype=bool)
-    coll[coll_rows] = True
+    def spans(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        start = trace.ts[rows]
+        return start, start + trace.dur[rows]
+
+    coll_rows = cpu_rows(np.flatnonzero(trace.cpu_collectives()))  # ascending
     parent = stack.parent[coll_rows]
-    outer = coll_rows[~((parent >= 0) & coll[np.maximum(parent, 0)])]  # outermost collectives only
-    layers.append(_layer("communication", "CPU", trace.ts[outer], trace.ts[outer] + trace.dur[outer],
-                         _labels(trace, trace.name[outer], _cpu_collective_key)))
+    at = np.minimum(np.searchsorted(coll_rows, parent), max(len(coll_rows) - 1, 0))
+    outer = coll_rows[~((parent >= 0) & (coll_rows[at] == parent))] if len(coll_rows) else coll_rows  # outermost only
+    layers.append(_layer("communication", "CPU", *spans(outer), _labels(trace, trace.name[outer], _cpu_collective_key)))
     syncs = cpu_rows(np.flatnonzero(trace.is_name(SYNC_CALLS)))
     starts = np.sort(s, kind="stable")  # nearly sorted: timsort
     nxt = np.searchsorted(starts, trace.ts[syncs] + trace.dur[syncs], side="left")
@@ -131,11 +135,9 @@ def _layers(trace: RankTrace, steps: np.ndarray) -> list[tuple]:
     syncs = syncs[has]
     layers.append(_layer("sync", "CPU", trace.ts[syncs], starts[nxt[has]], _labels(trace, trace.name[syncs], str)))
     launch = cpu_rows(np.flatnonzero(trace.launches()))
-    layers.append(_layer("launch", "CPU", trace.ts[launch], trace.ts[launch] + trace.dur[launch],
-                         _labels(trace, trace.name[launch], str)))
+    layers.append(_layer("launch", "CPU", *spans(launch), _labels(trace, trace.name[launch], str)))
     main, _ = _host_ops(trace, steps)
-    layers.append(_layer("host", "CPU", trace.ts[main], trace.ts[main] + trace.dur[main],
-                         _labels(trace, trace.name[main], str)))
+    layers.append(_layer("host", "CPU", *spans(main), _labels(trace, trace.name[main], str)))
     threads = _distinct(trace.tid[launch])
     main_tids = _distinct(trace.tid[main])
     by_level = stack_levels(trace)  # deepest first: the last level is the top-level nodes
@@ -143,8 +145,7 @@ def _layers(trace: RankTrace, steps: np.ndarray) -> list[tuple]:
     other = cpu_rows(top)
     other = other[~trace.steps()[other]]  # top-level ops, then their threads
     other = other[np.isin(trace.tid[other], threads) & ~np.isin(trace.tid[other], main_tids)]
-    layers.append(_layer("host", "CPU", trace.ts[other], trace.ts[other] + trace.dur[other],
-                         _labels(trace, trace.name[other], _thread_op_key)))
+    layers.append(_layer("host", "CPU", *spans(other), _labels(trace, trace.name[other], _thread_op_key)))
     return layers
 
 
