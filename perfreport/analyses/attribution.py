@@ -77,6 +77,7 @@ PRIORITY = (COMPUTATION, COMMUNICATION, MEMORY, MODEL_OTHER)
 _PRIORITY_OF_CLASS = np.array([PRIORITY.index(c) for c in KERNEL_CLASS_NAMES], dtype=np.int64)
 _PRIORITY_KIND = np.array(["kernel", "communication", "memory", "kernel"], dtype=object)  # by priority
 _COMM = PRIORITY.index(COMMUNICATION)
+_MEMORY = PRIORITY.index(MEMORY)
 _FIRST_SET_BIT = np.array([-1] + [(b & -b).bit_length() - 1 for b in range(1, 1 << len(PRIORITY))], dtype=np.int64)
 """Per bit set of the classes running (bit i: class i of PRIORITY), the first one (-1: none)."""
 
@@ -179,9 +180,11 @@ def _gpu_parts(trace: RankTrace, ws: np.ndarray, we: np.ndarray, exact: bool) ->
         return np.where(p.before, 0.0, cum.ravel()[cls_ev * nb + p.j] + rate * p.offset)
 
     share = own_integral(at_hi) - own_integral(at_lo)
-    to_hi, to_lo = _piecewise(bounds, under_compute, at_hi, at_lo)
-    overlapped = np.where(cls_ev == _COMM, to_hi - to_lo, 0.0)
-    code, labels = _gpu_keys(trace, rows[ev], exact)
+    comm = np.flatnonzero(cls_ev == _COMM)  # the overlap is measured for communication only
+    to_hi, to_lo = _piecewise(bounds, under_compute, at_hi.take(comm), at_lo.take(comm))
+    overlapped = np.zeros(len(ev))
+    overlapped[comm] = to_hi - to_lo
+    code, labels = _gpu_keys(trace, rows[ev], exact, cls_ev == _MEMORY)
     n_labels = max(len(labels), 1)
     pairs, pair = distinct_codes(cls_ev * n_labels + code, n_cls * n_labels)  # (kind, key) as one integer
     return _Parts(window=order[win], pair=pair, time=share, overlapped=overlapped,
@@ -205,11 +208,15 @@ class _Parts:
         return cls(none, none, np.empty(0), np.empty(0), [])
 
 
-def _gpu_keys(trace: RankTrace, rows: np.ndarray, exact: bool) -> tuple[np.ndarray, np.ndarray]:
+def _gpu_keys(trace: RankTrace, rows: np.ndarray, exact: bool,
+              memory: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(per event its key's position in the keys, the keys): the key of a GPU event is its
-    memcpy/memset direction, else its (normalised) kernel name (two names may share one)."""
-    memset = trace.memsets()[rows]
-    kind = np.where(memset, 2, trace.memcpys()[rows].astype(np.int64))  # 0 kernel, 1 memcpy, 2 memset
+    memcpy/memset direction, else its (normalised) kernel name (two names may share one).
+    ``memory``: per row, whether its class is MEMORY (every memcpy and memset is), when known:
+    only those rows are looked up."""
+    kind = np.zeros(len(rows), dtype=np.int64)  # 0 kernel, 1 memcpy, 2 memset
+    at = np.arange(len(rows)) if memory is None else np.flatnonzero(memory)
+    kind[at] = np.where(trace.memsets()[rows[at]], 2, trace.memcpys()[rows[at]].astype(np.int64))
     name = trace.name[rows].astype(np.int64) + 1  # -1 (no name) -> 0
     uniq, inverse = distinct_codes(name * 3 + kind, 3 * (len(trace.strings) + 1))  # one int per (name, kind)
     labels = []

@@ -102,9 +102,8 @@ def _layers(trace: RankTrace, steps: np.ndarray) -> list[tuple]:
     cls = trace.gpu_class()[gpu]
     comm, mem = cls == CLASS_INDEX[COMMUNICATION], cls == CLASS_INDEX[MEMORY]
     comp = ~comm & ~mem  # computation and the odd OTHER kernel hold the GPU alike
-    memset = trace.memsets()[gpu]
     n = len(trace.strings)  # code of a memset: one past the string table
-    copy = _code_labels(np.where(memset[mem], n, trace.name[gpu[mem]]), n + 1,
+    copy = _code_labels(np.where(trace.memsets()[gpu[mem]], n, trace.name[gpu[mem]]), n + 1,
                         lambda c: "Memset" if c == n else direction_of(trace.strings[c] if c >= 0 else "", False))
     layers = [
         _layer("compute", "GPU", s[comp], e[comp], _labels(trace, trace.name[gpu[comp]], normalize_kernel_name)),
