@@ -160,3 +160,19 @@ def test_queue_sorted_runs_aggregate_as_grouped(trace) -> None:
         np.testing.assert_array_equal(runs.max(column), reference.max(column))
     pd.testing.assert_frame_equal(runs.frame({}), reference.frame({}))
     assert _SortedRuns.of(seg.iloc[::-1], ["rank", "stream"]) is None or reference.n == 1
+
+
+@pytest.mark.parametrize("exact", [False, True])
+def test_op_steps_grouped_on_integers_equal_the_string_groupby(trace, exact) -> None:
+    from perfreport.analyses.diff import STEP_COLUMNS, _events, op_steps
+    from perfreport.model import TraceSet
+
+    job = load_cached(str(JOBS[1]))  # two ranks
+    for traces in (TraceSet(ranks={trace.rank: trace}, source=""), job):
+        events, _ = _events(traces, exact)
+        reference = events.groupby(["rank", "step", "kind", "key"], sort=True)[["count", "dur_us"]].sum().reset_index()
+        reference = reference.astype({"rank": np.int64, "step": np.int64, "count": np.int64, "dur_us": np.float64})
+        got = op_steps(traces, exact)
+        assert len(got) > 10
+        pd.testing.assert_frame_equal(got, reference[list(STEP_COLUMNS)], check_exact=True)
+    assert len(job) == 2
