@@ -176,3 +176,46 @@ def test_op_steps_grouped_on_integers_equal_the_string_groupby(trace, exact) -> 
         assert len(got) > 10
         pd.testing.assert_frame_equal(got, reference[list(STEP_COLUMNS)], check_exact=True)
     assert len(job) == 2
+
+
+def _time_at_stake_reference(rank: int, p: pd.DataFrame) -> pd.DataFrame:
+    """The table of one rank as pandas made it on the strings (the code the integers replace)."""
+    from perfreport.analyses.stake import TOP_KEYS, WHOLE_TRACE_STEP
+    from perfreport.units import pct
+
+    steps = np.unique(p["step"].to_numpy())
+    n = len(steps)
+    step_us = float(p["time_us"].sum()) / n
+    step_us_median = float(np.median(p.groupby("step", sort=False)["time_us"].sum().to_numpy()))
+    g = p.groupby(["kind", "key", "runs_on"], sort=False)["time_us"].sum().reset_index()
+    g["us_per_step"] = g["time_us"] / n
+    g = g.sort_values(["kind", "us_per_step", "key"], ascending=[True, False, True], kind="stable")
+    g["position"] = g.groupby("kind").cumcount()
+    top = g.loc[g["position"] < TOP_KEYS]
+    rest = g.loc[g["position"] >= TOP_KEYS].groupby("kind", sort=False)["us_per_step"].sum().reset_index()
+    f = pd.concat([top[["kind", "key", "runs_on", "us_per_step"]], rest.assign(key="other", runs_on="")],
+                  ignore_index=True)
+    f["pct_of_step"] = [pct(x, step_us) for x in f["us_per_step"]]
+    return f.assign(rank=rank, method="whole_trace" if steps.tolist() == [WHOLE_TRACE_STEP] else "steps", steps=n,
+                    step_us=step_us, step_us_median=step_us_median)
+
+
+def test_time_at_stake_on_integers_equals_the_string_groupby(trace) -> None:
+    from perfreport.analyses.stake import _memoised_parts, _Parts, _rank_table
+
+    parts = _memoised_parts(trace)
+    # and parts with ties and more than TOP_KEYS keys of a kind, in no particular order
+    rng = np.random.default_rng(3)
+    triples = [(kind, f"k{i % 13}", on) for i, (kind, on) in enumerate(
+        [("host", "CPU"), ("compute", "GPU"), ("host", "GPU")] * 9)]
+    triples = sorted(set(triples))
+    pick = rng.integers(0, len(triples), 300)
+    frame = pd.DataFrame({"rank": 0, "step": rng.integers(0, 5, 300), "kind": [triples[i][0] for i in pick],
+                          "key": [triples[i][1] for i in pick], "runs_on": [triples[i][2] for i in pick],
+                          "time_us": rng.choice([1.0, 2.5, 0.1, 3.0], 300)})
+    synthetic = _Parts(frame, pick.astype(np.int64), triples)
+    for p in (parts, synthetic):
+        got = _rank_table(7, p)
+        want = _time_at_stake_reference(7, p.frame)
+        assert (got["key"] == "other").any() or p is parts
+        pd.testing.assert_frame_equal(got[list(want.columns)], want, check_exact=True)

@@ -375,9 +375,14 @@ def part_order(group: np.ndarray, n_ids: int, distinct: list[tuple[str, ...]]) -
     the parts' (kind, key, …) string tuples) by step, then by the strings: what a
     ``sort_values`` on the step and string columns gives (the keys are distinct: no ties), with
     the few distinct tuples sorted in Python instead of every row's strings by pandas."""
+    return np.lexsort((sorted_ranks(distinct)[group % n_ids], group // n_ids))
+
+
+def sorted_ranks(distinct: list) -> np.ndarray:
+    """Each item's position in ``sorted(distinct)`` (distinct items)."""
     rank = np.empty(max(len(distinct), 1), dtype=np.int64)
     rank[sorted(range(len(distinct)), key=distinct.__getitem__)] = np.arange(len(distinct))
-    return np.lexsort((rank[group % n_ids], group // n_ids))
+    return rank
 
 
 # --- samples of a run -------------------------------------------------------------------------

@@ -44,7 +44,7 @@ import pandas as pd
 
 from ..model import CLASS_INDEX, COMMUNICATION, GPU_SIDE_CATEGORIES, MEMORY, RankTrace, TraceSet, distinct_codes
 from ..units import pct
-from .attribution import _host_ops, part_order
+from .attribution import _host_ops, part_order, sorted_ranks
 from .callstack import call_stack, stack_levels
 from .collectives import collective_kind
 from .diff import normalize_kernel_name
@@ -262,16 +262,30 @@ def _layer_claim(si: np.ndarray, ei: np.ndarray, free: np.ndarray, seg: np.ndarr
 def stake_parts(trace: RankTrace) -> pd.DataFrame:
     """The parts of each step window of one rank (PART_COLUMNS, µs), summed per cause; the
     parts of a step add up to its length. Memoised (a per-rank summary)."""
-    return trace.memo("stake_parts", lambda: _stake_parts(trace)).copy(deep=False)
+    return _memoised_parts(trace).frame.copy(deep=False)
 
 
-def _stake_parts(trace: RankTrace) -> pd.DataFrame:
+@dataclass(frozen=True)
+class _Parts:
+    """:func:`stake_parts`' frame, with each row's (kind, key, runs_on) as its position in the
+    sorted distinct triples: the table groups and orders the parts by integers."""
+
+    frame: pd.DataFrame
+    triple: np.ndarray
+    triples: list[tuple[str, str, str]]
+
+
+def _memoised_parts(trace: RankTrace) -> _Parts:
+    return trace.memo("stake_parts", lambda: _stake_parts(trace))
+
+
+def _stake_parts(trace: RankTrace) -> _Parts:
     windows = step_windows(trace)
     windows = windows[np.isfinite(windows["start_us"]) & np.isfinite(windows["end_us"])
                       & (windows["end_us"] > windows["start_us"])]
     if not len(windows):
-        return pd.DataFrame({c: pd.Series(dtype=object if c in ("kind", "key", "runs_on") else np.float64)
-                             for c in PART_COLUMNS})
+        return _Parts(pd.DataFrame({c: pd.Series(dtype=object if c in ("kind", "key", "runs_on") else np.float64)
+                                    for c in PART_COLUMNS}), np.empty(0, np.int64), [])
     numbers = windows["step"].to_numpy(np.int64)
     ws, we = windows["start_us"].to_numpy(np.float64), windows["end_us"].to_numpy(np.float64)
     layers = _layers(trace, numbers)
@@ -287,14 +301,17 @@ def _stake_parts(trace: RankTrace) -> pd.DataFrame:
     key = numbers[claims.window] * n_ids + ids[offset[claims.layer] + claims.code]
     sums = pd.Series(claims.time).groupby(key, sort=False).sum()
     group = sums.index.to_numpy(np.int64)
-    order = part_order(group, n_ids, list(distinct))
+    distinct = list(distinct)
+    rank = sorted_ranks(distinct)
+    order = part_order(group, n_ids, distinct)
     group = group[order]
     kind_key_on = np.empty((len(distinct), 3), dtype=object)
-    kind_key_on[:] = list(distinct)
+    kind_key_on[:] = distinct
     which = kind_key_on[group % n_ids]
-    return pd.DataFrame({"rank": np.full(len(group), trace.rank, dtype=np.int64), "step": group // n_ids,
-                         "kind": which[:, 0], "key": which[:, 1], "runs_on": which[:, 2],
-                         "time_us": sums.to_numpy(np.float64)[order]}, columns=list(PART_COLUMNS))
+    frame = pd.DataFrame({"rank": np.full(len(group), trace.rank, dtype=np.int64), "step": group // n_ids,
+                          "kind": which[:, 0], "key": which[:, 1], "runs_on": which[:, 2],
+                          "time_us": sums.to_numpy(np.float64)[order]}, columns=list(PART_COLUMNS))
+    return _Parts(frame, rank[group % n_ids], sorted(distinct))
 
 
 # --- the table -------------------------------------------------------------------------------------
@@ -304,29 +321,50 @@ def time_at_stake(traces: TraceSet) -> pd.DataFrame:
     ProfilerStep windows, last one dropped) or "whole_trace" (no steps: one window)."""
     frames = []
     for t in traces:  # a loop over ranks
-        p = stake_parts(t)
-        if not len(p):
-            continue
-        steps = np.unique(p["step"].to_numpy())
-        n = len(steps)
-        step_us = float(p["time_us"].sum()) / n
-        step_us_median = float(np.median(p.groupby("step", sort=False)["time_us"].sum().to_numpy()))
-        g = p.groupby(["kind", "key", "runs_on"], sort=False)["time_us"].sum().reset_index()
-        g["us_per_step"] = g["time_us"] / n
-        g = g.sort_values(["kind", "us_per_step", "key"], ascending=[True, False, True], kind="stable")
-        g["position"] = g.groupby("kind").cumcount()
-        top = g.loc[g["position"] < TOP_KEYS]
-        rest = g.loc[g["position"] >= TOP_KEYS].groupby("kind", sort=False)["us_per_step"].sum().reset_index()
-        rest = rest.assign(key="other", runs_on="")
-        f = pd.concat([top[["kind", "key", "runs_on", "us_per_step"]], rest], ignore_index=True)
-        f["pct_of_step"] = [pct(x, step_us) for x in f["us_per_step"]]
-        frames.append(f.assign(rank=t.rank, method="whole_trace" if steps.tolist() == [WHOLE_TRACE_STEP] else "steps",
-                               steps=n, step_us=step_us, step_us_median=step_us_median))
+        parts = _memoised_parts(t)
+        if len(parts.frame):
+            frames.append(_rank_table(t.rank, parts))
     if not frames:
         return pd.DataFrame({c: pd.Series(dtype=object if c in ("method", "kind", "key", "runs_on") else np.float64)
                              for c in COLUMNS})
     out = pd.concat(frames, ignore_index=True)
     return out.astype({"rank": np.int64, "steps": np.int64})[list(COLUMNS)]
+
+
+def _rank_table(rank: int, parts: _Parts) -> pd.DataFrame:
+    """One rank's rows of :func:`time_at_stake`. The parts are summed per (kind, key, runs_on)
+    by pandas (its compensated sums) on the triples' integer positions, groups in order of first
+    appearance; the rest in numpy on the few groups: by kind, then µs per step (largest first),
+    then key, ties kept in that order (the stable sort pandas did on the strings)."""
+    p = parts.frame
+    steps = np.unique(p["step"].to_numpy())
+    n = len(steps)
+    step_us = float(p["time_us"].sum()) / n
+    step_us_median = float(np.median(p.groupby("step", sort=False)["time_us"].sum().to_numpy()))
+    sums = pd.Series(p["time_us"].to_numpy()).groupby(parts.triple, sort=False).sum()
+    triple = sums.index.to_numpy(np.int64)
+    us_per_step = sums.to_numpy(np.float64) / n
+    kinds, keys = sorted({k for k, _, _ in parts.triples}), sorted({k for _, k, _ in parts.triples})
+    kind_of = np.array([kinds.index(k) for k, _, _ in parts.triples], dtype=np.int64)[triple]
+    key_of = np.searchsorted(np.array(keys, dtype=object), np.array([k for _, k, _ in parts.triples], dtype=object))[triple]
+    order = np.lexsort((key_of, -us_per_step, kind_of))
+    triple, us_per_step, kind_of = triple[order], us_per_step[order], kind_of[order]
+    starts = np.flatnonzero(np.r_[True, kind_of[1:] != kind_of[:-1]])
+    position = np.arange(len(order)) - np.repeat(starts, np.diff(np.r_[starts, len(order)]))
+    top, rest = position < TOP_KEYS, position >= TOP_KEYS
+    other = pd.Series(us_per_step[rest]).groupby(kind_of[rest], sort=False).sum()  # per kind, kinds in order
+    labels = np.empty((len(parts.triples), 3), dtype=object)
+    labels[:] = parts.triples
+    which = labels[triple[top]]
+    value = np.r_[us_per_step[top], other.to_numpy(np.float64)]
+    n_other = len(other)
+    return pd.DataFrame({
+        "kind": np.r_[which[:, 0], np.array(kinds, dtype=object)[other.index.to_numpy(np.int64)]],
+        "key": np.r_[which[:, 1], np.full(n_other, "other", dtype=object)],
+        "runs_on": np.r_[which[:, 2], np.full(n_other, "", dtype=object)],
+        "us_per_step": value, "pct_of_step": np.array([pct(x, step_us) for x in value.tolist()], dtype=np.float64),
+        "rank": rank, "method": "whole_trace" if steps.tolist() == [WHOLE_TRACE_STEP] else "steps", "steps": n,
+        "step_us": step_us, "step_us_median": step_us_median})
 
 
 __all__ = ["BACKWARD", "KINDS", "NO_OP", "attribute", "stake_parts", "time_at_stake"]
