@@ -120,9 +120,9 @@ def _gpu_times(trace: RankTrace, steps: np.ndarray) -> dict[str, np.ndarray]:
     rows = trace.gpu_work_rows()
     slot = sample_of(trace, rows, steps)
     rows, slot = rows[slot >= 0], slot[slot >= 0]
-    order = np.lexsort((trace.ts[rows], slot))  # one sort for the five unions below
-    rows, slot = rows[order], slot[order]
-    starts = trace.ts[rows]
+    starts = trace.ts[rows]  # each column read once, then put in order
+    order = np.lexsort((starts, slot))  # one sort for the five unions below
+    rows, slot, starts = rows[order], slot[order], starts[order]
     ends = starts + np.maximum(trace.dur[rows], 0.0)
     classes = trace.gpu_class()[rows]  # indices into KERNEL_CLASS_NAMES: int compares, not str
     has = np.bincount(slot, minlength=n) > 0
