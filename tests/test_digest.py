@@ -140,3 +140,18 @@ def test_a_forked_child_that_fails_leaves_its_analyses_to_the_parent(monkeypatch
     assert list(got.tables) == list(want.tables)
     for table in want.tables:
         pd.testing.assert_frame_equal(got.tables[table], want.tables[table], check_exact=True)
+
+
+@pytest.mark.parametrize("path", TRACE_FILES[1:], ids=lambda p: p.parent.name)  # NCCL and gloo collectives
+def test_the_rank_parts_of_the_straggler_tables_are_what_the_analyses_leave(path, monkeypatch) -> None:
+    """A worker makes the per-rank summaries of the collective skew and the straggler tables
+    instead of running them on its one rank: the digest is the one those runs leave."""
+    options = MODES["compare"]
+    got = digest(_rank(path), options)
+    monkeypatch.setattr(digest_module, "_rank_parts", lambda: {})  # run every cross-rank analysis
+    want = digest(_rank(path), options)
+    assert list(got.tables) == list(want.tables)
+    assert got.memo.keys() == want.memo.keys()
+    assert any(memo_kind(k) == "comm_kernels" for k in want.memo) and any(memo_kind(k) == "collectives" for k in want.memo)
+    for key, value in want.memo.items():
+        _assert_same(got.memo[key], value)

@@ -10,7 +10,8 @@ import pytest
 from perfreport.analyses import grouping
 from perfreport.analyses.grouping import Grouped, sorted_codes
 from perfreport.analyses.idle import _first_seen_codes, coded_gaps
-from perfreport.analyses.intervals import window_overlaps
+from perfreport.analyses.attribution import _first_running, part_order
+from perfreport.analyses.intervals import window_candidates, window_overlaps
 from perfreport.analyses.step_metrics import step_windows
 from perfreport.model import GPU_SIDE_CATEGORIES, KERNEL_CATEGORIES
 
@@ -75,3 +76,146 @@ def test_window_overlaps_one_window_each_equals_the_expansion(trace) -> None:
     assert len(got[0]) > 0
     for a, b in zip(got, (ev[ok], win[ok], lo[ok], hi[ok])):
         np.testing.assert_array_equal(a, b)
+
+
+def test_window_candidates_hold_the_overlapping_pairs_in_their_order(trace) -> None:
+    windows = step_windows(trace)
+    rows = trace.gpu_work_rows()
+    s, e = trace.ts[rows], trace.ts[rows] + trace.dur[rows]
+    mid = float(np.median(s))
+    for ws, we in ((windows["start_us"].to_numpy(), windows["end_us"].to_numpy()),
+                   (np.array([s.min(), mid]), np.array([mid + 1e4, mid + 2.0]))):  # the steps, then windows that overlap
+        ev, win = window_candidates(ws, we, s, e)
+        overlaps = np.minimum(e[ev], we[win]) > np.maximum(s[ev], ws[win])
+        ref_ev, ref_win, _, _ = window_overlaps(ws, we, s, e)
+        assert len(ref_ev) > 0
+        np.testing.assert_array_equal(ev[overlaps], ref_ev)
+        np.testing.assert_array_equal(win[overlaps], ref_win)
+
+
+def test_first_running_class_is_the_argmax(trace) -> None:
+    on = np.random.default_rng(1).random((4, 1000)) < 0.3
+    np.testing.assert_array_equal(_first_running(on), np.where(on.any(axis=0), np.argmax(on, axis=0), -1))
+
+
+def test_part_order_is_the_sort_by_step_and_strings() -> None:
+    distinct = [("idle", "b", "CPU"), ("idle", "a", "GPU"), ("compute", "z", "GPU"), ("idle", "a", "CPU")]
+    rng = np.random.default_rng(2)
+    group = rng.choice(np.arange(5 * len(distinct)), 15, replace=False)
+    frame = pd.DataFrame({"step": group // len(distinct), **{c: [distinct[i][k] for i in group % len(distinct)]
+                                                           for k, c in enumerate(("kind", "key", "on"))}})
+    ref = frame.sort_values(["step", "kind", "key", "on"], kind="stable").index.to_numpy()
+    np.testing.assert_array_equal(part_order(group, len(distinct), distinct), ref)
+
+
+def test_series_grid_by_merge_equals_the_search(trace) -> None:
+    from perfreport.analyses.queue import rank_queue_length_series
+    from perfreport.analyses.series import _grid
+
+    table = rank_queue_length_series(trace)
+    first_stream = table["stream"].to_numpy() == table["stream"].iloc[0]
+    x = table["ts_us"].to_numpy(np.float64)[first_stream]
+    y = table["queue_length"].to_numpy(np.float64)[first_stream]
+    edges = x[0] + (x[-1] - x[0]) * np.arange(125 + 1) / 125
+    edges[-1] = x[-1]
+    for xs, ys in ((x, y), (np.r_[x, x[-1]], np.r_[y, 7.0])):  # distinct points, then one repeated
+        grid, value = _grid(xs, ys, edges)
+        np.testing.assert_array_equal(grid, np.union1d(xs, edges))
+        np.testing.assert_array_equal(value, ys[np.searchsorted(xs, grid, side="right") - 1])
+
+
+def test_series_lines_from_sorted_runs_equal_the_groupby(trace, monkeypatch) -> None:
+    from perfreport.analyses import series
+    from perfreport.analyses.memory_bw import memory_bw_series
+    from perfreport.analyses.queue import queue_length_series
+    from perfreport.model import TraceSet
+
+    one = TraceSet(ranks={trace.rank: trace}, source="")
+    tables = [(queue_length_series(one), "stream", "stream {}", "queue_length"),
+              (memory_bw_series(one), "direction", "{}", "bw_gbps")]
+    fast = [series._grouped_lines(*t, 50) for t in tables]
+    monkeypatch.setattr(series, "_sorted_runs", lambda table, keys: None)
+    reference = [series._grouped_lines(*t, 50) for t in tables]
+    assert sum(len(lines) for lines in fast) > 1
+    for got, ref in zip(fast, reference):
+        assert [(g["rank"], g["label"], g["points_total"]) for g in got] == [(r["rank"], r["label"], r["points_total"]) for r in ref]
+        for g, r in zip(got, ref):
+            np.testing.assert_array_equal(g["x"], r["x"])
+            np.testing.assert_array_equal(g["y"], r["y"])
+    shuffled = tables[0][0].iloc[::-1]
+    assert series._sorted_runs(shuffled, ["rank", "stream"]) is None or shuffled["stream"].nunique() == 1
+
+
+def test_queue_sorted_runs_aggregate_as_grouped(trace) -> None:
+    from perfreport.analyses.queue import _SortedRuns, queue_segments
+    from perfreport.model import TraceSet
+
+    seg = queue_segments(TraceSet(ranks={trace.rank: trace}, source=""))
+    runs, reference = _SortedRuns.of(seg, ["rank", "stream"]), Grouped(seg, ["rank", "stream"])
+    assert runs is not None and runs.n == reference.n > 0
+    with_nan = np.where(seg["queue_length"].to_numpy() > 1, seg["length_us"].to_numpy(), np.nan)
+    for column in ("length_us", "weighted", "enqueued", with_nan):
+        np.testing.assert_array_equal(runs.sum(column), reference.sum(column))
+    for column in ("queue_length", with_nan):
+        np.testing.assert_array_equal(runs.max(column), reference.max(column))
+    pd.testing.assert_frame_equal(runs.frame({}), reference.frame({}))
+    assert _SortedRuns.of(seg.iloc[::-1], ["rank", "stream"]) is None or reference.n == 1
+
+
+@pytest.mark.parametrize("exact", [False, True])
+def test_op_steps_grouped_on_integers_equal_the_string_groupby(trace, exact) -> None:
+    from perfreport.analyses.diff import STEP_COLUMNS, _events, op_steps
+    from perfreport.model import TraceSet
+
+    job = load_cached(str(JOBS[1]))  # two ranks
+    for traces in (TraceSet(ranks={trace.rank: trace}, source=""), job):
+        events, _ = _events(traces, exact)
+        reference = events.groupby(["rank", "step", "kind", "key"], sort=True)[["count", "dur_us"]].sum().reset_index()
+        reference = reference.astype({"rank": np.int64, "step": np.int64, "count": np.int64, "dur_us": np.float64})
+        got = op_steps(traces, exact)
+        assert len(got) > 10
+        pd.testing.assert_frame_equal(got, reference[list(STEP_COLUMNS)], check_exact=True)
+    assert len(job) == 2
+
+
+def _time_at_stake_reference(rank: int, p: pd.DataFrame) -> pd.DataFrame:
+    """The table of one rank as pandas made it on the strings (the code the integers replace)."""
+    from perfreport.analyses.stake import TOP_KEYS, WHOLE_TRACE_STEP
+    from perfreport.units import pct
+
+    steps = np.unique(p["step"].to_numpy())
+    n = len(steps)
+    step_us = float(p["time_us"].sum()) / n
+    step_us_median = float(np.median(p.groupby("step", sort=False)["time_us"].sum().to_numpy()))
+    g = p.groupby(["kind", "key", "runs_on"], sort=False)["time_us"].sum().reset_index()
+    g["us_per_step"] = g["time_us"] / n
+    g = g.sort_values(["kind", "us_per_step", "key"], ascending=[True, False, True], kind="stable")
+    g["position"] = g.groupby("kind").cumcount()
+    top = g.loc[g["position"] < TOP_KEYS]
+    rest = g.loc[g["position"] >= TOP_KEYS].groupby("kind", sort=False)["us_per_step"].sum().reset_index()
+    f = pd.concat([top[["kind", "key", "runs_on", "us_per_step"]], rest.assign(key="other", runs_on="")],
+                  ignore_index=True)
+    f["pct_of_step"] = [pct(x, step_us) for x in f["us_per_step"]]
+    return f.assign(rank=rank, method="whole_trace" if steps.tolist() == [WHOLE_TRACE_STEP] else "steps", steps=n,
+                    step_us=step_us, step_us_median=step_us_median)
+
+
+def test_time_at_stake_on_integers_equals_the_string_groupby(trace) -> None:
+    from perfreport.analyses.stake import _memoised_parts, _Parts, _rank_table
+
+    parts = _memoised_parts(trace)
+    # and parts with ties and more than TOP_KEYS keys of a kind, in no particular order
+    rng = np.random.default_rng(3)
+    triples = [(kind, f"k{i % 13}", on) for i, (kind, on) in enumerate(
+        [("host", "CPU"), ("compute", "GPU"), ("host", "GPU")] * 9)]
+    triples = sorted(set(triples))
+    pick = rng.integers(0, len(triples), 300)
+    frame = pd.DataFrame({"rank": 0, "step": rng.integers(0, 5, 300), "kind": [triples[i][0] for i in pick],
+                          "key": [triples[i][1] for i in pick], "runs_on": [triples[i][2] for i in pick],
+                          "time_us": rng.choice([1.0, 2.5, 0.1, 3.0], 300)})
+    synthetic = _Parts(frame, pick.astype(np.int64), triples)
+    for p in (parts, synthetic):
+        got = _rank_table(7, p)
+        want = _time_at_stake_reference(7, p.frame)
+        assert (got["key"] == "other").any() or p is parts
+        pd.testing.assert_frame_equal(got[list(want.columns)], want, check_exact=True)

@@ -77,6 +77,9 @@ PRIORITY = (COMPUTATION, COMMUNICATION, MEMORY, MODEL_OTHER)
 _PRIORITY_OF_CLASS = np.array([PRIORITY.index(c) for c in KERNEL_CLASS_NAMES], dtype=np.int64)
 _PRIORITY_KIND = np.array(["kernel", "communication", "memory", "kernel"], dtype=object)  # by priority
 _COMM = PRIORITY.index(COMMUNICATION)
+_MEMORY = PRIORITY.index(MEMORY)
+_FIRST_SET_BIT = np.array([-1] + [(b & -b).bit_length() - 1 for b in range(1, 1 << len(PRIORITY))], dtype=np.int64)
+"""Per bit set of the classes running (bit i: class i of PRIORITY), the first one (-1: none)."""
 
 
 # --- one rank: the parts of each step ---------------------------------------------------------
@@ -106,11 +109,28 @@ class _Points:
 def _piecewise(bounds: np.ndarray, rate: np.ndarray, *points: _Points) -> list[np.ndarray]:
     """∫ rate from -inf to each set of points, for a rate constant on each [bounds[j],
     bounds[j+1]) (0 outside); the running integral is summed once for all the sets."""
+    at = _integral(bounds, rate)
+    return [at(p) for p in points]
+
+
+def _integral(bounds: np.ndarray, rate: np.ndarray):
+    """``at(points)``: :func:`_piecewise` of ``rate`` at any :class:`_Points`, its running
+    integral summed once however often it is evaluated."""
     if len(bounds) == 0:
-        return [np.zeros(len(p.j)) for p in points]
+        return lambda p: np.zeros(len(p.j))
     cum = np.concatenate([[0.0], np.cumsum(rate * np.diff(bounds))])
     r = np.append(rate, 0.0)
-    return [np.where(p.before, 0.0, cum[p.j] + r[p.j] * p.offset) for p in points]
+    return lambda p: np.where(p.before, 0.0, cum[p.j] + r[p.j] * p.offset)
+
+
+def _first_running(on: np.ndarray) -> np.ndarray:
+    """Per column of ``on`` (classes x segments, bool), the first class running, -1 for none:
+    ``np.where(on.any(0), np.argmax(on, 0), -1)`` as a table lookup of the column's bits (the
+    argmax down the columns of a row-major matrix is a strided pass, ~10x slower)."""
+    bits = np.zeros(on.shape[1], dtype=np.uint8)
+    for i, row in enumerate(on.view(np.uint8)):  # a loop over the few classes
+        bits |= row << np.uint8(i)
+    return _FIRST_SET_BIT[bits]
 
 
 def _gpu_parts(trace: RankTrace, ws: np.ndarray, we: np.ndarray, exact: bool) -> "_Parts":
@@ -131,7 +151,7 @@ def _gpu_parts(trace: RankTrace, ws: np.ndarray, we: np.ndarray, exact: bool) ->
     active = np.cumsum(delta.reshape(n_cls, nb + 1), axis=1)[:, : nb - 1]
     del delta
     on = active > 0
-    top = np.where(on.any(axis=0), np.argmax(on, axis=0), -1)  # highest-priority class running
+    top = _first_running(on)  # highest-priority class running
     seg = np.flatnonzero(top >= 0)
     rate_top = np.zeros(nb)  # the rate of the class holding each segment (0 past the last)
     rate_top[seg] = 1.0 / active[top[seg], seg].astype(np.float64)
@@ -160,9 +180,11 @@ def _gpu_parts(trace: RankTrace, ws: np.ndarray, we: np.ndarray, exact: bool) ->
         return np.where(p.before, 0.0, cum.ravel()[cls_ev * nb + p.j] + rate * p.offset)
 
     share = own_integral(at_hi) - own_integral(at_lo)
-    to_hi, to_lo = _piecewise(bounds, under_compute, at_hi, at_lo)
-    overlapped = np.where(cls_ev == _COMM, to_hi - to_lo, 0.0)
-    code, labels = _gpu_keys(trace, rows[ev], exact)
+    comm = np.flatnonzero(cls_ev == _COMM)  # the overlap is measured for communication only
+    to_hi, to_lo = _piecewise(bounds, under_compute, at_hi.take(comm), at_lo.take(comm))
+    overlapped = np.zeros(len(ev))
+    overlapped[comm] = to_hi - to_lo
+    code, labels = _gpu_keys(trace, rows[ev], exact, cls_ev == _MEMORY)
     n_labels = max(len(labels), 1)
     pairs, pair = distinct_codes(cls_ev * n_labels + code, n_cls * n_labels)  # (kind, key) as one integer
     return _Parts(window=order[win], pair=pair, time=share, overlapped=overlapped,
@@ -186,11 +208,15 @@ class _Parts:
         return cls(none, none, np.empty(0), np.empty(0), [])
 
 
-def _gpu_keys(trace: RankTrace, rows: np.ndarray, exact: bool) -> tuple[np.ndarray, np.ndarray]:
+def _gpu_keys(trace: RankTrace, rows: np.ndarray, exact: bool,
+              memory: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(per event its key's position in the keys, the keys): the key of a GPU event is its
-    memcpy/memset direction, else its (normalised) kernel name (two names may share one)."""
-    memset = trace.memsets()[rows]
-    kind = np.where(memset, 2, trace.memcpys()[rows].astype(np.int64))  # 0 kernel, 1 memcpy, 2 memset
+    memcpy/memset direction, else its (normalised) kernel name (two names may share one).
+    ``memory``: per row, whether its class is MEMORY (every memcpy and memset is), when known:
+    only those rows are looked up."""
+    kind = np.zeros(len(rows), dtype=np.int64)  # 0 kernel, 1 memcpy, 2 memset
+    at = np.arange(len(rows)) if memory is None else np.flatnonzero(memory)
+    kind[at] = np.where(trace.memsets()[rows[at]], 2, trace.memcpys()[rows[at]].astype(np.int64))
     name = trace.name[rows].astype(np.int64) + 1  # -1 (no name) -> 0
     uniq, inverse = distinct_codes(name * 3 + kind, 3 * (len(trace.strings) + 1))  # one int per (name, kind)
     labels = []
@@ -238,9 +264,8 @@ def _step_children(trace: RankTrace) -> tuple[np.ndarray, np.ndarray]:
             return np.empty(0, np.int64), np.empty(0, np.int64)
         rows = np.sort(np.concatenate(candidates))
         parent = stack.parent[rows]
-        is_step = np.zeros(trace.n_events, dtype=bool)
-        is_step[step_rows] = True
-        rows = rows[(parent >= 0) & is_step[np.maximum(parent, 0)] & ~trace.is_cat(GPU_SIDE_CATEGORIES)[rows]]
+        at = np.minimum(np.searchsorted(step_rows, parent), len(step_rows) - 1)  # step_rows ascend
+        rows = rows[(parent >= 0) & (step_rows[at] == parent) & ~trace.is_cat(GPU_SIDE_CATEGORIES)[rows]]
         return rows, numbers[np.searchsorted(step_rows, stack.parent[rows])]
 
     return trace.memo("step_children", compute)
@@ -252,9 +277,10 @@ blocking c10d call): :data:`perfreport.model.CPU_COLLECTIVE`, any thread of the 
 
 
 def _host_collective_spans(trace: RankTrace) -> tuple[np.ndarray, np.ndarray]:
-    rows = np.flatnonzero(trace.cpu_collectives() & np.isfinite(trace.ts) & np.isfinite(trace.dur)
-                          & (trace.dur > 0))
-    return trace.ts[rows], trace.ts[rows] + trace.dur[rows]
+    rows = np.flatnonzero(trace.cpu_collectives())  # a few rows: the tests on them, not on every event
+    ts, dur = trace.ts[rows], trace.dur[rows]
+    ok = np.isfinite(ts) & np.isfinite(dur) & (dur > 0)
+    return ts[ok], ts[ok] + dur[ok]
 
 
 def _idle_parts(trace: RankTrace, steps: np.ndarray, ws: np.ndarray, we: np.ndarray) -> "_Parts":
@@ -271,14 +297,14 @@ def _idle_parts(trace: RankTrace, steps: np.ndarray, ws: np.ndarray, we: np.ndar
         for starts, ends, out in ((ps, pe, busy), (pcs, pce, coll)):  # GPU work, then host collectives
             delta = np.bincount(starts, minlength=len(bounds) + 1) - np.bincount(ends, minlength=len(bounds) + 1)
             out[:] = (np.cumsum(delta)[: len(bounds) - 1] > 0).astype(np.float64)
-    comm_rate = (1.0 - busy) * coll
+    busy_at = _integral(bounds, busy)  # each running integral summed once for both calls below
+    comm_at = _integral(bounds, (1.0 - busy) * coll)
 
     def idle(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(idle time, of which host communication) in each [a, b)."""
         at_a, at_b = _Points.at(bounds, a), _Points.at(bounds, b)
-        busy_b, busy_a = _piecewise(bounds, busy, at_b, at_a)
-        comm_b, comm_a = _piecewise(bounds, comm_rate, at_b, at_a)
-        return np.maximum((b - a) - (busy_b - busy_a), 0.0), np.maximum(comm_b - comm_a, 0.0)
+        return (np.maximum((b - a) - (busy_at(at_b) - busy_at(at_a)), 0.0),
+                np.maximum(comm_at(at_b) - comm_at(at_a), 0.0))
 
     total, comm = idle(ws, we)
     rows, win = _host_ops(trace, steps)
@@ -333,14 +359,30 @@ def _step_parts(trace: RankTrace, exact: bool) -> pd.DataFrame:
     sums = pd.DataFrame({"time_us": np.concatenate([gpu.time, idle.time]),
                          "overlapped_us": np.concatenate([gpu.overlapped, idle.overlapped])}).groupby(key, sort=False).sum()
     group = sums.index.to_numpy(np.int64)
+    order = part_order(group, n_ids, list(distinct))
+    group = group[order]
     kind_key = np.empty((len(distinct), 2), dtype=object)
     kind_key[:] = list(distinct)
     which = kind_key[group % n_ids]
-    out = pd.DataFrame({"rank": np.int64(trace.rank), "step": group // n_ids, "kind": which[:, 0], "key": which[:, 1],
-                        "time_us": sums["time_us"].to_numpy(np.float64),
-                        "overlapped_us": sums["overlapped_us"].to_numpy(np.float64)})
-    out = out.sort_values(["step", "kind", "key"], kind="stable").reset_index(drop=True)
-    return out.astype({"rank": np.int64, "step": np.int64})[list(PART_COLUMNS)]
+    return pd.DataFrame({"rank": np.full(len(group), trace.rank, dtype=np.int64), "step": group // n_ids,
+                         "kind": which[:, 0], "key": which[:, 1],
+                         "time_us": sums["time_us"].to_numpy(np.float64)[order],
+                         "overlapped_us": sums["overlapped_us"].to_numpy(np.float64)[order]}, columns=list(PART_COLUMNS))
+
+
+def part_order(group: np.ndarray, n_ids: int, distinct: list[tuple[str, ...]]) -> np.ndarray:
+    """The order of summed parts keyed ``step * n_ids + id`` (``id``: a position in ``distinct``,
+    the parts' (kind, key, …) string tuples) by step, then by the strings: what a
+    ``sort_values`` on the step and string columns gives (the keys are distinct: no ties), with
+    the few distinct tuples sorted in Python instead of every row's strings by pandas."""
+    return np.lexsort((sorted_ranks(distinct)[group % n_ids], group // n_ids))
+
+
+def sorted_ranks(distinct: list) -> np.ndarray:
+    """Each item's position in ``sorted(distinct)`` (distinct items)."""
+    rank = np.empty(max(len(distinct), 1), dtype=np.int64)
+    rank[sorted(range(len(distinct)), key=distinct.__getitem__)] = np.arange(len(distinct))
+    return rank
 
 
 # --- samples of a run -------------------------------------------------------------------------

@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from ..model import CPU_OP_CATEGORIES, RankTrace, TraceSet, distinct_codes
+from .grouping import sorted_codes
 
 KINDS = ("cpu_op", "gpu")
 STEP_COLUMNS = ("rank", "step", "kind", "key", "count", "dur_us")
@@ -320,11 +321,30 @@ def op_steps(traces: TraceSet, exact: bool = False) -> pd.DataFrame:
     Only the steps common to all ranks (step -1 = the whole trace when there are none); a key
     absent from a step has no row there (count 0).
     """
-    events, _ = _events(traces, exact)
-    if events.empty:
+    steps = _common_steps(traces)
+    pairs = [p for t in traces for p in _rank_pairs(t, steps, exact)]
+    if not pairs:
         return pd.DataFrame({c: pd.Series(dtype=object if c in ("kind", "key") else float) for c in STEP_COLUMNS})
-    out = events.groupby(["rank", "step", "kind", "key"], sort=True)[["count", "dur_us"]].sum().reset_index()
-    return out.astype({"rank": np.int64, "step": np.int64, "count": np.int64, "dur_us": np.float64})[list(STEP_COLUMNS)]
+    # the (rank, step, kind, key) of each pair as one integer that sorts as the tuple does (the
+    # strings ranked among the few distinct ones), so pandas groups integers, not every row's
+    # strings: the same groups, order and sums (each group's rows in the same order)
+    kinds = sorted({p.kind for p in pairs})
+    keys = np.unique(np.concatenate([np.asarray(p.keys, dtype=object) for p in pairs]))
+    rank, rank_ids = sorted_codes(np.concatenate([np.full(len(p.step), p.rank, dtype=np.int64) for p in pairs]))
+    step, step_ids = sorted_codes(np.concatenate([p.step for p in pairs]).astype(np.int64))
+    kind = np.concatenate([np.full(len(p.step), kinds.index(p.kind), dtype=np.int64) for p in pairs])
+    key = np.concatenate([np.searchsorted(keys, np.asarray(p.keys, dtype=object))[p.label] for p in pairs])
+    code = ((rank * len(step_ids) + step) * len(kinds) + kind) * len(keys) + key
+    sums = pd.DataFrame({"count": np.concatenate([p.count for p in pairs]),
+                         "dur_us": np.concatenate([p.dur_us for p in pairs])}).groupby(code, sort=True).sum()
+    group = sums.index.to_numpy(np.int64)
+    rest, key = np.divmod(group, len(keys))
+    rest, kind = np.divmod(rest, len(kinds))
+    rank, step = np.divmod(rest, len(step_ids))
+    return pd.DataFrame({"rank": np.asarray(rank_ids, dtype=np.int64)[rank], "step": np.asarray(step_ids, dtype=np.int64)[step],
+                         "kind": np.array(kinds, dtype=object)[kind], "key": keys[key],
+                         "count": sums["count"].to_numpy(np.int64), "dur_us": sums["dur_us"].to_numpy(np.float64)},
+                        columns=list(STEP_COLUMNS))
 
 
 def ops_diff(control: TraceSet, test: TraceSet, exact: bool = False) -> pd.DataFrame:

@@ -120,8 +120,16 @@ def _with_labels(out: pd.DataFrame) -> pd.DataFrame:
     return out.assign(idle_category=np.array(CATEGORIES, dtype=object)[out["category"].to_numpy()])
 
 
-def _breakdown(gaps: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    grid, cell = _grid(gaps, keys)
+def _stream_grid(traces: TraceSet, gaps: pd.DataFrame, consecutive_kernel_delay_us: float,
+                 ) -> tuple[pd.DataFrame, np.ndarray]:
+    """:func:`_grid` of :func:`_all_gaps` by (rank, stream), computed once per trace set and
+    delay (the breakdown and the interval statistics share it): read it, never modify it."""
+    return traces.memo(("idle_stream_grid", float(consecutive_kernel_delay_us)),
+                       lambda: _grid(gaps, ["rank", "stream"]))
+
+
+def _breakdown(gaps: pd.DataFrame, keys: list[str], grid_and_cell=None) -> pd.DataFrame:
+    grid, cell = grid_and_cell if grid_and_cell is not None else _grid(gaps, keys)
     idle = gaps["category"].to_numpy() >= 0
     gap = gaps["gap_us"].to_numpy()
     idle_us = np.bincount(cell[idle], weights=gap[idle], minlength=len(grid)).astype(np.float64)  # float if empty
@@ -144,7 +152,8 @@ def idle_breakdown(traces: TraceSet,
     gaps = _all_gaps(traces, consecutive_kernel_delay_us)
     if len(gaps) == 0:
         return pd.DataFrame(columns=list(BREAKDOWN_COLUMNS))
-    return _breakdown(gaps, ["rank", "stream"])[list(BREAKDOWN_COLUMNS)]
+    return _breakdown(gaps, ["rank", "stream"], _stream_grid(traces, gaps, consecutive_kernel_delay_us)
+                      )[list(BREAKDOWN_COLUMNS)]
 
 
 def idle_breakdown_per_step(traces: TraceSet,
@@ -164,7 +173,7 @@ def idle_interval_stats(traces: TraceSet,
     gaps = _all_gaps(traces, consecutive_kernel_delay_us)
     if len(gaps) == 0:
         return pd.DataFrame(columns=list(STATS_COLUMNS))
-    grid, cell = _grid(gaps, ["rank", "stream"])
+    grid, cell = _stream_grid(traces, gaps, consecutive_kernel_delay_us)
     idle = gaps["category"].to_numpy() >= 0
     g = Grouped({"cell": cell[idle], "gap": gaps["gap_us"].to_numpy()[idle]}, ["cell"])
     at = cell[idle][g.first]  # the grid row of each group; cells without gaps keep count 0, NaN

@@ -84,6 +84,23 @@ def window_overlaps(ws_sorted: np.ndarray, we_sorted: np.ndarray, starts: np.nda
     return ev[ok], win[ok], lo[ok], hi[ok]
 
 
+def window_candidates(ws_sorted: np.ndarray, we_sorted: np.ndarray, starts: np.ndarray,
+                      ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(interval, window) pairs that may overlap: those of :func:`window_overlaps` and perhaps
+    some that only touch or miss (a caller that measures each pair's overlap drops those at no
+    cost), without the overlaps' bounds: two searches of the intervals among the windows."""
+    reach = np.maximum.accumulate(we_sorted) if len(we_sorted) else we_sorted
+    first = np.searchsorted(reach, starts, side="right")
+    last = np.searchsorted(ws_sorted, ends, side="left") - 1
+    n = last - first + 1
+    if len(n) and n.max() <= 1:  # the usual case, steps that do not overlap: one window at most each
+        ev = np.flatnonzero(n == 1)
+        return ev, first[ev]
+    n = np.maximum(n, 0)
+    ev = np.repeat(np.arange(len(starts)), n)
+    return ev, first[ev] + (np.arange(n.sum()) - np.repeat(np.cumsum(n) - n, n))
+
+
 def sorted_edges(*arrays: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
     """``np.unique`` of the arrays' values together (finite values only) and, for each array, the
     position of each of its values in it: ``bounds[positions[i]] == arrays[i]``.

@@ -73,8 +73,11 @@ def device_label(device_type: int, device_id: int) -> str:
 
 def memory_rows(trace: RankTrace) -> np.ndarray:
     """Rows of the rank's ``[memory]`` instant events (file order)."""
-    return trace.memo("memory_rows", lambda: np.flatnonzero(
-        (trace.name == trace.code(MEMORY_EVENT_NAME)) & (trace.ph == trace.code("i")) & np.isfinite(trace.ts)))
+    def compute() -> np.ndarray:
+        rows = np.flatnonzero(trace.name == trace.code(MEMORY_EVENT_NAME))  # then the tests on those rows
+        return rows[(trace.ph[rows] == trace.code("i")) & np.isfinite(trace.ts[rows])]
+
+    return trace.memo("memory_rows", compute)
 
 
 def rank_memory_events(trace: RankTrace) -> pd.DataFrame:
@@ -242,13 +245,14 @@ def enclosing_ops(trace: RankTrace, rows: np.ndarray) -> np.ndarray:
         a, b = lo[m][0], hi[m][0]
         p = a + np.searchsorted(node_ts[a:b], t[m], side="right") - 1
         cand[m] = np.where(p >= a, nodes[np.clip(p, 0, None)], -1)
-    is_op = trace.is_cat(CPU_OP_CATEGORIES) & ~trace.steps()  # 2021 traces file ProfilerStep as an op
-    end = trace.ts + np.maximum(np.nan_to_num(trace.dur), 0.0)
+    cpu_op, step = trace.is_cat(CPU_OP_CATEGORIES), trace.steps()  # 2021 traces file ProfilerStep as an op
     cur = cand
     live = cur >= 0
-    while live.any():  # a loop over nesting levels
+    while live.any():  # a loop over nesting levels; each on the candidates' rows only
         c = cur[live]
-        hit = is_op[c] & (trace.ts[c] <= t[live]) & (t[live] <= end[c])
+        start = trace.ts[c]
+        end = start + np.maximum(np.nan_to_num(trace.dur[c]), 0.0)
+        hit = cpu_op[c] & ~step[c] & (start <= t[live]) & (t[live] <= end)
         idx = np.flatnonzero(live)
         out[idx[hit]] = c[hit]
         cur[idx[hit]] = -1

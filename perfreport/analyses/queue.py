@@ -47,7 +47,7 @@ def _rank_queue_length_series(trace: RankTrace) -> pd.DataFrame:
     if not len(gpu_rows):
         return pd.DataFrame(columns=list(SERIES_COLUMNS))
     launch = trace.linked[gpu_rows]
-    stream = np.concatenate([trace.stream[gpu_rows], trace.stream[gpu_rows]])
+    stream = np.tile(trace.stream[gpu_rows], 2)  # each op's stream, for its enqueue and its start
     ts = np.concatenate([trace.ts[launch], trace.ts[gpu_rows]])
     delta = np.concatenate([np.ones(len(gpu_rows), np.int64), -np.ones(len(gpu_rows), np.int64)])
     step = np.concatenate([trace.iteration[launch], trace.iteration[gpu_rows]])
@@ -85,6 +85,61 @@ def _segments(series: pd.DataFrame) -> pd.DataFrame:
     return series.assign(length_us=length, weighted=length * series["queue_length"].to_numpy())
 
 
+def _grouped(seg: pd.DataFrame, keys: list[str]) -> "Grouped | _SortedRuns":
+    """``Grouped(seg, keys)``, or :class:`_SortedRuns` when the rows come sorted by the keys:
+    the segments of one rank are, by (rank, stream), so the per-stream tables need no coding of
+    the keys."""
+    return _SortedRuns.of(seg, keys) or Grouped(seg, keys)
+
+
+class _SortedRuns:
+    """The groups of a frame whose rows come sorted by integer keys, each group one run of
+    rows: the aggregations of :class:`~perfreport.analyses.grouping.Grouped` the queue tables
+    use (the same numbers: sums in row order, exact integer sums and maxima)."""
+
+    def __init__(self, frame: pd.DataFrame, keys: list[str], starts: np.ndarray):
+        self._frame, self.keys, self.first, self.n = frame, list(keys), starts, len(starts)
+        self.ids = np.repeat(np.arange(self.n), np.diff(np.append(starts, len(frame))))
+
+    @classmethod
+    def of(cls, frame: pd.DataFrame, keys: list[str]) -> "_SortedRuns | None":
+        """The runs of ``frame`` by ``keys``, None unless it is sorted by them (and has rows)."""
+        columns = [frame[k].to_numpy() for k in keys]
+        if not len(frame) or any(c.dtype.kind not in "iu" for c in columns):
+            return None
+        change = np.zeros(len(frame) - 1, dtype=bool)
+        for c in columns:
+            change |= c[1:] != c[:-1]
+        starts = np.r_[0, np.flatnonzero(change) + 1]
+        later = np.zeros(len(starts) - 1, dtype=bool)  # each run's keys above the previous run's
+        tied = np.ones(len(starts) - 1, dtype=bool)
+        for c in columns:  # lexicographic: the first key that differs decides
+            head = c[starts]
+            later |= tied & (head[1:] > head[:-1])
+            tied &= head[1:] == head[:-1]
+        return cls(frame, keys, starts) if later.all() else None
+
+    def _values(self, values) -> np.ndarray:
+        return self._frame[values].to_numpy() if isinstance(values, str) else np.asarray(values)
+
+    def sum(self, values) -> np.ndarray:
+        v = self._values(values)
+        if v.dtype.kind in "biu":
+            return np.add.reduceat(v.astype(np.int64), self.first)
+        v = v.astype(np.float64)
+        return np.bincount(self.ids, weights=np.where(np.isnan(v), 0.0, v), minlength=self.n).astype(np.float64)
+
+    def max(self, values) -> np.ndarray:
+        v = self._values(values)
+        if v.dtype.kind in "biu":
+            return np.maximum.reduceat(v.astype(np.int64), self.first)
+        return np.fmax.reduceat(v.astype(np.float64), self.first)  # NaN skipped; NaN for a run of NaN only
+
+    def frame(self, columns: dict) -> pd.DataFrame:
+        keys = {k: self._frame[k].to_numpy()[self.first] for k in self.keys}
+        return pd.DataFrame({**keys, **columns})
+
+
 SUMMARY_COLUMNS = ("rank", "stream", "ops", "span_us", "mean_queue_length", "max_queue_length", "empty_pct",
                    "full_us")
 
@@ -100,7 +155,7 @@ def _summary(seg: pd.DataFrame, keys: list[str], max_queue_length: int) -> pd.Da
     if not len(seg):
         return pd.DataFrame(columns=cols)
     queue, length = seg["queue_length"].to_numpy(), seg["length_us"].to_numpy()
-    g = Grouped(seg, keys)
+    g = _grouped(seg, keys)
     span = g.sum("length_us")
     with np.errstate(invalid="ignore", divide="ignore"):
         mean = g.sum("weighted") / np.where(span > 0, span, np.nan)
@@ -137,7 +192,7 @@ def time_blocked_on_full_queue(traces: TraceSet, max_queue_length: int = MAX_LAU
     seg = queue_segments(traces)
     if not len(seg):
         return pd.DataFrame(columns=list(BLOCKED_COLUMNS))
-    g = Grouped(seg, ["rank", "stream"])
+    g = _grouped(seg, ["rank", "stream"])
     blocked = g.sum(np.where(seg["queue_length"].to_numpy() >= max_queue_length, seg["length_us"].to_numpy(), 0.0))
     out = g.frame({"blocked_us": blocked, "max_queue_length": g.max("queue_length")})
     spans = {t.rank: np.subtract(*t.span_us()[::-1]) for t in traces}

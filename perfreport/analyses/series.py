@@ -109,9 +109,7 @@ def steps_downsample(x: np.ndarray, y: np.ndarray, max_points: int = MAX_POINTS)
     buckets = (max_points - 1) // 4
     edges = x[0] + (x[-1] - x[0]) * np.arange(buckets + 1) / buckets
     edges[-1] = x[-1]
-    grid = np.sort(np.concatenate([x, edges]), kind="stable")  # two sorted runs: a linear merge
-    grid = grid[np.r_[True, grid[1:] != grid[:-1]]]  # every change point and bucket edge (np.union1d)
-    value = y[np.searchsorted(x, grid, side="right") - 1]  # the value holding from each grid point on
+    grid, value = _grid(x, y, edges)
     start, dur, v = grid[:-1], np.diff(grid), value[:-1]
     seg_bucket = np.minimum(np.searchsorted(edges, start, side="right") - 1, buckets - 1)
     finite = np.isfinite(v)
@@ -148,6 +146,25 @@ def steps_downsample(x: np.ndarray, y: np.ndarray, max_points: int = MAX_POINTS)
         band = {"x": edges, "lo": np.where(merged & np.isfinite(lo), lo, np.nan),
                 "hi": np.where(merged & np.isfinite(hi), hi, np.nan)}
     return xs, ys, band
+
+
+def _grid(x: np.ndarray, y: np.ndarray, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(every change point and bucket edge, ascending and distinct: ``np.union1d(x, edges)``;
+    the value holding from each on: ``y[np.searchsorted(x, grid, side="right") - 1]``).
+
+    One merge of the two sorted runs (a timsort) that counts the points of ``x`` up to each
+    entry, instead of a binary search of every grid point among the points. Points ending in
+    NaN (not ascending) take the search."""
+    if not np.isfinite(x[-1]):
+        grid = np.sort(np.concatenate([x, edges]), kind="stable")
+        grid = grid[np.r_[True, grid[1:] != grid[:-1]]]
+        return grid, y[np.searchsorted(x, grid, side="right") - 1]
+    merged = np.concatenate([x, edges])
+    order = np.argsort(merged, kind="stable")  # two sorted runs: a linear merge
+    ordered = merged[order]
+    last = np.r_[ordered[1:] != ordered[:-1], True]  # the last entry of each distinct value
+    points_up_to = np.cumsum(order < len(x))  # points of x at or before each entry
+    return ordered[last], y[points_up_to[last] - 1]
 
 
 def _line(rank: int, label: str, x: np.ndarray, y: np.ndarray, max_points: int) -> dict:
@@ -220,11 +237,37 @@ def _common_clock(traces: TraceSet) -> tuple[dict[int, float], float]:
 
 def _grouped_lines(table: pd.DataFrame, key: str, label: str, value: str, max_points: int) -> list[dict]:
     """One raw line per (rank, ``key``) of a change-point table (``ts_us``: the rank's clock)."""
-    lines = []
-    for (rank, k), g in table.groupby(["rank", key], sort=True):  # a loop over (rank, stream) lines
-        lines.append(_raw_line(int(rank), label.format(k), g["ts_us"].to_numpy(dtype=np.float64),
-                               g[value].to_numpy(dtype=np.float64), max_points, steps=True))
-    return lines
+    runs = _sorted_runs(table, ["rank", key])
+    if runs is None:  # not sorted by the keys: pandas finds the groups
+        groups = [(k, g["ts_us"].to_numpy(dtype=np.float64), g[value].to_numpy(dtype=np.float64))
+                  for k, g in table.groupby(["rank", key], sort=True)]
+    else:
+        ts, v = table["ts_us"].to_numpy(dtype=np.float64), table[value].to_numpy(dtype=np.float64)
+        groups = [(k, ts[rows], v[rows]) for k, rows in runs]
+    return [_raw_line(int(rank), label.format(k), x, y, max_points, steps=True)
+            for (rank, k), x, y in groups]  # a loop over (rank, stream) lines
+
+
+def _sorted_runs(table: pd.DataFrame, keys: list[str]) -> list[tuple[tuple, slice]] | None:
+    """The groups of ``table.groupby(keys, sort=True)`` as (key values, slice of rows) when the
+    rows come sorted by the keys (the change-point tables do: each group is one run of rows);
+    None when they do not, or a key is missing."""
+    n = len(table)
+    columns = [table[k].to_numpy() for k in keys]
+    change = np.zeros(max(n - 1, 0), dtype=bool)
+    for c in columns:
+        change |= c[1:] != c[:-1]
+    starts = np.r_[0, np.flatnonzero(change) + 1] if n else np.empty(0, np.int64)
+    heads = list(zip(*(c[starts].tolist() for c in columns)))
+    if pd.isna(np.array([v for h in heads for v in h], dtype=object)).any():
+        return None
+    try:
+        if any(not a < b for a, b in zip(heads, heads[1:])):  # a key seen again later, or out of order
+            return None
+    except TypeError:  # keys that do not compare
+        return None
+    ends = np.r_[starts[1:], n].tolist()
+    return [(h, slice(a, b)) for h, a, b in zip(heads, starts.tolist(), ends)]
 
 
 def rank_series(trace: RankTrace, max_points: int = MAX_POINTS) -> dict[str, list[dict]]:

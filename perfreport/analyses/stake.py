@@ -44,11 +44,11 @@ import pandas as pd
 
 from ..model import CLASS_INDEX, COMMUNICATION, GPU_SIDE_CATEGORIES, MEMORY, RankTrace, TraceSet, distinct_codes
 from ..units import pct
-from .attribution import _host_ops
+from .attribution import _host_ops, part_order, sorted_ranks
 from .callstack import call_stack, stack_levels
 from .collectives import collective_kind
 from .diff import normalize_kernel_name
-from .intervals import sorted_edges, window_overlaps
+from .intervals import sorted_edges, window_candidates
 from .nesting import _nest
 from .memory_bw import direction_of
 from .step_metrics import SYNC_CALLS, WHOLE_TRACE_STEP, step_windows
@@ -71,7 +71,9 @@ the step time the headline states (the gate's statistic: the judged steps' media
 # --- one rank: the parts of each window -----------------------------------------------------------
 def _layer(kind: str, runs_on: str, starts: np.ndarray, ends: np.ndarray, keys: np.ndarray):
     ok = np.isfinite(starts) & np.isfinite(ends) & (ends > starts)
-    return kind, runs_on, starts[ok].astype(np.float64), ends[ok].astype(np.float64), keys[ok]
+    if ok.all():  # the usual case: no copies
+        return kind, runs_on, starts.astype(np.float64, copy=False), ends.astype(np.float64, copy=False), keys
+    return kind, runs_on, starts[ok].astype(np.float64, copy=False), ends[ok].astype(np.float64, copy=False), keys[ok]
 
 
 def _labels(trace: RankTrace, codes: np.ndarray, fn) -> pd.Categorical:
@@ -100,9 +102,8 @@ def _layers(trace: RankTrace, steps: np.ndarray) -> list[tuple]:
     cls = trace.gpu_class()[gpu]
     comm, mem = cls == CLASS_INDEX[COMMUNICATION], cls == CLASS_INDEX[MEMORY]
     comp = ~comm & ~mem  # computation and the odd OTHER kernel hold the GPU alike
-    memset = trace.memsets()[gpu]
     n = len(trace.strings)  # code of a memset: one past the string table
-    copy = _code_labels(np.where(memset[mem], n, trace.name[gpu[mem]]), n + 1,
+    copy = _code_labels(np.where(trace.memsets()[gpu[mem]], n, trace.name[gpu[mem]]), n + 1,
                         lambda c: "Memset" if c == n else direction_of(trace.strings[c] if c >= 0 else "", False))
     layers = [
         _layer("compute", "GPU", s[comp], e[comp], _labels(trace, trace.name[gpu[comp]], normalize_kernel_name)),
@@ -117,13 +118,15 @@ def _layers(trace: RankTrace, steps: np.ndarray) -> list[tuple]:
         pass over every event)."""
         return rows[stack.is_node[rows] & ~gpu_side[rows] & np.isfinite(trace.dur[rows])]
 
-    coll_rows = cpu_rows(np.flatnonzero(trace.cpu_collectives()))
-    coll = np.zeros(trace.n_events, dtype=bool)
-    coll[coll_rows] = True
+    def spans(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        start = trace.ts[rows]
+        return start, start + trace.dur[rows]
+
+    coll_rows = cpu_rows(np.flatnonzero(trace.cpu_collectives()))  # ascending
     parent = stack.parent[coll_rows]
-    outer = coll_rows[~((parent >= 0) & coll[np.maximum(parent, 0)])]  # outermost collectives only
-    layers.append(_layer("communication", "CPU", trace.ts[outer], trace.ts[outer] + trace.dur[outer],
-                         _labels(trace, trace.name[outer], _cpu_collective_key)))
+    at = np.minimum(np.searchsorted(coll_rows, parent), max(len(coll_rows) - 1, 0))
+    outer = coll_rows[~((parent >= 0) & (coll_rows[at] == parent))] if len(coll_rows) else coll_rows  # outermost only
+    layers.append(_layer("communication", "CPU", *spans(outer), _labels(trace, trace.name[outer], _cpu_collective_key)))
     syncs = cpu_rows(np.flatnonzero(trace.is_name(SYNC_CALLS)))
     starts = np.sort(s, kind="stable")  # nearly sorted: timsort
     nxt = np.searchsorted(starts, trace.ts[syncs] + trace.dur[syncs], side="left")
@@ -131,21 +134,24 @@ def _layers(trace: RankTrace, steps: np.ndarray) -> list[tuple]:
     syncs = syncs[has]
     layers.append(_layer("sync", "CPU", trace.ts[syncs], starts[nxt[has]], _labels(trace, trace.name[syncs], str)))
     launch = cpu_rows(np.flatnonzero(trace.launches()))
-    layers.append(_layer("launch", "CPU", trace.ts[launch], trace.ts[launch] + trace.dur[launch],
-                         _labels(trace, trace.name[launch], str)))
+    layers.append(_layer("launch", "CPU", *spans(launch), _labels(trace, trace.name[launch], str)))
     main, _ = _host_ops(trace, steps)
-    layers.append(_layer("host", "CPU", trace.ts[main], trace.ts[main] + trace.dur[main],
-                         _labels(trace, trace.name[main], str)))
-    threads = np.unique(trace.tid[launch]) if len(launch) else np.empty(0, trace.tid.dtype)
-    main_tids = np.unique(trace.tid[main]) if len(main) else np.empty(0, trace.tid.dtype)
+    layers.append(_layer("host", "CPU", *spans(main), _labels(trace, trace.name[main], str)))
+    threads = _distinct(trace.tid[launch])
+    main_tids = _distinct(trace.tid[main])
     by_level = stack_levels(trace)  # deepest first: the last level is the top-level nodes
     top = by_level[-1] if len(by_level) and stack.depth[by_level[-1][0]] == 0 else np.empty(0, np.int64)
     other = cpu_rows(top)
     other = other[~trace.steps()[other]]  # top-level ops, then their threads
     other = other[np.isin(trace.tid[other], threads) & ~np.isin(trace.tid[other], main_tids)]
-    layers.append(_layer("host", "CPU", trace.ts[other], trace.ts[other] + trace.dur[other],
-                         _labels(trace, trace.name[other], _thread_op_key)))
+    layers.append(_layer("host", "CPU", *spans(other), _labels(trace, trace.name[other], _thread_op_key)))
     return layers
+
+
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """``np.unique(values)`` of a column that comes in long runs (a thread's events): only the
+    runs' first values are sorted."""
+    return np.unique(values[np.r_[True, values[1:] != values[:-1]]] if len(values) else values)
 
 
 def _cpu_collective_key(name: str) -> str:
@@ -216,9 +222,11 @@ def _claims(ws: np.ndarray, we: np.ndarray, layers: list[tuple]) -> _Claims:
             continue
         si, ei = pos[2 * i], pos[2 * i + 1]
         cum_at = _layer_claim(si, ei, free, seg)
-        ev, win, _, _ = window_overlaps(ws_s, we_s, s, e)  # each interval against its windows
-        lo = np.where(s[ev] >= ws_s[win], si[ev], iws_s[win])  # positions of the overlap's ends
-        hi = np.where(e[ev] <= we_s[win], ei[ev], iwe_s[win])
+        ev, win = window_candidates(ws_s, we_s, s, e)  # each interval against its windows
+        # positions of the overlap's ends (positions order as the values: equal values, one
+        # position); a pair that does not overlap gets hi <= lo, so no time, and is dropped
+        lo = np.maximum(si[ev], iws_s[win])
+        hi = np.minimum(ei[ev], iwe_s[win])
         time = cum_at(hi) - cum_at(lo)
         ok = time > 0
         parts.append((i, order[win[ok]], _keys(keys)[0][ev[ok]], time[ok]))
@@ -254,16 +262,30 @@ def _layer_claim(si: np.ndarray, ei: np.ndarray, free: np.ndarray, seg: np.ndarr
 def stake_parts(trace: RankTrace) -> pd.DataFrame:
     """The parts of each step window of one rank (PART_COLUMNS, µs), summed per cause; the
     parts of a step add up to its length. Memoised (a per-rank summary)."""
-    return trace.memo("stake_parts", lambda: _stake_parts(trace)).copy(deep=False)
+    return _memoised_parts(trace).frame.copy(deep=False)
 
 
-def _stake_parts(trace: RankTrace) -> pd.DataFrame:
+@dataclass(frozen=True)
+class _Parts:
+    """:func:`stake_parts`' frame, with each row's (kind, key, runs_on) as its position in the
+    sorted distinct triples: the table groups and orders the parts by integers."""
+
+    frame: pd.DataFrame
+    triple: np.ndarray
+    triples: list[tuple[str, str, str]]
+
+
+def _memoised_parts(trace: RankTrace) -> _Parts:
+    return trace.memo("stake_parts", lambda: _stake_parts(trace))
+
+
+def _stake_parts(trace: RankTrace) -> _Parts:
     windows = step_windows(trace)
     windows = windows[np.isfinite(windows["start_us"]) & np.isfinite(windows["end_us"])
                       & (windows["end_us"] > windows["start_us"])]
     if not len(windows):
-        return pd.DataFrame({c: pd.Series(dtype=object if c in ("kind", "key", "runs_on") else np.float64)
-                             for c in PART_COLUMNS})
+        return _Parts(pd.DataFrame({c: pd.Series(dtype=object if c in ("kind", "key", "runs_on") else np.float64)
+                                    for c in PART_COLUMNS}), np.empty(0, np.int64), [])
     numbers = windows["step"].to_numpy(np.int64)
     ws, we = windows["start_us"].to_numpy(np.float64), windows["end_us"].to_numpy(np.float64)
     layers = _layers(trace, numbers)
@@ -279,13 +301,17 @@ def _stake_parts(trace: RankTrace) -> pd.DataFrame:
     key = numbers[claims.window] * n_ids + ids[offset[claims.layer] + claims.code]
     sums = pd.Series(claims.time).groupby(key, sort=False).sum()
     group = sums.index.to_numpy(np.int64)
+    distinct = list(distinct)
+    rank = sorted_ranks(distinct)
+    order = part_order(group, n_ids, distinct)
+    group = group[order]
     kind_key_on = np.empty((len(distinct), 3), dtype=object)
-    kind_key_on[:] = list(distinct)
+    kind_key_on[:] = distinct
     which = kind_key_on[group % n_ids]
-    out = pd.DataFrame({"rank": np.int64(trace.rank), "step": group // n_ids, "kind": which[:, 0], "key": which[:, 1],
-                        "runs_on": which[:, 2], "time_us": sums.to_numpy(np.float64)})
-    return out.sort_values(["step", "kind", "key", "runs_on"], kind="stable").reset_index(drop=True).astype(
-        {"rank": np.int64, "step": np.int64})[list(PART_COLUMNS)]
+    frame = pd.DataFrame({"rank": np.full(len(group), trace.rank, dtype=np.int64), "step": group // n_ids,
+                          "kind": which[:, 0], "key": which[:, 1], "runs_on": which[:, 2],
+                          "time_us": sums.to_numpy(np.float64)[order]}, columns=list(PART_COLUMNS))
+    return _Parts(frame, rank[group % n_ids], sorted(distinct))
 
 
 # --- the table -------------------------------------------------------------------------------------
@@ -295,29 +321,50 @@ def time_at_stake(traces: TraceSet) -> pd.DataFrame:
     ProfilerStep windows, last one dropped) or "whole_trace" (no steps: one window)."""
     frames = []
     for t in traces:  # a loop over ranks
-        p = stake_parts(t)
-        if not len(p):
-            continue
-        steps = np.unique(p["step"].to_numpy())
-        n = len(steps)
-        step_us = float(p["time_us"].sum()) / n
-        step_us_median = float(np.median(p.groupby("step", sort=False)["time_us"].sum().to_numpy()))
-        g = p.groupby(["kind", "key", "runs_on"], sort=False)["time_us"].sum().reset_index()
-        g["us_per_step"] = g["time_us"] / n
-        g = g.sort_values(["kind", "us_per_step", "key"], ascending=[True, False, True], kind="stable")
-        g["position"] = g.groupby("kind").cumcount()
-        top = g.loc[g["position"] < TOP_KEYS]
-        rest = g.loc[g["position"] >= TOP_KEYS].groupby("kind", sort=False)["us_per_step"].sum().reset_index()
-        rest = rest.assign(key="other", runs_on="")
-        f = pd.concat([top[["kind", "key", "runs_on", "us_per_step"]], rest], ignore_index=True)
-        f["pct_of_step"] = [pct(x, step_us) for x in f["us_per_step"]]
-        frames.append(f.assign(rank=t.rank, method="whole_trace" if steps.tolist() == [WHOLE_TRACE_STEP] else "steps",
-                               steps=n, step_us=step_us, step_us_median=step_us_median))
+        parts = _memoised_parts(t)
+        if len(parts.frame):
+            frames.append(_rank_table(t.rank, parts))
     if not frames:
         return pd.DataFrame({c: pd.Series(dtype=object if c in ("method", "kind", "key", "runs_on") else np.float64)
                              for c in COLUMNS})
     out = pd.concat(frames, ignore_index=True)
     return out.astype({"rank": np.int64, "steps": np.int64})[list(COLUMNS)]
+
+
+def _rank_table(rank: int, parts: _Parts) -> pd.DataFrame:
+    """One rank's rows of :func:`time_at_stake`. The parts are summed per (kind, key, runs_on)
+    by pandas (its compensated sums) on the triples' integer positions, groups in order of first
+    appearance; the rest in numpy on the few groups: by kind, then µs per step (largest first),
+    then key, ties kept in that order (the stable sort pandas did on the strings)."""
+    p = parts.frame
+    steps = np.unique(p["step"].to_numpy())
+    n = len(steps)
+    step_us = float(p["time_us"].sum()) / n
+    step_us_median = float(np.median(p.groupby("step", sort=False)["time_us"].sum().to_numpy()))
+    sums = pd.Series(p["time_us"].to_numpy()).groupby(parts.triple, sort=False).sum()
+    triple = sums.index.to_numpy(np.int64)
+    us_per_step = sums.to_numpy(np.float64) / n
+    kinds, keys = sorted({k for k, _, _ in parts.triples}), sorted({k for _, k, _ in parts.triples})
+    kind_of = np.array([kinds.index(k) for k, _, _ in parts.triples], dtype=np.int64)[triple]
+    key_of = np.searchsorted(np.array(keys, dtype=object), np.array([k for _, k, _ in parts.triples], dtype=object))[triple]
+    order = np.lexsort((key_of, -us_per_step, kind_of))
+    triple, us_per_step, kind_of = triple[order], us_per_step[order], kind_of[order]
+    starts = np.flatnonzero(np.r_[True, kind_of[1:] != kind_of[:-1]])
+    position = np.arange(len(order)) - np.repeat(starts, np.diff(np.r_[starts, len(order)]))
+    top, rest = position < TOP_KEYS, position >= TOP_KEYS
+    other = pd.Series(us_per_step[rest]).groupby(kind_of[rest], sort=False).sum()  # per kind, kinds in order
+    labels = np.empty((len(parts.triples), 3), dtype=object)
+    labels[:] = parts.triples
+    which = labels[triple[top]]
+    value = np.r_[us_per_step[top], other.to_numpy(np.float64)]
+    n_other = len(other)
+    return pd.DataFrame({
+        "kind": np.r_[which[:, 0], np.array(kinds, dtype=object)[other.index.to_numpy(np.int64)]],
+        "key": np.r_[which[:, 1], np.full(n_other, "other", dtype=object)],
+        "runs_on": np.r_[which[:, 2], np.full(n_other, "", dtype=object)],
+        "us_per_step": value, "pct_of_step": np.array([pct(x, step_us) for x in value.tolist()], dtype=np.float64),
+        "rank": rank, "method": "whole_trace" if steps.tolist() == [WHOLE_TRACE_STEP] else "steps", "steps": n,
+        "step_us": step_us, "step_us_median": step_us_median})
 
 
 __all__ = ["BACKWARD", "KINDS", "NO_OP", "attribute", "stake_parts", "time_at_stake"]

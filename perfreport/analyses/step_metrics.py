@@ -120,9 +120,9 @@ def _gpu_times(trace: RankTrace, steps: np.ndarray) -> dict[str, np.ndarray]:
     rows = trace.gpu_work_rows()
     slot = sample_of(trace, rows, steps)
     rows, slot = rows[slot >= 0], slot[slot >= 0]
-    order = np.lexsort((trace.ts[rows], slot))  # one sort for the five unions below
-    rows, slot = rows[order], slot[order]
-    starts = trace.ts[rows]
+    starts = trace.ts[rows]  # each column read once, then put in order
+    order = np.lexsort((starts, slot))  # one sort for the five unions below
+    rows, slot, starts = rows[order], slot[order], starts[order]
     ends = starts + np.maximum(trace.dur[rows], 0.0)
     classes = trace.gpu_class()[rows]  # indices into KERNEL_CLASS_NAMES: int compares, not str
     has = np.bincount(slot, minlength=n) > 0
@@ -169,18 +169,21 @@ def _counts(trace: RankTrace, steps: np.ndarray) -> dict[str, np.ndarray]:
     codes = distinct_codes(names, len(trace.strings))[0]
     dtoh_codes = codes[[direction_of(trace.strings[c], False) == DTOH for c in codes]] if len(codes) else codes
     nbytes = np.maximum(trace.arg("bytes", -1, memcpy), 0).astype(np.float64)
-    sync_records = np.flatnonzero(trace.complete & trace.is_cat(SYNC_CATEGORIES))
-    sync_calls = trace.complete & trace.is_name(SYNC_CALLS) & ~trace.gpu_side()
+    # the few sync rows first, then their tests (no temporaries over every event)
+    sync_records = np.flatnonzero(trace.is_cat(SYNC_CATEGORIES))
+    sync_records = sync_records[trace.complete[sync_records]]
+    sync_calls = np.flatnonzero(trace.is_name(SYNC_CALLS))
+    sync_calls = sync_calls[trace.complete[sync_calls] & ~trace.gpu_side()[sync_calls]]
     # a call whose GPU-side record is in the trace is counted through the record
     linked = trace.linked[sync_records]
-    sync_calls[linked[linked >= 0]] = False
+    sync_calls = sync_calls[~np.isin(sync_calls, linked[linked >= 0])]
     return {
         "kernels": count(np.flatnonzero(trace.kernels())),
         "launches": count(np.flatnonzero(trace.launches())),
         "memcpy_count": count(memcpy),
         "memcpy_bytes": count(memcpy, nbytes),
         "memcpy_dtoh_count": count(memcpy[np.isin(names, dtoh_codes)]),
-        "syncs": count(sync_records) + count(np.flatnonzero(sync_calls)),
+        "syncs": count(sync_records) + count(sync_calls),
     }
 
 

@@ -37,7 +37,7 @@ import pandas as pd
 from ..model import RankTrace, TraceSet
 from ..units import pct
 from .grouping import Grouped
-from .steps import profiler_steps
+from .steps import profiler_steps, rank_steps
 
 COMM_KERNEL_PREFIXES = ("ncclKernel", "ncclDevKernel")
 """Name prefixes of NCCL (and RCCL, which keeps NCCL's names) collective kernels."""
@@ -87,6 +87,14 @@ def late_start_counts(metric: pd.DataFrame, num_candidates: int) -> pd.Series:
     flags = (m["metric"] >= kth).astype(np.int64)
     counts = flags.groupby(m["rank"]).sum()
     return counts.reindex(sorted(metric["rank"].unique()), fill_value=0)
+
+
+def rank_parts(trace: RankTrace) -> None:
+    """Make what the straggler tables read of one rank (its steps and, when it has steps, its
+    communication kernels) without the cross-rank tables themselves: a worker that analyses
+    this rank alone (:mod:`perfreport.running.digest`) needs only these."""
+    if len(rank_steps(trace)):
+        _comm_kernels(trace)
 
 
 def _comm_kernels(trace: RankTrace) -> tuple[np.ndarray, ...]:

@@ -255,13 +255,30 @@ def digest(trace: RankTrace, options: AnalysisOptions = AnalysisOptions(), *, sh
 def _run_analyses(trace: RankTrace, one: TraceSet, analyses, options: AnalysisOptions) -> dict[str, pd.DataFrame]:
     """The per-rank tables of ``analyses`` (a cross-rank one runs for its memoised per-rank parts)."""
     tables = {}
+    rank_parts = _rank_parts()
     for name, fn in analyses:
         with phase(f"analysis:{name}"):
-            table = fn(one)
+            table = rank_parts[name](trace) if name in rank_parts else fn(one)
         if name not in CROSS_RANK:
             tables[name] = table
         _forget_after(trace, name, options)
     return tables
+
+
+def _rank_parts() -> dict[str, Callable[[RankTrace], Any]]:
+    """Cross-rank analyses that match ranks against each other (the collective skew, the
+    straggler tables): on one rank they have nothing to compare, so a worker makes only the
+    per-rank summaries they start from (:data:`DIGEST_KEYS`) instead of running them on the
+    rank alone, whose tables the parent drops anyway (~15 ms a rank, most of it pandas calls)."""
+    from ..analyses.collectives import rank_collectives
+    from ..analyses.stragglers import rank_parts
+
+    def evidence(trace: RankTrace) -> None:
+        rank_collectives(trace)
+        rank_parts(trace)
+
+    return {"collective_skew": rank_collectives, "straggler_evidence": evidence, "stragglers": rank_parts,
+            "straggler_steps": rank_parts}
 
 
 def _digest_memo(trace: RankTrace, options: AnalysisOptions) -> dict[Hashable, Any]:
