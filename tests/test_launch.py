@@ -89,15 +89,28 @@ def tiny_events() -> list[dict]:
 
 
 # --- last_at_or_before ----------------------------------------------------------------------
-def test_last_at_or_before_matches_brute_force():
+@pytest.mark.parametrize("use_c", [False, None])
+def test_last_at_or_before_matches_brute_force(use_c):
     rng = np.random.default_rng(7)
     for n in (1, 2, 3, 17, 200):
         values = rng.integers(0, 50, n).astype(float)
+        values[rng.random(n) < 0.05] = np.nan  # a NaN value or threshold matches ("not below")
         pos = rng.integers(-1, n, 300)
         thr = rng.integers(0, 55, 300).astype(float)
-        want = [max([j for j in range(p + 1) if values[j] >= t], default=-1) for p, t in zip(pos, thr)]
-        assert last_at_or_before(values, pos, thr).tolist() == want
-    assert last_at_or_before(np.array([]), np.array([0]), np.array([1.0])).tolist() == [-1]
+        thr[rng.random(300) < 0.05] = np.nan
+        want = [max([j for j in range(p + 1) if not values[j] < t], default=-1) for p, t in zip(pos, thr)]
+        assert last_at_or_before(values, pos, thr, use_c=use_c).tolist() == want
+    assert last_at_or_before(np.array([]), np.array([0]), np.array([1.0]), use_c=use_c).tolist() == [-1]
+
+
+def test_last_at_or_before_long_climbs_match_the_tree():
+    # 300 decreasing values: the answer for a high threshold lies more jumps back than the C
+    # search makes, so it hands those queries to the tree
+    values = np.arange(300, 0, -1).astype(float)
+    pos = np.array([299, 299, 150, 10])
+    thr = np.array([290.0, 5.0, 300.0, 301.0])
+    assert last_at_or_before(values, pos, thr).tolist() == [10, 295, 0, -1]
+    assert last_at_or_before(values, pos, thr, use_c=False).tolist() == [10, 295, 0, -1]
 
 
 # --- hand-built trace -----------------------------------------------------------------------

@@ -29,6 +29,7 @@ import pandas as pd
 
 from ..model import RankTrace, TraceSet, distinct_codes
 from .grouping import Grouped, run_ids, string_keys, value_order
+from .nesting import _nest
 from .ordering import span_order
 
 RUNTIME_CUTOFF_US = 50.0
@@ -43,11 +44,15 @@ LAUNCH_COLUMNS = (
 )
 
 
-def last_at_or_before(values: np.ndarray, pos: np.ndarray, threshold: np.ndarray) -> np.ndarray:
+def last_at_or_before(values: np.ndarray, pos: np.ndarray, threshold: np.ndarray, *,
+                      use_c: bool | None = None) -> np.ndarray:
     """For each query q, the largest j <= pos[q] with values[j] >= threshold[q]; -1 if none.
 
     A search in a max segment tree, all queries at once: O(n + queries · log n), no loop over
-    queries. Used to find the latest-starting interval that still covers a point: with
+    queries. The C extension, when built, answers instead by jumping from ``pos[q]`` to the
+    previous larger value (on nested spans: to the enclosing one), a few jumps per query; a
+    query still open after :data:`_MAX_JUMPS` goes to the tree. ``use_c`` forces one path
+    (tests). Used to find the latest-starting interval that still covers a point: with
     intervals sorted by start and ``pos`` the last one starting at or before the point,
     ``values`` = ends and ``threshold`` = the point's end. "values[j] >= threshold" reads as
     "not values[j] < threshold", so a NaN value or threshold counts as a match.
@@ -55,12 +60,19 @@ def last_at_or_before(values: np.ndarray, pos: np.ndarray, threshold: np.ndarray
     >>> last_at_or_before(np.array([5., 1., 9., 2.]), np.array([3, 3, 1]), np.array([3., 9.5, 0.]))
     array([ 2, -1,  1])
     """
-    pos = np.asarray(pos, dtype=np.int64)
-    threshold = np.asarray(threshold, dtype=np.float64)
+    pos = np.ascontiguousarray(pos, dtype=np.int64)
+    threshold = np.ascontiguousarray(threshold, dtype=np.float64)
     out = np.full(len(pos), -1, dtype=np.int64)
     if len(values) == 0 or len(pos) == 0:
         return out
-    tree, size = _max_tree(np.asarray(values, dtype=np.float64))
+    values = np.ascontiguousarray(values, dtype=np.float64)
+    if use_c is not False and hasattr(_nest, "last_at_or_before"):  # an older build lacks it
+        _nest.last_at_or_before(values, pos, threshold, out, _MAX_JUMPS)
+        left = np.flatnonzero(out == -2)  # a long climb: the tree settles those
+        if len(left):
+            out[left] = last_at_or_before(values, pos[left], threshold[left], use_c=False)
+        return out
+    tree, size = _max_tree(values)
     q = np.flatnonzero(pos >= 0)
     node, thr = size + pos[q], threshold[q]
     found = ~(tree[node] < thr)
@@ -81,6 +93,11 @@ def last_at_or_before(values: np.ndarray, pos: np.ndarray, threshold: np.ndarray
         falling = falling[node[falling] < size]
     out[q[found]] = node[found] - size
     return out
+
+
+_MAX_JUMPS = 64
+"""Jumps the C search makes for one query before leaving it to the segment tree (bounds its
+worst case, a long run of decreasing values, at O(queries · 64))."""
 
 
 def _max_tree(values: np.ndarray) -> tuple[np.ndarray, int]:
