@@ -12,7 +12,7 @@ import pytest
 from perfreport.analyses import nesting
 from perfreport.analyses.callstack import (
     ancestor_at_depth, call_stack, cpu_events, cpu_ops, kernel_totals, levels, nearest_match, op_kernels,
-    reduce_levels, subtree_reduce, topmost_match, tree_depth,
+    reduce_levels, subtree_gpu_work, subtree_reduce, topmost_match, tree_depth,
 )
 from perfreport.analyses.nesting import parents_from_sweep, sweep_order, thread_ids
 from perfreport.load import load
@@ -144,6 +144,9 @@ def test_c_tree_passes_equal_the_numpy_level_loops_on_a_real_trace() -> None:
         c, py = reduce_levels(st.parent, by_level, values, np.add), reduce_levels(st.parent, plain, values, np.add)
         assert c.dtype == py.dtype and np.array_equal(c, py)
     assert reduce_levels(st.parent, by_level, dur, np.add)[st.depth == 0].sum() > 0
+    count, total = subtree_gpu_work(t)  # tree_sum2: both sums in one C loop
+    assert np.array_equal(count, reduce_levels(st.parent, plain, gpu.astype(np.int64), np.add))
+    assert np.array_equal(total, reduce_levels(st.parent, plain, np.where(gpu, np.nan_to_num(t.dur), 0.0), np.add))
     ops = cpu_ops(t, st)
     some = t.kernels() | (np.arange(t.n_events) % 5 == 0)
     assert np.array_equal(topmost_match(st.parent, by_level, ops), topmost_match(st.parent, plain, ops))

@@ -240,3 +240,15 @@ def test_aten_op_launches_match_brute_force():
         names, d1, d2 = expected[(row.aten_op, row.aten_start_us + origin)]
         assert row.kernel_sequence == " -> ".join(names)
         assert (row.aten_op_delay_us, row.runtime_delay_us) == (pytest.approx(d1), pytest.approx(d2))
+
+
+def test_launch_name_keys_group_and_order_as_the_names_over_ranks():
+    """launch_summary groups on integer keys built from each rank's name codes: they must group
+    and order the launches as their names do, over ranks whose string tables differ."""
+    from perfreport.analyses.launch import _launch_name_keys
+
+    traces = load_cached(str(TRACES / "hta_sampled_2of128rank"))
+    table = launches(traces)
+    assert table["rank"].nunique() == 2 and table["launch"].nunique() >= 2
+    want = np.unique(table["launch"].to_numpy().astype(str), return_inverse=True)[1].ravel()
+    assert np.array_equal(_launch_name_keys(traces), want)

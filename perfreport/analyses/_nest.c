@@ -41,13 +41,15 @@
  * the same counting sort and natural merge sort (``ordering.span_order``).
  *
  *     tree_sum(order, parent, acc, integer) -> None
+ *     tree_sum2(order, parent, count, total) -> None
  *     tree_inherit(order, parent, out, nearest) -> None
  *
  * are the level passes of ``callstack.reduce_levels`` (np.add) and ``callstack.topmost_match``
  * / ``nearest_match`` as one loop over the nodes in level order (``order``: the nodes, deepest
  * level first): a sum visits them forwards and adds each node into its parent, in the order
  * ``np.add.at`` does level by level (the same float sums); an inheritance visits them backwards
- * (shallowest first), so a parent's answer is final before its children read it.
+ * (shallowest first), so a parent's answer is final before its children read it; tree_sum2
+ * is two sums (int64 and float64) in one loop.
  *
  *     level_order(depth, counts, order) -> int
  *
@@ -667,6 +669,45 @@ static PyObject *tree_sum(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* tree_sum of two columns in one loop: `count` (int64) and `total` (float64), each node added
+ * into its parent in `order`, the additions of tree_sum's (the same float sums). */
+static PyObject *tree_sum2(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *objs[4];
+    if (!PyArg_ParseTuple(args, "OOOO", &objs[0], &objs[1], &objs[2], &objs[3]))
+        return NULL;
+    Py_buffer views[3], second;
+    Py_ssize_t m, n;
+    if (open_tree(objs, views, "tree_sum2", &m, &n) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(objs[3], &second, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) {
+        release(views, 3);
+        return NULL;
+    }
+    if (second.len != views[1].len) {
+        PyBuffer_Release(&second);
+        release(views, 3);
+        PyErr_SetString(PyExc_ValueError, "tree_sum2: expected a float64 total as long as parent");
+        return NULL;
+    }
+    const int64_t *order = views[0].buf, *parent = views[1].buf;
+    int64_t *count = views[2].buf;
+    double *total = second.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t k = 0; k < m; k++) {
+        int64_t i = order[k], p = parent[i];
+        if (p >= 0) {
+            count[p] += count[i];
+            total[p] += total[i];
+        }
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&second);
+    release(views, 3);
+    Py_RETURN_NONE;
+}
+
 static PyObject *tree_inherit(PyObject *self, PyObject *args)
 {
     (void)self;
@@ -840,6 +881,9 @@ static PyMethodDef nest_methods[] = {
      "Add each node's acc (float64, or int64 when integer) into its parent's, nodes visited in\n"
      "order (deepest level\n"
      "first): callstack.reduce_levels with np.add."},
+    {"tree_sum2", tree_sum2, METH_VARARGS,
+     "tree_sum2(order, parent, count, total) -> None\n\n"
+     "tree_sum of an int64 count and a float64 total in one loop (see callstack.subtree_gpu_work)."},
     {"tree_inherit", tree_inherit, METH_VARARGS,
      "tree_inherit(order, parent, out, nearest) -> None\n\n"
      "Visit the nodes in reverse order (shallowest first); a node takes its parent's out (int64)\n"

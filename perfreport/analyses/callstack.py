@@ -233,8 +233,14 @@ def subtree_gpu_work(trace: RankTrace) -> tuple[np.ndarray, np.ndarray]:
     def compute() -> tuple[np.ndarray, np.ndarray]:
         stack = call_stack(trace)
         gpu, dur = _gpu_nodes(trace, stack)
-        count = reduce_levels(stack.parent, stack_levels(trace), gpu.astype(np.int64), np.add)
-        total = reduce_levels(stack.parent, stack_levels(trace), dur, np.add)
+        by_level = stack_levels(trace)
+        order = _in_one_loop(by_level, stack.parent)
+        if order is not None and hasattr(_nest, "tree_sum2"):  # both sums in one loop over the tree
+            count, total = gpu.astype(np.int64), dur
+            _nest.tree_sum2(order, np.ascontiguousarray(stack.parent), count, total)
+        else:
+            count = reduce_levels(stack.parent, by_level, gpu.astype(np.int64), np.add)
+            total = reduce_levels(stack.parent, by_level, dur, np.add)
         count.flags.writeable = total.flags.writeable = False
         return count, total
 

@@ -214,11 +214,14 @@ SUMMARY_COLUMNS = (
 )
 
 
-def _summarise(table: pd.DataFrame, keys: list[str], value_orders: dict | None = None) -> pd.DataFrame:
+def _summarise(table: pd.DataFrame, keys: list[str], value_orders: dict | None = None,
+               coded: dict[str, np.ndarray] | None = None) -> pd.DataFrame:
+    """Per group of ``keys``: the summary columns. ``coded``: per key column, integers that group
+    and order as its values do, grouped on instead (the key's values are still what is shown)."""
     if not len(table):
         return pd.DataFrame(columns=keys + list(SUMMARY_COLUMNS))
-    g = Grouped(table, keys, value_orders)
-    return g.frame({
+    g = Grouped({**{c: table[c] for c in table.columns}, **(coded or {})}, keys, value_orders)
+    out = g.frame({
         "launches": g.size(),
         "gpu_ops": g.sum("gpu_ops"),
         "cpu_dur_mean_us": g.mean("cpu_dur_us"),
@@ -233,18 +236,41 @@ def _summarise(table: pd.DataFrame, keys: list[str], value_orders: dict | None =
         "runtime_outliers": g.sum("runtime_outlier"),
         "launch_delay_outliers": g.sum("launch_delay_outlier"),
     })
+    for k in coded or {}:
+        out[k] = table[k].to_numpy()[g.first]
+    return out
 
 
 def launch_summary(traces: TraceSet) -> pd.DataFrame:
     """Per (rank, launch call name): count, CPU/GPU durations, launch-delay statistics (µs)
     and how many launches each flag marks (default cutoffs 50 µs / 100 µs)."""
-    return _summarise(launches(traces), ["rank", "launch"], _value_orders(traces))
+    return _summarise(launches(traces), ["rank", "launch"], _value_orders(traces),
+                      {"launch": _launch_name_keys(traces)})
 
 
 def launch_summary_by_step(traces: TraceSet) -> pd.DataFrame:
     """:func:`launch_summary` per (rank, profiler step) over all launch names; step -1 holds
     launches outside any ProfilerStep."""
     return _summarise(launches(traces), ["rank", "iteration"], _value_orders(traces))
+
+
+def _launch_name_keys(traces: TraceSet) -> np.ndarray:
+    """Per row of :func:`launches`: an integer that groups and orders as its ``launch`` name
+    does. Each rank's names are decoded once per distinct name code and sorted once over all
+    ranks, instead of hashing a string per launch."""
+    labels, inverses = [], []
+    for t in traces:  # the ranks :func:`launches` holds rows of, in its order
+        rows = launch_gpu_ops(t)[0]
+        if len(rows):
+            uniq, inverse = distinct_codes(t.name[rows], len(t.strings))
+            labels.append(t.decode(uniq))
+            inverses.append(inverse)
+    if not labels:
+        return np.empty(0, dtype=np.int64)
+    _, key = np.unique(np.concatenate(labels), return_inverse=True)
+    key = key.ravel()
+    offsets = np.cumsum([0] + [len(lab) for lab in labels])
+    return np.concatenate([key[lo:hi][inverse] for lo, hi, inverse in zip(offsets[:-1], offsets[1:], inverses)])
 
 
 def _value_orders(traces: TraceSet) -> dict[str, np.ndarray]:
