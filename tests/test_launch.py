@@ -252,3 +252,26 @@ def test_launch_name_keys_group_and_order_as_the_names_over_ranks():
     assert table["rank"].nunique() == 2 and table["launch"].nunique() >= 2
     want = np.unique(table["launch"].to_numpy().astype(str), return_inverse=True)[1].ravel()
     assert np.array_equal(_launch_name_keys(traces), want)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_last_key_at_or_before_cursor_equals_the_searches(seed):
+    """The C cursor per key against numpy's searchsorted per key: queries in time order (the
+    usual case), shuffled, on absent keys, on equal times, long jumps; NaN goes to numpy."""
+    from perfreport.analyses.launch import _last_key_at_or_before
+
+    rng = np.random.default_rng(seed)
+    n, q = 2000, 3000
+    key_sorted = np.sort(rng.choice([3, 8, 9, 40], n))
+    ts_sorted = np.concatenate([np.sort(rng.integers(0, 500, c)).astype(float)
+                                for c in np.unique(key_sorted, return_counts=True)[1]])
+    key = rng.choice([1, 3, 8, 9, 40, 41], q)
+    ts = rng.integers(-5, 505, q).astype(float)
+    if seed % 2:
+        ts = np.sort(ts)  # in time order: the cursor steps
+    want = _last_key_at_or_before(key_sorted, ts_sorted, key, ts, use_c=False)
+    assert np.array_equal(_last_key_at_or_before(key_sorted, ts_sorted, key, ts), want)
+    assert (want == -1).sum() > 0 and (want >= 0).sum() > q // 2
+    ts[7] = np.nan
+    assert np.array_equal(_last_key_at_or_before(key_sorted, ts_sorted, key, ts),
+                          _last_key_at_or_before(key_sorted, ts_sorted, key, ts, use_c=False))

@@ -58,7 +58,11 @@
  *
  *     last_at_or_before(values, pos, threshold, out, max_steps) -> None
  *
- * answers ``launch.last_at_or_before`` by jumps to the previous larger value (see there).
+ * answers ``launch.last_at_or_before`` by jumps to the previous larger value (see there), and
+ *
+ *     last_key_at_or_before(key_sorted, ts_sorted, key, ts, out) -> bool
+ *
+ * ``launch._last_key_at_or_before`` with a cursor per key.
  *
  *     layer_claim(starts, ends, free, seg, cum) -> None
  *
@@ -858,6 +862,106 @@ static PyObject *last_at_or_before(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* Last position in ts[lo..hi) (sorted) with ts <= t, lo - 1 if none: searchsorted 'right' - 1. */
+static int64_t last_not_after(const double *ts, int64_t lo, int64_t hi, double t)
+{
+    int64_t a = lo, b = hi;
+    while (a < b) {
+        int64_t mid = a + (b - a) / 2;
+        if (ts[mid] <= t)
+            a = mid + 1;
+        else
+            b = mid;
+    }
+    return a - 1;
+}
+
+/* last_key_at_or_before(key_sorted, ts_sorted, key, ts, out) -> bool: per query, the last
+ * position of the pairs (key_sorted, ts_sorted), sorted lexicographically, at or before
+ * (key, ts); -1 when the key is absent (launch._last_key_at_or_before). Each key's block keeps a
+ * cursor: queries in time order per key (launches in launch order) step it forward a little, any
+ * other query is a binary search. False, with nothing written, when a time is not finite (the
+ * numpy search's NaN order decides then). */
+static PyObject *last_key_at_or_before(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *objs[5];
+    if (!PyArg_ParseTuple(args, "OOOOO", &objs[0], &objs[1], &objs[2], &objs[3], &objs[4]))
+        return NULL;
+    Py_buffer views[5];
+    for (int k = 0; k < 5; k++) {
+        if (PyObject_GetBuffer(objs[k], &views[k], PyBUF_C_CONTIGUOUS | (k == 4 ? PyBUF_WRITABLE : 0)) < 0) {
+            release(views, k);
+            return NULL;
+        }
+    }
+    Py_ssize_t n = views[0].len / 8, q = views[2].len / 8;
+    if (views[0].len % 8 || views[1].len != views[0].len || views[2].len % 8 || views[3].len != views[2].len
+        || views[4].len != views[2].len) {
+        release(views, 5);
+        PyErr_SetString(PyExc_ValueError, "last_key_at_or_before: expected int64 key_sorted and float64 ts_sorted of "
+                                          "one length, int64 key, float64 ts and int64 out of another");
+        return NULL;
+    }
+    const int64_t *ks = views[0].buf, *key = views[2].buf;
+    const double *tss = views[1].buf, *ts = views[3].buf;
+    int64_t *out = views[4].buf;
+    int finite = 1;
+    for (Py_ssize_t j = 0; j < n && finite; j++)
+        finite = isfinite(tss[j]);
+    for (Py_ssize_t i = 0; i < q && finite; i++)
+        finite = isfinite(ts[i]);
+    int64_t blocks = 0;
+    for (Py_ssize_t j = 0; j < n; j++)
+        blocks += j == 0 || ks[j] != ks[j - 1];
+    int64_t *lo = malloc((size_t)(blocks + 1) * sizeof(int64_t)), *cursor = malloc((size_t)(blocks + 1) * sizeof(int64_t));
+    if (!lo || !cursor) {
+        free(lo);
+        free(cursor);
+        release(views, 5);
+        return PyErr_NoMemory();
+    }
+    if (finite) {
+        Py_BEGIN_ALLOW_THREADS
+        int64_t b = 0;
+        for (Py_ssize_t j = 0; j < n; j++)
+            if (j == 0 || ks[j] != ks[j - 1]) {
+                lo[b] = j;
+                cursor[b++] = j - 1;
+            }
+        lo[blocks] = n;
+        for (Py_ssize_t i = 0; i < q; i++) {
+            int64_t a = 0, z = blocks;  /* the block of key[i]: binary search over the blocks' keys */
+            while (a < z) {
+                int64_t mid = a + (z - a) / 2;
+                if (ks[lo[mid]] < key[i])
+                    a = mid + 1;
+                else
+                    z = mid;
+            }
+            if (a == blocks || ks[lo[a]] != key[i]) {
+                out[i] = -1;
+                continue;
+            }
+            int64_t c = cursor[a], hi = lo[a + 1], steps = 0;
+            if (c >= lo[a] && tss[c] > ts[i]) {
+                c = last_not_after(tss, lo[a], hi, ts[i]);
+            } else {
+                while (c + 1 < hi && tss[c + 1] <= ts[i] && steps++ < 16)
+                    c++;
+                if (c + 1 < hi && tss[c + 1] <= ts[i])
+                    c = last_not_after(tss, c + 1, hi, ts[i]);
+            }
+            out[i] = cursor[a] = c;
+        }
+        Py_END_ALLOW_THREADS
+    }
+    free(cursor);
+    free(lo);
+    release(views, 5);
+    return PyBool_FromLong(finite);
+}
+
 static PyMethodDef nest_methods[] = {
     {"nest", nest, METH_VARARGS,
      "nest(group, start, dur, row, n_groups, parent, depth) -> None\n\n"
@@ -893,6 +997,10 @@ static PyMethodDef nest_methods[] = {
      "last_at_or_before(values, pos, threshold, out, max_steps) -> None\n\n"
      "Per query: the largest j <= pos with values[j] >= threshold (NaN matches), -1 if none, -2\n"
      "when max_steps jumps did not settle it (see launch.last_at_or_before)."},
+    {"last_key_at_or_before", last_key_at_or_before, METH_VARARGS,
+     "last_key_at_or_before(key_sorted, ts_sorted, key, ts, out) -> bool\n\n"
+     "Per query: the last position of the sorted (key, ts) pairs at or before (key, ts), -1 when\n"
+     "the key is absent (see launch._last_key_at_or_before); False when a time is not finite."},
     {"layer_claim", layer_claim, METH_VARARGS,
      "layer_claim(starts, ends, free, seg, cum) -> None\n\n"
      "One layer of the time at stake: claim the free segments where the layer is active and\n"

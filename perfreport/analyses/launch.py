@@ -398,17 +398,22 @@ def _kernel_sequences(codes: np.ndarray, table: np.ndarray, starts: np.ndarray) 
 
 
 def _last_key_at_or_before(key_sorted: np.ndarray, ts_sorted: np.ndarray, key: np.ndarray,
-                           ts: np.ndarray) -> np.ndarray:
+                           ts: np.ndarray, *, use_c: bool | None = None) -> np.ndarray:
     """Position of the last pair <= (key[q], ts[q]) among (key, ts) pairs sorted
     lexicographically; -1 if none. A query whose key is absent gets -1 too (the caller
     rejects an answer from another key's pairs by comparing keys).
 
     One ``searchsorted`` per distinct key (thread) on its slice of ``ts_sorted``: a loop over
-    keys, not over queries.
+    keys, not over queries. The C extension, when built, keeps a cursor per key instead (the
+    launches come in time order: a few steps each); ``use_c`` forces one path (tests).
     """
     out = np.full(len(key), -1, dtype=np.int64)
     if not len(key_sorted) or not len(key):
         return out
+    if use_c is not False and hasattr(_nest, "last_key_at_or_before"):  # an older build lacks it
+        if _nest.last_key_at_or_before(*(np.ascontiguousarray(a, dtype=d) for a, d in (
+                (key_sorted, np.int64), (ts_sorted, np.float64), (key, np.int64), (ts, np.float64))), out):
+            return out
     lo = np.flatnonzero(np.r_[True, key_sorted[1:] != key_sorted[:-1]])
     hi = np.append(lo[1:], len(key_sorted))
     block = np.clip(np.searchsorted(key_sorted[lo], key), 0, len(lo) - 1)
