@@ -12,7 +12,7 @@ import pytest
 from perfreport.analyses import nesting
 from perfreport.analyses.callstack import (
     ancestor_at_depth, call_stack, cpu_events, cpu_ops, kernel_totals, levels, nearest_match, op_kernels,
-    reduce_levels, subtree_reduce, topmost_match, tree_depth,
+    reduce_levels, subtree_gpu_work, subtree_reduce, topmost_match, tree_depth,
 )
 from perfreport.analyses.nesting import parents_from_sweep, sweep_order, thread_ids
 from perfreport.load import load
@@ -92,6 +92,44 @@ def test_c_sweep_equals_numpy_sweep_on_real_threads() -> None:
     assert numpy_depth.max() >= 5
 
 
+@pytest.mark.skipif(not hasattr(nesting._nest, "nest_rows"), reason="the C extension was not built")
+def test_nest_rows_writes_what_nest_gives_at_the_rows() -> None:
+    """The call stack's C form (spans gathered and answers scattered in C) against nest() and a
+    numpy scatter, on a real trace's threads; a negative duration counts as 0, and a NaN span
+    sends the whole pass to numpy."""
+    t = load_cached(str(TRACES / "hta_a100_nccl_rank0of2"))[0]
+    rows = np.flatnonzero(cpu_events(t))
+    gid = thread_ids(t.pid[rows], t.tid[rows])
+    dur = t.dur.copy()
+    dur[rows[::97]] = -1.0
+    par, dep = nesting.nest(gid, t.ts[rows], np.maximum(dur[rows], 0.0), rows, use_c=False)
+    want_parent, want_depth = np.full(t.n_events, -1), np.full(t.n_events, -1)
+    want_parent[rows], want_depth[rows] = np.append(rows, -1)[par], dep
+    for use_c in (None, False):
+        parent, depth = np.full(t.n_events, -1), np.full(t.n_events, -1)
+        nesting.nest_rows(gid, rows, t.ts, dur, parent, depth, use_c=use_c)
+        assert np.array_equal(parent, want_parent) and np.array_equal(depth, want_depth)
+    assert want_depth.max() >= 5
+    dur[rows[5]] = np.nan  # numpy's NaN order decides: the C pass declines and writes nothing
+    assert not nesting._nest.nest_rows(rows, gid, t.ts, dur, int(gid.max()) + 1, parent, depth)
+    par, dep = nesting.nest(gid, t.ts[rows], np.maximum(dur[rows], 0.0), rows, use_c=False)
+    nesting.nest_rows(gid, rows, t.ts, dur, parent, depth)
+    assert np.array_equal(parent[rows], np.append(rows, -1)[par]) and np.array_equal(depth[rows], dep)
+
+
+@pytest.mark.skipif(not hasattr(nesting._nest, "level_order"), reason="the C extension was not built")
+def test_c_levels_equal_the_sorted_levels() -> None:
+    t = load_cached(str(TRACES / "hta_a100_nccl_rank0of2"))[0]
+    depth = call_stack(t).depth
+    got = levels(depth)
+    nodes = np.flatnonzero(depth >= 0)
+    order = nodes[np.argsort(-depth[nodes], kind="stable")]
+    want = np.split(order, np.flatnonzero(np.diff(depth[order])) + 1)
+    assert np.array_equal(got.order, order) and len(got) == len(want) == depth.max() + 1
+    assert all(np.array_equal(a, b) for a, b in zip(got, want))
+    assert levels(np.full(4, -1)) == [] and len(levels(np.full(4, -1)).order) == 0
+
+
 @pytest.mark.skipif(not hasattr(nesting._nest, "tree_sum"), reason="the C extension was not built")
 def test_c_tree_passes_equal_the_numpy_level_loops_on_a_real_trace() -> None:
     """reduce_levels (np.add), topmost_match and nearest_match in one C loop over
@@ -106,6 +144,9 @@ def test_c_tree_passes_equal_the_numpy_level_loops_on_a_real_trace() -> None:
         c, py = reduce_levels(st.parent, by_level, values, np.add), reduce_levels(st.parent, plain, values, np.add)
         assert c.dtype == py.dtype and np.array_equal(c, py)
     assert reduce_levels(st.parent, by_level, dur, np.add)[st.depth == 0].sum() > 0
+    count, total = subtree_gpu_work(t)  # tree_sum2: both sums in one C loop
+    assert np.array_equal(count, reduce_levels(st.parent, plain, gpu.astype(np.int64), np.add))
+    assert np.array_equal(total, reduce_levels(st.parent, plain, np.where(gpu, np.nan_to_num(t.dur), 0.0), np.add))
     ops = cpu_ops(t, st)
     some = t.kernels() | (np.arange(t.n_events) % 5 == 0)
     assert np.array_equal(topmost_match(st.parent, by_level, ops), topmost_match(st.parent, plain, ops))

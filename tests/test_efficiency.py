@@ -400,3 +400,39 @@ def test_the_roofline_plot_draws_the_top_ops_under_the_gpus_own_roofs():
     # an unknown GPU: no bandwidth, no peak, no roofline
     unknown = dict(doc, efficiency_summary=[dict(r, mem_tbps=None) for r in doc["efficiency_summary"]])
     assert _roofline_figure([Side("", unknown)]) is None
+
+
+def test_args_looked_up_together_equal_one_by_one_lookups():
+    """args_at shares one search among columns recorded on the same events (a kernel's launch
+    args, an op's shapes and types); each column must still read as RankTrace.arg reads it."""
+    from perfreport.analyses.efficiency.gpu_metrics import args_at
+
+    t = load_cached(str(BERT_H100))[0]
+    rng = np.random.default_rng(3)
+    rows = np.unique(np.concatenate([rng.choice(t.n_events, 1000), t.args["Input Dims"].rows[::2],
+                                     t.gpu_work_rows()[::2]]))
+    keys = [("Input Dims", -1), ("grid", -1), ("Input type", -1), ("blocks per SM", np.nan),
+            ("registers per thread", -1), ("Concrete Inputs", -1), ("no such arg", 7)]
+    got = args_at(t, keys, rows)
+    for (key, default), values in zip(keys, got):
+        want = t.arg(key, default, rows)
+        assert values.dtype == want.dtype and np.array_equal(values, want, equal_nan=want.dtype.kind == "f"), key
+    assert (got[0] >= 0).sum() > 200 and (got[1] >= 0).sum() > 20  # both kinds of column are really hit
+
+
+def test_distinct_signatures_and_events_equal_np_unique():
+    import importlib
+
+    op_eff = importlib.import_module("perfreport.analyses.efficiency.op_efficiency")
+    rng = np.random.default_rng(5)
+    for n in (0, 1, 7, 4000):
+        sig = np.column_stack([rng.integers(-1, 40, n), rng.integers(-1, 9, n), rng.integers(-1, 2, n)])
+        _, first, inverse = np.unique(sig, axis=0, return_index=True, return_inverse=True)
+        got_first, got_inverse = op_eff.distinct_rows(sig)
+        assert np.array_equal(got_first, first) and np.array_equal(got_inverse, inverse.ravel())
+        rows = rng.integers(0, 500, n)
+        uniq, pos = np.unique(rows, return_inverse=True)
+        got_uniq, got_pos = op_eff._distinct_events(rows, 500)
+        assert np.array_equal(got_uniq, uniq) and np.array_equal(got_pos, pos.ravel())
+    wide = np.column_stack([np.arange(3000) * 7, np.arange(3000) % 11])  # a key range too wide for a table
+    assert np.array_equal(op_eff.distinct_rows(wide)[1], np.unique(wide, axis=0, return_inverse=True)[1].ravel())

@@ -89,15 +89,28 @@ def tiny_events() -> list[dict]:
 
 
 # --- last_at_or_before ----------------------------------------------------------------------
-def test_last_at_or_before_matches_brute_force():
+@pytest.mark.parametrize("use_c", [False, None])
+def test_last_at_or_before_matches_brute_force(use_c):
     rng = np.random.default_rng(7)
     for n in (1, 2, 3, 17, 200):
         values = rng.integers(0, 50, n).astype(float)
+        values[rng.random(n) < 0.05] = np.nan  # a NaN value or threshold matches ("not below")
         pos = rng.integers(-1, n, 300)
         thr = rng.integers(0, 55, 300).astype(float)
-        want = [max([j for j in range(p + 1) if values[j] >= t], default=-1) for p, t in zip(pos, thr)]
-        assert last_at_or_before(values, pos, thr).tolist() == want
-    assert last_at_or_before(np.array([]), np.array([0]), np.array([1.0])).tolist() == [-1]
+        thr[rng.random(300) < 0.05] = np.nan
+        want = [max([j for j in range(p + 1) if not values[j] < t], default=-1) for p, t in zip(pos, thr)]
+        assert last_at_or_before(values, pos, thr, use_c=use_c).tolist() == want
+    assert last_at_or_before(np.array([]), np.array([0]), np.array([1.0]), use_c=use_c).tolist() == [-1]
+
+
+def test_last_at_or_before_long_climbs_match_the_tree():
+    # 300 decreasing values: the answer for a high threshold lies more jumps back than the C
+    # search makes, so it hands those queries to the tree
+    values = np.arange(300, 0, -1).astype(float)
+    pos = np.array([299, 299, 150, 10])
+    thr = np.array([290.0, 5.0, 300.0, 301.0])
+    assert last_at_or_before(values, pos, thr).tolist() == [10, 295, 0, -1]
+    assert last_at_or_before(values, pos, thr, use_c=False).tolist() == [10, 295, 0, -1]
 
 
 # --- hand-built trace -----------------------------------------------------------------------
@@ -227,3 +240,38 @@ def test_aten_op_launches_match_brute_force():
         names, d1, d2 = expected[(row.aten_op, row.aten_start_us + origin)]
         assert row.kernel_sequence == " -> ".join(names)
         assert (row.aten_op_delay_us, row.runtime_delay_us) == (pytest.approx(d1), pytest.approx(d2))
+
+
+def test_launch_name_keys_group_and_order_as_the_names_over_ranks():
+    """launch_summary groups on integer keys built from each rank's name codes: they must group
+    and order the launches as their names do, over ranks whose string tables differ."""
+    from perfreport.analyses.launch import _launch_name_keys
+
+    traces = load_cached(str(TRACES / "hta_sampled_2of128rank"))
+    table = launches(traces)
+    assert table["rank"].nunique() == 2 and table["launch"].nunique() >= 2
+    want = np.unique(table["launch"].to_numpy().astype(str), return_inverse=True)[1].ravel()
+    assert np.array_equal(_launch_name_keys(traces), want)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_last_key_at_or_before_cursor_equals_the_searches(seed):
+    """The C cursor per key against numpy's searchsorted per key: queries in time order (the
+    usual case), shuffled, on absent keys, on equal times, long jumps; NaN goes to numpy."""
+    from perfreport.analyses.launch import _last_key_at_or_before
+
+    rng = np.random.default_rng(seed)
+    n, q = 2000, 3000
+    key_sorted = np.sort(rng.choice([3, 8, 9, 40], n))
+    ts_sorted = np.concatenate([np.sort(rng.integers(0, 500, c)).astype(float)
+                                for c in np.unique(key_sorted, return_counts=True)[1]])
+    key = rng.choice([1, 3, 8, 9, 40, 41], q)
+    ts = rng.integers(-5, 505, q).astype(float)
+    if seed % 2:
+        ts = np.sort(ts)  # in time order: the cursor steps
+    want = _last_key_at_or_before(key_sorted, ts_sorted, key, ts, use_c=False)
+    assert np.array_equal(_last_key_at_or_before(key_sorted, ts_sorted, key, ts), want)
+    assert (want == -1).sum() > 0 and (want >= 0).sum() > q // 2
+    ts[7] = np.nan
+    assert np.array_equal(_last_key_at_or_before(key_sorted, ts_sorted, key, ts),
+                          _last_key_at_or_before(key_sorted, ts_sorted, key, ts, use_c=False))

@@ -25,7 +25,15 @@
  * with per event ``group`` (int64, in [0, n_groups)), ``start`` and ``dur`` (float64, finite,
  * dur >= 0), ``row`` (int64, the file-order tie-break); ``parent`` and ``depth`` (int64) are
  * written. NaN times or durations are the caller's to exclude (the numpy path orders them by
- * numpy's NaN rules), and
+ * numpy's NaN rules).
+ *
+ *     nest_rows(rows, group, start, dur, n_groups, parent, depth) -> bool
+ *
+ * is the same sweep as the call stack uses it (``nesting.nest_rows``): the events are the
+ * ``rows`` of whole columns, gathered here (negative durations as 0), the rows break the ties,
+ * and each answer is written at the event's row (a parent named by its row) of ``parent`` and
+ * ``depth``, which cover the whole columns; False, with nothing written, when a span is not
+ * finite. And
  *
  *     span_order(group, start, key2, n_groups, out) -> None
  *
@@ -33,13 +41,28 @@
  * the same counting sort and natural merge sort (``ordering.span_order``).
  *
  *     tree_sum(order, parent, acc, integer) -> None
+ *     tree_sum2(order, parent, count, total) -> None
  *     tree_inherit(order, parent, out, nearest) -> None
  *
  * are the level passes of ``callstack.reduce_levels`` (np.add) and ``callstack.topmost_match``
  * / ``nearest_match`` as one loop over the nodes in level order (``order``: the nodes, deepest
  * level first): a sum visits them forwards and adds each node into its parent, in the order
  * ``np.add.at`` does level by level (the same float sums); an inheritance visits them backwards
- * (shallowest first), so a parent's answer is final before its children read it.
+ * (shallowest first), so a parent's answer is final before its children read it; tree_sum2
+ * is two sums (int64 and float64) in one loop.
+ *
+ *     level_order(depth, counts, order) -> int
+ *
+ * is ``callstack.levels`` as a counting sort: the nodes (depth >= 0) deepest first, each depth in
+ * ascending position.
+ *
+ *     last_at_or_before(values, pos, threshold, out, max_steps) -> None
+ *
+ * answers ``launch.last_at_or_before`` by jumps to the previous larger value (see there), and
+ *
+ *     last_key_at_or_before(key_sorted, ts_sorted, key, ts, out) -> bool
+ *
+ * ``launch._last_key_at_or_before`` with a cursor per key.
  *
  *     layer_claim(starts, ends, free, seg, cum) -> None
  *
@@ -53,6 +76,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -242,15 +266,17 @@ static void heap_pop(Heap *h)
 
 typedef struct {
     int64_t n, height, *stack, *parent, *depth;
+    const int64_t *out_row;  /* where event p's answers go, and its name as a parent (NULL: p) */
 } Sweep;
 
 /* One point of the sweep: an open records depth and parent and pushes, a close pops. */
 static void sweep_point(Sweep *s, int64_t p)
 {
     if (p < s->n) {
-        s->depth[p] = s->height;
-        s->parent[p] = s->height ? s->stack[s->height - 1] : -1;
-        s->stack[s->height++] = p;
+        int64_t o = s->out_row ? s->out_row[p] : p;
+        s->depth[o] = s->height;
+        s->parent[o] = s->height ? s->stack[s->height - 1] : -1;
+        s->stack[s->height++] = o;
     } else {
         s->height--;  /* never below 0: an event's close never precedes its open */
     }
@@ -307,13 +333,14 @@ static int sweep_group(Sweep *s, Heap *heap, Key **keys, int64_t *cap, const int
 /* The whole pass: events bucketed by group (counting sort), each bucket sorted by start and
  * swept. 0, or -1 when out of memory. */
 static int nest_pass(int64_t n, int64_t n_groups, const int64_t *group, const double *start,
-                     const double *dur, const int64_t *row, int64_t *parent, int64_t *depth)
+                     const double *dur, const int64_t *row, const int64_t *out_row, int64_t *parent,
+                     int64_t *depth)
 {
     size_t words = (size_t)(n ? n : 1);
     int64_t *offset = calloc((size_t)n_groups + 1, sizeof(int64_t));
     int64_t *fill = malloc(((size_t)n_groups + 1) * sizeof(int64_t));
     int64_t *bucket = malloc(words * sizeof(int64_t)), *tmp = malloc(words * sizeof(int64_t));
-    Sweep s = {n, 0, malloc(words * sizeof(int64_t)), parent, depth};
+    Sweep s = {n, 0, malloc(words * sizeof(int64_t)), parent, depth, out_row};
     Heap heap = {malloc(words * sizeof(Open)), 0};
     Key *keys = NULL;
     int64_t cap = 0;
@@ -438,10 +465,128 @@ static PyObject *nest(PyObject *self, PyObject *args)
         return NULL;
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = nest_pass(n, n_groups, views[0].buf, views[1].buf, views[2].buf, views[3].buf, views[4].buf,
+    rc = nest_pass(n, n_groups, views[0].buf, views[1].buf, views[2].buf, views[3].buf, NULL, views[4].buf,
                    views[5].buf);
     Py_END_ALLOW_THREADS
     return close_columns(views, 6, rc);
+}
+
+/* nest_rows: the call stack's sweep over the events at `rows` of whole columns, without
+ * copies in Python: the spans gathered here (negative durations as 0, as np.maximum(dur, 0)
+ * gives), the rows themselves the tie-break, the answers written at the rows (a parent named by
+ * its row) in `parent` and `depth`, which cover the whole columns. */
+static PyObject *nest_rows(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *objs[6];
+    Py_ssize_t n_groups;
+    if (!PyArg_ParseTuple(args, "OOOOnOO", &objs[0], &objs[1], &objs[2], &objs[3], &n_groups, &objs[4], &objs[5]))
+        return NULL;
+    /* rows, group (m each); start, dur, parent, depth (whole columns, as long as start) */
+    static const char *names[6] = {"rows", "group", "start", "dur", "parent", "depth"};
+    Py_buffer views[6];
+    for (int k = 0; k < 6; k++) {
+        int flags = PyBUF_C_CONTIGUOUS | (k >= 4 ? PyBUF_WRITABLE : 0);
+        if (PyObject_GetBuffer(objs[k], &views[k], flags) < 0) {
+            release(views, k);
+            return NULL;
+        }
+        Py_ssize_t want = k == 1 ? views[0].len : k > 2 ? views[2].len : views[k].len;
+        if (views[k].len % 8 || views[k].len != want) {
+            release(views, k + 1);
+            PyErr_Format(PyExc_ValueError, "nest_rows: %s: expected 8-byte items, as many as %s", names[k],
+                         k == 1 ? "rows" : "start");
+            return NULL;
+        }
+    }
+    Py_ssize_t m = views[0].len / 8, total = views[2].len / 8;
+    const int64_t *rows = views[0].buf, *group = views[1].buf;
+    for (Py_ssize_t e = 0; e < m; e++) {
+        if (rows[e] < 0 || rows[e] >= total || group[e] < 0 || group[e] >= n_groups) {
+            release(views, 6);
+            PyErr_SetString(PyExc_ValueError, "nest_rows: a row outside the columns or a group outside [0, n_groups)");
+            return NULL;
+        }
+    }
+    double *start = malloc((size_t)(m ? m : 1) * sizeof(double)), *dur = malloc((size_t)(m ? m : 1) * sizeof(double));
+    int rc = -1, finite = 1;
+    if (start && dur) {
+        const double *ts = views[2].buf, *du = views[3].buf;
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t e = 0; e < m; e++) {
+            double d = du[rows[e]];
+            start[e] = ts[rows[e]];
+            dur[e] = d < 0.0 ? 0.0 : d;
+            finite &= isfinite(start[e]) && isfinite(d);
+        }
+        rc = finite ? nest_pass(m, n_groups, group, start, dur, rows, rows, views[4].buf, views[5].buf) : 0;
+        Py_END_ALLOW_THREADS
+    }
+    free(dur);
+    free(start);
+    PyObject *done = close_columns(views, 6, rc);
+    if (done == NULL)
+        return NULL;
+    Py_DECREF(done);
+    return PyBool_FromLong(finite);
+}
+
+/* level_order: the nodes (depth >= 0) sorted by depth, deepest first, each depth in ascending
+ * position (a counting sort: callstack.levels' order), into the head of `order`; `counts[d]` =
+ * nodes at depth d. Returns the number of nodes. */
+static PyObject *level_order(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *objs[3];
+    if (!PyArg_ParseTuple(args, "OOO", &objs[0], &objs[1], &objs[2]))
+        return NULL;
+    Py_buffer views[3];
+    int flags[3] = {PyBUF_C_CONTIGUOUS, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE};
+    for (int k = 0; k < 3; k++) {
+        if (PyObject_GetBuffer(objs[k], &views[k], flags[k]) < 0) {
+            release(views, k);
+            return NULL;
+        }
+    }
+    Py_ssize_t n = views[0].len / 8, levels = views[1].len / 8, m = views[2].len / 8;
+    const int64_t *depth = views[0].buf;
+    int64_t *counts = views[1].buf, *order = views[2].buf;
+    int ok = views[0].len % 8 == 0 && views[1].len % 8 == 0 && views[2].len % 8 == 0;
+    Py_ssize_t nodes = 0;
+    memset(counts, 0, (size_t)levels * 8);
+    for (Py_ssize_t i = 0; ok && i < n; i++) {
+        if (depth[i] < 0)
+            continue;
+        if (depth[i] >= levels) {
+            ok = 0;
+            break;
+        }
+        counts[depth[i]]++;
+        nodes++;
+    }
+    if (!ok || nodes > m) {
+        release(views, 3);
+        PyErr_SetString(PyExc_ValueError, "level_order: expected int64 depth below len(counts), room in order for the nodes");
+        return NULL;
+    }
+    int64_t *fill = malloc((size_t)(levels ? levels : 1) * sizeof(int64_t));
+    if (!fill) {
+        release(views, 3);
+        return PyErr_NoMemory();
+    }
+    int64_t at = 0;
+    for (Py_ssize_t d = levels - 1; d >= 0; d--) {
+        fill[d] = at;
+        at += counts[d];
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (depth[i] >= 0)
+            order[fill[depth[i]]++] = i;
+    Py_END_ALLOW_THREADS
+    free(fill);
+    release(views, 3);
+    return PyLong_FromSsize_t(nodes);
 }
 
 static PyObject *span_order(PyObject *self, PyObject *args)
@@ -524,6 +669,45 @@ static PyObject *tree_sum(PyObject *self, PyObject *args)
         }
     }
     Py_END_ALLOW_THREADS
+    release(views, 3);
+    Py_RETURN_NONE;
+}
+
+/* tree_sum of two columns in one loop: `count` (int64) and `total` (float64), each node added
+ * into its parent in `order`, the additions of tree_sum's (the same float sums). */
+static PyObject *tree_sum2(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *objs[4];
+    if (!PyArg_ParseTuple(args, "OOOO", &objs[0], &objs[1], &objs[2], &objs[3]))
+        return NULL;
+    Py_buffer views[3], second;
+    Py_ssize_t m, n;
+    if (open_tree(objs, views, "tree_sum2", &m, &n) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(objs[3], &second, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) {
+        release(views, 3);
+        return NULL;
+    }
+    if (second.len != views[1].len) {
+        PyBuffer_Release(&second);
+        release(views, 3);
+        PyErr_SetString(PyExc_ValueError, "tree_sum2: expected a float64 total as long as parent");
+        return NULL;
+    }
+    const int64_t *order = views[0].buf, *parent = views[1].buf;
+    int64_t *count = views[2].buf;
+    double *total = second.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t k = 0; k < m; k++) {
+        int64_t i = order[k], p = parent[i];
+        if (p >= 0) {
+            count[p] += count[i];
+            total[p] += total[i];
+        }
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&second);
     release(views, 3);
     Py_RETURN_NONE;
 }
@@ -615,11 +799,183 @@ static PyObject *layer_claim(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* last_at_or_before(values, pos, threshold, out, max_steps): per query q, the largest
+ * j <= pos[q] with !(values[j] < threshold[q]) (a NaN on either side matches), -1 if none, or -2
+ * when more than max_steps jumps did not settle it (the caller asks the segment tree then).
+ * prev[j] is the largest k < j with !(values[k] <= values[j]): every element between them is at
+ * most values[j], so when values[j] misses a threshold they all do, and the search jumps over
+ * them. On spans sorted by start with their ends as values, the jumps climb the enclosing spans. */
+static PyObject *last_at_or_before(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *objs[4];
+    Py_ssize_t max_steps;
+    if (!PyArg_ParseTuple(args, "OOOOn", &objs[0], &objs[1], &objs[2], &objs[3], &max_steps))
+        return NULL;
+    Py_buffer views[4];
+    for (int k = 0; k < 4; k++) {
+        if (PyObject_GetBuffer(objs[k], &views[k], PyBUF_C_CONTIGUOUS | (k == 3 ? PyBUF_WRITABLE : 0)) < 0) {
+            release(views, k);
+            return NULL;
+        }
+    }
+    Py_ssize_t n = views[0].len / 8, q = views[1].len / 8;
+    const int64_t *pos = views[1].buf;
+    int ok = views[0].len % 8 == 0 && views[1].len % 8 == 0 && views[2].len == views[1].len
+             && views[3].len == views[1].len;
+    for (Py_ssize_t i = 0; ok && i < q; i++)
+        ok = pos[i] < n;
+    if (!ok) {
+        release(views, 4);
+        PyErr_SetString(PyExc_ValueError, "last_at_or_before: expected float64 values, int64 pos below len(values), "
+                                          "float64 threshold and int64 out as long as pos");
+        return NULL;
+    }
+    int64_t *prev = malloc((size_t)(n ? n : 1) * sizeof(int64_t)), *stack = malloc((size_t)(n ? n : 1) * sizeof(int64_t));
+    if (!prev || !stack) {
+        free(prev);
+        free(stack);
+        release(views, 4);
+        return PyErr_NoMemory();
+    }
+    const double *values = views[0].buf, *thr = views[2].buf;
+    int64_t *out = views[3].buf;
+    Py_BEGIN_ALLOW_THREADS
+    int64_t height = 0;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        while (height && values[stack[height - 1]] <= values[j])
+            height--;
+        prev[j] = height ? stack[height - 1] : -1;
+        stack[height++] = j;
+    }
+    for (Py_ssize_t i = 0; i < q; i++) {
+        int64_t j = pos[i];
+        Py_ssize_t steps = 0;
+        while (j >= 0 && values[j] < thr[i] && steps++ < max_steps)
+            j = prev[j];
+        out[i] = j >= 0 && values[j] < thr[i] ? -2 : j;
+    }
+    Py_END_ALLOW_THREADS
+    free(stack);
+    free(prev);
+    release(views, 4);
+    Py_RETURN_NONE;
+}
+
+/* Last position in ts[lo..hi) (sorted) with ts <= t, lo - 1 if none: searchsorted 'right' - 1. */
+static int64_t last_not_after(const double *ts, int64_t lo, int64_t hi, double t)
+{
+    int64_t a = lo, b = hi;
+    while (a < b) {
+        int64_t mid = a + (b - a) / 2;
+        if (ts[mid] <= t)
+            a = mid + 1;
+        else
+            b = mid;
+    }
+    return a - 1;
+}
+
+/* last_key_at_or_before(key_sorted, ts_sorted, key, ts, out) -> bool: per query, the last
+ * position of the pairs (key_sorted, ts_sorted), sorted lexicographically, at or before
+ * (key, ts); -1 when the key is absent (launch._last_key_at_or_before). Each key's block keeps a
+ * cursor: queries in time order per key (launches in launch order) step it forward a little, any
+ * other query is a binary search. False, with nothing written, when a time is not finite (the
+ * numpy search's NaN order decides then). */
+static PyObject *last_key_at_or_before(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *objs[5];
+    if (!PyArg_ParseTuple(args, "OOOOO", &objs[0], &objs[1], &objs[2], &objs[3], &objs[4]))
+        return NULL;
+    Py_buffer views[5];
+    for (int k = 0; k < 5; k++) {
+        if (PyObject_GetBuffer(objs[k], &views[k], PyBUF_C_CONTIGUOUS | (k == 4 ? PyBUF_WRITABLE : 0)) < 0) {
+            release(views, k);
+            return NULL;
+        }
+    }
+    Py_ssize_t n = views[0].len / 8, q = views[2].len / 8;
+    if (views[0].len % 8 || views[1].len != views[0].len || views[2].len % 8 || views[3].len != views[2].len
+        || views[4].len != views[2].len) {
+        release(views, 5);
+        PyErr_SetString(PyExc_ValueError, "last_key_at_or_before: expected int64 key_sorted and float64 ts_sorted of "
+                                          "one length, int64 key, float64 ts and int64 out of another");
+        return NULL;
+    }
+    const int64_t *ks = views[0].buf, *key = views[2].buf;
+    const double *tss = views[1].buf, *ts = views[3].buf;
+    int64_t *out = views[4].buf;
+    int finite = 1;
+    for (Py_ssize_t j = 0; j < n && finite; j++)
+        finite = isfinite(tss[j]);
+    for (Py_ssize_t i = 0; i < q && finite; i++)
+        finite = isfinite(ts[i]);
+    int64_t blocks = 0;
+    for (Py_ssize_t j = 0; j < n; j++)
+        blocks += j == 0 || ks[j] != ks[j - 1];
+    int64_t *lo = malloc((size_t)(blocks + 1) * sizeof(int64_t)), *cursor = malloc((size_t)(blocks + 1) * sizeof(int64_t));
+    if (!lo || !cursor) {
+        free(lo);
+        free(cursor);
+        release(views, 5);
+        return PyErr_NoMemory();
+    }
+    if (finite) {
+        Py_BEGIN_ALLOW_THREADS
+        int64_t b = 0;
+        for (Py_ssize_t j = 0; j < n; j++)
+            if (j == 0 || ks[j] != ks[j - 1]) {
+                lo[b] = j;
+                cursor[b++] = j - 1;
+            }
+        lo[blocks] = n;
+        for (Py_ssize_t i = 0; i < q; i++) {
+            int64_t a = 0, z = blocks;  /* the block of key[i]: binary search over the blocks' keys */
+            while (a < z) {
+                int64_t mid = a + (z - a) / 2;
+                if (ks[lo[mid]] < key[i])
+                    a = mid + 1;
+                else
+                    z = mid;
+            }
+            if (a == blocks || ks[lo[a]] != key[i]) {
+                out[i] = -1;
+                continue;
+            }
+            int64_t c = cursor[a], hi = lo[a + 1], steps = 0;
+            if (c >= lo[a] && tss[c] > ts[i]) {
+                c = last_not_after(tss, lo[a], hi, ts[i]);
+            } else {
+                while (c + 1 < hi && tss[c + 1] <= ts[i] && steps++ < 16)
+                    c++;
+                if (c + 1 < hi && tss[c + 1] <= ts[i])
+                    c = last_not_after(tss, c + 1, hi, ts[i]);
+            }
+            out[i] = cursor[a] = c;
+        }
+        Py_END_ALLOW_THREADS
+    }
+    free(cursor);
+    free(lo);
+    release(views, 5);
+    return PyBool_FromLong(finite);
+}
+
 static PyMethodDef nest_methods[] = {
     {"nest", nest, METH_VARARGS,
      "nest(group, start, dur, row, n_groups, parent, depth) -> None\n\n"
      "Nest the spans of each group by the call-stack sweep and its tie rules: writes each\n"
      "event's parent position (-1 at the top) and depth (see nesting.nest)."},
+    {"nest_rows", nest_rows, METH_VARARGS,
+     "nest_rows(rows, group, start, dur, n_groups, parent, depth) -> bool\n\n"
+     "nest() of the events at rows of whole columns (start, dur; negative durations as 0; the rows\n"
+     "break ties): writes parent (a row, -1 at the top) and depth at each row (see\n"
+     "nesting.nest_rows). False, and nothing written, when a span is not finite."},
+    {"level_order", level_order, METH_VARARGS,
+     "level_order(depth, counts, order) -> int\n\n"
+     "The nodes (depth >= 0) deepest first, each depth in ascending position, into the head of\n"
+     "order; the nodes per depth into counts; returns the number of nodes (see callstack.levels)."},
     {"span_order", span_order, METH_VARARGS,
      "span_order(group, start, key2, n_groups, out) -> None\n\n"
      "Write into out the permutation np.lexsort((key2, start, group)) gives (see\n"
@@ -629,11 +985,22 @@ static PyMethodDef nest_methods[] = {
      "Add each node's acc (float64, or int64 when integer) into its parent's, nodes visited in\n"
      "order (deepest level\n"
      "first): callstack.reduce_levels with np.add."},
+    {"tree_sum2", tree_sum2, METH_VARARGS,
+     "tree_sum2(order, parent, count, total) -> None\n\n"
+     "tree_sum of an int64 count and a float64 total in one loop (see callstack.subtree_gpu_work)."},
     {"tree_inherit", tree_inherit, METH_VARARGS,
      "tree_inherit(order, parent, out, nearest) -> None\n\n"
      "Visit the nodes in reverse order (shallowest first); a node takes its parent's out (int64)\n"
      "when the parent has one (topmost_match) or, with nearest, when it has none itself\n"
      "(nearest_match)."},
+    {"last_at_or_before", last_at_or_before, METH_VARARGS,
+     "last_at_or_before(values, pos, threshold, out, max_steps) -> None\n\n"
+     "Per query: the largest j <= pos with values[j] >= threshold (NaN matches), -1 if none, -2\n"
+     "when max_steps jumps did not settle it (see launch.last_at_or_before)."},
+    {"last_key_at_or_before", last_key_at_or_before, METH_VARARGS,
+     "last_key_at_or_before(key_sorted, ts_sorted, key, ts, out) -> bool\n\n"
+     "Per query: the last position of the sorted (key, ts) pairs at or before (key, ts), -1 when\n"
+     "the key is absent (see launch._last_key_at_or_before); False when a time is not finite."},
     {"layer_claim", layer_claim, METH_VARARGS,
      "layer_claim(starts, ends, free, seg, cum) -> None\n\n"
      "One layer of the time at stake: claim the free segments where the layer is active and\n"

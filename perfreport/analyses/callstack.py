@@ -17,7 +17,7 @@ import pandas as pd
 
 from ..model import CPU_OP_CATEGORIES, GPU_SIDE_CATEGORIES, RankTrace, TraceSet
 from .grouping import Grouped, string_keys
-from .nesting import NO_PARENT, _nest, nest, stable_order, thread_ids
+from .nesting import NO_PARENT, _nest, nest_rows, stable_order, thread_ids
 
 def tree_depth(parent: np.ndarray) -> np.ndarray:
     """Depth of every node of a forest given by parent positions (-1 = root, depth 0).
@@ -48,7 +48,13 @@ class Levels(list):
 
 
 def levels(depth: np.ndarray) -> Levels:
-    """Node positions grouped by depth, deepest first (for bottom-up passes)."""
+    """Node positions grouped by depth, deepest first (for bottom-up passes); each group in
+    ascending position. A counting sort in C when the extension is built."""
+    if hasattr(_nest, "level_order") and depth.dtype == np.int64 and len(depth):
+        counts = np.zeros(max(int(depth.max()), -1) + 1, dtype=np.int64)
+        order = np.empty(len(depth), dtype=np.int64)
+        order = order[:_nest.level_order(np.ascontiguousarray(depth), counts, order)]
+        return Levels(np.split(order, np.cumsum(counts[::-1])[:-1]) if len(order) else [], order)
     nodes = np.flatnonzero(depth >= 0)
     if len(nodes) == 0:
         return Levels([], nodes)
@@ -137,8 +143,7 @@ def _self_where(matches: np.ndarray) -> np.ndarray:
 def roots_of(top: np.ndarray) -> np.ndarray:
     """Rows that are their own answer in a :func:`topmost_match` result (``top[i] == i``):
     the outermost matches, ascending."""
-    rows = np.flatnonzero(top >= 0)
-    return rows[top[rows] == rows]
+    return np.flatnonzero(top == np.arange(len(top)))  # one comparison per row, no gathers
 
 
 def ancestor_at_depth(parent: np.ndarray, depth: np.ndarray, target: int) -> np.ndarray:
@@ -188,20 +193,17 @@ def call_stack(trace: RankTrace) -> CallStack:
 def _build_call_stack(trace: RankTrace) -> CallStack:
     n = trace.n_events
     rows = np.flatnonzero(cpu_events(trace))
-    gid = thread_ids(trace.pid[rows], trace.tid[rows])
-    par, dep = nest(gid, trace.ts[rows], np.maximum(trace.dur[rows], 0.0), rows)
     parent = np.full(n, NO_PARENT, dtype=np.int64)
     depth = np.full(n, -1, dtype=np.int64)
-    is_node = np.zeros(n, bool)
-    parent[rows] = np.append(rows, NO_PARENT)[par]  # par -1 picks the appended NO_PARENT
-    depth[rows] = dep
-    is_node[rows] = True
+    nest_rows(thread_ids(trace.pid[rows], trace.tid[rows]), rows, trace.ts, trace.dur, parent, depth)
     gpu = np.flatnonzero(trace.gpu_activity() & (trace.linked >= 0))
-    gpu = gpu[is_node[trace.linked[gpu]]]
-    parent[gpu] = trace.linked[gpu]
-    depth[gpu] = depth[trace.linked[gpu]] + 1
-    is_node[gpu] = True
-    return CallStack(parent=parent, depth=depth, is_node=is_node)
+    launch = trace.linked[gpu]
+    launch_depth = depth[launch]
+    in_tree = launch_depth >= 0  # launched from a CPU event of the tree
+    gpu, launch = gpu[in_tree], launch[in_tree]
+    parent[gpu] = launch
+    depth[gpu] = launch_depth[in_tree] + 1
+    return CallStack(parent=parent, depth=depth, is_node=depth >= 0)
 
 
 def stack_levels(trace: RankTrace) -> list[np.ndarray]:
@@ -231,8 +233,14 @@ def subtree_gpu_work(trace: RankTrace) -> tuple[np.ndarray, np.ndarray]:
     def compute() -> tuple[np.ndarray, np.ndarray]:
         stack = call_stack(trace)
         gpu, dur = _gpu_nodes(trace, stack)
-        count = reduce_levels(stack.parent, stack_levels(trace), gpu.astype(np.int64), np.add)
-        total = reduce_levels(stack.parent, stack_levels(trace), dur, np.add)
+        by_level = stack_levels(trace)
+        order = _in_one_loop(by_level, stack.parent)
+        if order is not None and hasattr(_nest, "tree_sum2"):  # both sums in one loop over the tree
+            count, total = gpu.astype(np.int64), dur
+            _nest.tree_sum2(order, np.ascontiguousarray(stack.parent), count, total)
+        else:
+            count = reduce_levels(stack.parent, by_level, gpu.astype(np.int64), np.add)
+            total = reduce_levels(stack.parent, by_level, dur, np.add)
         count.flags.writeable = total.flags.writeable = False
         return count, total
 

@@ -29,6 +29,7 @@ import pandas as pd
 
 from ..model import RankTrace, TraceSet, distinct_codes
 from .grouping import Grouped, run_ids, string_keys, value_order
+from .nesting import _nest
 from .ordering import span_order
 
 RUNTIME_CUTOFF_US = 50.0
@@ -43,11 +44,15 @@ LAUNCH_COLUMNS = (
 )
 
 
-def last_at_or_before(values: np.ndarray, pos: np.ndarray, threshold: np.ndarray) -> np.ndarray:
+def last_at_or_before(values: np.ndarray, pos: np.ndarray, threshold: np.ndarray, *,
+                      use_c: bool | None = None) -> np.ndarray:
     """For each query q, the largest j <= pos[q] with values[j] >= threshold[q]; -1 if none.
 
     A search in a max segment tree, all queries at once: O(n + queries · log n), no loop over
-    queries. Used to find the latest-starting interval that still covers a point: with
+    queries. The C extension, when built, answers instead by jumping from ``pos[q]`` to the
+    previous larger value (on nested spans: to the enclosing one), a few jumps per query; a
+    query still open after :data:`_MAX_JUMPS` goes to the tree. ``use_c`` forces one path
+    (tests). Used to find the latest-starting interval that still covers a point: with
     intervals sorted by start and ``pos`` the last one starting at or before the point,
     ``values`` = ends and ``threshold`` = the point's end. "values[j] >= threshold" reads as
     "not values[j] < threshold", so a NaN value or threshold counts as a match.
@@ -55,12 +60,19 @@ def last_at_or_before(values: np.ndarray, pos: np.ndarray, threshold: np.ndarray
     >>> last_at_or_before(np.array([5., 1., 9., 2.]), np.array([3, 3, 1]), np.array([3., 9.5, 0.]))
     array([ 2, -1,  1])
     """
-    pos = np.asarray(pos, dtype=np.int64)
-    threshold = np.asarray(threshold, dtype=np.float64)
+    pos = np.ascontiguousarray(pos, dtype=np.int64)
+    threshold = np.ascontiguousarray(threshold, dtype=np.float64)
     out = np.full(len(pos), -1, dtype=np.int64)
     if len(values) == 0 or len(pos) == 0:
         return out
-    tree, size = _max_tree(np.asarray(values, dtype=np.float64))
+    values = np.ascontiguousarray(values, dtype=np.float64)
+    if use_c is not False and hasattr(_nest, "last_at_or_before"):  # an older build lacks it
+        _nest.last_at_or_before(values, pos, threshold, out, _MAX_JUMPS)
+        left = np.flatnonzero(out == -2)  # a long climb: the tree settles those
+        if len(left):
+            out[left] = last_at_or_before(values, pos[left], threshold[left], use_c=False)
+        return out
+    tree, size = _max_tree(values)
     q = np.flatnonzero(pos >= 0)
     node, thr = size + pos[q], threshold[q]
     found = ~(tree[node] < thr)
@@ -81,6 +93,11 @@ def last_at_or_before(values: np.ndarray, pos: np.ndarray, threshold: np.ndarray
         falling = falling[node[falling] < size]
     out[q[found]] = node[found] - size
     return out
+
+
+_MAX_JUMPS = 64
+"""Jumps the C search makes for one query before leaving it to the segment tree (bounds its
+worst case, a long run of decreasing values, at O(queries · 64))."""
 
 
 def _max_tree(values: np.ndarray) -> tuple[np.ndarray, int]:
@@ -197,11 +214,14 @@ SUMMARY_COLUMNS = (
 )
 
 
-def _summarise(table: pd.DataFrame, keys: list[str], value_orders: dict | None = None) -> pd.DataFrame:
+def _summarise(table: pd.DataFrame, keys: list[str], value_orders: dict | None = None,
+               coded: dict[str, np.ndarray] | None = None) -> pd.DataFrame:
+    """Per group of ``keys``: the summary columns. ``coded``: per key column, integers that group
+    and order as its values do, grouped on instead (the key's values are still what is shown)."""
     if not len(table):
         return pd.DataFrame(columns=keys + list(SUMMARY_COLUMNS))
-    g = Grouped(table, keys, value_orders)
-    return g.frame({
+    g = Grouped({**{c: table[c] for c in table.columns}, **(coded or {})}, keys, value_orders)
+    out = g.frame({
         "launches": g.size(),
         "gpu_ops": g.sum("gpu_ops"),
         "cpu_dur_mean_us": g.mean("cpu_dur_us"),
@@ -216,18 +236,41 @@ def _summarise(table: pd.DataFrame, keys: list[str], value_orders: dict | None =
         "runtime_outliers": g.sum("runtime_outlier"),
         "launch_delay_outliers": g.sum("launch_delay_outlier"),
     })
+    for k in coded or {}:
+        out[k] = table[k].to_numpy()[g.first]
+    return out
 
 
 def launch_summary(traces: TraceSet) -> pd.DataFrame:
     """Per (rank, launch call name): count, CPU/GPU durations, launch-delay statistics (µs)
     and how many launches each flag marks (default cutoffs 50 µs / 100 µs)."""
-    return _summarise(launches(traces), ["rank", "launch"], _value_orders(traces))
+    return _summarise(launches(traces), ["rank", "launch"], _value_orders(traces),
+                      {"launch": _launch_name_keys(traces)})
 
 
 def launch_summary_by_step(traces: TraceSet) -> pd.DataFrame:
     """:func:`launch_summary` per (rank, profiler step) over all launch names; step -1 holds
     launches outside any ProfilerStep."""
     return _summarise(launches(traces), ["rank", "iteration"], _value_orders(traces))
+
+
+def _launch_name_keys(traces: TraceSet) -> np.ndarray:
+    """Per row of :func:`launches`: an integer that groups and orders as its ``launch`` name
+    does. Each rank's names are decoded once per distinct name code and sorted once over all
+    ranks, instead of hashing a string per launch."""
+    labels, inverses = [], []
+    for t in traces:  # the ranks :func:`launches` holds rows of, in its order
+        rows = launch_gpu_ops(t)[0]
+        if len(rows):
+            uniq, inverse = distinct_codes(t.name[rows], len(t.strings))
+            labels.append(t.decode(uniq))
+            inverses.append(inverse)
+    if not labels:
+        return np.empty(0, dtype=np.int64)
+    _, key = np.unique(np.concatenate(labels), return_inverse=True)
+    key = key.ravel()
+    offsets = np.cumsum([0] + [len(lab) for lab in labels])
+    return np.concatenate([key[lo:hi][inverse] for lo, hi, inverse in zip(offsets[:-1], offsets[1:], inverses)])
 
 
 def _value_orders(traces: TraceSet) -> dict[str, np.ndarray]:
@@ -355,17 +398,22 @@ def _kernel_sequences(codes: np.ndarray, table: np.ndarray, starts: np.ndarray) 
 
 
 def _last_key_at_or_before(key_sorted: np.ndarray, ts_sorted: np.ndarray, key: np.ndarray,
-                           ts: np.ndarray) -> np.ndarray:
+                           ts: np.ndarray, *, use_c: bool | None = None) -> np.ndarray:
     """Position of the last pair <= (key[q], ts[q]) among (key, ts) pairs sorted
     lexicographically; -1 if none. A query whose key is absent gets -1 too (the caller
     rejects an answer from another key's pairs by comparing keys).
 
     One ``searchsorted`` per distinct key (thread) on its slice of ``ts_sorted``: a loop over
-    keys, not over queries.
+    keys, not over queries. The C extension, when built, keeps a cursor per key instead (the
+    launches come in time order: a few steps each); ``use_c`` forces one path (tests).
     """
     out = np.full(len(key), -1, dtype=np.int64)
     if not len(key_sorted) or not len(key):
         return out
+    if use_c is not False and hasattr(_nest, "last_key_at_or_before"):  # an older build lacks it
+        if _nest.last_key_at_or_before(*(np.ascontiguousarray(a, dtype=d) for a, d in (
+                (key_sorted, np.int64), (ts_sorted, np.float64), (key, np.int64), (ts, np.float64))), out):
+            return out
     lo = np.flatnonzero(np.r_[True, key_sorted[1:] != key_sorted[:-1]])
     hi = np.append(lo[1:], len(key_sorted))
     block = np.clip(np.searchsorted(key_sorted[lo], key), 0, len(lo) - 1)

@@ -67,6 +67,27 @@ def nest(group: np.ndarray, start: np.ndarray, dur: np.ndarray, row: np.ndarray,
     return parent, depth
 
 
+def nest_rows(group: np.ndarray, rows: np.ndarray, start: np.ndarray, dur: np.ndarray, parent: np.ndarray,
+              depth: np.ndarray, *, use_c: bool | None = None) -> None:
+    """:func:`nest` of the events at ``rows`` of whole columns ``start`` and ``dur`` (negative
+    durations as 0, ``rows`` the tie-break), written at those rows of ``parent`` (the parent's
+    row, -1 at the top) and ``depth``, int64 arrays as long as the columns.
+
+    The call stack's form of :func:`nest`: the C extension gathers the spans and writes the
+    answers where they belong itself (no gathered copies, no scatter in numpy). ``group`` holds
+    dense ids (:func:`thread_ids`). ``use_c`` forces one path (tests).
+    """
+    if use_c is not False and _nest is not None and hasattr(_nest, "nest_rows"):  # an older build lacks it
+        group = np.ascontiguousarray(group, dtype=np.int64)
+        rows = np.ascontiguousarray(rows, dtype=np.int64)
+        if _nest.nest_rows(rows, group, np.ascontiguousarray(start, np.float64), np.ascontiguousarray(dur, np.float64),
+                           int(group.max()) + 1 if len(group) else 0, parent, depth):
+            return
+    par, dep = nest(group, start[rows], np.maximum(dur[rows], 0.0), rows, use_c=use_c)  # NaN spans: numpy's rules
+    parent[rows] = np.append(rows, NO_PARENT)[par]  # par -1 picks the appended NO_PARENT
+    depth[rows] = dep
+
+
 def sweep_order(group: np.ndarray, start: np.ndarray, dur: np.ndarray,
                 row: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The stack sweep over intervals: (event position, is_open) for each of the 2·n points.

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -40,6 +42,33 @@ TC_PATTERN = re.compile(
 """Kernel names that run on Tensor Cores / matrix cores (see module doc)."""
 TF32_PATTERN = re.compile(r"tf32", re.IGNORECASE)
 """Kernel names of FP32 GEMMs/convolutions that run in TF32 on Tensor Cores."""
+
+
+def args_at(trace: RankTrace, keys: Sequence[tuple[str, Any]], rows: np.ndarray) -> list[np.ndarray]:
+    """``[trace.arg(key, default, rows) for key, default in keys]`` with one search of ``rows``
+    per distinct set of event rows among the keys' sparse columns: Kineto writes a kernel's
+    launch args (grid, registers, occupancy ...), or an op's shapes and types, on the same
+    events, so their columns share their rows and the positions found for one serve them all."""
+    rows = np.asarray(rows, dtype=np.int64)
+    searched: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (column rows, hits, their positions)
+    out = []
+    for key, default in keys:
+        col = trace.args.get(key)
+        if col is None or not len(col.rows):
+            out.append(trace.arg(key, default, rows))
+            continue
+        for col_rows, hit, at in searched:
+            if col_rows is col.rows or (len(col_rows) == len(col.rows) and np.array_equal(col_rows, col.rows)):
+                break
+        else:
+            pos = np.minimum(np.searchsorted(col.rows, rows), len(col.rows) - 1)  # as RankTrace.arg
+            hit = col.rows[pos] == rows
+            at = pos[hit]
+            searched.append((col.rows, hit, at))
+        values = np.full(rows.shape, default, dtype=np.result_type(col.values.dtype, np.asarray(default).dtype))
+        values[hit] = col.values[at]
+        out.append(values)
+    return out
 
 
 def _per_name(trace: RankTrace, codes: np.ndarray, fn) -> np.ndarray:
@@ -74,10 +103,13 @@ def num_sms(trace: RankTrace) -> float:
     return float(value) if isinstance(value, (int, float)) and value > 0 else np.nan
 
 
-def sm_efficiency_pct(trace: RankTrace, rows: np.ndarray) -> np.ndarray:
+def sm_efficiency_pct(trace: RankTrace, rows: np.ndarray, blocks_per_sm: np.ndarray | None = None) -> np.ndarray:
     """Per kernel row: estimated SM efficiency in % (NaN where neither ``blocks per SM`` nor a grid
-    with the device's SM count was recorded)."""
-    blocks_per_sm = trace.arg("blocks per SM", np.nan, rows).astype(np.float64)
+    with the device's SM count was recorded). ``blocks_per_sm``: that arg at ``rows`` when the
+    caller looked it up already."""
+    if blocks_per_sm is None:
+        blocks_per_sm = trace.arg("blocks per SM", np.nan, rows)
+    blocks_per_sm = blocks_per_sm.astype(np.float64)
     missing = ~np.isfinite(blocks_per_sm)
     if missing.any():
         grid = trace.arg("grid", -1, rows[missing]).astype(np.int64)
@@ -87,9 +119,12 @@ def sm_efficiency_pct(trace: RankTrace, rows: np.ndarray) -> np.ndarray:
     return np.where(blocks_per_sm > 0, np.minimum(blocks_per_sm, 1.0) * 100.0, np.nan)
 
 
-def occupancy_pct(trace: RankTrace, rows: np.ndarray) -> np.ndarray:
-    """Per kernel row: Kineto's ``est. achieved occupancy %`` (NaN where not recorded or negative)."""
-    occ = trace.arg("est. achieved occupancy %", np.nan, rows).astype(np.float64)
+def occupancy_pct(trace: RankTrace, rows: np.ndarray, occ: np.ndarray | None = None) -> np.ndarray:
+    """Per kernel row: Kineto's ``est. achieved occupancy %`` (NaN where not recorded or negative);
+    ``occ``: that arg at ``rows`` when the caller looked it up already."""
+    if occ is None:
+        occ = trace.arg("est. achieved occupancy %", np.nan, rows)
+    occ = occ.astype(np.float64)
     return np.where(occ >= 0, occ, np.nan)
 
 
@@ -110,10 +145,11 @@ def kernel_metrics(trace: RankTrace) -> dict[str, np.ndarray]:
     column is looked up once."""
     def compute() -> dict[str, np.ndarray]:
         rows = trace.gpu_work_rows()
+        blocks, occ, registers, shared = args_at(trace, [("blocks per SM", np.nan), ("est. achieved occupancy %", np.nan),
+                                                         ("registers per thread", -1), ("shared memory", -1)], rows)
         out = {"rows": rows, "tensor_core": tensor_core_kernels(trace, rows), "tf32": tf32_kernels(trace, rows),
-               "sm_efficiency_pct": sm_efficiency_pct(trace, rows), "occupancy_pct": occupancy_pct(trace, rows),
-               "registers": trace.arg("registers per thread", -1, rows).astype(np.int64),
-               "shared_memory": trace.arg("shared memory", -1, rows).astype(np.int64)}
+               "sm_efficiency_pct": sm_efficiency_pct(trace, rows, blocks), "occupancy_pct": occupancy_pct(trace, rows, occ),
+               "registers": registers.astype(np.int64), "shared_memory": shared.astype(np.int64)}
         for value in out.values():
             value.flags.writeable = False
         return out

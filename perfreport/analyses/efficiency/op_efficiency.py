@@ -29,7 +29,7 @@ import pandas as pd
 
 from ...model import CPU_OP_CATEGORIES, RankTrace, TraceSet, distinct_codes
 from ..callstack import call_stack, cpu_ops, nearest_match, outermost_ops, stack_levels, topmost_match
-from .gpu_metrics import metrics_of, weighted_pct
+from .gpu_metrics import args_at, metrics_of, weighted_pct
 from .gpus import GpuSpec, rank_gpu
 from .perfmodel import MODELS, OpModel, model
 
@@ -58,8 +58,8 @@ def op_efficiency(traces: TraceSet) -> pd.DataFrame:
 
 def _signature(trace: RankTrace, rows: np.ndarray) -> np.ndarray:
     """(n, 4) int64 string codes: name, Input Dims, Input type, Concrete Inputs (-1 when absent)."""
-    return np.column_stack([trace.name[rows].astype(np.int64)] + [
-        trace.arg(key, -1, rows).astype(np.int64) for key in ("Input Dims", "Input type", "Concrete Inputs")])
+    args = args_at(trace, [(key, -1) for key in ("Input Dims", "Input type", "Concrete Inputs")], rows)
+    return np.column_stack([trace.name[rows].astype(np.int64)] + [a.astype(np.int64) for a in args])
 
 
 def _text(trace: RankTrace, code: int) -> str:
@@ -119,12 +119,24 @@ def _owner_calls(trace: RankTrace) -> tuple[np.ndarray, ...]:
     signature's index). Memoised: the op table and its per-step samples share the grouping."""
     def compute() -> tuple[np.ndarray, ...]:
         _, owner, _ = kernel_owner(trace)
-        owners, owner_of = distinct_codes(owner, trace.n_events)
+        owners, owner_of = _distinct_events(owner, trace.n_events)
         sig = _signature(trace, owners)
         first, sig_of = distinct_rows(sig)
         return owners, owner_of.ravel(), sig, first, sig_of
 
     return trace.memo("efficiency_owner_calls", compute)
+
+
+def _distinct_events(rows: np.ndarray, n_events: int) -> tuple[np.ndarray, np.ndarray]:
+    """(the distinct event rows, ascending; each row's position among them): ``np.unique``'s
+    answer through a mark per event and a slot written only at the distinct rows (no sort, no
+    running count over all events)."""
+    mark = np.zeros(n_events, dtype=bool)
+    mark[rows] = True
+    uniq = np.flatnonzero(mark)
+    slot = np.empty(n_events, dtype=np.int64)  # read back only where written
+    slot[uniq] = np.arange(len(uniq))
+    return uniq, slot[rows]
 
 
 def rank_op_efficiency(trace: RankTrace) -> pd.DataFrame:
@@ -188,11 +200,18 @@ def distinct_rows(sig: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     each column made dense first, so the rows become one int64 key (``np.unique(axis=0)`` sorts
     the rows as structured records, several times slower)."""
     key = np.zeros(len(sig), dtype=np.int64)
+    span = 1
     for column in sig.T:
         ids, dense = distinct_codes(column, int(column.max(initial=0)) + 1)
         key = key * len(ids) + dense
-    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-    return first, inverse.ravel()
+        span *= len(ids)
+    if span > 4 * len(key) + 4096:  # too wide for a table: sort
+        _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        return first, inverse.ravel()
+    uniq, inverse = distinct_codes(key, span)  # np.unique's answer through a presence table
+    first = np.full(len(uniq), len(key), dtype=np.int64)
+    np.minimum.at(first, inverse, np.arange(len(key)))  # each distinct row's first occurrence
+    return first, inverse
 
 
 def compute_class(m: OpModel, any_tf32: bool, spec: GpuSpec | None) -> str:

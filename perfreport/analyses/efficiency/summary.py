@@ -9,7 +9,7 @@ import pandas as pd
 
 from ...model import RankTrace, TraceSet
 from ..grouping import string_keys
-from .gpu_metrics import metrics_of, weighted_pct
+from .gpu_metrics import kernel_metrics, weighted_pct
 from .gpus import rank_gpu
 from .op_efficiency import kernel_owner
 
@@ -19,14 +19,20 @@ SUMMARY_COLUMNS = ("rank", "gpu", "gpu_model", "gpu_note", "peak_source", "mem_t
 STEP_COLUMNS = ("rank", "step", "kernel_us", "tensor_core_pct", "est_sm_efficiency_pct", "est_achieved_occupancy_pct")
 
 
-def _kernel_rows(trace: RankTrace) -> np.ndarray:
-    rows = trace.gpu_work_rows()
-    return rows[trace.kernels()[rows]]
+def _kernels(trace: RankTrace) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """(the kernel rows among the GPU work, their :func:`kernel_metrics`): the kernels'
+    positions among the GPU work rows are known, so the metrics are taken there (no search for
+    the rows, as ``metrics_of`` makes for rows of any kind)."""
+    table = kernel_metrics(trace)
+    pos = np.flatnonzero(trace.kernels()[table["rows"]])
+    return table["rows"][pos], {k: v[pos] for k, v in table.items() if k != "rows"}
 
 
-def _metrics(trace: RankTrace, rows: np.ndarray, group: np.ndarray, n: int) -> dict[str, np.ndarray]:
+def _metrics(trace: RankTrace, rows: np.ndarray, group: np.ndarray, n: int,
+             m: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Kernel time and the duration-weighted metrics per group of ``rows`` (``m``: their
+    :func:`kernel_metrics`)."""
     dur = np.nan_to_num(trace.dur[rows])
-    m = metrics_of(trace, rows)
     total = np.bincount(group, weights=dur, minlength=n)
     tc = np.bincount(group, weights=dur * m["tensor_core"], minlength=n)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -43,8 +49,8 @@ def efficiency_summary(traces: TraceSet) -> pd.DataFrame:
     rows = []
     for t in traces:
         match = rank_gpu(t.meta)
-        kernels = _kernel_rows(t)
-        m = _metrics(t, kernels, np.zeros(len(kernels), dtype=np.int64), 1)
+        kernels, metrics = _kernels(t)
+        m = _metrics(t, kernels, np.zeros(len(kernels), dtype=np.int64), 1, metrics)
         gpu, owner, modelled = kernel_owner(t)
         dur = np.nan_to_num(t.dur[gpu])
         covered = float(dur[modelled].sum())
@@ -64,14 +70,14 @@ def gpu_metrics_per_step(traces: TraceSet) -> pd.DataFrame:
     step's kernels (a kernel belongs to the step of its launch)."""
     frames = []
     for t in traces:
-        kernels = _kernel_rows(t)
+        kernels, metrics = _kernels(t)
         step = t.iteration[kernels]
         keep = step >= 0
         kernels, step = kernels[keep], step[keep]
         if len(kernels) == 0:
             continue
         steps, group = np.unique(step, return_inverse=True)
-        m = _metrics(t, kernels, group.ravel(), len(steps))
+        m = _metrics(t, kernels, group.ravel(), len(steps), {k: v[keep] for k, v in metrics.items()})
         frames.append(pd.DataFrame({"rank": t.rank, "step": steps.astype(np.int64), **m}))
     if not frames:
         return pd.DataFrame({c: np.empty(0, np.int64 if c in ("rank", "step") else np.float64) for c in STEP_COLUMNS})
@@ -90,7 +96,7 @@ def kernel_efficiency(traces: TraceSet) -> pd.DataFrame:
     launch's registers per thread and shared memory (bytes; the largest launch's)."""
     frames = []
     for t in traces:
-        rows = _kernel_rows(t)
+        rows, m = _kernels(t)
         if len(rows) == 0:
             continue
         key, labels = string_keys(t.name[rows], t.strings)
@@ -98,7 +104,6 @@ def kernel_efficiency(traces: TraceSet) -> pd.DataFrame:
         dur = np.nan_to_num(t.dur[rows])
         total = np.bincount(key, weights=dur, minlength=n)
         top = np.argsort(-total, kind="stable")[:TOP_KERNELS]
-        m = metrics_of(t, rows)
         tc = np.zeros(n, dtype=bool)
         tc[key] = m["tensor_core"]
         order = np.argsort(key, kind="stable")
