@@ -352,16 +352,17 @@ def local_workers(jobs: Sequence[RankJob], requested: int | None) -> int:
 RANK_FIXED_BYTES = 16 << 20
 """A rank's fixed cost, counted as JSON bytes: any rank, however small, takes ~0.1 CPU s to
 analyse (the analyses' own overheads), about what 16 MB of a real trace's JSON adds."""
-SMALL_JOB_BYTES = 48 << 20
+SMALL_JOB_BYTES = 17 << 20
 """At most this much work (:data:`RANK_FIXED_BYTES` per rank plus its JSON) beside a job's
-largest rank is done in this process, one rank after the other: worker processes could take
-little more off the wall time than starting them costs (forking, their imports, sending the
-digests back: 0.15-0.25 CPU s). Measured on this project's 2-core machine while it was shared
-(median of 5, CPU s and wall s, here -> 2 workers): ``analyze --format json`` of 2 ranks of
-9 MB: 1.01 -> 1.19 CPU, 2.5 -> 3.0 s; of 4 tiny ranks: 0.81 -> 1.04 CPU, 1.7 -> 2.6 s; of 8 tiny
-ranks (past the limit): 1.21 -> 1.39 CPU, 2.8 -> 3.2 s, best 2.4 -> 2.1 s; ``compare demo
-examples/resnet50-workers0 --format json,md`` (a stored rank of 31 MB, one of 35 MB): 1.81 ->
-1.95 CPU, 4.2 s both."""
+largest rank is done in this process, one rank after the other: a second rank under 1 MB at
+most. Past that, worker processes win on idle cores even though starting them costs 0.1-0.2
+CPU s (forking, their imports, sending the digests back). Measured on this project's 2-core
+machine, idle, median of 5 (wall s here -> with 2 workers; CPU s here -> with 2 workers):
+``analyze --format json`` of 2 tiny ranks 0.55 -> 0.58 s, 0.63 -> 0.78 CPU s; ``compare`` of
+two 0.3 MB ranks (json,md,junit) 0.80 -> 0.78 s, 0.93 -> 1.01 CPU s, with every format 1.95 ->
+7.6 s (the workers' run then stalls ~5.6 s waiting on its early figure child); but 2 ranks of
+1.7 MB 0.79 -> 0.68 s, 2 of 9 MB 0.73 -> 0.63 s, the demo compare 2.74 -> 2.53 s: worker
+processes, though each costs 0.03-0.2 CPU s more."""
 
 
 def small_job(jobs: Sequence[RankJob]) -> bool:
