@@ -387,8 +387,10 @@ def analyze_to(args: argparse.Namespace, formats, renderer) -> int:
             document = summary_document(analysis)
         document["command"] = reproduce_command(args)
         text = JsonChunks(document)  # report.json, encoded as it is written
-        with phase("report: build"):
-            report = build_report(document)
+        report = None  # report.json alone is written from the document: no report to build
+        if set(formats) - {"json"}:
+            with phase("report: build"):
+                report = build_report(document)
     finally:
         progress.finish()
     try:  # report.json is always written: it is what machines and later renders read

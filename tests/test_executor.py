@@ -22,7 +22,8 @@ from perfreport.analyses.series import time_series
 from perfreport.cli import main
 from perfreport.running.assemble import assemble
 from perfreport.running.digest import AnalysisOptions, DigestError, DigestTrace, digest
-from perfreport.running.executor import Executor, run
+from perfreport.running.executor import RANK_FIXED_BYTES, SMALL_JOB_BYTES, Executor, RankJob, local_workers, run
+from perfreport.running.executor import small_job
 from perfreport.load import load
 from perfreport.pipeline import trace_jobs
 from perfreport.running.progress import Progress
@@ -105,6 +106,24 @@ def test_worker_processes_give_what_one_process_gives(job8):
     a, b = assemble(one, "x")[1], assemble(many, "x")[1]
     for name in a:
         assert plain(a[name].to_dict(orient="records")) == plain(b[name].to_dict(orient="records")), name
+
+
+def test_small_jobs_run_here_unless_workers_are_asked_for(job8, tmp_path):
+    """A job whose ranks are little work beside its largest runs in this process (starting
+    workers would cost more than they save); a bigger one, a remote one, or an explicit
+    --workers gets the processes it allows."""
+    for r in range(2):
+        tiny_trace(tmp_path / "two", r)
+    two = trace_jobs(tmp_path / "two")
+    assert small_job(two) and local_workers(two, None) == 1
+    assert local_workers(two, 2) == min(2, local_workers(two, 100))  # asked for: as many as allowed
+    assert not small_job(trace_jobs(job8))  # 7 ranks beside the largest: 7 x 16 MB of fixed cost
+    beside = SMALL_JOB_BYTES - RANK_FIXED_BYTES  # the JSON one rank may have beside a larger one
+    sized = [RankJob("a.json", json_bytes=10 << 30), RankJob("b.json", json_bytes=beside)]
+    assert small_job(sized) and not small_job([sized[0], RankJob("b.json", json_bytes=beside + 1)])
+    cached = RankJob("c.json", json_bytes=10 << 30, cache="c.cols", digest_sha256="0" * 64)  # its digest is read
+    assert small_job([sized[0], cached]) and not small_job([sized[0], RankJob("c.json", json_bytes=10 << 30)])
+    assert not small_job([RankJob("s3://bucket/rank0.json"), RankJob("s3://bucket/rank1.json")])
 
 
 def _summary(folder: Path) -> dict:

@@ -93,6 +93,22 @@ def test_analyze_keeps_every_phase_of_the_parent_and_each_rank(tmp_path, capsys)
     assert "rank tasks, summed over 1 rank(s):" in err and "    scan " in err.replace("perfreport: ", "")
 
 
+def test_a_json_only_analyze_builds_no_report(tmp_path) -> None:
+    """report.json is written from the document: with no other format, no report is built and no
+    figure planned, and the document is the one a run that builds the report writes."""
+    trace = TRACES / "hta_a100_alexnet_benchmark"
+    documents, phases = [], []
+    for formats in ("json", "json,md"):
+        out = tmp_path / formats.replace(",", "-")
+        assert main(["analyze", str(trace), "--out", str(out), "--format", formats, "-q"]) == 0
+        document = json.loads((out / "report.json").read_text())
+        phases.append({r["phase"] for r in document["timings"]["parent"]["phases"]})
+        documents.append({k: v for k, v in document.items() if k not in ("timings", "timings_s", "created_utc", "command")})
+    assert "report: build" not in phases[0] and "render:plan figures" not in phases[0]
+    assert {"report: document", "report: build", "render:md"} <= phases[1]
+    assert documents[0] == documents[1]
+
+
 def test_compare_times_both_sides_in_their_worker_processes(tmp_path, capsys, monkeypatch) -> None:
     monkeypatch.chdir(ROOT)  # the demo baseline lives in ./baselines
     code = main(["compare", "demo", "examples/resnet50-workers0", "--out", str(tmp_path), "--format", "md",

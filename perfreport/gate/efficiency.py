@@ -119,24 +119,35 @@ def hardware_note(cmp: Comparison) -> Note | None:
     return Note("hardware", f"hardware-normalised (rank {b_rank} → {c_rank}, {b_gpu} → {c_gpu}): " + "; ".join(parts))
 
 
-def _samples(side, table: pd.DataFrame, label: str, memory: bool, peak: float | None) -> pd.Series:
-    """Per sample of ``side.steps`` (rows aligned): the op's achieved TFLOPS/s (TB/s when
-    ``memory``), in % of ``peak`` when given; NaN where the op did not run."""
-    rows = table[table["label"] == label]
+def _sample_positions(side, table: pd.DataFrame) -> np.ndarray | None:
+    """Each row of ``table``: its sample's position among ``side.steps``' samples (-1: none of
+    them); None where the side's samples are not unique (:func:`_samples` joins then). Made once
+    per side, not per checked op: building the two indexes was half of the checks' time."""
+    samples = pd.MultiIndex.from_frame(side.steps[SAMPLE])
+    if not samples.is_unique:  # (a side's samples are unique; the general join otherwise)
+        return None
+    return samples.get_indexer(pd.MultiIndex.from_frame(table[SAMPLE]))
+
+
+def _samples(side, table: pd.DataFrame, chosen: np.ndarray, positions: np.ndarray | None, memory: bool,
+             peak: float | None) -> pd.Series:
+    """Per sample of ``side.steps`` (rows aligned): the achieved TFLOPS/s (TB/s when ``memory``)
+    of the op whose rows of ``table`` are ``chosen``, in % of ``peak`` when given; NaN where
+    the op did not run. ``positions``: :func:`_sample_positions` of ``table``."""
+    rows = table[chosen]
     amount = rows["bytes" if memory else "flops"].to_numpy(np.float64)
     value = amount / (rows["kernel_us"].to_numpy(np.float64) * 1e-6) / 1e12
     if peak is not None:
         value = 100.0 * value / peak
-    samples = pd.MultiIndex.from_frame(side.steps[SAMPLE])
-    if not samples.is_unique:  # (a side's samples are unique; the general join otherwise)
+    if positions is None:
         per = rows[SAMPLE].assign(_v=value).groupby(SAMPLE, as_index=False)["_v"].mean()
         return side.steps[SAMPLE].merge(per, on=SAMPLE, how="left")["_v"]
     # each sample's mean by its position among the side's samples: pandas' grouped mean over the
     # rows in their order, as grouping by the three columns and joining gave, without the join
-    position = samples.get_indexer(pd.MultiIndex.from_frame(rows[SAMPLE]))
+    position = positions[chosen]
     inside = position >= 0
     means = pd.Series(value[inside]).groupby(position[inside], sort=False).mean()
-    out = np.full(len(samples), np.nan)
+    out = np.full(len(side.steps), np.nan)
     out[means.index.to_numpy()] = means.to_numpy(np.float64)
     return pd.Series(out, name="_v")
 
@@ -176,12 +187,16 @@ def throughput_checks(cmp: Comparison) -> list[Check]:
     judged.hw = cmp.hw and not normalise  # percent of each GPU's peak compares across GPUs
     settings = replace(cfg, min_change_us=0.0, min_change_step_pct=0.0)
     out: list[Check] = []
+    b_labels, c_labels = b_table["label"].to_numpy(), c_table["label"].to_numpy()
+    b_positions, c_positions = _sample_positions(cmp.b, b_table), _sample_positions(cmp.c, c_table)
     for label in labels:  # a loop over the few checked ops
-        per_sample = b_table.loc[b_table["label"] == label].groupby(SAMPLE)["kernel_us"].sum()
+        b_chosen, c_chosen = b_labels == label, c_labels == label
+        b_rows = b_table[b_chosen]
+        per_sample = b_rows.groupby(SAMPLE)["kernel_us"].sum()
         if float(per_sample.median()) < cfg.min_change_us:
             continue  # an op whose whole kernel time per step is under the kernel-time floor
-        bound = b_table.loc[b_table["label"] == label, "bound"].iloc[0]
-        flops = float(b_table.loc[b_table["label"] == label, "flops"].sum())
+        bound = b_rows["bound"].iloc[0]
+        flops = float(b_rows["flops"].sum())
         memory = bound == "memory" or flops == 0
         peaks = (_peak(cmp.b, label, memory), _peak(cmp.c, label, memory)) if normalise else (None, None)
         if normalise and None in peaks:
@@ -191,8 +206,8 @@ def throughput_checks(cmp: Comparison) -> list[Check]:
         metric = Metric("tb_per_s" if memory else "tflops_per_s",
                         f"achieved {'% of each GPU' + chr(39) + 's ' + name if normalise else unit}", unit, LOWER,
                         "op_efficiency_steps")
-        b_values = _samples(cmp.b, b_table, label, memory, peaks[0])
-        c_values = _samples(cmp.c, c_table, label, memory, peaks[1])
+        b_values = _samples(cmp.b, b_table, b_chosen, b_positions, memory, peaks[0])
+        c_values = _samples(cmp.c, c_table, c_chosen, c_positions, memory, peaks[1])
         for g in cmp.groups(b_values, c_values, cfg.aggregation, LOWER):
             check = _relative_check(judged, "op_throughput", settings, metric, g, subject=label)
             if check is None:

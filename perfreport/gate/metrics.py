@@ -30,7 +30,7 @@ work) gives empty vectors, and the check is skipped.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -160,6 +160,9 @@ class SideData:
     """The newest run's ``op_efficiency`` table (the Tensor Core check, the hardware note)."""
     efficiency_steps: pd.DataFrame | None = None
     """Per (run, rank, step, top op): kernel µs, FLOPs, bytes (the achieved-throughput checks)."""
+    _pivots: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    """:func:`keyed_samples`' sample x key sums, by (table, key columns, value): made once per
+    side, whichever checks ask (a new side, e.g. from ``dataclasses.replace``, starts empty)."""
 
     @property
     def has_steps(self) -> bool:
@@ -265,7 +268,10 @@ def keyed_samples(side: SideData, table: str, key_columns: tuple[str, ...], valu
     index = pd.MultiIndex.from_frame(side.steps[SAMPLE])
     if not len(frame) or not keys:
         return pd.DataFrame(0.0, index=index, columns=pd.Index(keys, dtype=object))
-    wide = _pivot_sums(frame, key_of(frame, key_columns), frame[value].to_numpy(np.float64))
+    wide = side._pivots.get((table, key_columns, value))
+    if wide is None:  # (the structural, relative, variant and host-wait checks ask for the same ones)
+        wide = _pivot_sums(frame, key_of(frame, key_columns), frame[value].to_numpy(np.float64))
+        side._pivots[(table, key_columns, value)] = wide
     return wide.reindex(index=index, columns=keys, fill_value=0.0).astype(np.float64)
 
 

@@ -223,7 +223,7 @@ Content = str | bytes | Iterable[bytes]
 """A file's content as :func:`perfreport.storing.atomic.atomic_files` takes it (chunks: a JSON document)."""
 
 
-def write_reports(report: Report, out_dir: str | Path, formats: Iterable[str] | str | None = None,
+def write_reports(report: Report | None, out_dir: str | Path, formats: Iterable[str] | str | None = None,
                   extra: Mapping[str, Content] | None = None, *, pdf_appendix: bool = False,
                   ready: Mapping[str, Content] | None = None, renderer: PdfRenderer | None = None,
                   pdf_optional: bool = False, before_write: Callable[[], None] | None = None,
@@ -234,7 +234,8 @@ def write_reports(report: Report, out_dir: str | Path, formats: Iterable[str] | 
     one forked here. ``ready`` holds formats already rendered. ``pdf_optional``: the PDF was a
     default, not asked for, so where WeasyPrint cannot load it is left out with a note on
     stderr instead of failing. ``early``: figures a child started drawing before the report was
-    built (:func:`early_figures`). ``before_write`` runs once everything is rendered, before any
+    built (:func:`early_figures`). ``report`` may be None when ``ready`` holds every format
+    (``analyze --format json``). ``before_write`` runs once everything is rendered, before any
     file is written (the command puts its phase timings into the document then). Returns the paths: the extra files, then the reports in
     :data:`perfreport.report.FORMATS` order. Raises OSError for a write that failed,
     PerfreportError for a PDF that failed (the other files are written all the same)."""
@@ -249,8 +250,9 @@ def write_reports(report: Report, out_dir: str | Path, formats: Iterable[str] | 
     own = None
     drawing = None
     try:
-        with phase("render:plan figures"):
-            drawing = _figure_drawing(report, formats, ready, pdf_appendix, early)
+        if {"html", "pdf"} & (set(formats) - set(ready)):  # (md, json, junit: no figure, nothing to plan)
+            with phase("render:plan figures"):
+                drawing = _figure_drawing(report, formats, ready, pdf_appendix, early)
         if "pdf" in formats and "pdf" not in ready:
             if renderer is None:
                 renderer = own = PdfRenderer.start()
@@ -292,7 +294,10 @@ def write_reports(report: Report, out_dir: str | Path, formats: Iterable[str] | 
     finally:
         if own is not None:
             own.close()
-    drawing.finish()
+    if drawing is not None:
+        drawing.finish()
+    elif early is not None:  # (figures no format shows: never the case, but never left running)
+        early.stop()
     order = [*(extra or {})] + [FILENAMES[f] for f in formats if FILENAMES[f] in files]
     if before_write is not None:
         before_write()

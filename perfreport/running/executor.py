@@ -6,8 +6,8 @@ they arrive (:func:`stream`); the cross-rank reduce (:class:`perfreport.running.
 always runs in the calling process. Only digests travel, never event tables.
 
 * ``local`` (default): worker processes, as many as cores and free memory allow (a worker's
-  peak is ~2 x the JSON of the rank it loads), one rank per task; one rank or one worker runs in
-  this process.
+  peak is ~2 x the JSON of the rank it loads), one rank per task; one rank, one worker, or ranks
+  too small to repay starting workers (:func:`small_job`) run in this process.
 * ``dask``: tasks on an existing ``distributed`` cluster (``--scheduler tcp://HOST:PORT``); the
   workers must see the trace paths (shared storage, or ``s3://``, ``gs://``... through fsspec).
 """
@@ -336,16 +336,44 @@ def _local(jobs: Sequence[RankJob], options: AnalysisOptions, executor: Executor
 
 def local_workers(jobs: Sequence[RankJob], requested: int | None) -> int:
     """Local processes for ``jobs``: ``requested`` (``--workers``) capped at what
-    :func:`worker_count` allows (ranks, cores, free memory), with a note when it is capped."""
+    :func:`worker_count` allows (ranks, cores, free memory), with a note when it is capped;
+    without a request, 1 (this process) for a :func:`small_job`."""
     allowed = worker_count(jobs)
     if requested is None:
-        return allowed
+        return 1 if small_job(jobs) else allowed
     if requested > allowed:
         import sys
 
         sys.stderr.write(f"perfreport: note: --workers {requested:,} capped at {allowed} (at most one worker per "
                          f"rank, per core, and as many as free memory holds)\n")
     return min(requested, allowed)
+
+
+RANK_FIXED_BYTES = 16 << 20
+"""A rank's fixed cost, counted as JSON bytes: any rank, however small, takes ~0.1 CPU s to
+analyse (the analyses' own overheads), about what 16 MB of a real trace's JSON adds."""
+SMALL_JOB_BYTES = 17 << 20
+"""At most this much work (:data:`RANK_FIXED_BYTES` per rank plus its JSON) beside a job's
+largest rank is done in this process, one rank after the other: a second rank under 1 MB at
+most. Past that, worker processes win on idle cores even though starting them costs 0.1-0.2
+CPU s (forking, their imports, sending the digests back). Measured on this project's 2-core
+machine, idle, median of 5 (wall s here -> with 2 workers; CPU s here -> with 2 workers):
+``analyze --format json`` of 2 tiny ranks 0.55 -> 0.58 s, 0.63 -> 0.78 CPU s; ``compare`` of
+two 0.3 MB ranks (json,md,junit) 0.80 -> 0.78 s, 0.93 -> 1.01 CPU s, with every format 1.95 ->
+7.6 s (the workers' run then stalls ~5.6 s waiting on its early figure child); but 2 ranks of
+1.7 MB 0.79 -> 0.68 s, 2 of 9 MB 0.73 -> 0.63 s, the demo compare 2.74 -> 2.53 s: worker
+processes, though each costs 0.03-0.2 CPU s more."""
+
+
+def small_job(jobs: Sequence[RankJob]) -> bool:
+    """Whether ``jobs`` are too little work to repay worker processes (:data:`SMALL_JOB_BYTES`):
+    every rank's JSON beside the largest rank, each rank counted with its fixed cost. A stored
+    rank with cached analyses (its digest is read, not made) counts its fixed cost only; remote
+    ranks never run here (their downloads wait on the network, side by side in workers)."""
+    if any("://" in j.path for j in jobs):
+        return False
+    work = sorted(RANK_FIXED_BYTES + (0 if j.cache is not None and j.digest_sha256 else j.json_bytes) for j in jobs)
+    return sum(work[:-1]) <= SMALL_JOB_BYTES
 
 
 def guarded(task: Callable, job: RankJob, options: AnalysisOptions, **kwargs):
