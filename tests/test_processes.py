@@ -226,3 +226,31 @@ def test_beside_returns_what_the_child_computed_and_falls_back_to_running_here()
     beside.stop()  # killed and reaped
     with pytest.raises(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
+
+
+def test_no_child_is_forked_while_a_head_start_thread_imports(tmp_path, monkeypatch):
+    """A child forked while another thread imports a module inherits that module's import lock
+    and hangs when it imports the module itself (the figures' children waited out their 5.6 s
+    limit on every small compare): running.forked.fork waits for the threads of fork_after."""
+    import importlib
+    import threading
+
+    from perfreport.running import forked
+
+    (tmp_path / "slow_to_import.py").write_text("import time\ntime.sleep(0.5)\nVALUE = 42\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.invalidate_caches()
+    thread = threading.Thread(target=lambda: importlib.import_module("slow_to_import"), daemon=True)
+    forked.fork_after(thread)
+    thread.start()
+    time.sleep(0.1)  # the thread is inside the import, holding its lock
+
+    def work(send):
+        send(0, str(importlib.import_module("slow_to_import").VALUE).encode())
+
+    started = time.perf_counter()
+    child = forked.Child(work)
+    child.wait([0], timeout=10)
+    child.stop(kill=True)
+    assert child.messages.get(0) == b"42" and time.perf_counter() - started < 5
+    sys.modules.pop("slow_to_import", None)

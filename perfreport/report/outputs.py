@@ -27,6 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..running.forked import fork
 from ..storing.atomic import atomic_files
 from ..errors import PerfreportError
 from . import FILENAMES, parse_formats, render
@@ -54,7 +55,7 @@ class PdfRenderer:
         down_r, down_w = os.pipe()
         up_r, up_w = os.pipe()
         parent = os.getpid()
-        pid = os.fork()
+        pid = fork()
         if pid == 0:  # the child: never returns
             from ..running.lifecycle import worker_init
 

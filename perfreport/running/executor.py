@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from .digest import AnalysisOptions, RankDigest, digest
+from .forked import fork_after, imports_done
 from ..errors import PerfreportError
 from ..limits import Limits
 from ..limits import current as current_limits
@@ -267,7 +268,9 @@ def _meanwhile(executor: Executor) -> None:
         if timings is not None:
             timings.add("meanwhile (own thread)", time.perf_counter() - t0, time.thread_time() - c0, self_s=0.0)
 
-    threading.Thread(target=run, name="perfreport-meanwhile", daemon=True).start()
+    thread = threading.Thread(target=run, name="perfreport-meanwhile", daemon=True)
+    fork_after(thread)  # it imports: a child forked meanwhile would inherit a held import lock
+    thread.start()
 
 
 def _local(jobs: Sequence[RankJob], options: AnalysisOptions, executor: Executor, limits: Limits,
@@ -287,6 +290,7 @@ def _local(jobs: Sequence[RankJob], options: AnalysisOptions, executor: Executor
     from concurrent.futures.process import BrokenProcessPool
 
     ctx = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
+    imports_done()  # an earlier call's head-start thread may still be importing (see forked.fork)
     started = ctx.Array("q", len(jobs), lock=False)  # job index -> pid of the worker running it
     pool = ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_init_worker, initargs=(os.getpid(), started))
     processes: dict[int, Any] = {}  # every worker the pool started, to name a dead one and to stop them all

@@ -25,6 +25,34 @@ _TIMES = 0xFFFFFFFF
 """The index of a child's last message: its wall and CPU seconds."""
 
 
+_IMPORTING: list[threading.Thread] = []
+"""Threads that import modules beside the main one (the figures' head start): joined before
+any fork (:func:`fork`)."""
+
+
+def fork_after(thread: threading.Thread) -> None:
+    """Let no child be forked before ``thread`` (an importing one) has finished."""
+    _IMPORTING.append(thread)
+
+
+def fork() -> int:
+    """``os.fork()`` once no thread of :func:`fork_after` is still importing.
+
+    A child forked while another thread imports a module inherits that module's import lock,
+    held by a thread the child does not have, and waits forever the first time it imports the
+    module itself: the figures' children of a compare of two tiny traces hung until their time
+    limit (5.6-6.6 s) while the parent's head-start thread was importing matplotlib. Waiting for
+    that import instead costs at most the rest of it (~0.4 s), and nothing once it is done."""
+    imports_done()
+    return os.fork()
+
+
+def imports_done() -> None:
+    """Wait for the threads of :func:`fork_after` (before forking by other means: a pool)."""
+    while _IMPORTING:
+        _IMPORTING.pop().join()
+
+
 def cores() -> int:
     """The cores this process may run on."""
     try:
@@ -49,7 +77,7 @@ class Child:
         sys.stdout.flush()
         sys.stderr.flush()
         try:
-            pid = os.fork()
+            pid = fork()
         except OSError:
             os.close(read_fd)
             os.close(write_fd)
