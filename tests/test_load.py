@@ -264,7 +264,7 @@ def test_id_table_converts_the_same_whether_it_converts_every_text_or_only_those
     """pid/tid lookup: a small string table is converted whole, a big one only at the codes the
     columns hold; the gathered columns are the same either way (numeric text, floats, text ids,
     numbers beyond the text-id range, missing)."""
-    from perfreport.load.kineto import _id_table
+    from perfreport.load.columns import _id_table
 
     strings = ["7", "Spans", "stream 7", "1e3", " 12 ", "-3", "nan", str(2**63), "0x10", "4.9", "Traces"]
     rng = np.random.default_rng(5)
@@ -285,9 +285,9 @@ def test_step_of_starts_in_c_equals_numpy(seed: int) -> None:
     """The C pass of the step lookup gives numpy's column: events in and out of order, on a
     start or an end exactly, before the first step, NaN starts, skipped rows, steps sharing a
     start, and gaps between steps."""
-    from perfreport.load import kineto
+    from perfreport.load import columns
 
-    if kineto._decode is None:
+    if columns._decode is None:
         pytest.skip("the _decode extension is not built")
     rng = np.random.default_rng(seed)
     n_steps = int(rng.integers(1, 12))
@@ -297,8 +297,8 @@ def test_step_of_starts_in_c_equals_numpy(seed: int) -> None:
     ts = np.concatenate([np.sort(rng.uniform(-50, 1100, 300)), rng.uniform(-50, 1100, 200), starts, ends])
     ts[rng.random(len(ts)) < 0.05] = np.nan
     skip = rng.random(len(ts)) < 0.1
-    by_c = kineto.step_of_starts(ts, starts, ends, numbers, skip, use_c=True)
-    by_numpy = kineto.step_of_starts(ts, starts, ends, numbers, skip, use_c=False)
+    by_c = columns.step_of_starts(ts, starts, ends, numbers, skip, use_c=True)
+    by_numpy = columns.step_of_starts(ts, starts, ends, numbers, skip, use_c=False)
     np.testing.assert_array_equal(by_c, by_numpy)
     assert (by_numpy >= 0).sum() > 10 and (by_numpy == -1).sum() > 20  # both outcomes exercised
 
@@ -308,9 +308,9 @@ def test_first_gpu_event_of_launches_in_c_equals_numpy(seed: int) -> None:
     """The C choice of each launch's first GPU event gives numpy's links: after the correlation
     join (ids shared by several CPU rows, GPU rows without a partner or an id), launches of
     several GPU events with tied and NaN start times."""
-    from perfreport.load import kineto
+    from perfreport.load import columns
 
-    if kineto._decode is None:
+    if columns._decode is None:
         pytest.skip("the _decode extension is not built")
     rng = np.random.default_rng(seed)
     n = int(rng.integers(50, 3000))
@@ -321,11 +321,11 @@ def test_first_gpu_event_of_launches_in_c_equals_numpy(seed: int) -> None:
     cpu_side, gpu_side = side == 0, side == 1
     ts = rng.choice(np.arange(0.0, 50.0), n)  # ties
     ts[rng.random(n) < 0.05] = np.nan
-    by_numpy = kineto.link_by_correlation(corr, cpu_side, gpu_side)
+    by_numpy = columns.link_by_correlation(corr, cpu_side, gpu_side)
     by_c = by_numpy.copy()
     assert seed == 0 or (by_numpy >= 0).sum() > 10
-    kineto.link_first_gpu_events(ts, gpu_side, by_c, use_c=True)
-    kineto.link_first_gpu_events(ts, gpu_side, by_numpy, use_c=False)
+    columns.link_first_gpu_events(ts, gpu_side, by_c, use_c=True)
+    columns.link_first_gpu_events(ts, gpu_side, by_numpy, use_c=False)
     np.testing.assert_array_equal(by_c, by_numpy)
     assert seed == 0 or (cpu_side & (by_numpy >= 0)).sum() > 5  # launches got their first event
 
@@ -367,10 +367,10 @@ def test_plausible_times_in_c_agree_with_drop_absurd(seed: int, monkeypatch) -> 
 def test_ts_origin_in_c_equals_numpy(case: str) -> None:
     """The earliest start found in one C pass gives numpy's origin: from the complete events,
     else from any event, else 0; floored to the µs below negative starts too."""
-    from perfreport.load import kineto
+    from perfreport.load import columns
     from perfreport.load.fields import INT_MISSING, ScanResult
 
-    if kineto._decode is None:
+    if columns._decode is None:
         pytest.skip("the _decode extension is not built")
     rng = np.random.default_rng(len(case))
     n = 0 if case == "empty" else 300
@@ -385,7 +385,7 @@ def test_ts_origin_in_c_equals_numpy(case: str) -> None:
     if case == "negative":
         ts[ph == 0] -= 3 * 10**12 + 1
     result = ScanResult(n_events=n, top={"ph": ph, "ts": ts}, args={}, strings=["X", "M"])
-    by_c, by_numpy = kineto.ts_origin_us(result, use_c=True), kineto.ts_origin_us(result, use_c=False)
+    by_c, by_numpy = columns.ts_origin_us(result, use_c=True), columns.ts_origin_us(result, use_c=False)
     assert by_c == by_numpy
     assert (by_numpy == 0) == (case in ("no_times", "empty"))
     assert type(by_c) is int

@@ -1,11 +1,11 @@
 /*
  * _decode.c - the per-event loops of the loader's decode that numpy can only do in several
- * column-sized passes. The numpy code in kineto.py is the reference; this module is optional
- * (kineto.py falls back to it) and must give the same columns.
+ * column-sized passes. The numpy code in columns.py is the reference; this module is optional
+ * (columns.py falls back to it) and must give the same columns.
  *
  *     step_numbers(starts, ends, numbers, ts, skip, out) -> None
  *
- * The profiler step of every event (kineto._iterations): the last step starting at or before
+ * The profiler step of every event (columns._iterations): the last step starting at or before
  * the event's start, kept where the event starts before that step ends. In numpy that is a
  * searchsorted of every event (an int64 position column), a gather of the step ends at those
  * positions (a float64 column), two boolean columns and a gather of the numbers: five
@@ -24,12 +24,12 @@
  *
  *     earliest_starts(ph, ts, x_code) -> (int | None, int | None)
  *
- * The earliest timestamp of a complete event and of any event (kineto.ts_origin_us), in one
+ * The earliest timestamp of a complete event and of any event (columns.ts_origin_us), in one
  * pass: numpy's masked minimum runs without SIMD, after two boolean columns.
  *
  *     first_of_groups(group, rows, ts) -> None
  *
- * Each launch's first GPU event (kineto.link_first_gpu_events): in numpy a lexsort of the
+ * Each launch's first GPU event (columns.link_first_gpu_events): in numpy a lexsort of the
  * linked GPU rows by (launch, start), here one pass that keeps each launch's earliest event.
  * (The correlation join before it stays in numpy: correlation ids are sparse, so a hash table
  * of them missed the cache at every row and lost to numpy's sort of the nearly sorted ids,
@@ -297,19 +297,19 @@ static PyMethodDef decode_methods[] = {
      "first_of_groups(group, rows, ts) -> None\n\n"
      "For the rows (bool) with group[i] >= 0 (int64, in place), set group[group[i]] to the\n"
      "group's row of the earliest ts (float64; NaN last, then file order); those entries must\n"
-     "be -1 before (see kineto.link_first_gpu_events)."},
+     "be -1 before (see columns.link_first_gpu_events)."},
     {"step_numbers", step_numbers, METH_VARARGS,
      "step_numbers(starts, ends, numbers, ts, skip, out) -> None\n\n"
      "Write into out (int64) the number of the step each event starts in: the last of the\n"
      "ascending, finite starts (float64) at or before ts (float64), where ts < its end; -1\n"
-     "outside any step, where ts is NaN and where skip (bool) is set (see kineto._iterations)."},
+     "outside any step, where ts is NaN and where skip (bool) is set (see columns._iterations)."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef decode_module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "_decode",
-    .m_doc = "One-pass loops of the loader's decode (see perfreport.load.kineto for the reference).",
+    .m_doc = "One-pass loops of the loader's decode (see perfreport.load.columns for the reference).",
     .m_size = -1,
     .m_methods = decode_methods,
 };

@@ -5,13 +5,11 @@ pass by the C scanner, which scans ``traceEvents`` in place and gives the byte s
 top-level members (metadata, decoded with msgspec). Without the extension, or when that pass
 rejects the file, the top level is split with msgspec into raw values and ``traceEvents`` handed
 to the scanner as raw JSON text (so errors are worded the same either way). The scanner's
-columns are then turned into the model's: pid/tid resolved, args made dense where every analysis
-needs them, CPU<->GPU links and profiler-step numbers computed with whole-array numpy.
+columns are then turned into the model's (:mod:`.columns`).
 """
 
 from __future__ import annotations
 
-import math
 import mmap
 import re
 from collections.abc import Iterator
@@ -28,23 +26,17 @@ from ..errors import TraceError
 from ..limits import Limits
 from ..limits import current as current_limits
 from ..timing import phase
-from ..model import DENSE_ARGS, GPU_SIDE_CATEGORIES, RUNTIME_CATEGORIES, STEP_NAME, TEXT_ID_BASE, RankTrace, TraceMeta
+from ..model import RankTrace, TraceMeta
+from .columns import build_rank_trace, ts_origin_us
 from .discover import RankFile
-from .fields import INT_MISSING, ScanResult
+from .fields import ScanResult
 from .memory import check_memory
 from .sanitize import check_sizes, drop_absurd
 from .scan_py import decode_lenient
 from .scanner import scan, scan_document
 
-try:
-    from . import _decode  # type: ignore[attr-defined]
-except ImportError:  # the extension is optional (no compiler at install): numpy decodes alone
-    _decode = None
-
 UTF8_BOM = b"\xef\xbb\xbf"
 _top_decoder = msgspec.json.Decoder(dict[str, msgspec.Raw])
-_FLOW_CATEGORIES = ("ac2g", "async", "async_cpu_to_gpu")
-"""Categories of the CPU->GPU launch flow arrows (modern, June-2021, and 2022 spellings)."""
 
 
 def load_rank_file(rank_file: RankFile, limits: Limits | None = None) -> RankTrace:
@@ -196,28 +188,6 @@ def _scan_array_form(path: Path, data) -> ScanResult:
         raise TraceError(path, f"invalid JSON in the event list ({exc}){_literal_hint(text, exc)}") from None
 
 
-def ts_origin_us(result: ScanResult, use_c: bool | None = None) -> int:
-    """Floor (µs) of the earliest timestamp of a complete event, else of any event, else 0.
-
-    Metadata events often carry ts 0, so they are only used when nothing else has a time.
-    The C extension ``_decode`` finds both in one pass; numpy is the reference. ``use_c``
-    forces one path (tests).
-    """
-    ts_ns, ph = result.top["ts"], result.top["ph"]
-    x_code = result.strings.index("X") if "X" in result.strings else -2
-    if use_c if use_c is not None else (_decode is not None and (ph.dtype, ts_ns.dtype) == (np.int32, np.int64)):
-        complete, any_ = _decode.earliest_starts(np.ascontiguousarray(ph), np.ascontiguousarray(ts_ns), x_code)
-        earliest = complete if complete is not None else any_
-        return earliest // 1000 if earliest is not None else 0  # floor, as numpy's
-    valid = ts_ns != INT_MISSING
-    complete = valid & (ph == x_code)
-    pool = complete if complete.any() else valid
-    if not pool.any():
-        return 0
-    # a masked reduction, not ts_ns[pool].min(): no copy of the column (~0.03 CPU s at 1 GB)
-    return int(ts_ns.min(where=pool, initial=np.iinfo(np.int64).max) // 1000)
-
-
 def _split_top_level(path: Path, data) -> dict[str, msgspec.Raw]:
     try:
         top = _top_decoder.decode(data)
@@ -289,8 +259,6 @@ def _make_meta(rank_file: RankFile, metadata: dict[str, Any], json_bytes: int, t
 
 MAX_RANK = 2**31 - 1
 """Largest rank a trace may claim (world sizes are int32 in torch.distributed)."""
-MAX_STEP = 2**62
-"""Largest profiler step number: steps are int64 columns."""
 
 
 def resolve_rank(rank_file: RankFile, distributed_info: dict) -> tuple[int, str]:
@@ -305,299 +273,3 @@ def resolve_rank(rank_file: RankFile, distributed_info: dict) -> tuple[int, str]
     if rank_file.rank_hint is not None:
         return rank_file.rank_hint, "file name"
     return 0, "default"
-
-
-# --- columns ------------------------------------------------------------------------------
-def build_rank_trace(result: ScanResult, meta: TraceMeta) -> RankTrace:
-    """Model columns from scanner columns (all vectorised; loops run over the string table)."""
-    strings = np.array(result.strings, dtype=object)
-    codes = {s: i for i, s in enumerate(result.strings)}
-    top, args = result.top, result.args
-    n = result.n_events
-
-    def dense_int(key: str, fallback: str | None = None) -> np.ndarray:
-        out = np.full(n, -1, dtype=np.int64)
-        for k in (fallback, key):  # the preferred key is written last and wins
-            if k and k in args and len(args[k].rows):
-                vals = args[k].values
-                if vals.min() == INT_MISSING:  # rare (a non-numeric value): a min costs less than the where
-                    vals = np.where(vals == INT_MISSING, -1, vals)
-                out[args[k].rows] = vals
-        return out
-
-    flow_id = np.where(top["id"] == INT_MISSING, -1, top["id"])
-    id_table = _id_table(result.strings, (top["pid"], top["tid"]))
-    columns = dict(
-        ph=np.asarray(top["ph"]),
-        cat=np.asarray(top["cat"]),
-        name=np.asarray(top["name"]),
-        pid=id_table.take(top["pid"]),  # code -1 takes the last slot; take is ~2x faster than lut[codes]
-        tid=id_table.take(top["tid"]),
-        ts=_relative_us(top["ts"], meta.ts_origin_us),
-        dur=np.asarray(top["dur"]),
-        stream=dense_int("stream"),
-        correlation=dense_int("correlation"),
-        external_id=dense_int("External id", fallback="external id"),
-        flow_id=flow_id,
-        device=dense_int("device"),
-    )
-    complete = columns["ph"] == codes.get("X", -2)
-    gpu_side = complete & _mask(columns["cat"], codes, GPU_SIDE_CATEGORIES)
-    linked = _link_cpu_gpu(columns, codes, complete, gpu_side)
-    iteration = _iterations(columns, codes, strings, linked, complete, gpu_side, meta.path)
-    del complete, gpu_side
-    trace = RankTrace(
-        meta=meta, strings=strings, linked=linked, iteration=iteration, _codes=codes, **columns,
-        args={key: col for key, col in args.items() if key not in DENSE_ARGS},  # once, as columns
-    )
-    for name in ("ph", "cat", "name", "pid", "tid", "ts", "dur", "stream", "correlation",
-                 "external_id", "flow_id", "device", "linked", "iteration"):
-        getattr(trace, name).flags.writeable = False
-    return trace
-
-
-def _relative_us(ts_ns: np.ndarray, origin_us: int) -> np.ndarray:
-    """Exact ns timestamps -> float64 µs since the origin (NaN where missing)."""
-    out = np.empty(len(ts_ns), dtype=np.float64)
-    np.subtract(ts_ns, origin_us * 1000, out=out)  # exact in int64, then one rounding, into the result
-    out /= 1000.0  # in place: no temporary of the column's size
-    out[ts_ns == INT_MISSING] = np.nan
-    return out
-
-
-def _id_table(strings: list[str], id_columns: tuple[np.ndarray, ...]) -> np.ndarray:
-    """The pid/tid value of every code of the ``id_columns`` (int32 codes), as a lookup table
-    indexed by code: numeric text as its number, other text ("Spans", "stream 7") as
-    ``TEXT_ID_BASE - code``, and missing (code -1, the table's last slot) as -1. Built once for
-    both columns, then gathered (``table.take(codes)``), so the cost is linear in events.
-
-    Only the codes the columns hold need converting. Finding them costs a scatter over every
-    event (~6 ns each); converting a text costs ~1.5 µs. So a string table that is small next to
-    the columns (the usual case: a few thousand strings, millions of events) is converted whole,
-    and the codes are looked for only when it is big. Entries of codes no column holds are never
-    read, so both ways give the same columns."""
-    lut = np.full(len(strings) + 1, -1, dtype=np.int64)
-    if len(strings) * 128 <= sum(len(c) for c in id_columns):
-        wanted = range(len(strings))
-    else:
-        seen = np.zeros(len(strings) + 1, dtype=bool)
-        for codes in id_columns:
-            seen[codes] = True  # int32 codes index directly: no int64 copy of the column
-        wanted = np.flatnonzero(seen[:-1]).tolist()  # loop over distinct ids, not events
-    for code in wanted:
-        number = _id_number(strings[code])
-        lut[code] = number if number is not None else TEXT_ID_BASE - code
-    return lut
-
-
-def _id_number(text: str) -> int | None:
-    """A pid/tid text as its integer, None when it is not one that fits (then it is a text id:
-    numbers beyond ±2**62 would collide with the text ids below TEXT_ID_BASE)."""
-    try:
-        value = int(text)
-    except ValueError:
-        try:
-            number = float(text)
-        except ValueError:
-            return None
-        if not math.isfinite(number):
-            return None
-        value = int(number)
-    return value if TEXT_ID_BASE < value < -TEXT_ID_BASE else None
-
-
-def _mask(column: np.ndarray, codes: dict[str, int], names) -> np.ndarray:
-    """Where the string-code ``column`` holds one of ``names``: one gather through a boolean
-    table indexed by code (code -1, missing, reads the last slot: False). np.isin would sort
-    or build its table over the column's value range first: ~4x slower on millions of rows."""
-    return _code_mask(column, [codes[c] for c in names if c in codes], len(codes))
-
-
-def _code_mask(column: np.ndarray, wanted: list[int], n_codes: int) -> np.ndarray:
-    """Where the string-code ``column`` (codes below ``n_codes``, -1 missing) is in ``wanted``."""
-    table = np.zeros(n_codes + 1, dtype=bool)
-    table[wanted] = True
-    return table[column]
-
-
-def _link_cpu_gpu(cols: dict[str, np.ndarray], codes: dict[str, int], complete: np.ndarray,
-                  gpu_side: np.ndarray) -> np.ndarray:
-    """Row of the partner of each event: GPU event -> its CPU launch; launch -> its first GPU event.
-
-    Linked through ``args.correlation``; GPU events whose correlation has no CPU partner fall
-    back to the ``ac2g`` flow arrows (start at the launch, end at the GPU event). ``complete``:
-    the ``X`` events; ``gpu_side``: the complete events of a GPU-side category.
-    """
-    cpu_side = complete & ~gpu_side
-    linked = link_by_correlation(cols["correlation"], cpu_side, gpu_side)
-    unlinked = gpu_side & (linked < 0)
-    if unlinked.any():
-        _link_by_flows(cols, codes, cpu_side, unlinked, linked)
-    link_first_gpu_events(cols["ts"], gpu_side, linked)
-    return linked
-
-
-def link_by_correlation(corr: np.ndarray, cpu_side: np.ndarray, gpu_side: np.ndarray) -> np.ndarray:
-    """For each GPU-side row with a correlation id (``corr`` >= 0), the last CPU-side row with
-    the same id; -1 elsewhere. Correlation ids grow along the file, so the stable argsort of
-    the CPU rows' ids runs over nearly sorted input (faster than a hash table of them in C:
-    sparse ids miss the cache at every row)."""
-    linked = np.full(len(corr), -1, dtype=np.int64)
-    has_corr = corr >= 0
-    gpu_rows = np.flatnonzero(gpu_side & has_corr)
-    cpu_rows = np.flatnonzero(cpu_side & has_corr)
-    del has_corr
-    if len(gpu_rows) and len(cpu_rows):
-        order = np.argsort(corr[cpu_rows], kind="stable")
-        cpu_sorted, cpu_corr = cpu_rows[order], corr[cpu_rows][order]
-        pos = np.searchsorted(cpu_corr, corr[gpu_rows], side="right") - 1  # last CPU row wins
-        ok = (pos >= 0) & (cpu_corr[np.maximum(pos, 0)] == corr[gpu_rows])
-        linked[gpu_rows[ok]] = cpu_sorted[pos[ok]]
-    return linked
-
-
-def link_first_gpu_events(ts: np.ndarray, gpu_side: np.ndarray, linked: np.ndarray,
-                          use_c: bool | None = None) -> None:
-    """Launch -> the first GPU event (by start time, then file order) it produced: a CUDA-graph
-    launch produces many. Written into ``linked`` at the launches (CPU rows, -1 until now) of
-    its linked GPU rows. The C extension ``_decode`` does it in one pass (numpy: a lexsort of
-    the linked GPU rows); numpy is the reference. ``use_c`` forces one path (tests)."""
-    if use_c if use_c is not None else _decode is not None:
-        _decode.first_of_groups(linked, gpu_side, ts)
-        return
-    gpu_linked = np.flatnonzero(gpu_side & (linked >= 0))
-    if len(gpu_linked):
-        order = np.lexsort((ts[gpu_linked], linked[gpu_linked]))
-        g = gpu_linked[order]
-        first = np.ones(len(g), dtype=bool)
-        first[1:] = linked[g][1:] != linked[g][:-1]
-        linked[linked[g[first]]] = g[first]
-
-
-def _link_by_flows(cols, codes, cpu_side: np.ndarray, unlinked: np.ndarray, linked: np.ndarray) -> None:
-    """Link GPU events through flow arrows: ``f`` at the GPU event, ``s`` at its launch.
-
-    Only the unlinked GPU events, the flow events and the runtime calls take part, matched on
-    exact (pid, tid, ts) keys, so a trace with a handful of orphan kernels pays a handful.
-    """
-    starts, ends = (_flow_rows(cols, codes, phase) for phase in ("s", "f"))
-    if not len(starts) or not len(ends):
-        return
-    gpu = np.flatnonzero(unlinked)
-    place = ("pid", "tid", "ts")
-    f_of_gpu = _match(cols, place, gpu, ends)
-    ok = f_of_gpu >= 0
-    gpu, f_rows = gpu[ok], f_of_gpu[ok]
-    s_of_gpu = _match(cols, ("flow_id",), f_rows, starts)
-    ok = s_of_gpu >= 0
-    gpu, s_rows = gpu[ok], s_of_gpu[ok]
-    if not len(gpu):
-        return
-    launches = np.flatnonzero(cpu_side & _mask(cols["cat"], codes, RUNTIME_CATEGORIES))
-    cpu_of_gpu = _match(cols, place, s_rows, launches)
-    ok = cpu_of_gpu >= 0
-    linked[gpu[ok]] = cpu_of_gpu[ok]
-
-
-def _flow_rows(cols, codes: dict[str, int], phase: str) -> np.ndarray:
-    """Rows (ascending) of the launch flow events of ``phase`` (``s`` or ``f``) with a flow id:
-    the phase is tested on every row, the category and id on those rows only."""
-    rows = np.flatnonzero(cols["ph"] == codes.get(phase, -2))
-    return rows[_mask(cols["cat"][rows], codes, _FLOW_CATEGORIES) & (cols["flow_id"][rows] >= 0)]
-
-
-def _match(cols: dict[str, np.ndarray], keys: tuple[str, ...], rows_a: np.ndarray, rows_b: np.ndarray) -> np.ndarray:
-    """For each row of ``rows_a``, a row of ``rows_b`` (ascending) whose ``keys`` columns hold
-    equal values (the last such row), else -1. Values are compared exactly.
-
-    Only rows whose last key (the most selective: a timestamp, a flow id) occurs on the other
-    side can match, so the rows are first narrowed on that one column, and only the candidates'
-    other keys are read; the sort of whole key tuples then runs on the candidates alone (a few
-    orphan kernels against a million flow events costs a few rows, not a million-row sort).
-    """
-    out = np.full(len(rows_a), -1, dtype=np.int64)
-    if not len(rows_a) or not len(rows_b):
-        return out
-    last = cols[keys[-1]]
-    # The smaller side first: np.isin of a big column against a few values is a compare per
-    # value, where against another big column it sorts both. The bigger side's candidates are
-    # then looked up among themselves (the same rows: a value of the small side occurs on the
-    # big side exactly when it occurs among the big side's candidates). One orphan kernel
-    # against ~800k flow ends of a 1 GB trace: a few ms instead of ~60.
-    a_small = len(rows_a) <= len(rows_b)
-    small, big = (last[rows_a], last[rows_b]) if a_small else (last[rows_b], last[rows_a])
-    in_big = np.flatnonzero(np.isin(big, small))
-    if not len(in_big):
-        return out
-    in_small = np.flatnonzero(np.isin(small, big[in_big]))
-    at_a, at_b = (in_small, in_big) if a_small else (in_big, in_small)
-    cand_a, cand_b = rows_a[at_a], rows_b[at_b]
-    dtype = [(f"k{i}", cols[k].dtype) for i, k in enumerate(keys)]
-    both = np.empty(len(cand_a) + len(cand_b), dtype=dtype)
-    for i, k in enumerate(keys):
-        both[f"k{i}"] = np.concatenate([cols[k][cand_a], cols[k][cand_b]])
-    _, inverse = np.unique(both, return_inverse=True)
-    inverse = inverse.ravel()
-    last_b = np.full(inverse.max() + 1, -1, dtype=np.int64)
-    last_b[inverse[len(cand_a):]] = cand_b  # repeated keys: the last assignment wins (rows_b ascends)
-    out[at_a] = last_b[inverse[:len(cand_a)]]
-    return out
-
-
-def _iterations(cols, codes: dict[str, int], strings: np.ndarray, linked: np.ndarray, complete: np.ndarray,
-                gpu_side: np.ndarray, path: str = "") -> np.ndarray:
-    """Profiler step number of every event, -1 outside any step.
-
-    CPU-side events take the step whose span contains their start; GPU-side events take the
-    step of the launch that enqueued them (GPU work often runs after its step's CPU span ends).
-    """
-    n = len(cols["ts"])
-    step_codes = {i: int(m.group(1)) for i, s in enumerate(strings) if (m := STEP_NAME.match(s))}
-    if not step_codes:
-        return np.full(n, -1, dtype=np.int64)
-    if max(step_codes.values()) > MAX_STEP:
-        big = max(step_codes.values())
-        raise TraceError(path, f"profiler step number {big:.3g} (ProfilerStep#…) is beyond int64; the trace is corrupt")
-    # CPU-side spans only: torch >= 2.4 also writes each ProfilerStep as a gpu_user_annotation,
-    # whose shorter GPU-timeline span would cut the CPU step short (events after it got -1).
-    # The name first (one gather over the column), then the other tests on its few rows only.
-    step_rows = np.flatnonzero(_code_mask(cols["name"], list(step_codes), len(strings)))
-    step_rows = step_rows[complete[step_rows] & ~gpu_side[step_rows] & np.isfinite(cols["dur"][step_rows])]
-    if not len(step_rows):
-        return np.full(n, -1, dtype=np.int64)
-    order = np.argsort(cols["ts"][step_rows], kind="stable")
-    step_rows = step_rows[order]
-    starts = cols["ts"][step_rows]
-    ends = starts + cols["dur"][step_rows]
-    numbers = np.array([step_codes[c] for c in cols["name"][step_rows]], dtype=np.int64)
-    iteration = step_of_starts(cols["ts"], starts, ends, numbers, gpu_side)
-    gpu = np.flatnonzero(gpu_side & (linked >= 0))
-    iteration[gpu] = iteration[linked[gpu]]
-    return iteration
-
-
-def step_of_starts(ts: np.ndarray, starts: np.ndarray, ends: np.ndarray, numbers: np.ndarray, skip: np.ndarray,
-                   use_c: bool | None = None) -> np.ndarray:
-    """The number of the step each event starts in (int64): the last step starting at or
-    before its ``ts``, where ``ts`` is before that step's end; -1 outside any step and where
-    ``skip``. ``starts`` ascend. The C extension ``_decode`` does it in one pass that writes only
-    the result (~0.1 CPU s less at 1 GB: see its header); numpy is the reference. ``use_c``
-    forces one path (tests)."""
-    if use_c is None:  # NaN starts: numpy's sort order for NaN is the reference's to define
-        use_c = _decode is not None and bool(np.isfinite(starts).all())
-    if use_c:
-        out = np.empty(len(ts), dtype=np.int64)
-        _decode.step_numbers(starts, ends, numbers, ts, skip, out)
-        return out
-    # Whole columns, no row lists: the last step starting at or before each event (a NaN ts
-    # sorts past every start, then fails ``ts < end``), kept where the event starts inside it.
-    pos = np.searchsorted(starts, ts, side="right")
-    pos -= 1  # in place: no second column-sized array
-    inside = pos >= 0
-    np.maximum(pos, 0, out=pos)
-    inside &= ts < ends[pos]
-    inside &= ~skip
-    iteration = numbers[pos]
-    del pos
-    iteration[~inside] = -1
-    return iteration

@@ -363,8 +363,7 @@ most. Past that, worker processes win on idle cores even though starting them co
 CPU s (forking, their imports, sending the digests back). Measured on this project's 2-core
 machine, idle, median of 5 (wall s here -> with 2 workers; CPU s here -> with 2 workers):
 ``analyze --format json`` of 2 tiny ranks 0.55 -> 0.58 s, 0.63 -> 0.78 CPU s; ``compare`` of
-two 0.3 MB ranks (json,md,junit) 0.80 -> 0.78 s, 0.93 -> 1.01 CPU s, with every format 1.95 ->
-7.6 s (the workers' run then stalls ~5.6 s waiting on its early figure child); but 2 ranks of
+two 0.3 MB ranks (json,md,junit) 0.80 -> 0.78 s, 0.93 -> 1.01 CPU s; but 2 ranks of
 1.7 MB 0.79 -> 0.68 s, 2 of 9 MB 0.73 -> 0.63 s, the demo compare 2.74 -> 2.53 s: worker
 processes, though each costs 0.03-0.2 CPU s more."""
 
