@@ -203,10 +203,14 @@ def _row_args(trace: RankTrace, rows: np.ndarray, kinds: Mapping[str, str]) -> l
     """The args of each row, built from the sparse columns (only the values present are touched)
     and from the columns the loader made of args keys (:data:`~perfreport.model.DENSE_ARGS`)."""
     out: list[dict] = [{} for _ in range(len(rows))]
-    for key in ("stream", "correlation", "External id", "device"):
-        if key in trace.args:  # a trace the loader made before these keys became columns
+    spellings: dict[str, list[str]] = {}
+    for key, column in DENSE_ARGS.items():
+        spellings.setdefault(column, []).append(key)
+    for column, keys in spellings.items():
+        if any(k in trace.args for k in keys):  # a trace loaded before these keys became columns
             continue
-        values = getattr(trace, DENSE_ARGS[key])[rows]
+        key = keys[0]  # the modern spelling
+        values = getattr(trace, column)[rows]
         for i in np.flatnonzero(values != -1).tolist():
             out[i][key] = int(values[i])
     for key, col in trace.args.items():

@@ -68,17 +68,7 @@ def window_overlaps(ws_sorted: np.ndarray, we_sorted: np.ndarray, starts: np.nda
     """Every (interval, window) pair that overlaps, vectorised: ``(interval, window, lo, hi)``,
     the indices and the overlap [lo, hi). Windows are sorted by start and may overlap each other
     (their running maximum end bounds the search), so one event can meet several windows."""
-    reach = np.maximum.accumulate(we_sorted) if len(we_sorted) else we_sorted
-    first = np.searchsorted(reach, starts, side="right")
-    last = np.searchsorted(ws_sorted, ends, side="left") - 1
-    n = last - first + 1
-    if len(n) and n.max() <= 1:  # the usual case, steps that do not overlap: one window at most each
-        ev = np.flatnonzero(n == 1)
-        win = first[ev]
-    else:
-        n = np.maximum(n, 0)
-        ev = np.repeat(np.arange(len(starts)), n)
-        win = first[ev] + (np.arange(n.sum()) - np.repeat(np.cumsum(n) - n, n))
+    ev, win = window_candidates(ws_sorted, we_sorted, starts, ends)
     lo, hi = np.maximum(starts[ev], ws_sorted[win]), np.minimum(ends[ev], we_sorted[win])
     ok = hi > lo
     return ev[ok], win[ok], lo[ok], hi[ok]

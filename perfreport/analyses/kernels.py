@@ -60,6 +60,13 @@ def gpu_work(trace: RankTrace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.n
     return trace.memo("gpu_work", compute)
 
 
+def host_collective_spans(trace: RankTrace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(starts, ends, steps) of the rank's host-side collectives (gloo's ``gloo:*`` spans): the
+    communication the temporal and overlap breakdowns count beside the GPU work."""
+    host = np.flatnonzero(trace.host_collectives())
+    return trace.ts[host], trace.ts[host] + trace.dur[host], trace.iteration[host]
+
+
 @dataclass(frozen=True)
 class StepUnions:
     """The merged intervals of each step's GPU work (work belongs to the step of the launch that

@@ -17,7 +17,7 @@ import pandas as pd
 from ..model import COMMUNICATION, COMPUTATION, TraceSet
 from ..units import pct, pcts
 from .intervals import merged_intersection_length, union
-from .kernels import CLASSES, WorkUnions, gpu_work_step_unions, gpu_work_unions
+from .kernels import CLASSES, WorkUnions, gpu_work_step_unions, gpu_work_unions, host_collective_spans
 from .segments import intersection_lengths, segment_union
 
 COLUMNS = ("rank", "comm_us", "compute_us", "overlap_us", "exposed_comm_us", "overlap_pct")
@@ -47,22 +47,16 @@ def _rows(traces: TraceSet) -> list[dict]:
     """:func:`_overlap` per rank, the host collectives added as communication intervals."""
     rows = []
     for trace in traces:  # a loop over ranks
-        h_s, h_e, _ = _host_collectives(trace)
+        h_s, h_e, _ = host_collective_spans(trace)
         rows.append({"rank": trace.rank, **_overlap(*_merged(gpu_work_unions(trace), h_s, h_e))})
     return rows
-
-
-def _host_collectives(trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(starts, ends, steps) of the rank's host-side collectives."""
-    host = np.flatnonzero(trace.host_collectives())
-    return trace.ts[host], trace.ts[host] + trace.dur[host], trace.iteration[host]
 
 
 def _step_frame(trace) -> pd.DataFrame:
     """:func:`_overlap` of every step of one rank with GPU work or host collectives, all at once
     (:mod:`~perfreport.analyses.segments`)."""
     u = gpu_work_step_unions(trace)
-    h_s, h_e, h_step = _host_collectives(trace)
+    h_s, h_e, h_step = host_collective_spans(trace)
     steps = np.union1d(u.steps, h_step).astype(np.int64)
     n = len(steps)
     gpu_k = np.searchsorted(steps, u.steps)  # each GPU step's place among all steps

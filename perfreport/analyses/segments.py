@@ -66,6 +66,15 @@ class Segments:
         return out
 
 
+def positions_in(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the position of each value among the ascending ``keys``, whether it is one of them): the
+    group of each interval, by its step, among the steps listed."""
+    pos = np.searchsorted(keys, values)
+    if len(keys) == 0:
+        return pos, np.zeros(len(values), dtype=bool)
+    return pos, (pos < len(keys)) & (keys[np.minimum(pos, len(keys) - 1)] == values)
+
+
 def segment_union(group: np.ndarray, n: int, starts: np.ndarray, ends: np.ndarray) -> Segments:
     """:func:`.intervals.union` of each group's intervals (``group`` in ``0..n-1``, any order).
 

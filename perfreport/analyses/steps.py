@@ -21,7 +21,7 @@ from ..model import STEP_NAME, RankTrace, TraceSet
 from ..units import pct
 from .grouping import Grouped
 from .intervals import window_overlaps
-from .segments import segment_union
+from .segments import positions_in, segment_union
 
 STEP_COLUMNS = ("rank", "step", "start_us", "end_us", "wall_us", "gpu_events", "gpu_busy_us",
                 "gpu_start_us", "gpu_end_us", "gpu_busy_in_step_us")
@@ -65,8 +65,7 @@ def _rank_steps(trace: RankTrace) -> pd.DataFrame:
     starts = trace.ts[gpu]
     ends = starts + trace.dur[gpu]
     its = trace.iteration[gpu]
-    k = np.searchsorted(steps, its)  # the step that launched each piece of work, if a listed one
-    mine = (k < len(steps)) & (steps[np.minimum(k, len(steps) - 1)] == its) if len(steps) else np.zeros(len(its), dtype=bool)
+    k, mine = positions_in(steps, its)  # the step that launched each piece of work, if a listed one
     launched = segment_union(k[mine], len(steps), starts[mine], ends[mine])
     has_gpu = bool(len(gpu))
     return pd.DataFrame({

@@ -26,8 +26,8 @@ import pandas as pd
 from ..model import COMPUTATION, TraceSet
 from ..units import pct, pcts
 from .intervals import merged_intersection_length, union
-from .kernels import CLASSES, WorkUnions, gpu_work_step_unions, gpu_work_unions
-from .segments import intersection_lengths, segment_union
+from .kernels import CLASSES, WorkUnions, gpu_work_step_unions, gpu_work_unions, host_collective_spans
+from .segments import intersection_lengths, positions_in, segment_union
 
 COLUMNS = ("rank", "gpu_span_us", "busy_us", "idle_us", "compute_us", "non_compute_us", "idle_pct",
            "compute_pct", "non_compute_pct", "host_comm_us", "host_comm_pct", "other_idle_pct")
@@ -74,16 +74,10 @@ def _host_comm(row: dict, unions: WorkUnions, h_s: np.ndarray, h_e: np.ndarray) 
 def _rows(traces: TraceSet) -> list[dict]:
     rows = []
     for trace in traces:  # a loop over ranks
-        h_s, h_e, _ = _host_collectives(trace)
+        h_s, h_e, _ = host_collective_spans(trace)
         unions = gpu_work_unions(trace)
         rows.append({"rank": trace.rank, **_host_comm(_breakdown(unions), unions, h_s, h_e)})
     return rows
-
-
-def _host_collectives(trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(starts, ends, steps) of the rank's host-side collectives."""
-    host = np.flatnonzero(trace.host_collectives())
-    return trace.ts[host], trace.ts[host] + trace.dur[host], trace.iteration[host]
 
 
 def _step_frame(trace) -> pd.DataFrame:
@@ -95,9 +89,8 @@ def _step_frame(trace) -> pd.DataFrame:
     span = hi - lo  # the last merged end is the latest end, the first start the earliest
     busy = u.busy.lengths()
     compute = u.by_class[CLASSES.index(COMPUTATION)].lengths()
-    h_s, h_e, h_step = _host_collectives(trace)
-    k = np.searchsorted(u.steps, h_step)
-    mine = (k < n) & (u.steps[np.minimum(k, n - 1)] == h_step) if n else np.zeros(len(h_step), dtype=bool)
+    h_s, h_e, h_step = host_collective_spans(trace)
+    k, mine = positions_in(u.steps, h_step)  # only the collectives of steps with GPU work have a row
     k = k[mine]
     hs, he = np.clip(h_s[mine], lo[k], hi[k]), np.clip(h_e[mine], lo[k], hi[k])
     keep = he > hs
