@@ -443,7 +443,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler.setFormatter(OneLineFormatter("perfreport: %(levelname)s: %(message)s"))  # names escaped: one line
     logging.basicConfig(level=[logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)],
                         handlers=[handler])
-    from .running.lifecycle import Terminated, install_handlers
+    from .running.lifecycle import Terminated, install_handlers, said_the_end
 
     install_handlers()  # SIGTERM unwinds like Ctrl-C: workers stopped, temporaries removed
     from .timing import recording
@@ -456,9 +456,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except Terminated as exc:
         print(f"perfreport: terminated by signal {exc.signum}; stopped its workers", file=sys.stderr)
+        said_the_end()
         return 128 + exc.signum
     except KeyboardInterrupt:
         print("perfreport: interrupted", file=sys.stderr)
+        said_the_end()
         return 130
     except Exception as exc:  # a bug, but the user still gets one line, not a traceback
         if args.debug:
@@ -472,10 +474,10 @@ def run() -> None:
     """The console script and ``python -m perfreport``: :func:`main`, then the process ends
     without tearing the interpreter down (:func:`perfreport.running.lifecycle.exit_now`). An exit that
     argparse raises (``--help``, a usage error) and ``--debug``'s traceback take Python's way."""
-    code = main()
-    from .running.lifecycle import exit_now
+    from .running.lifecycle import bound_the_unwinding, exit_now
 
-    exit_now(code)
+    bound_the_unwinding()  # a signalled command ends within seconds, whatever its unwinding meets
+    exit_now(main())
 
 
 if __name__ == "__main__":  # pragma: no cover

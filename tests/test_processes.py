@@ -52,9 +52,9 @@ def paused_commands() -> Iterator[Callable[[list[str]], tuple[subprocess.Popen, 
     assertion must not leave a command waiting forever on stopped workers (seen under load)."""
     started: list[subprocess.Popen] = []
 
-    def start(args: list[str]) -> tuple[subprocess.Popen, list[int]]:
+    def start(args: list[str], command: tuple[str, ...] = ("-m", "perfreport")) -> tuple[subprocess.Popen, list[int]]:
         env = {**os.environ, _io.PAUSE_ENV: "worker.task"}
-        proc = subprocess.Popen([sys.executable, "-m", "perfreport", *args], env=env, stderr=subprocess.PIPE,
+        proc = subprocess.Popen([sys.executable, *command, *args], env=env, stderr=subprocess.PIPE,
                                 stdout=subprocess.DEVNULL, text=True)
         started.append(proc)
         workers = []
@@ -99,6 +99,33 @@ def test_no_process_outlives_the_command(job, tmp_path, sig, code, paused_comman
             assert err.strip() == "perfreport: terminated by signal 15; stopped its workers"
         assert "Traceback" not in err
     assert not (tmp_path / "o").exists() or not [p for p in (tmp_path / "o").iterdir() if not p.name.startswith(".")]
+
+
+STUCK_UNWINDING = ("-c", "import sys, time\n"
+                   "from perfreport.running import lifecycle\n"
+                   "from perfreport.report.outputs import PdfRenderer\n"
+                   "lifecycle.EXIT_GRACE_S = 1.0\n"
+                   "PdfRenderer.close = lambda self: time.sleep(600)\n"
+                   "from perfreport.cli import run\n"
+                   "sys.argv[0] = 'perfreport'\n"
+                   "run()")
+"""The console script whose unwinding never ends: the PDF renderer's close hangs (as a pool's
+manager thread blocked on a dead worker did, now and then, under load), with a 1 s grace."""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and PR_SET_PDEATHSIG")
+@pytest.mark.parametrize("sig,code,line", [(signal.SIGINT, 130, "perfreport: interrupted"),
+                                           (signal.SIGTERM, 143, "perfreport: terminated by signal 15; stopped its workers")])
+def test_a_signalled_command_ends_even_when_its_unwinding_hangs(job, tmp_path, sig, code, line, paused_commands):
+    proc, workers = paused_commands(["analyze", str(job), "--out", str(tmp_path / "o"), "--format", "md,pdf",
+                                     "--workers", "2"], command=STUCK_UNWINDING)
+    kids = children(proc.pid)
+    t0 = time.monotonic()
+    proc.send_signal(sig)
+    assert proc.wait(timeout=30) == code
+    assert 0.9 < time.monotonic() - t0 < 20  # the grace, not the hang (and not at once: it waited)
+    assert gone_within(kids) == []  # the workers and the renderer die with it
+    assert proc.stderr.read().strip() == line
 
 
 def _busy(job, options, **kwargs):

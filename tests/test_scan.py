@@ -16,7 +16,6 @@ import mmap
 import os
 import random
 import re
-import time
 from pathlib import Path
 
 import msgspec
@@ -37,7 +36,6 @@ except ImportError:  # pragma: no cover - isal is a dependency, but keep the tes
 
 TRACES_DIR = Path(os.environ.get("PERFREPORT_TRACES", "/work/shared/traces"))
 TRACES = sorted(TRACES_DIR.glob("**/*.json*")) if TRACES_DIR.is_dir() else []
-BIG_TRACE = TRACES_DIR / "pair_hta_trace_diff/control/control.json.gz"
 
 _DTYPES = {"f": np.float64, "i": np.int64, "n": np.int64, "s": np.int32}
 
@@ -136,26 +134,6 @@ def text_of(res: ScanResult, column: np.ndarray) -> list[str | None]:
 def test_real_trace_matches_reference(path):
     events = read_events_json(path)
     assert_same(scan_c(events), reference_scan(path, events))
-
-
-@pytest.mark.skipif(not BIG_TRACE.exists(), reason=f"{BIG_TRACE} is absent")
-def test_speed_on_biggest_trace(capsys):
-    """MB/s of JSON per core (CPU time of this thread, so other load on the machine matters less)."""
-    events = read_events_json(BIG_TRACE)
-    size = len(memoryview(events))
-    best_cpu = best_wall = math.inf
-    for _ in range(5):
-        w0, c0 = time.perf_counter(), time.thread_time()
-        _scan.scan(events, TOP_FIELDS, ARG_FIELDS)
-        best_cpu = min(best_cpu, time.thread_time() - c0)
-        best_wall = min(best_wall, time.perf_counter() - w0)
-    mb_s = size / best_cpu / 1e6
-    with capsys.disabled():
-        print(
-            f"\n_scan.scan: {size / 1e6:.1f} MB in {best_cpu * 1e3:.1f} ms CPU = {mb_s:.0f} MB/s per core"
-            f" (wall {best_wall * 1e3:.1f} ms = {size / best_wall / 1e6:.0f} MB/s)"
-        )
-    assert mb_s > 50  # a loose floor against gross regressions (the target is >= 400 MB/s)
 
 
 # --------------------------------------------------------------------------------------------

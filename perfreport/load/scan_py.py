@@ -53,6 +53,8 @@ def decode_lenient(raw: bytes):
 
 def minify(raw: bytes) -> str:
     """JSON text with whitespace outside strings removed (the text interned for non-strings)."""
+    if b'"' not in raw:  # no strings in it (most: numbers): every whitespace byte goes
+        return raw.translate(None, _WS).decode("utf-8", "replace")
     out = bytearray()
     in_str = escaped = False
     for b in raw:
@@ -212,4 +214,18 @@ def _convert(raws: list, kind: str, intern: _Interner) -> np.ndarray:
         return np.array([INT_MISSING if r is None else to_int(r) for r in raws], dtype=np.int64)
     if kind == "n":
         return np.array([INT_MISSING if r is None else to_ns(r) for r in raws], dtype=np.int64)
-    return np.array([-1 if r is None else intern(to_text(r)) for r in raws], dtype=np.int32)
+    return _text_codes(raws, intern)
+
+
+def _text_codes(raws: list, intern: _Interner) -> np.ndarray:
+    """Kind ``s``: each raw value's code, converting each distinct raw text once (a trace repeats
+    its names, categories and ids thousands of times)."""
+    seen: dict[bytes | None, int] = {None: -1}
+    out = []
+    for r in raws:
+        b = None if r is None else bytes(r)
+        c = seen.get(b)
+        if c is None:
+            c = seen[b] = intern(to_text(b))
+        out.append(c)
+    return np.array(out, dtype=np.int32)

@@ -74,42 +74,57 @@ def _no_constant(name: str):
 
 
 def check_document(document: Mapping) -> str | None:
-    """The first problem of a parsed document's shape (see the module docstring), or None."""
-    schema = _schema()
-    defs = schema["$defs"]
+    """The first problem of a parsed document's shape (see the module docstring), or None.
+
+    Walked with a stack, not recursion. A value's place is kept as a (parent's place, key) pair
+    and spelled out only for the problem found: a report of many ranks holds ~10^5 values."""
+    defs = _schema()["$defs"]
     top = defs.get({"perfreport.compare": "comparison_document", MULTI_KIND: "multi_document"}.get(
         document.get("kind"), "summary_document"))
-    stack: list[tuple[object, dict | None, tuple, int]] = [(document, top, (), 1)]
+    stack: list[tuple[object, dict | None, tuple | None, int]] = [(document, top, None, 1)]
     while stack:
         value, spec, where, depth = stack.pop()
         if depth > MAX_DEPTH:
             return f"{_where(where)}: nested deeper than {MAX_DEPTH} levels"
-        while spec is not None and "$ref" in spec:
-            spec = defs.get(spec["$ref"].rsplit("/", 1)[-1])
-        kind = _kind(value)
+        kind = _KINDS.get(type(value)) or _kind(value)
         if kind == "integer" and not -INT64 <= value < INT64:
             return f"{_where(where)}: integer {str(value)[:30]} is beyond int64"
         if kind == "number" and not math.isfinite(value):
             return f"{_where(where)}: {value} is not a finite number"
-        if spec is not None and "type" in spec:
-            allowed = spec["type"] if isinstance(spec["type"], list) else [spec["type"]]
-            if kind not in allowed and not (kind == "integer" and "number" in allowed):
-                return f"{_where(where)}: expected {' or '.join(allowed)}, got {'a number' if kind in ('integer', 'number') else kind}"
-        elif spec is not None and "enum" in spec and value not in spec["enum"] and \
-                not any(_kind(v) == kind for v in spec["enum"]):
-            return f"{_where(where)}: expected one of {', '.join(map(str, spec['enum']))[:120]}"
+        if spec is not None:
+            while spec is not None and "$ref" in spec:
+                spec = defs.get(spec["$ref"].rsplit("/", 1)[-1])
+            problem = spec is not None and _type_problem(value, kind, spec)
+            if problem:
+                return f"{_where(where)}: {problem}"
         if kind == "object":
             props = (spec or {}).get("properties", {})
             extra = (spec or {}).get("additionalProperties")
             extra = extra if isinstance(extra, dict) else None
             for key, item in value.items():
-                stack.append((item, props.get(key, extra), (*where, key), depth + 1))
+                stack.append((item, props.get(key, extra), (where, key), depth + 1))
         elif kind == "array":
             items = (spec or {}).get("items")
             items = items if isinstance(items, dict) else None
             for i, item in enumerate(value):
-                stack.append((item, items, (*where, i), depth + 1))
+                stack.append((item, items, (where, i), depth + 1))
     return None
+
+
+def _type_problem(value: object, kind: str, spec: dict) -> str | None:
+    """What is wrong with a value of JSON type ``kind`` where ``spec`` (a schema entry) applies."""
+    if "type" in spec:
+        allowed = spec["type"] if isinstance(spec["type"], list) else [spec["type"]]
+        if kind not in allowed and not (kind == "integer" and "number" in allowed):
+            return f"expected {' or '.join(allowed)}, got {'a number' if kind in ('integer', 'number') else kind}"
+    elif "enum" in spec and value not in spec["enum"] and not any(_kind(v) == kind for v in spec["enum"]):
+        return f"expected one of {', '.join(map(str, spec['enum']))[:120]}"
+    return None
+
+
+_KINDS = {type(None): "null", bool: "boolean", int: "integer", float: "number", str: "string", list: "array",
+          dict: "object"}
+"""The JSON type of each Python type json.loads makes; anything else goes through :func:`_kind`."""
 
 
 def _kind(value: object) -> str:
@@ -128,8 +143,13 @@ def _kind(value: object) -> str:
     return "object"
 
 
-def _where(path: tuple) -> str:
-    text = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path).lstrip(".") or "the document"
+def _where(where: tuple | None) -> str:
+    """A place kept as nested (parent, key) pairs, spelled ``comparisons[0].checks[3].rank``."""
+    path = []
+    while where is not None:
+        where, key = where
+        path.append(key)
+    text = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in reversed(path)).lstrip(".") or "the document"
     return printable(text[:200])
 
 

@@ -8,6 +8,9 @@
   futures), temporaries are removed, and the command exits 143 with one line.
 * Workers ignore SIGINT (a Ctrl-C reaches the whole process group: the parent alone decides,
   and stops them) and die on SIGTERM without a word.
+* The console script bounds that unwinding (:func:`bound_the_unwinding`): a command still
+  alive :data:`EXIT_GRACE_S` after the signal ends there, with the same one line and exit code.
+  Its children go with it (parent-death signal).
 """
 
 from __future__ import annotations
@@ -15,8 +18,15 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 
 PR_SET_PDEATHSIG = 1
+EXIT_GRACE_S = 10.0
+"""Seconds a signalled command may take to unwind (stop its workers and its PDF renderer, remove
+its temporaries: well under a second) before it ends regardless. Python's process pool can
+leave its manager thread blocked on a worker killed while stopped, and the exit then joins
+that thread forever (seen about once in 50 test runs under load): a user's Ctrl-C or a CI
+job's cancel must still end the command."""
 
 
 class Terminated(KeyboardInterrupt):
@@ -28,7 +38,56 @@ class Terminated(KeyboardInterrupt):
 
 
 def _raise_terminated(signum: int, frame) -> None:
+    _start_the_deadline(128 + signum, f"perfreport: terminated by signal {signum}; stopped its workers")
     raise Terminated(signum)
+
+
+def _raise_interrupted(signum: int, frame) -> None:
+    _start_the_deadline(130, "perfreport: interrupted")
+    raise KeyboardInterrupt
+
+
+_bounded = False  # set by bound_the_unwinding: the console script's own process, not a library call
+_said = threading.Event()  # the command printed its last line (said_the_end)
+
+
+def bound_the_unwinding() -> None:
+    """In the console script's process (never in a program that calls :func:`perfreport.cli.main`):
+    after SIGINT, SIGTERM or SIGHUP the process ends within :data:`EXIT_GRACE_S` however the
+    unwinding goes. Ctrl-C still raises KeyboardInterrupt, as Python's own handler does."""
+    global _bounded
+    _bounded = True
+    try:
+        signal.signal(signal.SIGINT, _raise_interrupted)
+    except (ValueError, OSError):
+        pass
+
+
+def said_the_end() -> None:
+    """The command printed its last line: a deadline that expires after this prints nothing more."""
+    _said.set()
+
+
+def _start_the_deadline(code: int, line: str) -> None:
+    """A daemon timer that ends the process with ``code`` (printing ``line`` unless the command
+    already printed its own) if it is still alive after :data:`EXIT_GRACE_S`; one per process."""
+    global _bounded
+    if not _bounded:
+        return
+    _bounded = False  # a second signal does not restart the clock
+
+    def expire() -> None:
+        if not _said.is_set():
+            try:
+                sys.stderr.write(line + "\n")
+                sys.stderr.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(code)
+
+    timer = threading.Timer(EXIT_GRACE_S, expire)
+    timer.daemon = True
+    timer.start()
 
 
 def install_handlers() -> None:
@@ -57,6 +116,8 @@ def die_with_parent(parent_pid: int) -> None:
 
 def worker_init(parent_pid: int) -> None:
     """Initializer of a local worker process (see the module's docstring)."""
+    global _bounded
+    _bounded = False  # the parent's deadline is the parent's
     die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -74,7 +135,8 @@ def signal_name(code: int) -> str:
     return f"exit code {code}"
 
 
-__all__ = ["Terminated", "install_handlers", "die_with_parent", "worker_init", "signal_name"]
+__all__ = ["Terminated", "install_handlers", "bound_the_unwinding", "said_the_end", "die_with_parent", "worker_init",
+           "signal_name", "exit_now"]
 
 
 def exit_now(code: int) -> None:
