@@ -39,15 +39,16 @@ def plain(value):
     return json.loads(json_text(value))
 
 
-def eight_ranks(folder: Path) -> Path:
-    """A real 8-rank job: the two sampled ranks of a 128-rank run, each given to four ranks,
-    every copy started 1.5 ms later than the one before (distinct clocks, as in a real job)."""
+def eight_ranks(folder: Path, ranks: int = 8) -> Path:
+    """A real 8-rank job (or ``ranks``): the two sampled ranks of a 128-rank run, each given to
+    every other rank, every copy started 1.5 ms later than the one before (distinct clocks, as
+    in a real job)."""
     folder.mkdir(parents=True, exist_ok=True)
     sources = sorted(TWO_RANKS.glob("*.json.gz"))
     docs = [json.loads(gzip.decompress(p.read_bytes())) for p in sources]
-    for rank in range(8):
+    for rank in range(ranks):
         doc = json.loads(json.dumps(docs[rank % 2]))
-        doc["distributedInfo"] = {**doc.get("distributedInfo", {}), "rank": rank, "world_size": 8}
+        doc["distributedInfo"] = {**doc.get("distributedInfo", {}), "rank": rank, "world_size": ranks}
         for e in doc["traceEvents"]:
             if isinstance(e.get("ts"), (int, float)):
                 e["ts"] += 1500 * rank
@@ -58,6 +59,12 @@ def eight_ranks(folder: Path) -> Path:
 @pytest.fixture(scope="module")
 def job8(tmp_path_factory) -> Path:
     return eight_ranks(tmp_path_factory.mktemp("job8"))
+
+
+@pytest.fixture(scope="module")
+def job4(tmp_path_factory) -> Path:
+    """Four ranks: for the tests that run every command twice (each rank costs ~0.1 s a command)."""
+    return eight_ranks(tmp_path_factory.mktemp("job4"), ranks=4)
 
 
 @pytest.mark.parametrize("source,compare", [("two", True), ("eight", True), ("eight", False)])
@@ -138,22 +145,22 @@ def _report(folder: Path) -> dict:
     return {k: v for k, v in doc.items() if k not in VOLATILE}
 
 
-def test_dask_cluster_gives_the_local_results(tmp_path, job8, capsys):
+def test_dask_cluster_gives_the_local_results(tmp_path, job4, capsys):
     distributed = pytest.importorskip("distributed")
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
                                   dashboard_address=None, scheduler_port=0, silence_logs=40) as cluster:
         address = cluster.scheduler_address
         assert address.startswith("tcp://127.0.0.1:")
         t0 = time.monotonic()
-        assert main(["analyze", str(job8), "--out", str(tmp_path / "dask"), "--format", "json", "-q",
+        assert main(["analyze", str(job4), "--out", str(tmp_path / "dask"), "--format", "json", "-q",
                      "--executor", "dask", "--scheduler", address]) == 0
-        code = main(["compare", str(TWO_RANKS), str(job8), "--out", str(tmp_path / "dask-cmp"), "--format", "json",
+        code = main(["compare", str(TWO_RANKS), str(job4), "--out", str(tmp_path / "dask-cmp"), "--format", "json",
                      "-q", "--executor", "dask", "--scheduler", address])
-        assert main(["baseline", "save", "job8", str(job8), "--store", str(tmp_path / "dask-store"), "-q",
+        assert main(["baseline", "save", "job4", str(job4), "--store", str(tmp_path / "dask-store"), "-q",
                      "--executor", "dask", "--scheduler", address]) == 0
         capsys.readouterr()
         # the caller's limits travel with the tasks (a Dask worker has an environment of its own)
-        assert main(["analyze", str(job8), "--out", str(tmp_path / "dask-limited"), "--format", "json", "-q",
+        assert main(["analyze", str(job4), "--out", str(tmp_path / "dask-limited"), "--format", "json", "-q",
                      "--limit", "max_events=1000", "--executor", "dask", "--scheduler", address]) == 2
         dask_limited = capsys.readouterr().err
         # an error inside a Dask worker (a step number beyond int64) is one line naming the file
@@ -167,29 +174,29 @@ def test_dask_cluster_gives_the_local_results(tmp_path, job8, capsys):
                                           f"(ProfilerStep#…) is beyond int64; the trace is corrupt\n"
         assert time.monotonic() - t0 < 120
     # here in this process (--workers 1: that forked workers give the same is checked above)
-    assert main(["analyze", str(job8), "--out", str(tmp_path / "local"), "--format", "json", "-q", "--workers", "1"]) == 0
-    assert main(["compare", str(TWO_RANKS), str(job8), "--out", str(tmp_path / "local-cmp"), "--format", "json",
+    assert main(["analyze", str(job4), "--out", str(tmp_path / "local"), "--format", "json", "-q", "--workers", "1"]) == 0
+    assert main(["compare", str(TWO_RANKS), str(job4), "--out", str(tmp_path / "local-cmp"), "--format", "json",
                  "-q", "--workers", "1"]) == code
-    assert main(["baseline", "save", "job8", str(job8), "--store", str(tmp_path / "local-store"), "-q",
+    assert main(["baseline", "save", "job4", str(job4), "--store", str(tmp_path / "local-store"), "-q",
                  "--workers", "1"]) == 0
     capsys.readouterr()
-    assert main(["analyze", str(job8), "--out", str(tmp_path / "local-limited"), "--format", "json", "-q",
+    assert main(["analyze", str(job4), "--out", str(tmp_path / "local-limited"), "--format", "json", "-q",
                  "--limit", "max_events=1000", "--workers", "1"]) == 2
     local_limited = capsys.readouterr().err
     for err in (dask_limited, local_limited):  # whichever rank a worker finished first
         assert re.fullmatch(r"perfreport: error: \S+/rank\d\.json\.gz: [\d,]+ events, more than the limit of 1,000; "
                             r"raise it with --limit max_events=2000 \(or PERFREPORT_LIMITS=max_events=2000\)\n", err), err
     dask_doc, local_doc = _summary(tmp_path / "dask"), _summary(tmp_path / "local")
-    assert len(dask_doc["ranks"]) == 8 and dask_doc == local_doc
+    assert len(dask_doc["ranks"]) == 4 and dask_doc == local_doc
     assert _report(tmp_path / "dask-cmp") == _report(tmp_path / "local-cmp")
     # the same baseline, file for file: traces, column caches and the workers' digests
-    stores = [tmp_path / "dask-store" / "job8", tmp_path / "local-store" / "job8"]
+    stores = [tmp_path / "dask-store" / "job4", tmp_path / "local-store" / "job4"]
     manifests = [json.loads((s / "manifest.json").read_text()) for s in stores]
     for m in manifests:
         m.pop("created_utc"), [r.pop("created_utc") for r in m["runs"]]
-    assert manifests[0] == manifests[1] and len(manifests[0]["ranks"]) == 8
+    assert manifests[0] == manifests[1] and len(manifests[0]["ranks"]) == 4
     files = [sorted(p.relative_to(s) for p in s.rglob("*") if p.is_file()) for s in stores]
-    assert files[0] == files[1] and sum(p.suffix == ".digest" for p in files[0]) == 8
+    assert files[0] == files[1] and sum(p.suffix == ".digest" for p in files[0]) == 4
     assert [p for p in files[0] if p.name != "manifest.json"  # (its dates differ: compared above)
             and (stores[0] / p).read_bytes() != (stores[1] / p).read_bytes()] == []
 
@@ -243,11 +250,11 @@ def test_progress_without_a_terminal_is_silent_when_quick_and_plain_when_slow(mo
     assert quiet.getvalue() == ""
 
 
-def test_a_stored_baseline_reads_its_analyses_and_gives_the_same_results(tmp_path, job8, capsys):
+def test_a_stored_baseline_reads_its_analyses_and_gives_the_same_results(tmp_path, job4, capsys):
     store = tmp_path / "store"  # (every command here in this process: forked workers give the same, see above)
-    assert main(["baseline", "save", "b8", str(job8), "--store", str(store), "--workers", "1"]) == 0
+    assert main(["baseline", "save", "b8", str(job4), "--store", str(store), "--workers", "1"]) == 0
     digests = sorted((store / "b8" / "cache").glob("*.digest"))
-    assert len(digests) == 8
+    assert len(digests) == 4
     for name in ("cached", "again"):
         assert main(["analyze", str(store / "b8"), "--out", str(tmp_path / name), "--format", "json", "-q",
                      "--workers", "1"]) == 0
