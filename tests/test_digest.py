@@ -91,7 +91,7 @@ def _assert_same(a, b) -> None:
         assert a == b or (a != a and b != b)  # NaN equals NaN here
 
 
-@pytest.mark.parametrize("path", TRACE_FILES[1:], ids=lambda p: p.parent.name)
+@pytest.mark.parametrize("path", TRACE_FILES, ids=lambda p: p.parent.name)
 def test_a_rank_shared_with_a_forked_child_digests_the_same(path, monkeypatch) -> None:
     """With a spare core the analyses from SHARE_FROM on run in a forked child: the digest (its
     tables, in order, and every view it carries) is the one made in one process."""
@@ -99,8 +99,23 @@ def test_a_rank_shared_with_a_forked_child_digests_the_same(path, monkeypatch) -
 
     monkeypatch.setattr(digest_module, "SHARE_MIN_EVENTS", 0)  # small real traces: share them anyway
     want = digest(_rank(path), AnalysisOptions())
-    with digest_module.spare_core(), recording() as timings:
-        got = digest(_rank(path), AnalysisOptions())
+    computed: Counter = Counter()  # the views made in this process (the parent of the share)
+    real = model._memoised
+
+    def counting(store, key, compute):
+        if key not in store:
+            computed[id(store), key] += 1
+        return real(store, key, compute)
+
+    trace = _rank(path)
+    with digest_module.spare_core(), recording() as timings, monkeypatch.context() as m:
+        m.setattr(model, "_memoised", counting)
+        got = digest(trace, AnalysisOptions())
+    twice = {key: n for (_, key), n in computed.items() if n > 1}
+    assert not twice, f"views made again in the parent (READ_BEFORE_SHARE is stale): {twice}"
+    kept = {memo_kind(k) for k in trace._memo}
+    assert not kept & set(digest_module.READ_BEFORE_SHARE)  # the parent let go of what only the child reads on
+    assert {memo_kind(k) for _, k in computed} & set(digest_module.READ_BEFORE_SHARE)
     phases = {p["phase"]: p for p in timings.records()}
     assert phases["forked analyses (child process)"]["wall_s"] > 0  # the child ran, and sent its share
     assert phases[f"analysis:{digest_module.SHARE_FROM}"]["self_s"] == 0.0  # ...beside this process

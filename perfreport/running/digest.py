@@ -18,7 +18,7 @@ reaches past them fails loudly (:class:`DigestError`), never silently.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -72,6 +72,17 @@ not every view ever made (a 200 MB rank: ~90 MB of views on ~100 MB of event col
 read again later is only computed again (slower, never wrong); tests/test_digest.py checks on
 real traces that none is. Views the digest sends (:data:`DIGEST_KEYS`) are kept, and so are
 those the gate's inputs read (:data:`GATE_READS`) when the digest is made for a compare."""
+READ_BEFORE_SHARE = {
+    "call_stack": "time_at_stake", "call_stack_levels": "time_at_stake", "launches": "time_at_stake",
+    "gpu_side": "time_at_stake", "kernels": "step_metrics", "launch_gpu_ops": "queue_length",
+    "gpu_work": "kernel_rank_distribution", "host_collectives": "comm_comp_overlap_per_step",
+    "gpu_work_rows": "gpu_user_annotation_breakdown",
+}
+"""When a forked child runs the analyses from :data:`SHARE_FROM` on (:func:`spare_core`): this
+process's last reader of each view whose :data:`LAST_READER` is in the child's half. The parent
+drops the view there instead of holding it to its end (an event-dense 200 MB rank: the call
+stack, its levels and the launches, ~35 MB of the parent's 290 MB peak); the child keeps its
+own copy. tests/test_digest.py checks on real traces that no view is made twice."""
 GATE_READS = frozenset({
     "gpu_work_rows", "gpu_class", "memcpys", "memsets", "call_stack", "call_stack_levels", "cpu_collectives",
     "step_children", "efficiency_kernel_owner", "efficiency_owner_calls", "kernels", "launches", "launch_gpu_ops",
@@ -224,7 +235,8 @@ def digest(trace: RankTrace, options: AnalysisOptions = AnalysisOptions(), *, sh
         split = [name for name, _ in ANALYSES].index(SHARE_FROM)
         mine, theirs = mine[:split], mine[split:]
     try:
-        tables = _run_analyses(trace, one, mine, options)
+        tables = _run_analyses(trace, one, mine, options,
+                               LAST_READER if share is None else {**LAST_READER, **READ_BEFORE_SHARE})
         with phase("analysis:series"):
             time_series(one)
         _forget_after(trace, "series", options)
@@ -252,8 +264,10 @@ def digest(trace: RankTrace, options: AnalysisOptions = AnalysisOptions(), *, sh
                       n_events=trace.n_events, load_s=load_s, analyze_s=time.perf_counter() - t0)
 
 
-def _run_analyses(trace: RankTrace, one: TraceSet, analyses, options: AnalysisOptions) -> dict[str, pd.DataFrame]:
-    """The per-rank tables of ``analyses`` (a cross-rank one runs for its memoised per-rank parts)."""
+def _run_analyses(trace: RankTrace, one: TraceSet, analyses, options: AnalysisOptions,
+                  last_reader: Mapping[str, str] = LAST_READER) -> dict[str, pd.DataFrame]:
+    """The per-rank tables of ``analyses`` (a cross-rank one runs for its memoised per-rank parts),
+    each view dropped after its ``last_reader``."""
     tables = {}
     rank_parts = _rank_parts()
     for name, fn in analyses:
@@ -261,7 +275,7 @@ def _run_analyses(trace: RankTrace, one: TraceSet, analyses, options: AnalysisOp
             table = rank_parts[name](trace) if name in rank_parts else fn(one)
         if name not in CROSS_RANK:
             tables[name] = table
-        _forget_after(trace, name, options)
+        _forget_after(trace, name, options, last_reader)
     return tables
 
 
@@ -361,9 +375,10 @@ def _finish_share(child, trace: RankTrace, one: TraceSet, theirs, options: Analy
     return tables
 
 
-def _forget_after(trace: RankTrace, step: str, options: AnalysisOptions) -> None:
-    """Drop the rank's views whose last reader (:data:`LAST_READER`) was ``step``."""
-    done = {kind for kind, last in LAST_READER.items() if last == step and kind not in DIGEST_KEYS
+def _forget_after(trace: RankTrace, step: str, options: AnalysisOptions,
+                  last_reader: Mapping[str, str] = LAST_READER) -> None:
+    """Drop the rank's views whose last reader (:data:`LAST_READER`, or ``last_reader``) was ``step``."""
+    done = {kind for kind, last in last_reader.items() if last == step and kind not in DIGEST_KEYS
             and not (options.gate and kind in GATE_READS)}
     if done:
         for key in [k for k in trace._memo if memo_kind(k) in done]:
