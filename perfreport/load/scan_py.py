@@ -97,6 +97,15 @@ def _parse_int_text(text: str) -> int | None:
 def to_int(raw: bytes) -> int:
     """Kind ``i`` of one raw JSON value."""
     raw = bytes(raw).strip()
+    try:  # most are plain JSON integers (a valid JSON number has no '_' for int() to accept)
+        value = int(raw)
+    except ValueError:
+        return _to_int_other(raw)
+    return value if _INT64_MIN < value <= _INT64_MAX else int(INT_MISSING)
+
+
+def _to_int_other(raw: bytes) -> int:
+    """Kind ``i`` of a value that is not a plain integer: a float, a numeric string, or none."""
     value: int | None
     if _is_number_text(raw):
         text = raw.decode()
