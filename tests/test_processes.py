@@ -109,8 +109,8 @@ STUCK_UNWINDING = ("-c", "import sys, time\n"
                    "from perfreport.cli import run\n"
                    "sys.argv[0] = 'perfreport'\n"
                    "run()")
-"""The console script whose unwinding never ends: the PDF renderer's close hangs (as a pool's
-manager thread blocked on a dead worker did, now and then, under load), with a 0.5 s grace."""
+"""The console script whose unwinding never ends: the PDF renderer's close hangs (a stand-in for
+the rare hang after a Ctrl-C under load, whose cause is not found), with a 0.5 s grace."""
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and PR_SET_PDEATHSIG")

@@ -23,10 +23,10 @@ import threading
 PR_SET_PDEATHSIG = 1
 EXIT_GRACE_S = 10.0
 """Seconds a signalled command may take to unwind (stop its workers and its PDF renderer, remove
-its temporaries: well under a second) before it ends regardless. Python's process pool can
-leave its manager thread blocked on a worker killed while stopped, and the exit then joins
-that thread forever (seen about once in 50 test runs under load): a user's Ctrl-C or a CI
-job's cancel must still end the command."""
+its temporaries: well under a second) before it ends regardless. A Ctrl-C to a command whose
+workers were stopped (SIGSTOP) hung it now and then under load (three times in the test suite's
+runs of three sessions; not reproduced in 560 tries alone, its cause not found): a user's Ctrl-C
+or a CI job's cancel must end the command whatever the unwinding meets."""
 
 
 class Terminated(KeyboardInterrupt):
