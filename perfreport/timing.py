@@ -19,6 +19,8 @@ library call, a test), so the analyses can mark their phases unconditionally.
 from __future__ import annotations
 
 import contextvars
+import os
+import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -38,6 +40,8 @@ class Timings:
     """The phases of one process (or one per-rank task): name -> [wall, self, cpu, calls]."""
 
     phases: dict[str, list[float]] = field(default_factory=dict)
+    helper_peaks: list[int] = field(default_factory=list)
+    """Peak RSS (bytes) of each forked helper reaped (see :func:`reaped`)."""
     _stack: list[_Open] = field(default_factory=list, repr=False)
 
     @contextmanager
@@ -75,6 +79,7 @@ class Timings:
 
 
 _current: contextvars.ContextVar[Timings | None] = contextvars.ContextVar("perfreport_timings", default=None)
+_outermost: contextvars.ContextVar[Timings | None] = contextvars.ContextVar("perfreport_command", default=None)
 
 
 @contextmanager
@@ -83,10 +88,13 @@ def recording(timings: Timings | None = None) -> Iterator[Timings]:
     default); a block inside another records into its own, not into the outer one."""
     timings = timings if timings is not None else Timings()
     token = _current.set(timings)
+    outer = _outermost.set(timings) if _outermost.get() is None else None
     try:
         yield timings
     finally:
         _current.reset(token)
+        if outer is not None:
+            _outermost.reset(outer)
 
 
 @contextmanager
@@ -103,6 +111,20 @@ def phase(name: str) -> Iterator[None]:
 def current() -> Timings | None:
     """The :class:`Timings` being recorded in this thread, if any."""
     return _current.get()
+
+
+def reaped(pid: int) -> int:
+    """Reap the forked helper ``pid`` (a single rank's second half of the analyses, a figure's
+    child, the PDF renderer: none of them the parent or a worker), keep its peak RSS for the
+    command's timings (``helpers``: the largest process of a command may be one), and return
+    its wait status (:func:`os.waitpid`'s)."""
+    if not hasattr(os, "wait4"):
+        return os.waitpid(pid, 0)[1]
+    _, status, usage = os.wait4(pid, 0)
+    command = _outermost.get()  # a rank task's own recording is nested in the command's
+    if command is not None:
+        command.helper_peaks.append(usage.ru_maxrss * (1 if sys.platform == "darwin" else 1024))
+    return status
 
 
 def record(name: str, wall_s: float, cpu_s: float = 0.0) -> None:
@@ -142,6 +164,7 @@ def timings_document(parent: Timings, sides: Mapping[str, Sequence[Mapping]], wa
         "wall_s": round(wall_s, 4),
         "parent": {"pid": parent_pid, "peak_rss_bytes": parent_peak_rss, "phases": parent.records()},
         "workers": {"processes": len(workers), "largest_peak_rss_bytes": max(workers.values(), default=0)},
+        "helpers": {"processes": len(parent.helper_peaks), "largest_peak_rss_bytes": max(parent.helper_peaks, default=0)},
         "rank_phases": merged([r["phases"] for records in sides.values() for r in records]),
         "ranks": ranks,
     }
@@ -155,10 +178,12 @@ def timing_lines(doc: Mapping, max_ranks: int = 8) -> list[str]:
     """The ``-v`` view of :func:`timings_document`: the parent's phases, the rank phases summed
     over ranks, and each rank's wall time (the slowest ``max_ranks``), self seconds first."""
     mb = 1e6
-    workers = doc["workers"]
+    workers, helpers = doc["workers"], doc.get("helpers") or {"processes": 0}
     lines = [f"timings: {doc['wall_s']:.2f} s wall; parent peak RSS {doc['parent']['peak_rss_bytes'] / mb:,.0f} MB"
              + (f"; {workers['processes']} worker process(es), largest peak RSS "
-                f"{workers['largest_peak_rss_bytes'] / mb:,.0f} MB" if workers["processes"] else "")]
+                f"{workers['largest_peak_rss_bytes'] / mb:,.0f} MB" if workers["processes"] else "")
+             + (f"; {helpers['processes']} forked helper(s), largest peak RSS "
+                f"{helpers['largest_peak_rss_bytes'] / mb:,.0f} MB" if helpers["processes"] else "")]
     lines += _phase_block("parent (in the order run)", doc["parent"]["phases"], by_self=False)
     n = len(doc["ranks"])
     lines += _phase_block(f"rank tasks, summed over {n} rank(s)", doc["rank_phases"], by_self=True)

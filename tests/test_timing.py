@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -137,10 +138,40 @@ def test_timing_lines_show_the_slowest_ranks_and_hide_tiny_phases() -> None:
                {"phase": "memo:tiny", "wall_s": 0.0001, "self_s": 0.0001, "cpu_s": 0.0001, "calls": 1}]
     doc = {"wall_s": 3.0, "parent": {"pid": 1, "peak_rss_bytes": 50e6, "phases": records[:1]},
            "workers": {"processes": 2, "largest_peak_rss_bytes": 300e6}, "rank_phases": records,
+           "helpers": {"processes": 3, "largest_peak_rss_bytes": 120e6},
            "ranks": [{"side": "", "rank": r, "pid": 10 + r, "peak_rss_bytes": 1e8, "wall_s": float(r),
                       "phases": {}} for r in range(12)]}
     lines = timing_lines(doc)
-    assert lines[0] == "timings: 3.00 s wall; parent peak RSS 50 MB; 2 worker process(es), largest peak RSS 300 MB"
+    assert lines[0] == ("timings: 3.00 s wall; parent peak RSS 50 MB; 2 worker process(es), largest peak RSS 300 MB; "
+                        "3 forked helper(s), largest peak RSS 120 MB")
     assert "(1 phase(s) under 0.5 ms not shown; report.json keeps them)" in [ln.strip() for ln in lines]
     ranks = [ln for ln in lines if ln.startswith("    rank ")]
     assert len(ranks) == 8 and ranks[0].strip().startswith("rank 11: 11.000 s")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork, wait4 and /proc")
+def test_a_forked_helpers_peak_is_its_own_and_kept_for_the_timings() -> None:
+    """A forked helper (a single rank's second half of the analyses, a figure's child, the PDF
+    renderer) is neither the parent nor a worker, yet may be the command's largest process: its
+    peak RSS, read when it is reaped, goes into ``timings.helpers``."""
+    from perfreport.running.forked import Child
+    from perfreport.timing import recording, timings_document
+
+    size = 96 << 20
+
+    def work(send) -> None:
+        block = bytearray(size)
+        block[::4096] = b"\1" * len(range(0, size, 4096))  # every page touched: resident
+        send(0, b"done")
+
+    with open("/proc/self/statm") as f:
+        before = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    with recording() as timings:
+        child = Child(work)
+        child.wait([0])
+        child.stop(kill=False)
+    assert child.messages[0] == b"done" and len(timings.helper_peaks) == 1
+    peak = timings.helper_peaks[0]
+    assert size <= peak <= before + size + (64 << 20)  # its block, and at most what it shares with this process
+    doc = timings_document(timings, {}, 1.0, os.getpid(), before)
+    assert doc["helpers"] == {"processes": 1, "largest_peak_rss_bytes": peak}

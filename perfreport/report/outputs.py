@@ -32,7 +32,7 @@ from ..storing.atomic import atomic_files
 from ..errors import PerfreportError
 from . import FILENAMES, parse_formats, render
 from .model import Report
-from ..timing import phase, record
+from ..timing import phase, reaped, record
 
 if TYPE_CHECKING:
     from .drawing import EarlyFigures, FigureDrawing
@@ -125,7 +125,7 @@ class PdfRenderer:
         with os.fdopen(fd, "rb") as f:
             for block in iter(lambda: f.read(1 << 20), b""):
                 chunks.append(block)
-        _, status = os.waitpid(self.pid, 0)
+        status = reaped(self.pid)
         payload = b"".join(chunks)
         return payload if os.waitstatus_to_exitcode(status) == 0 else b""
 

@@ -19,6 +19,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
+from ..timing import reaped
+
 T = TypeVar("T")
 
 _TIMES = 0xFFFFFFFF
@@ -136,7 +138,7 @@ class Child:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        os.waitpid(pid, 0)
+        reaped(pid)
         self._thread.join()
 
 
