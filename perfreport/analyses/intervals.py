@@ -105,10 +105,14 @@ def sorted_edges(*arrays: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
     values = np.concatenate(arrays) if arrays else np.empty(0)
     order = np.argsort(values, kind="stable")
     ordered = values[order]
+    del values  # the temporaries are one number per edge each: let each go when done
     new = np.empty(len(ordered), dtype=bool)
     new[:1] = True
     np.not_equal(ordered[1:], ordered[:-1], out=new[1:])
-    position = np.empty(len(values), dtype=np.int64)
-    position[order] = np.cumsum(new) - 1
+    rank = np.cumsum(new)
+    rank -= 1
+    position = np.empty(len(ordered), dtype=np.int64)
+    position[order] = rank
+    del order, rank
     cuts = np.cumsum([len(a) for a in arrays])[:-1]
     return ordered[new], np.split(position, cuts)
