@@ -80,9 +80,10 @@ READ_BEFORE_SHARE = {
 }
 """When a forked child runs the analyses from :data:`SHARE_FROM` on (:func:`spare_core`): this
 process's last reader of each view whose :data:`LAST_READER` is in the child's half. The parent
-drops the view there instead of holding it to its end (an event-dense 200 MB rank: the call
-stack, its levels and the launches, ~35 MB of the parent's 290 MB peak); the child keeps its
-own copy. tests/test_digest.py checks on real traces that no view is made twice."""
+drops the view there instead of holding it to the end of its half (an event-dense 200 MB rank:
+the call stack, its levels and the launches, ~28 MB held through the rest of that half; the
+parent's peak, a transient inside ``time_at_stake``, comes before and is unchanged); the child
+keeps its own copy. tests/test_digest.py checks on real traces that no view is made twice."""
 GATE_READS = frozenset({
     "gpu_work_rows", "gpu_class", "memcpys", "memsets", "call_stack", "call_stack_levels", "cpu_collectives",
     "step_children", "efficiency_kernel_owner", "efficiency_owner_calls", "kernels", "launches", "launch_gpu_ops",
