@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import os
 from collections import Counter
 from decimal import Decimal
 from pathlib import Path
@@ -258,6 +259,31 @@ def test_the_uncompressed_size_of_a_gzip_is_its_text_size_small_or_past_4_gib(tm
     plain = tmp_path / "plain.json"
     plain.write_bytes(b"[]")
     assert uncompressed_size(plain) == 2
+
+
+def test_the_checksum_of_a_file_is_its_sha256_mapped_or_read(tmp_path, monkeypatch):
+    """Provenance in every report: the SHA-256 of the bytes as stored, whether the file is hashed
+    from a mapping in steps (a last step shorter than the others, a step longer than the file),
+    or read because it cannot be mapped (empty, a pipe)."""
+    import threading
+
+    from perfreport.load import files
+
+    real = next(TRACES.glob("**/*.json.gz"))
+    odd = tmp_path / "odd.json"
+    odd.write_bytes(np.random.default_rng(3).bytes(3 * 4096 + 17))
+    empty = tmp_path / "empty.json"
+    empty.write_bytes(b"")
+    for step in (4096, files.HASH_STEP):
+        monkeypatch.setattr(files, "HASH_STEP", step)
+        for path in (real, odd, empty):
+            assert files.sha256_file(path) == hashlib.sha256(path.read_bytes()).hexdigest(), (path, step)
+    fifo = tmp_path / "pipe.json"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=lambda: fifo.write_bytes(odd.read_bytes()))
+    writer.start()
+    assert files.sha256_file(fifo) == hashlib.sha256(odd.read_bytes()).hexdigest()
+    writer.join(5)
 
 
 def test_id_table_converts_the_same_whether_it_converts_every_text_or_only_those_used() -> None:

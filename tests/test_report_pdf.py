@@ -172,3 +172,47 @@ def test_lean_font_subsets_embed_the_same_font_bytes_without_decoding_the_droppe
         assert subset.Subsetter.subset.__name__ == "subset"  # restored on leaving
     finally:
         otBase.BaseTTXConverter.decompile = real_decompile
+
+
+def test_weasyprint_imports_without_running_the_linkers_search() -> None:
+    """import_weasyprint on Linux: WeasyPrint's C libraries open by their sonames, with no
+    ``ldconfig``/``gcc``/``ld`` process per name tried (21 ``find_library`` calls, 63 processes,
+    before). In a fresh interpreter (this one may have imported WeasyPrint already), watching
+    every process started (the ``subprocess.Popen`` audit event)."""
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the linker's search is skipped on Linux only")
+    script = (
+        "import sys\n"
+        "started = []\n"
+        "sys.addaudithook(lambda event, args: event == 'subprocess.Popen' and started.append(args[1]))\n"
+        "from perfreport.report.pdf import import_weasyprint\n"
+        "import ctypes.util\n"
+        "search = ctypes.util.find_library\n"
+        "import_weasyprint()\n"
+        "assert ctypes.util.find_library is search, 'find_library not restored'\n"
+        "print(len(started), started[:3])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.startswith("0 "), out.stdout
+
+
+def test_weasyprint_imports_the_usual_way_where_the_sonames_alone_do_not_open(monkeypatch) -> None:
+    """A library that only ``find_library``'s search finds: the import without it fails with
+    OSError (cffi's "cannot load library"), and import_weasyprint imports once more with it."""
+    import contextlib
+
+    from perfreport.report import pdf
+
+    tries = []
+
+    @contextlib.contextmanager
+    def sonames_fail():
+        tries.append("without the search")
+        raise OSError("cannot load library 'libpango-1.0-0'")
+        yield  # pragma: no cover
+
+    monkeypatch.setattr(pdf, "no_linker_search", sonames_fail)
+    assert pdf.import_weasyprint().__name__ == "weasyprint" and tries == ["without the search"]
