@@ -474,9 +474,11 @@ def run() -> None:
     """The console script and ``python -m perfreport``: :func:`main`, then the process ends
     without tearing the interpreter down (:func:`perfreport.running.lifecycle.exit_now`). An exit that
     argparse raises (``--help``, a usage error) and ``--debug``'s traceback take Python's way."""
+    from .running.heap import own_the_heap
     from .running.lifecycle import bound_the_unwinding, exit_now
 
     bound_the_unwinding()  # a signalled command ends within seconds, whatever its unwinding meets
+    own_the_heap()  # glibc keeps a rank's freed temporaries for its next ones (perfreport.running.heap)
     exit_now(main())
 
 

@@ -78,8 +78,10 @@ def begin(rank_file: RankFile) -> None:
         identity = _identity(rank_file.path)
     except OSError:
         return  # the task's own load reports the file's problem
+    from ..running.heap import one_arena
+
     started = _Started(rank_file, identity, current_limits())
-    _one_malloc_arena()
+    one_arena()
     with _lock:
         _started = started
     threading.Thread(target=_run, args=(started,), name="perfreport-head-start", daemon=True).start()
@@ -144,21 +146,6 @@ def _run(started: _Started) -> None:
         started.error = exc
     finally:
         started.done.set()
-
-
-def _one_malloc_arena() -> None:
-    """Keep every thread's allocations in glibc's main arena. A thread of its own otherwise gets
-    an arena of its own, and the load's columns, built there, left ~11 MB more resident at the
-    peak of a 200 MB rank (measured: 264 MB with the thread's arena, 251 MB without; the same
-    load on the main thread, 252 MB). The threads of this process (the load, the checksum, the
-    imports) allocate in turns, not in parallel, so one arena costs them no contention."""
-    import ctypes
-
-    m_arena_max = -8  # glibc's malloc.h
-    try:
-        ctypes.CDLL("libc.so.6").mallopt(m_arena_max, 1)
-    except (OSError, AttributeError):  # not glibc: its allocator, its behaviour
-        pass
 
 
 def _identity(path: Path) -> tuple:

@@ -14,7 +14,6 @@ always runs in the calling process. Only digests travel, never event tables.
 
 from __future__ import annotations
 
-import ctypes
 import dataclasses
 import os
 import time
@@ -25,6 +24,7 @@ from typing import Any
 
 from .digest import AnalysisOptions, RankDigest, digest
 from .forked import fork_after, imports_done
+from .heap import reusing_freed_pages
 from ..errors import PerfreportError
 from ..limits import Limits
 from ..limits import current as current_limits
@@ -149,19 +149,19 @@ def _analyse(job: RankJob, options: AnalysisOptions, limits: Limits | None, t0: 
 
         source = source_state(job.path)  # before loading: the copy stored later must be this file
     trace, sha, began = _load(job, limits or current_limits())
-    result = digest(trace, options, sha256=sha, load_s=time.perf_counter() - min(t0, began))
-    stored = None
-    if payload:
-        from ..gate.baselines import rank_payload
+    with reusing_freed_pages(trace.n_events):  # then the freed heap goes back before the next rank
+        result = digest(trace, options, sha256=sha, load_s=time.perf_counter() - min(t0, began))
+        stored = None
+        if payload:
+            from ..gate.baselines import rank_payload
 
-        source = dataclasses.replace(source, sha256=sha) if source is not None and job.cache is None else None
-        from ..timing import phase
+            source = dataclasses.replace(source, sha256=sha) if source is not None and job.cache is None else None
+            from ..timing import phase
 
-        with phase("baseline columns"):
-            stored = rank_payload(trace, result, source)
-    del trace
-    result.worker_peak_rss = peak_rss()
-    _trim_heap()
+            with phase("baseline columns"):
+                stored = rank_payload(trace, result, source)
+        del trace
+        result.worker_peak_rss = peak_rss()
     return result, stored
 
 
@@ -516,12 +516,3 @@ def peak_rss() -> int:
     from ..load.memory import proc_bytes
 
     return proc_bytes("/proc/self/status", "VmHWM") or 0
-
-
-def _trim_heap() -> None:
-    """Give the freed heap of a rank back to the system before the next one (glibc keeps
-    ~15 % of a loaded trace in its arenas otherwise)."""
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
