@@ -76,9 +76,13 @@ def give_back() -> None:
 
 @contextmanager
 def reusing_freed_pages(n_events: int) -> Iterator[None]:
-    """Inside the block, freed blocks up to two columns of ``n_events`` (16 bytes per event, at
-    least glibc's own 32 MiB) stay in the heap, and up to four columns of free memory stay on
-    its top, so the analyses' temporaries reuse pages already there (see the module's doc).
+    """Inside the block, freed blocks up to two columns of ``n_events`` (16 bytes per event) stay
+    in the heap, and up to four columns of free memory stay on its top, so the analyses'
+    temporaries reuse pages already there (see the module's doc). Only for a rank whose two
+    columns pass 32 MiB (2.1 M events), the most glibc's dynamic threshold reaches: below it
+    glibc already reuses them (the V100-grown 200 MB rank, 1 M events: no change in time), and
+    setting thresholds would end that rule for the ranks a worker loads next (16 ranks x 50 MB:
+    2.93-3.26 s against 2.87-3.13 s when they were set for every rank).
 
     For the analyses of a loaded rank, not for its load: the scanner's columns grow by
     ``realloc``, which moves a mapped block without copying it, and a load inside the block
@@ -87,10 +91,10 @@ def reusing_freed_pages(n_events: int) -> Iterator[None]:
     heap is given back, so the next rank loads as the first did. The peak of the analyses:
     861-866 MB against 858-859 on the 1 GB rank; 297-305 MB against 295-302 MB on the
     event-dense V100-grown 200 MB rank, within its run-to-run spread."""
-    if _LIBC is None or not _owned:
-        yield
-        return
     column = 8 * max(n_events, 0)
+    if _LIBC is None or not _owned or 2 * column <= GLIBC_DYNAMIC_MAX:
+        yield  # (glibc's own rule keeps blocks up to 32 MiB in its heap once one is freed)
+        return
     _LIBC.mallopt(M_MMAP_THRESHOLD, max(GLIBC_DYNAMIC_MAX, 2 * column))
     _LIBC.mallopt(M_TRIM_THRESHOLD, max(GLIBC_DYNAMIC_MAX, 4 * column))
     try:
