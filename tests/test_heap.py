@@ -37,11 +37,14 @@ if {own}:
     heap.own_the_heap()
 with heap.reusing_freed_pages(n):
     inside = churn()
-    kept = [np.ones(n) for _ in range(3)]  # 48 MB made and freed inside: kept, then given back
+after = churn()
+with heap.reusing_freed_pages(n):
+    kept = [np.ones(n) for _ in range(3)]  # three columns made and freed inside: kept, then given back
+    pin = bytearray(64 << 10)  # above them in the heap: glibc's own trimming (of its top) cannot reach them
     del kept
     held = rss_mb()
 after_block = rss_mb()
-print(inside, churn(), round(held), round(after_block))
+print(inside, after, round(held), round(after_block))
 """
 
 
@@ -58,7 +61,7 @@ def _run(own: bool, n: int = 2_500_000) -> list[int]:
 def test_a_ranks_temporaries_reuse_their_pages_and_the_heap_is_given_back_after() -> None:
     """Owned (the console script): after the first of ten 20 MB temporaries in a row, the nine
     others fault no pages in, where after the block glibc maps each one afresh (counts depend on
-    transparent huge pages: 10 or 4,883 faults per temporary, so the ratio is asserted); 48 MB freed inside stays in the
+    transparent huge pages: 10 or 4,883 faults per temporary, so the ratio is asserted); 60 MB freed inside stays in the
     heap until the block ends, then goes back to the system."""
     inside, after, held, after_block = _run(own=True)
     assert 4 * inside < after and after >= 9 * 10, (inside, after)  # (a 20 MB mapping: 10 huge pages at least)
@@ -67,18 +70,19 @@ def test_a_ranks_temporaries_reuse_their_pages_and_the_heap_is_given_back_after(
 
 def test_a_process_that_imports_perfreport_keeps_glibcs_own_rules() -> None:
     """Not owned (a notebook, the HTA API, the test suite's in-process commands): the block sets
-    nothing and gives nothing back, and after it glibc's dynamic threshold goes on reusing the
-    heap for 20 MB temporaries as before."""
+    no threshold, so after it glibc's dynamic rule goes on reusing the heap for 20 MB
+    temporaries; the freed heap is given back all the same."""
     inside, after, held, after_block = _run(own=False)
     _, owned_after, _, _ = _run(own=True)
-    assert abs(held - after_block) < 5, (held, after_block)
     assert 4 * after < owned_after, (after, owned_after)
+    assert after_block <= held, (held, after_block)
 
 
-def test_a_rank_within_glibcs_own_rule_sets_nothing() -> None:
+def test_a_rank_within_glibcs_own_rule_sets_nothing_and_gives_back() -> None:
     """Owned, but two columns within 32 MiB (1 M events, 8 MB columns): glibc's dynamic rule
-    already reuses such blocks, so nothing is set and it goes on after the block (a worker's
-    next ranks load as the first did)."""
+    already reuses such blocks, so no threshold is set and the rule goes on after the block (a
+    worker's next ranks load as the first did); the 24 MB freed inside (below a live block) is given back at its end
+    (a worker of 16 ranks x 50 MB peaked at 171 MB without, 141-146 MB with)."""
     inside, after, held, after_block = _run(own=True, n=1_000_000)
-    assert abs(held - after_block) < 5, (held, after_block)
     assert after < 10, after  # the dynamic threshold still keeps freed 8 MB blocks in the heap
+    assert held - after_block > 15, (held, after_block)

@@ -9,9 +9,10 @@ were the kernel's (87,000 page faults). :func:`reusing_freed_pages` keeps such b
 while a rank is analysed, so they are reused in place (0.27-0.30 s, 55,000 faults: the
 analyses' own growth), and gives everything back afterwards.
 
-Only in the console script's process and the workers it forks (:func:`own_the_heap`): a program
-that imports perfreport (a notebook, the HTA-compatible API) keeps glibc's own rules. None of
-this changes a result; where the C library is not glibc, every function here does nothing.
+The thresholds are set only in the console script's process and the workers it forks
+(:func:`own_the_heap`): a program that imports perfreport (a notebook, the HTA-compatible API)
+keeps glibc's own rules, and only gets its freed heap back after each rank. None of this
+changes a result; where the C library is not glibc, every function here does nothing.
 """
 
 from __future__ import annotations
@@ -78,28 +79,30 @@ def give_back() -> None:
 def reusing_freed_pages(n_events: int) -> Iterator[None]:
     """Inside the block, freed blocks up to two columns of ``n_events`` (16 bytes per event) stay
     in the heap, and up to four columns of free memory stay on its top, so the analyses'
-    temporaries reuse pages already there (see the module's doc). Only for a rank whose two
-    columns pass 32 MiB (2.1 M events), the most glibc's dynamic threshold reaches: below it
-    glibc already reuses them (the V100-grown 200 MB rank, 1 M events: no change in time), and
-    setting thresholds would end that rule for the ranks a worker loads next (16 ranks x 50 MB:
-    2.93-3.26 s against 2.87-3.13 s when they were set for every rank).
+    temporaries reuse pages already there (see the module's doc); after it, the freed heap is
+    given back (:func:`give_back`, for every rank: a worker's next rank starts from a trimmed
+    heap, 141-146 MB at the peak of a worker of 16 ranks x 50 MB, 171 MB without).
+
+    The thresholds are set only for a rank whose two columns pass 32 MiB (2.1 M events), the
+    most glibc's dynamic threshold reaches: below it glibc already reuses them (the V100-grown
+    200 MB rank, 1 M events: no change in time), and setting them ends that rule for the ranks
+    a worker loads next (16 ranks x 50 MB: 2.93-3.26 s against 2.87-3.13 s when they were set
+    for every rank). Where they are set, glibc's initial thresholds are set again after the block
+    (fixed: ``mallopt`` ends its dynamic rule), so the next rank loads as the first did.
 
     For the analyses of a loaded rank, not for its load: the scanner's columns grow by
     ``realloc``, which moves a mapped block without copying it, and a load inside the block
-    peaked 75 MB higher on the 1 GB rank (726-730 MB against 651). After the block glibc's
-    initial thresholds are set again (fixed: ``mallopt`` ends its dynamic rule) and the freed
-    heap is given back, so the next rank loads as the first did. The peak of the analyses:
-    861-866 MB against 858-859 on the 1 GB rank; 297-305 MB against 295-302 MB on the
-    event-dense V100-grown 200 MB rank, within its run-to-run spread."""
+    peaked 75 MB higher on the 1 GB rank (726-730 MB against 651). The peak of the analyses:
+    861-866 MB against 858-859 on the 1 GB rank."""
     column = 8 * max(n_events, 0)
-    if _LIBC is None or not _owned or 2 * column <= GLIBC_DYNAMIC_MAX:
-        yield  # (glibc's own rule keeps blocks up to 32 MiB in its heap once one is freed)
-        return
-    _LIBC.mallopt(M_MMAP_THRESHOLD, max(GLIBC_DYNAMIC_MAX, 2 * column))
-    _LIBC.mallopt(M_TRIM_THRESHOLD, max(GLIBC_DYNAMIC_MAX, 4 * column))
+    tune = _LIBC is not None and _owned and 2 * column > GLIBC_DYNAMIC_MAX
+    if tune:
+        _LIBC.mallopt(M_MMAP_THRESHOLD, 2 * column)
+        _LIBC.mallopt(M_TRIM_THRESHOLD, 4 * column)
     try:
         yield
     finally:
-        _LIBC.mallopt(M_MMAP_THRESHOLD, GLIBC_DEFAULT)
-        _LIBC.mallopt(M_TRIM_THRESHOLD, GLIBC_DEFAULT)
+        if tune:
+            _LIBC.mallopt(M_MMAP_THRESHOLD, GLIBC_DEFAULT)
+            _LIBC.mallopt(M_TRIM_THRESHOLD, GLIBC_DEFAULT)
         give_back()
