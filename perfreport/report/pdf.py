@@ -113,11 +113,14 @@ def no_linker_search() -> Iterator[None]:
         yield
         return
     import ctypes.util
+    import io
+    from contextlib import redirect_stdout
 
     search = ctypes.util.find_library
     ctypes.util.find_library = lambda name: None
-    try:
-        yield
+    try:  # (WeasyPrint prints its troubleshooting text before it raises: not for a retried import)
+        with redirect_stdout(io.StringIO()):
+            yield
     finally:
         ctypes.util.find_library = search
 
