@@ -4,8 +4,8 @@ A rank's analyses make and drop temporaries the size of its columns over and ove
 order, a gathered column: 8 bytes per event each). glibc hands a block past its mmap threshold
 (dynamic, at most 32 MiB) straight back to the kernel when freed, and trims free memory off the
 top of its heap past twice that, so the next temporary of the same size page-faults fresh,
-zeroed memory: on the 1 GB A100-grown rank (3.48 M events), 0.50-0.58 of the analyses' 2.2 CPU s
-were the kernel's (87,000 page faults). :func:`reusing_freed_pages` keeps such blocks in the heap
+zeroed memory: on the 1 GB A100-grown rank (3.48 M events), 0.50-0.58 s of the analyses' 2.2 CPU
+s were the kernel's (87,000 page faults). :func:`reusing_freed_pages` keeps such blocks in the heap
 while a rank is analysed, so they are reused in place (0.27-0.30 s, 55,000 faults: the
 analyses' own growth), and gives everything back afterwards.
 
@@ -88,7 +88,8 @@ def reusing_freed_pages(n_events: int) -> Iterator[None]:
     200 MB rank, 1 M events: no change in time), and setting them ends that rule for the ranks
     a worker loads next (16 ranks x 50 MB: 2.93-3.26 s against 2.87-3.13 s when they were set
     for every rank). Where they are set, glibc's initial thresholds are set again after the block
-    (fixed: ``mallopt`` ends its dynamic rule), so the next rank loads as the first did.
+    (fixed: ``mallopt`` ends its dynamic rule), so the next rank loads much as the first did:
+    its large blocks mapped, not kept.
 
     For the analyses of a loaded rank, not for its load: the scanner's columns grow by
     ``realloc``, which moves a mapped block without copying it, and a load inside the block
