@@ -194,9 +194,8 @@ def test_weasyprint_imports_without_running_the_linkers_search() -> None:
         "assert ctypes.util.find_library is search, 'find_library not restored'\n"
         "print(len(started), started[:3])\n"
     )
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.startswith("0 "), out.stdout
+    stdout = _fresh_python(script)
+    assert stdout.startswith("0 "), stdout
 
 
 def test_weasyprint_imports_the_usual_way_where_the_sonames_alone_do_not_open() -> None:
@@ -204,8 +203,6 @@ def test_weasyprint_imports_the_usual_way_where_the_sonames_alone_do_not_open() 
     here, in a fresh interpreter): the import without the search fails, import_weasyprint
     imports once more with it, Pango loads, and nothing is printed (WeasyPrint prints its
     troubleshooting text before it raises)."""
-    import sys
-
     script = (
         "import cffi.api\n"
         "real = cffi.api.FFI.dlopen\n"
@@ -219,6 +216,15 @@ def test_weasyprint_imports_the_usual_way_where_the_sonames_alone_do_not_open() 
         "import weasyprint.text.ffi as ffi\n"
         "assert ffi.pango is not None\n"
     )
+    stdout = _fresh_python(script)
+    assert stdout == "", stdout
+
+
+def _fresh_python(script: str) -> str:
+    """The standard output of ``script`` run by a fresh interpreter (this one may have imported
+    WeasyPrint already), which must exit 0."""
+    import sys
+
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout == "", out.stdout
+    return out.stdout

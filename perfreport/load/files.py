@@ -70,10 +70,7 @@ def _read_or_map(path: Path, allow_mmap: bool) -> bytes | mmap.mmap:
     try:
         with open(path, "rb") as f:
             if allow_mmap:
-                try:
-                    mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-                except (OSError, ValueError):  # empty (ValueError), or not a regular file
-                    mapped = None
+                mapped = _mapped(f)
                 if mapped is not None:
                     if mapped[:2] != GZIP_MAGIC:
                         return mapped
@@ -88,6 +85,15 @@ def _read_or_map(path: Path, allow_mmap: bool) -> bytes | mmap.mmap:
     if not data:
         raise TraceError(path, "file is empty")
     return data
+
+
+def _mapped(f) -> mmap.mmap | None:
+    """A read-only map of the open file ``f``; None where it cannot be mapped (an empty file, a
+    pipe, /proc): the caller reads it instead."""
+    try:
+        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):  # empty (ValueError), or not a regular file
+        return None
 
 
 class DecompressionLimit(Exception):
@@ -178,9 +184,8 @@ def sha256_file(path: Path) -> str:
 
     h = hashlib.sha256()
     with open(path, "rb") as f:
-        try:
-            mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        except (OSError, ValueError):  # empty (ValueError), or not a regular file
+        mapped = _mapped(f)
+        if mapped is None:
             for block in iter(lambda: f.read(1 << 20), b""):
                 h.update(block)
             return h.hexdigest()

@@ -4,10 +4,11 @@ A rank's analyses make and drop temporaries the size of its columns over and ove
 order, a gathered column: 8 bytes per event each). glibc hands a block past its mmap threshold
 (dynamic, at most 32 MiB) straight back to the kernel when freed, and trims free memory off the
 top of its heap past twice that, so the next temporary of the same size page-faults fresh,
-zeroed memory: on the 1 GB A100-grown rank (3.48 M events), 0.50-0.58 s of the analyses' 2.2 CPU
-s were the kernel's (87,000 page faults). :func:`reusing_freed_pages` keeps such blocks in the heap
-while a rank is analysed, so they are reused in place (0.27-0.30 s, 55,000 faults: the
-analyses' own growth), and gives everything back afterwards.
+zeroed memory: on the 1 GB A100-grown rank (3.48 M events), 77,000-88,000 page faults and
+0.30-0.40 s of the kernel's time in a compare worker's analyses (6 runs).
+:func:`reusing_freed_pages` keeps such blocks in the heap while a rank is analysed, so they are
+reused in place (60,000-69,000 faults, mostly the analyses' own growth; 0.22-0.31 s, one run
+0.48 s), and gives everything back afterwards.
 
 The thresholds are set only in the console script's process and the workers it forks
 (:func:`own_the_heap`): a program that imports perfreport (a notebook, the HTA-compatible API)
@@ -94,7 +95,7 @@ def reusing_freed_pages(n_events: int) -> Iterator[None]:
     For the analyses of a loaded rank, not for its load: the scanner's columns grow by
     ``realloc``, which moves a mapped block without copying it, and a load inside the block
     peaked 75 MB higher on the 1 GB rank (726-730 MB against 651). The peak of the analyses:
-    861-866 MB against 858-859 on the 1 GB rank."""
+    857-859 MB against 856-858 on the 1 GB rank."""
     column = 8 * max(n_events, 0)
     tune = _LIBC is not None and _owned and 2 * column > GLIBC_DYNAMIC_MAX
     if tune:
