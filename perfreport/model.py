@@ -39,11 +39,15 @@ class SparseColumn:
     rows: np.ndarray  # int64
     values: np.ndarray  # float64 | int64 | int32 (string codes)
 
-DENSE_ARGS = {"stream": "stream", "correlation": "correlation", "External id": "external_id",
-              "external id": "external_id", "device": "device"}
+DENSE_ARGS = {"stream": "stream", "External id": "external_id", "external id": "external_id"}
 """Args keys the loader turns into dense columns (key -> column; -1 where absent). They are kept
 once, as the column: as sparse args too they cost ~16 bytes per event again (the launch and
 kernel ids are on most events)."""
+SPARSE_COLUMNS = ("correlation", "device")
+"""Args keys read as columns (``trace.correlation``, ``trace.device``) but held sparse, as args:
+they are on the GPU events and the launches only (a tenth to a third of the events), so the
+sparse pair costs 1.5-5 bytes per event where a dense column costs 8. The dense column is made
+on first use (the HTA frames, a step's cut); the analyses read these args at their rows."""
 
 # --- categories ---------------------------------------------------------------------------
 # Modern Kineto spells categories in snake case; June-2021 Kineto capitalised them.
@@ -201,10 +205,11 @@ class RankTrace:
 
     Columns: ``ph``/``cat``/``name`` (int32 codes into ``strings``), ``pid``/``tid`` (int64;
     non-numeric ids such as "Spans" or "stream 7" are ``TEXT_ID_BASE - code``), ``ts``/``dur``
-    (float64 µs, NaN when absent), ``stream``/``correlation``/``external_id``/``flow_id``/
-    ``device`` (int64, -1 when absent), ``linked`` (row of the CPU launch for a GPU event and of
+    (float64 µs, NaN when absent), ``stream``/``external_id``/``flow_id`` (int64, -1 when
+    absent), ``linked`` (row of the CPU launch for a GPU event and of
     the first GPU event for a launch, -1 if none) and ``iteration`` (profiler step number, -1
-    outside any step). Other args are sparse, read with :meth:`arg`.
+    outside any step). Other args are sparse, read with :meth:`arg`; ``correlation`` and
+    ``device`` (:data:`SPARSE_COLUMNS`) are among them, and read as dense columns too.
     """
 
     meta: TraceMeta
@@ -217,10 +222,8 @@ class RankTrace:
     ts: np.ndarray
     dur: np.ndarray
     stream: np.ndarray
-    correlation: np.ndarray
     external_id: np.ndarray
     flow_id: np.ndarray
-    device: np.ndarray
     linked: np.ndarray
     iteration: np.ndarray
     args: Mapping[str, SparseColumn]
@@ -235,6 +238,19 @@ class RankTrace:
     @property
     def n_events(self) -> int:
         return len(self.ts)
+
+    @property
+    def correlation(self) -> np.ndarray:
+        """args.correlation per event (int64, -1 when absent), made on first use."""
+        return self._sparse_column("correlation")
+
+    @property
+    def device(self) -> np.ndarray:
+        """args.device per event (int64, -1 when absent), made on first use."""
+        return self._sparse_column("device")
+
+    def _sparse_column(self, key: str) -> np.ndarray:
+        return self.memo(("column", key), lambda: self.arg(key, -1).astype(np.int64, copy=False))
 
     # --- strings ---------------------------------------------------------------------------
     def code(self, text: str) -> int:

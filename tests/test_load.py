@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from perfreport.load import load
-from perfreport.model import DENSE_ARGS, TEXT_ID_BASE, distinct_codes
+from perfreport.model import DENSE_ARGS, TEXT_ID_BASE, SparseColumn, distinct_codes
 
 from .conftest import SHARED_TRACES, TRACES, load_cached, trace_jobs
 
@@ -347,7 +347,8 @@ def test_first_gpu_event_of_launches_in_c_equals_numpy(seed: int) -> None:
     cpu_side, gpu_side = side == 0, side == 1
     ts = rng.choice(np.arange(0.0, 50.0), n)  # ties
     ts[rng.random(n) < 0.05] = np.nan
-    by_numpy = columns.link_by_correlation(corr, cpu_side, gpu_side)
+    has = np.flatnonzero(corr != -1)
+    by_numpy = columns.link_by_correlation(SparseColumn(has, corr[has]), cpu_side, gpu_side)
     by_c = by_numpy.copy()
     assert seed == 0 or (by_numpy >= 0).sum() > 10
     columns.link_first_gpu_events(ts, gpu_side, by_c, use_c=True)

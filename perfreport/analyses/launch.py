@@ -173,7 +173,7 @@ def _rank_launches(trace: RankTrace, runtime_cutoff_us: float, launch_delay_cuto
         "rank": np.full(n, trace.rank, dtype=np.int64),
         "iteration": trace.iteration[launch_rows],
         "row": launch_rows,
-        "correlation": trace.correlation[launch_rows],
+        "correlation": trace.arg("correlation", -1, launch_rows),
         "launch": trace.decode(trace.name[launch_rows]).astype(object),
         "stream": stream,
         "cpu_start_us": cpu_start,

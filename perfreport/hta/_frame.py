@@ -124,7 +124,7 @@ def raw_frame(trace: RankTrace, symbols: SymbolTable) -> tuple[pd.DataFrame, boo
         "ts": ts if rounded else ts.astype(np.int64) if np.all(ts == np.floor(ts)) else ts,
         "dur": dur,
         "stream": stream,
-        "correlation": trace.correlation[rows],
+        "correlation": trace.arg("correlation", -1, rows),
         "bytes": arg("bytes", -1),
         "memory_bw_gbps": arg("memory bandwidth (GB/s)", 0.0).astype(np.float64),
         "wait_on_stream": arg("wait_on_stream", -1),

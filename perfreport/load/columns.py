@@ -14,7 +14,8 @@ import math
 import numpy as np
 
 from ..errors import TraceError
-from ..model import DENSE_ARGS, GPU_SIDE_CATEGORIES, RUNTIME_CATEGORIES, STEP_NAME, TEXT_ID_BASE, RankTrace, TraceMeta
+from ..model import (DENSE_ARGS, GPU_SIDE_CATEGORIES, RUNTIME_CATEGORIES, SPARSE_COLUMNS, STEP_NAME, TEXT_ID_BASE,
+                     RankTrace, SparseColumn, TraceMeta)
 from .fields import INT_MISSING, ScanResult
 
 try:
@@ -54,7 +55,7 @@ def build_rank_trace(result: ScanResult, meta: TraceMeta) -> RankTrace:
     """Model columns from scanner columns (all vectorised; loops run over the string table)."""
     strings = np.array(result.strings, dtype=object)
     codes = {s: i for i, s in enumerate(result.strings)}
-    top, args = result.top, result.args
+    top, args = result.top, dict(result.args)  # a copy: the id args held sparse are cleaned below
     n = result.n_events
 
     def dense_int(key: str, fallback: str | None = None) -> np.ndarray:
@@ -67,6 +68,9 @@ def build_rank_trace(result: ScanResult, meta: TraceMeta) -> RankTrace:
                 out[args[k].rows] = vals
         return out
 
+    for key in SPARSE_COLUMNS:
+        if key in args:
+            args[key] = _present(args[key])
     flow_id = np.where(top["id"] == INT_MISSING, -1, top["id"])
     id_table = _id_table(result.strings, (top["pid"], top["tid"]))
     columns = dict(
@@ -78,24 +82,34 @@ def build_rank_trace(result: ScanResult, meta: TraceMeta) -> RankTrace:
         ts=_relative_us(top["ts"], meta.ts_origin_us),
         dur=np.asarray(top["dur"]),
         stream=dense_int("stream"),
-        correlation=dense_int("correlation"),
         external_id=dense_int("External id", fallback="external id"),
         flow_id=flow_id,
-        device=dense_int("device"),
     )
     complete = columns["ph"] == codes.get("X", -2)
     gpu_side = complete & _mask(columns["cat"], codes, GPU_SIDE_CATEGORIES)
-    linked = _link_cpu_gpu(columns, codes, complete, gpu_side)
+    no_ids = SparseColumn(np.empty(0, np.int64), np.empty(0, np.int64))
+    linked = _link_cpu_gpu(columns, args.get("correlation", no_ids), codes, complete, gpu_side)
     iteration = _iterations(columns, codes, strings, linked, complete, gpu_side, meta.path)
     del complete, gpu_side
     trace = RankTrace(
         meta=meta, strings=strings, linked=linked, iteration=iteration, _codes=codes, **columns,
         args={key: col for key, col in args.items() if key not in DENSE_ARGS},  # once, as columns
     )
-    for name in ("ph", "cat", "name", "pid", "tid", "ts", "dur", "stream", "correlation",
-                 "external_id", "flow_id", "device", "linked", "iteration"):
+    for name in ("ph", "cat", "name", "pid", "tid", "ts", "dur", "stream", "external_id", "flow_id", "linked",
+                 "iteration"):
         getattr(trace, name).flags.writeable = False
     return trace
+
+
+def _present(col: SparseColumn) -> SparseColumn:
+    """An id arg held sparse (:data:`~perfreport.model.SPARSE_COLUMNS`) with only the events
+    that have one: -1 (and a value that is not a number) means absent there, as in the dense
+    columns, so ``arg(key, default)`` gives ``default`` for them alike."""
+    values = col.values
+    if not len(values) or values.min() >= 0:  # the usual case: a min, no copy
+        return col
+    keep = (values != -1) & (values != INT_MISSING)
+    return SparseColumn(rows=col.rows[keep], values=values[keep])
 
 
 def _relative_us(ts_ns: np.ndarray, origin_us: int) -> np.ndarray:
@@ -162,8 +176,8 @@ def _code_mask(column: np.ndarray, wanted: list[int], n_codes: int) -> np.ndarra
     return table[column]
 
 
-def _link_cpu_gpu(cols: dict[str, np.ndarray], codes: dict[str, int], complete: np.ndarray,
-                  gpu_side: np.ndarray) -> np.ndarray:
+def _link_cpu_gpu(cols: dict[str, np.ndarray], correlation: SparseColumn, codes: dict[str, int],
+                  complete: np.ndarray, gpu_side: np.ndarray) -> np.ndarray:
     """Row of the partner of each event: GPU event -> its CPU launch; launch -> its first GPU event.
 
     Linked through ``args.correlation``; GPU events whose correlation has no CPU partner fall
@@ -171,7 +185,7 @@ def _link_cpu_gpu(cols: dict[str, np.ndarray], codes: dict[str, int], complete: 
     the ``X`` events; ``gpu_side``: the complete events of a GPU-side category.
     """
     cpu_side = complete & ~gpu_side
-    linked = link_by_correlation(cols["correlation"], cpu_side, gpu_side)
+    linked = link_by_correlation(correlation, cpu_side, gpu_side)
     unlinked = gpu_side & (linked < 0)
     if unlinked.any():
         _link_by_flows(cols, codes, cpu_side, unlinked, linked)
@@ -179,21 +193,24 @@ def _link_cpu_gpu(cols: dict[str, np.ndarray], codes: dict[str, int], complete: 
     return linked
 
 
-def link_by_correlation(corr: np.ndarray, cpu_side: np.ndarray, gpu_side: np.ndarray) -> np.ndarray:
-    """For each GPU-side row with a correlation id (``corr`` >= 0), the last CPU-side row with
-    the same id; -1 elsewhere. Correlation ids grow along the file, so the stable argsort of
-    the CPU rows' ids runs over nearly sorted input (faster than a hash table of them in C:
-    sparse ids miss the cache at every row)."""
-    linked = np.full(len(corr), -1, dtype=np.int64)
-    has_corr = corr >= 0
-    gpu_rows = np.flatnonzero(gpu_side & has_corr)
-    cpu_rows = np.flatnonzero(cpu_side & has_corr)
-    del has_corr
+def link_by_correlation(corr: SparseColumn, cpu_side: np.ndarray, gpu_side: np.ndarray) -> np.ndarray:
+    """For each GPU-side row with a correlation id (a value >= 0 of the sparse ``corr``), the
+    last CPU-side row with the same id; -1 elsewhere. Only the rows with an id are read.
+    Correlation ids grow along the file, so the stable argsort of the CPU rows' ids runs over
+    nearly sorted input (faster than a hash table of them in C: sparse ids miss the cache at
+    every row)."""
+    linked = np.full(len(gpu_side), -1, dtype=np.int64)
+    rows, ids = corr.rows, corr.values
+    if len(ids) and ids.min() < 0:
+        rows, ids = rows[ids >= 0], ids[ids >= 0]
+    on_gpu, on_cpu = gpu_side[rows], cpu_side[rows]
+    gpu_rows, gpu_ids = rows[on_gpu], ids[on_gpu]
+    cpu_rows, cpu_ids = rows[on_cpu], ids[on_cpu]
     if len(gpu_rows) and len(cpu_rows):
-        order = np.argsort(corr[cpu_rows], kind="stable")
-        cpu_sorted, cpu_corr = cpu_rows[order], corr[cpu_rows][order]
-        pos = np.searchsorted(cpu_corr, corr[gpu_rows], side="right") - 1  # last CPU row wins
-        ok = (pos >= 0) & (cpu_corr[np.maximum(pos, 0)] == corr[gpu_rows])
+        order = np.argsort(cpu_ids, kind="stable")
+        cpu_sorted, cpu_corr = cpu_rows[order], cpu_ids[order]
+        pos = np.searchsorted(cpu_corr, gpu_ids, side="right") - 1  # last CPU row wins
+        ok = (pos >= 0) & (cpu_corr[np.maximum(pos, 0)] == gpu_ids)
         linked[gpu_rows[ok]] = cpu_sorted[pos[ok]]
     return linked
 
