@@ -109,10 +109,13 @@ def sorted_edges(*arrays: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
     new = np.empty(len(ordered), dtype=bool)
     new[:1] = True
     np.not_equal(ordered[1:], ordered[:-1], out=new[1:])
-    rank = np.cumsum(new)
+    bounds = ordered[new]
+    del ordered
+    rank = np.cumsum(new, dtype=np.int32 if len(new) < 2**31 else np.int64)  # half the bytes of the usual case
+    del new
     rank -= 1
-    position = np.empty(len(ordered), dtype=np.int64)
+    position = np.empty(len(rank), dtype=np.int64)
     position[order] = rank
     del order, rank
     cuts = np.cumsum([len(a) for a in arrays])[:-1]
-    return ordered[new], np.split(position, cuts)
+    return bounds, np.split(position, cuts)

@@ -211,8 +211,10 @@ def _claims(ws: np.ndarray, we: np.ndarray, layers: list[tuple]) -> _Claims:
     segments' masks plus its own intervals."""
     edges = [x for layer in layers for x in (layer[2], layer[3])]
     bounds, (iws, iwe, *pos) = sorted_edges(ws, we, *edges)
-    n_seg = max(len(bounds) - 1, 0)
+    del edges
     seg = np.diff(bounds)
+    del bounds  # the segments' lengths are all the layers read of it
+    n_seg = len(seg)
     free = np.ones(n_seg, dtype=bool)
     order = np.argsort(ws, kind="stable")
     ws_s, we_s, iws_s, iwe_s = ws[order], we[order], iws[order], iwe[order]

@@ -43,13 +43,18 @@ DIGEST_KEYS = frozenset({
     "op_efficiency_steps",
 })
 """Memo keys (first element of a tuple key) a digest carries: what the cross-rank analyses read."""
+RUN_FIRST = frozenset({"time_at_stake"})
+"""Analyses a process runs before the others of its share (tables still in :data:`ANALYSES`
+order): the step windows' parts make the largest transient (every cause's intervals and their
+sorted edges, ~25 MB on an event-dense 200 MB rank), so it runs on the fewest views. V100-grown
+200 MB rank, ``analyze``: the parent's peak went 275 -> 261 MB."""
 GATE_ONLY_KEYS = frozenset({"op_efficiency"})
 """Memo keys sent only for the gate (``op_efficiency`` also travels as a table: once is enough
 for ``analyze``)."""
 
 
 LAST_READER = {
-    "gpu_side": "collectives", "name": "time_at_stake", "stake_parts": "time_at_stake",
+    "gpu_side": "collectives", "name": "step_metrics", "stake_parts": "time_at_stake",
     "step_children": "time_at_stake", "cpu_collectives": "temporal_breakdown", "stream_gaps": "idle_breakdown_per_step",
     "gpu_class": "kernel_rank_distribution", "gpu_work_names": "kernel_rank_distribution",
     "gpu_work_classes": "comm_comp_overlap_per_step", "gpu_work_step_unions": "comm_comp_overlap_per_step",
@@ -66,15 +71,16 @@ LAST_READER = {
     "stragglers": "stragglers", "straggler_steps": "straggler_steps", "queue_length_series": "series",
     "transfers": "series", "memory_events": "memory_note",
 }
-"""Per-rank shared views (memo kinds) by the last step of :func:`digest` that reads them. Each
+"""Per-rank shared views (memo kinds) by the last step of :func:`digest` that reads them (in the
+order they run: :data:`RUN_FIRST`, then :data:`ANALYSES` order). Each
 is dropped once that step is done, so a rank's peak memory holds the views still to be read,
 not every view ever made (a 200 MB rank: ~90 MB of views on ~100 MB of event columns). A view
 read again later is only computed again (slower, never wrong); tests/test_digest.py checks on
 real traces that none is. Views the digest sends (:data:`DIGEST_KEYS`) are kept, and so are
 those the gate's inputs read (:data:`GATE_READS`) when the digest is made for a compare."""
 READ_BEFORE_SHARE = {
-    "call_stack": "time_at_stake", "call_stack_levels": "time_at_stake", "launches": "time_at_stake",
-    "gpu_side": "time_at_stake", "kernels": "step_metrics", "launch_gpu_ops": "queue_length",
+    "call_stack": "time_at_stake", "call_stack_levels": "time_at_stake", "launches": "step_metrics",
+    "gpu_side": "step_metrics", "kernels": "step_metrics", "launch_gpu_ops": "queue_length",
     "gpu_work": "kernel_rank_distribution", "host_collectives": "comm_comp_overlap_per_step",
     "gpu_work_rows": "gpu_user_annotation_breakdown",
 }
@@ -82,8 +88,8 @@ READ_BEFORE_SHARE = {
 process's last reader of each view whose :data:`LAST_READER` is in the child's half. The parent
 drops the view there instead of holding it to the end of its half (an event-dense 200 MB rank:
 the call stack, its levels and the launches, ~28 MB held through the rest of that half; the
-parent's peak, a transient inside ``time_at_stake``, comes before and is unchanged); the child
-keeps its own copy. tests/test_digest.py checks on real traces that no view is made twice."""
+call stack goes after ``time_at_stake``, which runs first: :data:`RUN_FIRST`); the child keeps
+its own copy. tests/test_digest.py checks on real traces that no view is made twice."""
 GATE_READS = frozenset({
     "gpu_work_rows", "gpu_class", "memcpys", "memsets", "call_stack", "call_stack_levels", "cpu_collectives",
     "step_children", "efficiency_kernel_owner", "efficiency_owner_calls", "kernels", "launches", "launch_gpu_ops",
@@ -271,13 +277,13 @@ def _run_analyses(trace: RankTrace, one: TraceSet, analyses, options: AnalysisOp
     each view dropped after its ``last_reader``."""
     tables = {}
     rank_parts = _rank_parts()
-    for name, fn in analyses:
+    for name, fn in sorted(analyses, key=lambda a: a[0] not in RUN_FIRST):  # stable: the rest in order
         with phase(f"analysis:{name}"):
             table = rank_parts[name](trace) if name in rank_parts else fn(one)
         if name not in CROSS_RANK:
             tables[name] = table
         _forget_after(trace, name, options, last_reader)
-    return tables
+    return {name: tables[name] for name, _ in analyses if name in tables}
 
 
 def _rank_parts() -> dict[str, Callable[[RankTrace], Any]]:
