@@ -39,14 +39,14 @@ class SparseColumn:
     rows: np.ndarray  # int64
     values: np.ndarray  # float64 | int64 | int32 (string codes)
 
-DENSE_ARGS = {"stream": "stream", "External id": "external_id", "external id": "external_id"}
+DENSE_ARGS = {"External id": "external_id", "external id": "external_id"}
 """Args keys the loader turns into dense columns (key -> column; -1 where absent). They are kept
 once, as the column: as sparse args too they cost ~16 bytes per event again (the launch and
 kernel ids are on most events)."""
-SPARSE_COLUMNS = ("correlation", "device")
-"""Args keys read as columns (``trace.correlation``, ``trace.device``) but held sparse, as args:
-they are on the GPU events and the launches only (a tenth to a third of the events), so the
-sparse pair costs 1.5-5 bytes per event where a dense column costs 8. The dense column is made
+SPARSE_COLUMNS = ("stream", "correlation", "device")
+"""Args keys read as columns (``trace.stream``, ``trace.correlation``, ``trace.device``) but held
+sparse, as args: they are on the GPU events and the launches only (a tenth to a third of the
+events), so the sparse pair costs 1.3-5 bytes per event where a dense column costs 8. The dense column is made
 on first use (the HTA frames, a step's cut); the analyses read these args at their rows."""
 
 # --- categories ---------------------------------------------------------------------------
@@ -205,11 +205,11 @@ class RankTrace:
 
     Columns: ``ph``/``cat``/``name`` (int32 codes into ``strings``), ``pid``/``tid`` (int64;
     non-numeric ids such as "Spans" or "stream 7" are ``TEXT_ID_BASE - code``), ``ts``/``dur``
-    (float64 µs, NaN when absent), ``stream``/``external_id``/``flow_id`` (int64, -1 when
-    absent), ``linked`` (row of the CPU launch for a GPU event and of
+    (float64 µs, NaN when absent), ``external_id``/``flow_id`` (int64, -1 when absent),
+    ``linked`` (row of the CPU launch for a GPU event and of
     the first GPU event for a launch, -1 if none) and ``iteration`` (profiler step number, -1
-    outside any step). Other args are sparse, read with :meth:`arg`; ``correlation`` and
-    ``device`` (:data:`SPARSE_COLUMNS`) are among them, and read as dense columns too.
+    outside any step). Other args are sparse, read with :meth:`arg`; ``stream``, ``correlation``
+    and ``device`` (:data:`SPARSE_COLUMNS`) are among them, and read as dense columns too.
     """
 
     meta: TraceMeta
@@ -221,7 +221,6 @@ class RankTrace:
     tid: np.ndarray
     ts: np.ndarray
     dur: np.ndarray
-    stream: np.ndarray
     external_id: np.ndarray
     flow_id: np.ndarray
     linked: np.ndarray
@@ -238,6 +237,11 @@ class RankTrace:
     @property
     def n_events(self) -> int:
         return len(self.ts)
+
+    @property
+    def stream(self) -> np.ndarray:
+        """args.stream per event (int64, -1 when absent), made on first use."""
+        return self._sparse_column("stream")
 
     @property
     def correlation(self) -> np.ndarray:

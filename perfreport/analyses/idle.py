@@ -58,7 +58,7 @@ def coded_gaps(trace: RankTrace, consecutive_kernel_delay_us: float = DEFAULT_CO
 
 def _coded_gaps(trace: RankTrace, consecutive_kernel_delay_us: float) -> pd.DataFrame:
     rows = trace.gpu_work_rows()
-    stream, ts = trace.stream[rows], trace.ts[rows]
+    stream, ts = trace.arg("stream", -1, rows), trace.ts[rows]
     end = ts + trace.dur[rows]
     order = np.lexsort((end, ts, stream))
     rows, stream, ts, end = rows[order], stream[order], ts[order], end[order]

@@ -158,7 +158,7 @@ def _rank_launches(trace: RankTrace, runtime_cutoff_us: float, launch_delay_cuto
     order = np.lexsort((g_start, owner))
     head = order[np.r_[True, owner[order][1:] != owner[order][:-1]]] if len(order) else order
     stream = np.full(n, -1, dtype=np.int64)
-    stream[owner[head]] = trace.stream[gpu_rows[head]]
+    stream[owner[head]] = trace.arg("stream", -1, gpu_rows[head])
     has = ops > 0
     cpu_start = trace.ts[launch_rows]
     cpu_dur = trace.dur[launch_rows]

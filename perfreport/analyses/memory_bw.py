@@ -72,7 +72,7 @@ def _rank_transfers(trace: RankTrace) -> pd.DataFrame:
         "rank": np.full(len(rows), trace.rank, dtype=np.int64),
         "iteration": trace.iteration[rows],
         "row": rows,
-        "stream": trace.stream[rows],
+        "stream": trace.arg("stream", -1, rows),
         "direction": direction,
         "ts_us": trace.ts[rows],
         "dur_us": dur,

@@ -47,7 +47,7 @@ def _rank_queue_length_series(trace: RankTrace) -> pd.DataFrame:
     if not len(gpu_rows):
         return pd.DataFrame(columns=list(SERIES_COLUMNS))
     launch = trace.linked[gpu_rows]
-    stream = np.tile(trace.stream[gpu_rows], 2)  # each op's stream, for its enqueue and its start
+    stream = np.tile(trace.arg("stream", -1, gpu_rows), 2)  # each op's stream, for its enqueue and its start
     ts = np.concatenate([trace.ts[launch], trace.ts[gpu_rows]])
     delta = np.concatenate([np.ones(len(gpu_rows), np.int64), -np.ones(len(gpu_rows), np.int64)])
     step = np.concatenate([trace.iteration[launch], trace.iteration[gpu_rows]])

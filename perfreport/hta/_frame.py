@@ -103,7 +103,7 @@ def raw_frame(trace: RankTrace, symbols: SymbolTable) -> tuple[pd.DataFrame, boo
         end = np.floor(ts + dur)
         ts = np.ceil(ts)
         dur = np.maximum(end - ts, 0.0)
-    stream = trace.stream[rows].copy()
+    stream = trace.arg("stream", -1, rows)
     stream[np.isin(trace.cat[rows], trace.codes(_RUNTIME_CATS))] = -1
 
     def arg(key: str, default):

@@ -81,7 +81,6 @@ def build_rank_trace(result: ScanResult, meta: TraceMeta) -> RankTrace:
         tid=id_table.take(top["tid"]),
         ts=_relative_us(top["ts"], meta.ts_origin_us),
         dur=np.asarray(top["dur"]),
-        stream=dense_int("stream"),
         external_id=dense_int("External id", fallback="external id"),
         flow_id=flow_id,
     )
@@ -95,8 +94,7 @@ def build_rank_trace(result: ScanResult, meta: TraceMeta) -> RankTrace:
         meta=meta, strings=strings, linked=linked, iteration=iteration, _codes=codes, **columns,
         args={key: col for key, col in args.items() if key not in DENSE_ARGS},  # once, as columns
     )
-    for name in ("ph", "cat", "name", "pid", "tid", "ts", "dur", "stream", "external_id", "flow_id", "linked",
-                 "iteration"):
+    for name in ("ph", "cat", "name", "pid", "tid", "ts", "dur", "external_id", "flow_id", "linked", "iteration"):
         getattr(trace, name).flags.writeable = False
     return trace
 
