@@ -95,3 +95,41 @@ def test_a_long_table_is_written_a_chunk_of_rows_at_a_time(monkeypatch, frame):
     pieces = list(JsonChunks(doc))
     assert b"".join(pieces) == json_bytes(doc)
     assert max(len(p) for p in pieces) < len(json_bytes(table)) / 4  # never the whole table at once
+
+
+@pytest.mark.parametrize("value", [{}, {"a": 1}, {3: "x\ny", "u": "\ud800", "t": "placeholder"}])
+def test_members_encoded_ahead_give_the_bytes_of_one_encode(value, frame, monkeypatch):
+    """A document encoded ahead (while a PDF is laid out), then given a member (the command's
+    timings), is written byte for byte as one encode of the whole; the members come back from
+    a temporary file read in pieces, never held whole."""
+    monkeypatch.setattr(JsonChunks, "READ_SIZE", 7)
+    value = {k: ({"t": Records(frame), "n": [1.5, math.nan]} if v == "placeholder" else v) for k, v in value.items()}
+    chunks = JsonChunks(value)
+    chunks.encode_ahead()
+    value["timings"] = {"wall_s": 1.25, "phases": [{"phase": "scan", "wall_s": 0.5}]}
+    pieces = list(chunks)
+    assert b"".join(pieces) == json_bytes(value) == b"".join(chunks)  # and again: iterated afresh
+    if len(value) > 2:
+        assert max(len(p) for p in pieces) < len(json_bytes(value)) / 4
+    chunks.close()
+    assert b"".join(chunks) == json_bytes(value)  # closed: encoded afresh
+
+
+def test_a_document_that_lost_a_member_is_encoded_afresh():
+    doc = {"a": 1, "b": [2], "c": "three"}
+    chunks = JsonChunks(doc)
+    chunks.encode_ahead()
+    del doc["b"]
+    doc["d"] = 4.5
+    assert b"".join(chunks) == json_bytes(doc) == json_bytes({"a": 1, "c": "three", "d": 4.5})
+
+
+def test_members_encoded_ahead_are_not_encoded_again():
+    """What makes it worth doing: iterating reads the members back instead of encoding them
+    (a member changed in place afterwards, which a command never does, shows it)."""
+    doc = {"rows": [1, 2]}
+    chunks = JsonChunks(doc)
+    chunks.encode_ahead()
+    doc["rows"].append(3)
+    doc["timings"] = {}
+    assert json.loads(b"".join(chunks)) == {"rows": [1, 2], "timings": {}}

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from ..running.forked import fork
 from ..storing.atomic import atomic_files
 from ..errors import PerfreportError
+from ..jsondoc import JsonChunks
 from . import FILENAMES, parse_formats, render
 from .model import Report
 from ..timing import phase, reaped, record
@@ -277,6 +278,11 @@ def write_reports(report: Report | None, out_dir: str | Path, formats: Iterable[
         error = None
         if pdf_page is not None:
             path = out / FILENAMES["pdf"]
+            if renderer is not None:  # while the child lays the PDF out, this core is free
+                with phase("render:json encoded ahead (while the PDF is laid out)"):
+                    for content in files.values():
+                        if isinstance(content, JsonChunks):
+                            content.encode_ahead()
             try:
                 with phase("render:pdf layout (child process; waited for)" if renderer else "render:pdf layout"):
                     files[FILENAMES["pdf"]] = renderer.result(path) if renderer else pdf.layout_pdf(pdf_page)
@@ -300,9 +306,14 @@ def write_reports(report: Report | None, out_dir: str | Path, formats: Iterable[
     elif early is not None:  # (figures no format shows: never the case, but never left running)
         early.stop()
     order = [*(extra or {})] + [FILENAMES[f] for f in formats if FILENAMES[f] in files]
-    if before_write is not None:
-        before_write()
-    atomic_files(out, {name: files[name] for name in order})
+    try:
+        if before_write is not None:
+            before_write()
+        atomic_files(out, {name: files[name] for name in order})
+    finally:
+        for content in files.values():
+            if isinstance(content, JsonChunks):
+                content.close()
     if error:
         raise error
     return [out / name for name in order]
