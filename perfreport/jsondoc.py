@@ -250,4 +250,3 @@ def _members(value: Mapping, keys: tuple, first: int, indent: bytes) -> Iterator
     for i, key in enumerate(keys, first):
         yield (b",\n" if i else b"\n") + inner + json_bytes(str(key))[:-1] + b": "
         yield from _chunks(value[key], inner)
-

@@ -46,8 +46,9 @@ kernel ids are on most events)."""
 SPARSE_COLUMNS = ("stream", "correlation", "device")
 """Args keys read as columns (``trace.stream``, ``trace.correlation``, ``trace.device``) but held
 sparse, as args: they are on the GPU events and the launches only (a tenth to a third of the
-events), so the sparse pair costs 1.3-5 bytes per event where a dense column costs 8. The dense column is made
-on first use (the HTA frames, a step's cut); the analyses read these args at their rows."""
+events), so the sparse pair costs 1.3-5 bytes per event where a dense column costs 8. The dense
+column is made on first use (the HTA frames, a step's cut); the analyses read these args at
+their rows (``trace.arg(key, -1, rows)``)."""
 
 # --- categories ---------------------------------------------------------------------------
 # Modern Kineto spells categories in snake case; June-2021 Kineto capitalised them.
@@ -206,9 +207,8 @@ class RankTrace:
     Columns: ``ph``/``cat``/``name`` (int32 codes into ``strings``), ``pid``/``tid`` (int64;
     non-numeric ids such as "Spans" or "stream 7" are ``TEXT_ID_BASE - code``), ``ts``/``dur``
     (float64 µs, NaN when absent), ``external_id``/``flow_id`` (int64, -1 when absent),
-    ``linked`` (row of the CPU launch for a GPU event and of
-    the first GPU event for a launch, -1 if none) and ``iteration`` (profiler step number, -1
-    outside any step). Other args are sparse, read with :meth:`arg`; ``stream``, ``correlation``
+    ``linked`` (row of the CPU launch for a GPU event and of the first GPU event for a launch,
+    -1 if none) and ``iteration`` (profiler step number, -1 outside any step). Other args are sparse, read with :meth:`arg`; ``stream``, ``correlation``
     and ``device`` (:data:`SPARSE_COLUMNS`) are among them, and read as dense columns too.
     """
 

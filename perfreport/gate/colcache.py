@@ -24,8 +24,8 @@ except ImportError:  # pragma: no cover
     import zlib as _zlib  # type: ignore[no-redef]
 
 CACHE_FORMAT = 2
-"""Version of the .cols container. 2: ``correlation`` and ``device`` are args (sparse), not
-columns (:data:`~perfreport.model.SPARSE_COLUMNS`). A store's cache of another version is not
+"""Version of the .cols container. 2: ``stream``, ``correlation`` and ``device`` are args
+(sparse), not columns (:data:`~perfreport.model.SPARSE_COLUMNS`). A store's cache of another version is not
 read: its rank files are (:func:`perfreport.gate.baselines.cache_usable`)."""
 CACHE_MAGIC = b"PRFCOLS1"
 CACHE_LEVEL = 3
