@@ -32,36 +32,46 @@ def _rank(path: Path):
 
 
 def _digest_counting(path: Path, options: AnalysisOptions, monkeypatch, forget: bool = True):
-    """(digest, computations per memo key, the trace after the digest)."""
+    """(digest, computations per memo key, the trace after the digest, the one-rank trace set
+    the digest ran the analyses on)."""
     computed: Counter = Counter()
     real = model._memoised
+    made: list[model.TraceSet] = []
 
     def counting(store, key, compute):  # per store: the trace set's and the rank's are two
         if key not in store:
             computed[id(store), key] += 1
         return real(store, key, compute)
 
+    def trace_set(*args, **kwargs):
+        made.append(model.TraceSet(*args, **kwargs))
+        return made[-1]
+
     with monkeypatch.context() as m:
         m.setattr(model, "_memoised", counting)
+        m.setattr(digest_module, "TraceSet", trace_set)
         if not forget:
             m.setattr(digest_module, "LAST_READER", {})
         trace = _rank(path)
-        return digest(trace, options), computed, trace
+        got = digest(trace, options)
+        return got, computed, trace, made[0]
 
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("path", TRACE_FILES, ids=lambda p: p.parent.name)
 def test_views_are_dropped_after_their_last_reader_and_none_is_made_twice(path, mode, monkeypatch) -> None:
     options = MODES[mode]
-    got, computed, trace = _digest_counting(path, options, monkeypatch)
+    got, computed, trace, one = _digest_counting(path, options, monkeypatch)
     twice = {key: n for (_, key), n in computed.items() if n > 1}
     assert not twice, f"views computed again after being dropped (LAST_READER is stale): {twice}"
     kept = {memo_kind(k) for k in trace._memo}
     dropped = {kind for kind in LAST_READER if kind not in DIGEST_KEYS and not (options.gate and kind in GATE_READS)}
     assert not kept & dropped  # what was dropped is gone from the trace: its memory can be given back
     assert {memo_kind(k) for _, k in computed} & dropped  # and the trace did make some of them
+    made_on_set = {memo_kind(k) for store, k in computed if store == id(one._memo)}
+    assert made_on_set & dropped and not {memo_kind(k) for k in one._memo} & dropped  # the trace set's go too
 
-    want, _, _ = _digest_counting(path, options, monkeypatch, forget=False)
+    want, _, _, _ = _digest_counting(path, options, monkeypatch, forget=False)
     assert got.tables.keys() == want.tables.keys()
     for name in want.tables:
         pd.testing.assert_frame_equal(got.tables[name], want.tables[name], check_exact=True)

@@ -138,7 +138,7 @@ def rank_launches(trace: RankTrace, runtime_cutoff_us: float = RUNTIME_CUTOFF_US
     Memoised per trace and cutoffs (the summaries per name and per step share it); each call
     gets its own (shallow, copy-on-write) frame.
     """
-    key = ("launches", float(runtime_cutoff_us), float(launch_delay_cutoff_us))
+    key = ("launch_table", float(runtime_cutoff_us), float(launch_delay_cutoff_us))
     return trace.memo(key, lambda: _rank_launches(trace, runtime_cutoff_us, launch_delay_cutoff_us)).copy(deep=False)
 
 
@@ -199,7 +199,7 @@ def launches(traces: TraceSet, runtime_cutoff_us: float = RUNTIME_CUTOFF_US,
         frames = [f for f in frames if len(f)]
         return pd.concat(frames, ignore_index=True) if frames else rank_launches_empty()
 
-    return traces.memo(("launches", float(runtime_cutoff_us), float(launch_delay_cutoff_us)), compute).copy(deep=False)
+    return traces.memo(("launch_table", float(runtime_cutoff_us), float(launch_delay_cutoff_us)), compute).copy(deep=False)
 
 
 def rank_launches_empty() -> pd.DataFrame:

@@ -60,7 +60,8 @@ LAST_READER = {
     "gpu_work_classes": "comm_comp_overlap_per_step", "gpu_work_step_unions": "comm_comp_overlap_per_step",
     "gpu_work_unions": "comm_comp_overlap",
     "queue_segments": "time_blocked_on_full_queue", "memcpys": "memory_bw", "memsets": "memory_bw",
-    "launches": "launch_stats_by_step", "launch_value_orders": "launch_stats_by_step",
+    "launches": "launch_stats_by_step", "launch_table": "launch_stats_by_step",
+    "launch_value_orders": "launch_stats_by_step",
     "launch_gpu_ops": "aten_op_launch_delays", "aten_op_launches": "aten_op_launch_delays_by_step",
     "memory_rows": "memory_timeline", "gpu_work": "collectives", "host_collectives": "collectives",
     "collective_skew": "straggler_evidence", "matched_calls": "straggler_evidence",
@@ -80,6 +81,7 @@ real traces that none is. Views the digest sends (:data:`DIGEST_KEYS`) are kept,
 those the gate's inputs read (:data:`GATE_READS`) when the digest is made for a compare."""
 READ_BEFORE_SHARE = {
     "call_stack": "time_at_stake", "call_stack_levels": "time_at_stake", "launches": "step_metrics",
+    "launch_table": "step_metrics",
     "gpu_side": "step_metrics", "kernels": "step_metrics", "launch_gpu_ops": "queue_length",
     "gpu_work": "kernel_rank_distribution", "host_collectives": "comm_comp_overlap_per_step",
     "gpu_work_rows": "gpu_user_annotation_breakdown",
@@ -246,10 +248,10 @@ def digest(trace: RankTrace, options: AnalysisOptions = AnalysisOptions(), *, sh
                                LAST_READER if share is None else {**LAST_READER, **READ_BEFORE_SHARE})
         with phase("analysis:series"):
             time_series(one)
-        _forget_after(trace, "series", options)
+        _forget_after(trace, one, "series", options)
         with phase("analysis:memory_note"):
             memory_note(one)
-        _forget_after(trace, "memory_note", options)
+        _forget_after(trace, one, "memory_note", options)
         trace.span_us()
         trace.step_numbers()
         with phase("analysis:op_profile_sums"):
@@ -282,7 +284,7 @@ def _run_analyses(trace: RankTrace, one: TraceSet, analyses, options: AnalysisOp
             table = rank_parts[name](trace) if name in rank_parts else fn(one)
         if name not in CROSS_RANK:
             tables[name] = table
-        _forget_after(trace, name, options, last_reader)
+        _forget_after(trace, one, name, options, last_reader)
     return {name: tables[name] for name, _ in analyses if name in tables}
 
 
@@ -382,14 +384,18 @@ def _finish_share(child, trace: RankTrace, one: TraceSet, theirs, options: Analy
     return tables
 
 
-def _forget_after(trace: RankTrace, step: str, options: AnalysisOptions,
+def _forget_after(trace: RankTrace, one: TraceSet, step: str, options: AnalysisOptions,
                   last_reader: Mapping[str, str] = LAST_READER) -> None:
-    """Drop the rank's views whose last reader (:data:`LAST_READER`, or ``last_reader``) was ``step``."""
+    """Drop the rank's views whose last reader (:data:`LAST_READER`, or ``last_reader``) was
+    ``step``: the rank's own and those kept on its one-rank trace set (the queue segments, the
+    launch table and the transfers of all ranks: on the V100-grown rank 11, 10 and 2 MB that
+    were held to the digest's end)."""
     done = {kind for kind, last in last_reader.items() if last == step and kind not in DIGEST_KEYS
             and not (options.gate and kind in GATE_READS)}
     if done:
-        for key in [k for k in trace._memo if memo_kind(k) in done]:
-            del trace._memo[key]
+        for memo in (trace._memo, one._memo):
+            for key in [k for k in memo if memo_kind(k) in done]:
+                del memo[key]
 
 
 def _precompute_gate(one: TraceSet, options: AnalysisOptions) -> None:
