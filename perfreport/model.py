@@ -208,8 +208,9 @@ class RankTrace:
     non-numeric ids such as "Spans" or "stream 7" are ``TEXT_ID_BASE - code``), ``ts``/``dur``
     (float64 µs, NaN when absent), ``external_id``/``flow_id`` (int64, -1 when absent),
     ``linked`` (row of the CPU launch for a GPU event and of the first GPU event for a launch,
-    -1 if none) and ``iteration`` (profiler step number, -1 outside any step). Other args are sparse, read with :meth:`arg`; ``stream``, ``correlation``
-    and ``device`` (:data:`SPARSE_COLUMNS`) are among them, and read as dense columns too.
+    -1 if none) and ``iteration`` (profiler step number, -1 outside any step). Other args are
+    sparse, read with :meth:`arg`; ``stream``, ``correlation`` and ``device``
+    (:data:`SPARSE_COLUMNS`) are among them, and read as dense columns too.
     """
 
     meta: TraceMeta

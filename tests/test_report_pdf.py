@@ -176,8 +176,8 @@ def test_lean_font_subsets_embed_the_same_font_bytes_without_decoding_the_droppe
 
 def test_weasyprint_imports_without_running_the_linkers_search() -> None:
     """import_weasyprint on Linux: WeasyPrint's C libraries open by their sonames, with no
-    ``ldconfig``/``gcc``/``ld`` process per name tried (21 ``find_library`` calls, 63 processes,
-    before). In a fresh interpreter (this one may have imported WeasyPrint already), watching
+    ``ldconfig``/``gcc``/``ld`` process per name tried (26 ``find_library`` calls before: an
+    ``ldconfig`` each, a ``gcc``, ``collect2`` and ``ld`` for 21 of them). In a fresh interpreter (this one may have imported WeasyPrint already), watching
     every process started (the ``subprocess.Popen`` audit event)."""
     import sys
 

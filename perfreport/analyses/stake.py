@@ -211,7 +211,6 @@ def _claims(ws: np.ndarray, we: np.ndarray, layers: list[tuple]) -> _Claims:
     segments' masks plus its own intervals."""
     edges = [x for layer in layers for x in (layer[2], layer[3])]
     bounds, (iws, iwe, *pos) = sorted_edges(ws, we, *edges)
-    del edges
     seg = np.diff(bounds)
     del bounds  # the segments' lengths are all the layers read of it
     n_seg = len(seg)

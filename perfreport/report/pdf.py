@@ -102,11 +102,13 @@ def no_linker_search() -> Iterator[None]:
 
     WeasyPrint opens each C library (GObject, Pango, HarfBuzz, its optional subsetter...) by
     trying its Windows, macOS and Linux names in turn, and cffi hands every name that does not
-    open as it is to ``find_library``, which runs ``ldconfig``, ``gcc`` and ``ld`` each time (14
-    processes for the libraries' names here): 0.23-0.29 CPU s and 0.24-0.27 s of the import's
-    0.48-0.52 s on the 2-core VM, beside every PDF's layout. Every library's names include its
-    Linux soname, which opens as it is through the loader's own search (``LD_LIBRARY_PATH``,
-    the ``ldconfig`` cache), where ``find_library``'s answer (a soname too) would be looked up."""
+    open as it is to ``find_library``, which runs ``ldconfig`` and then ``gcc`` (with its
+    ``collect2`` and ``ld``): 26 lookups here, an ``ldconfig`` each and those three for 21 of
+    them. On the 2-core VM (2026-11-28, 3 runs each) the import took 0.59-0.68 s with them,
+    their CPU 0.23-0.28 s, beside every PDF's layout; 0.39-0.45 s without (0.06 s of CPU in
+    child processes: pyenv's shim). Every library's names include its Linux soname, which opens
+    as it is through the loader's own search (``LD_LIBRARY_PATH``, the ``ldconfig`` cache),
+    where ``find_library``'s answer (a soname too) would be looked up."""
     import sys
 
     if not sys.platform.startswith("linux"):

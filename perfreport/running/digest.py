@@ -47,7 +47,7 @@ RUN_FIRST = frozenset({"time_at_stake"})
 """Analyses a process runs before the others of its share (tables still in :data:`ANALYSES`
 order): the step windows' parts make the largest transient (every cause's intervals and their
 sorted edges, ~25 MB on an event-dense 200 MB rank), so it runs on the fewest views. V100-grown
-200 MB rank, ``analyze``: the parent's peak went 275 -> 261 MB."""
+200 MB rank, ``analyze``: the parent's peak went 275 -> 260-263 MB (5 runs)."""
 GATE_ONLY_KEYS = frozenset({"op_efficiency"})
 """Memo keys sent only for the gate (``op_efficiency`` also travels as a table: once is enough
 for ``analyze``)."""
@@ -387,9 +387,9 @@ def _finish_share(child, trace: RankTrace, one: TraceSet, theirs, options: Analy
 def _forget_after(trace: RankTrace, one: TraceSet, step: str, options: AnalysisOptions,
                   last_reader: Mapping[str, str] = LAST_READER) -> None:
     """Drop the rank's views whose last reader (:data:`LAST_READER`, or ``last_reader``) was
-    ``step``: the rank's own and those kept on its one-rank trace set (the queue segments, the
-    launch table and the transfers of all ranks: on the V100-grown rank 11, 10 and 2 MB that
-    were held to the digest's end)."""
+    ``step``: the rank's own and those kept on its one-rank trace set (its queue segments, launch
+    table and transfers: 11, 10 and 2 MB on the V100-grown rank, held to the digest's end
+    before)."""
     done = {kind for kind, last in last_reader.items() if last == step and kind not in DIGEST_KEYS
             and not (options.gate and kind in GATE_READS)}
     if done:
