@@ -66,6 +66,30 @@ def pytest_collection_finish(session) -> None:
     gc.freeze()
 
 
+@pytest.fixture(autouse=True)
+def environment_left_as_found():
+    """Each test leaves the environment as it found it. A test worker runs hundreds of tests in
+    one process, and the processes they start inherit its environment: a variable left behind
+    changes what later tests measure, in whichever worker the scheduler put them (Dask's
+    in-process nanny sets MALLOC_TRIM_THRESHOLD_ and OMP_NUM_THREADS for good, and glibc's
+    dynamic mmap threshold was gone in test_heap's fresh interpreters after it). The leak is
+    undone and the test that made it fails, naming the variables."""
+    import os
+
+    def environment() -> dict:
+        return {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}  # (pytest's own)
+
+    before = environment()
+    yield
+    after = environment()
+    if after != before:
+        for key in after.keys() - before.keys():
+            del os.environ[key]
+        os.environ.update(before)
+        changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+        pytest.fail(f"the test left the environment changed: {', '.join(changed)}")
+
+
 @pytest.fixture(scope="session", autouse=True)
 def one_cli_parser():
     """The CLI's argparse parser, built once a session. main() builds it on every call (~3.5 ms,

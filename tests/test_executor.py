@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import os
 import pickle
 import re
 import shutil
@@ -145,7 +146,20 @@ def _report(folder: Path) -> dict:
     return {k: v for k, v in doc.items() if k not in VOLATILE}
 
 
-def test_dask_cluster_gives_the_local_results(tmp_path, job4, capsys):
+@pytest.fixture()
+def environment_restored():
+    """The environment as it was before the test. Dask's nanny, here in the test's own process,
+    sets its workers' variables in it for good (``distributed.nanny.pre-spawn-environ``:
+    MALLOC_TRIM_THRESHOLD_, OMP_NUM_THREADS and more), and every process a later test starts
+    would inherit them."""
+    saved = dict(os.environ)
+    yield
+    for key in os.environ.keys() - saved.keys():
+        del os.environ[key]
+    os.environ.update(saved)
+
+
+def test_dask_cluster_gives_the_local_results(tmp_path, job4, capsys, environment_restored):
     distributed = pytest.importorskip("distributed")
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
                                   dashboard_address=None, scheduler_port=0, silence_logs=40) as cluster:

@@ -3,6 +3,7 @@ heap given back after, and nothing changed in a process that only imports perfre
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -52,8 +53,10 @@ def _run(own: bool, n: int = 2_500_000) -> list[int]:
     """(faults of nine temporaries inside the block, the same after it, RSS MB at the block's
     end, RSS MB after it) in a fresh interpreter; a column of ``n`` float64 (20 MB: two pass
     glibc's 32 MiB)."""
+    env = {k: v for k, v in os.environ.items()  # glibc's own rules: a MALLOC_*_ variable ends its dynamic one
+           if not k.startswith("MALLOC_") and k != "GLIBC_TUNABLES"}
     out = subprocess.run([sys.executable, "-c", SCRIPT.format(own=own, n=n)], capture_output=True, text=True,
-                         timeout=60)
+                         timeout=60, env=env)
     assert out.returncode == 0, out.stderr[-2000:]
     return [int(x) for x in out.stdout.split()]
 
