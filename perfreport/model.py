@@ -50,6 +50,25 @@ events), so the sparse pair costs 1.3-5 bytes per event where a dense column cos
 column is made on first use (the HTA frames, a step's cut); the analyses read these args at
 their rows (``trace.arg(key, -1, rows)``)."""
 
+NARROW_COLUMNS = ("external_id", "flow_id", "linked", "iteration")
+"""Integer columns held as int32 when every value fits (:func:`narrow`): row numbers (a trace
+has far fewer than 2**31 events), step numbers and the profiler's id counters. 4 bytes per
+event each instead of 8: 16 MB less per million events, for as long as the trace is loaded."""
+
+
+def narrow(column: np.ndarray) -> np.ndarray:
+    """``column`` as int32 (read-only, like every loaded column) when all its values fit, else
+    ``column`` itself (a step number or an id past 2**31 - 1 keeps its int64)."""
+    if column.dtype == np.int32 or not len(column):
+        return column.astype(np.int32, copy=False)
+    info = np.iinfo(np.int32)
+    if column.min() < info.min or column.max() > info.max:
+        return column
+    out = column.astype(np.int32)
+    out.flags.writeable = False
+    return out
+
+
 # --- categories ---------------------------------------------------------------------------
 # Modern Kineto spells categories in snake case; June-2021 Kineto capitalised them.
 KERNEL_CATEGORIES = ("kernel", "Kernel")
@@ -206,9 +225,10 @@ class RankTrace:
 
     Columns: ``ph``/``cat``/``name`` (int32 codes into ``strings``), ``pid``/``tid`` (int64;
     non-numeric ids such as "Spans" or "stream 7" are ``TEXT_ID_BASE - code``), ``ts``/``dur``
-    (float64 µs, NaN when absent), ``external_id``/``flow_id`` (int64, -1 when absent),
-    ``linked`` (row of the CPU launch for a GPU event and of the first GPU event for a launch,
-    -1 if none) and ``iteration`` (profiler step number, -1 outside any step). Other args are
+    (float64 µs, NaN when absent), ``external_id``/``flow_id`` (-1 when absent), ``linked``
+    (row of the CPU launch for a GPU event and of the first GPU event for a launch, -1 if none)
+    and ``iteration`` (profiler step number, -1 outside any step); those four are int32 where
+    their values fit (:func:`narrow`), else int64, so read them without assuming either. Other args are
     sparse, read with :meth:`arg`; ``stream``, ``correlation`` and ``device``
     (:data:`SPARSE_COLUMNS`) are among them, and read as dense columns too.
     """

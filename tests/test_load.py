@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import hashlib
 import json
@@ -96,6 +97,41 @@ def test_links_fall_back_to_flow_events(tmp_path: Path) -> None:
     path.write_text(json.dumps(doc))
     trace = load(path)[0]
     assert trace.linked.tolist() == [2, -1, 0, -1]
+
+
+def test_id_and_row_columns_are_int32_where_they_fit_and_int64_past_it(tmp_path: Path) -> None:
+    """external_id, flow_id, linked and iteration: 4 bytes per event where every value fits in
+    int32 (the same values), int64 where one does not (a step number or an id past 2**31 - 1,
+    read exactly); a column cache written before (int64) loads as the loader makes it."""
+    from perfreport.gate.colcache import decode_columns, encode_columns
+
+    def trace_with(step: int, flow: int, ext: int):
+        doc = {"traceEvents": [
+            {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step}", "pid": 1, "tid": 2, "ts": 0, "dur": 100},
+            {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 2, "ts": 10, "dur": 5,
+             "args": {"External id": ext}},
+            {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": flow, "pid": 1, "tid": 2, "ts": 10},
+            {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 30, "dur": 4, "args": {"stream": 7}},
+            {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": flow, "pid": 0, "tid": 7, "ts": 30, "bp": "e"},
+        ]}
+        path = tmp_path / f"t{step}-{flow}-{ext}.json"
+        path.write_text(json.dumps(doc))
+        return load(path)[0]
+
+    small = trace_with(7, 77, 5)
+    assert [getattr(small, c).dtype for c in ("external_id", "flow_id", "linked", "iteration")] == [np.int32] * 4
+    assert small.linked.tolist() == [-1, 3, -1, 1, -1] and small.iteration.tolist() == [7, 7, 7, 7, 7]
+    assert small.flow_id.tolist() == [-1, -1, 77, -1, 77] and small.external_id.tolist() == [-1, 5, -1, -1, -1]
+    big = trace_with(2**31, 2**40, 2**33)
+    assert [getattr(big, c).dtype for c in ("external_id", "flow_id", "iteration")] == [np.int64] * 3
+    assert big.iteration.tolist() == [2**31] * 5 and big.flow_id.max() == 2**40 and big.external_id.max() == 2**33
+    assert big.linked.dtype == np.int32 and big.linked.tolist() == small.linked.tolist()
+    for trace in (small, big):
+        assert not any(getattr(trace, c).flags.writeable for c in ("external_id", "flow_id", "linked", "iteration"))
+    wide = dataclasses.replace(small, **{c: getattr(small, c).astype(np.int64) for c in ("external_id", "flow_id", "linked", "iteration")})
+    again = decode_columns(encode_columns(wide), small.meta, tmp_path / "old.cols")
+    for c in ("external_id", "flow_id", "linked", "iteration"):
+        assert getattr(again, c).dtype == np.int32 and getattr(again, c).tolist() == getattr(small, c).tolist()
 
 
 def test_iterations_by_time_for_cpu_and_by_launch_for_gpu() -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import BaselineError
-from ..model import RankTrace, SparseColumn, TraceMeta
+from ..model import NARROW_COLUMNS, RankTrace, SparseColumn, TraceMeta, narrow
 
 try:  # ISA-L (a declared dependency) decompresses about twice as fast as zlib
     from isal import isal_zlib as _zlib
@@ -69,7 +69,7 @@ def decode_columns(data: bytes, meta: TraceMeta, where: Path) -> RankTrace:
         strings_list = json.loads(bytes(arrays.pop("strings")).decode("utf-8"))
         args = {key: SparseColumn(arrays[f"args.{i}.rows"], arrays[f"args.{i}.values"])
                 for i, key in enumerate(header["args"])}
-        columns = {c: arrays[c] for c in COLUMNS}
+        columns = {c: narrow(arrays[c]) if c in NARROW_COLUMNS else arrays[c] for c in COLUMNS}  # (caches of int64)
     except (ValueError, KeyError, struct.error, _zlib.error) as exc:
         raise BaselineError(f"{where}: unreadable column cache ({exc})") from None
     strings = np.array(strings_list, dtype=object)

@@ -14,8 +14,8 @@ import math
 import numpy as np
 
 from ..errors import TraceError
-from ..model import (DENSE_ARGS, GPU_SIDE_CATEGORIES, RUNTIME_CATEGORIES, SPARSE_COLUMNS, STEP_NAME, TEXT_ID_BASE,
-                     RankTrace, SparseColumn, TraceMeta)
+from ..model import (DENSE_ARGS, GPU_SIDE_CATEGORIES, NARROW_COLUMNS, RUNTIME_CATEGORIES, SPARSE_COLUMNS, STEP_NAME,
+                     TEXT_ID_BASE, RankTrace, SparseColumn, TraceMeta, narrow)
 from .fields import INT_MISSING, ScanResult
 
 try:
@@ -90,8 +90,12 @@ def build_rank_trace(result: ScanResult, meta: TraceMeta) -> RankTrace:
     linked = _link_cpu_gpu(columns, args.get("correlation", no_ids), codes, complete, gpu_side)
     iteration = _iterations(columns, codes, strings, linked, complete, gpu_side, meta.path)
     del complete, gpu_side
+    columns.update(linked=linked, iteration=iteration)
+    for name in NARROW_COLUMNS:
+        columns[name] = narrow(columns[name])
+    del linked, iteration
     trace = RankTrace(
-        meta=meta, strings=strings, linked=linked, iteration=iteration, _codes=codes, **columns,
+        meta=meta, strings=strings, _codes=codes, **columns,
         args={key: col for key, col in args.items() if key not in DENSE_ARGS},  # once, as columns
     )
     for name in ("ph", "cat", "name", "pid", "tid", "ts", "dur", "external_id", "flow_id", "linked", "iteration"):
