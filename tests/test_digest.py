@@ -64,9 +64,11 @@ def test_views_are_dropped_after_their_last_reader_and_none_is_made_twice(path, 
     got, computed, trace, one = _digest_counting(path, options, monkeypatch)
     twice = {key: n for (_, key), n in computed.items() if n > 1}
     assert not twice, f"views computed again after being dropped (LAST_READER is stale): {twice}"
-    kept = {memo_kind(k) for k in trace._memo}
-    dropped = {kind for kind in LAST_READER if kind not in DIGEST_KEYS and not (options.gate and kind in GATE_READS)}
+    dropped = {view for view in LAST_READER
+               if memo_kind(view) not in DIGEST_KEYS and not (options.gate and memo_kind(view) in GATE_READS)}
+    kept = {memo_kind(k) for k in trace._memo} | set(trace._memo)
     assert not kept & dropped  # what was dropped is gone from the trace: its memory can be given back
+    assert {k for _, k in computed} & {view for view in dropped if isinstance(view, tuple)}  # category masks too
     assert {memo_kind(k) for _, k in computed} & dropped  # and the trace did make some of them
     made_on_set = {memo_kind(k) for store, k in computed if store == id(one._memo)}
     assert made_on_set & dropped and not {memo_kind(k) for k in one._memo} & dropped  # the trace set's go too

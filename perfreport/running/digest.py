@@ -27,7 +27,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..model import RankTrace, TraceMeta, TraceSet
+from ..model import (GPU_ACTIVITY_CATEGORIES, GPU_SIDE_CATEGORIES, KERNEL_CATEGORIES, MEMCPY_CATEGORIES, MEMSET_CATEGORIES,
+                     RUNTIME_CATEGORIES, SYNC_CATEGORIES, RankTrace, TraceMeta, TraceSet)
 from ..timing import phase
 
 CROSS_RANK = frozenset({
@@ -71,9 +72,15 @@ LAST_READER = {
     "gpu_work_rows": "kernel_efficiency", "kernels": "kernel_efficiency", "efficiency_kernel_metrics": "kernel_efficiency",
     "stragglers": "stragglers", "straggler_steps": "straggler_steps", "queue_length_series": "series",
     "transfers": "series", "memory_events": "memory_note",
+    # category masks (1 byte per event each), by their full memo key: the CPU operators' mask is
+    # read to the digest's end, the others are not
+    ("cat", RUNTIME_CATEGORIES): "time_at_stake", ("cat", GPU_ACTIVITY_CATEGORIES): "time_at_stake",
+    ("cat", KERNEL_CATEGORIES): "step_metrics", ("cat", MEMCPY_CATEGORIES): "step_metrics",
+    ("cat", SYNC_CATEGORIES): "step_metrics", ("cat", MEMSET_CATEGORIES): "summary",
+    ("cat", ("gpu_user_annotation",)): "gpu_user_annotation_breakdown", ("cat", GPU_SIDE_CATEGORIES): "memory_by_op",
 }
-"""Per-rank shared views (memo kinds) by the last step of :func:`digest` that reads them (in the
-order they run: :data:`RUN_FIRST`, then :data:`ANALYSES` order). Each
+"""Per-rank shared views (memo kinds, or a memo's full key) by the last step of :func:`digest`
+that reads them (in the order they run: :data:`RUN_FIRST`, then :data:`ANALYSES` order). Each
 is dropped once that step is done, so a rank's peak memory holds the views still to be read,
 not every view ever made (a 200 MB rank: ~90 MB of views on ~100 MB of event columns). A view
 read again later is only computed again (slower, never wrong); tests/test_digest.py checks on
@@ -390,11 +397,11 @@ def _forget_after(trace: RankTrace, one: TraceSet, step: str, options: AnalysisO
     ``step``: the rank's own and those kept on its one-rank trace set (its queue segments, launch
     table and transfers: 11, 10 and 2 MB on the V100-grown rank, held to the digest's end
     before)."""
-    done = {kind for kind, last in last_reader.items() if last == step and kind not in DIGEST_KEYS
-            and not (options.gate and kind in GATE_READS)}
+    done = {view for view, last in last_reader.items() if last == step and memo_kind(view) not in DIGEST_KEYS
+            and not (options.gate and memo_kind(view) in GATE_READS)}
     if done:
         for memo in (trace._memo, one._memo):
-            for key in [k for k in memo if memo_kind(k) in done]:
+            for key in [k for k in memo if k in done or memo_kind(k) in done]:
                 del memo[key]
 
 
