@@ -36,6 +36,7 @@ from .load.scanner import scanner_name
 from .running.assemble import Assembler
 from .running.digest import INVOCATIONS_ALWAYS, AnalysisOptions
 from .running.executor import Executor, RankJob, stream
+from .running.heap import give_back
 from .running.forked import Beside
 from .model import TraceSet
 from .running.progress import Progress
@@ -115,7 +116,8 @@ def run_sides(sides: list[tuple[list[RankJob], str]], *, workers: int | None = N
             side, position = owner[index]
             with phase("fold in digests"):
                 assemblers[side].add(digest, position)
-            del digest  # folded in: nothing of it is kept whole
+                del digest  # folded in: nothing of it is kept whole
+                give_back()  # nor is the heap it took to unpickle and fold (see Assembler)
     t1 = time.perf_counter()
     if progress is not None:
         progress.phase("cross-rank analyses")
@@ -403,6 +405,7 @@ def compare_many(baseline: str | Path, candidates: list[str | Path], *, config: 
                 explanation, note = attribution.result()
         finally:
             attribution.stop()
+        give_back()  # the gate's transients, before the report is built on top of them
         out.append(Comparison(baseline=b_analysis, candidate=c_analysis, verdict=verdict, explanation=explanation,
                               config=config, baseline_ref=stored, explanation_note=note,
                               gate_s=time.perf_counter() - t0))

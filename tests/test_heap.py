@@ -89,3 +89,23 @@ def test_a_rank_within_glibcs_own_rule_sets_nothing_and_gives_back() -> None:
     inside, after, held, after_block = _run(own=True, n=1_000_000)
     assert after < 10, after  # the dynamic threshold still keeps freed 8 MB blocks in the heap
     assert held - after_block > 15, (held, after_block)
+
+
+def test_the_parent_gives_back_the_heap_of_each_fold_and_of_the_gate(monkeypatch) -> None:
+    """A compare's parent unpickles and folds each digest, then runs the gate: transients that
+    glibc keeps in its heap (an MI250-grown rank of 7,518 steps: the parent peaked at 276-277 MB
+    with them, 244-250 MB without). Each goes back before the next stage is built on top."""
+    from perfreport import pipeline
+    from perfreport.pipeline import compare
+
+    from .conftest import TRACES
+
+    calls: list[str] = []
+    monkeypatch.setattr(pipeline, "give_back", lambda: calls.append("give_back"))
+    real_add = pipeline.Assembler.add
+    monkeypatch.setattr(pipeline.Assembler, "add", lambda self, *a: (calls.append("fold"), real_add(self, *a))[1])
+    real_evaluate = pipeline.evaluate
+    monkeypatch.setattr(pipeline, "evaluate", lambda *a, **k: (calls.append("gate"), real_evaluate(*a, **k))[1])
+    two = TRACES / "hta_sampled_2of128rank"
+    compare(two, two, workers=1)
+    assert calls == ["fold", "give_back"] * 4 + ["gate", "give_back"], calls
