@@ -223,8 +223,10 @@ class TraceMeta:
 class RankTrace:
     """All events of one rank as columns. Row ``i`` = event ``i`` of ``traceEvents``.
 
-    Columns: ``ph``/``cat``/``name`` (int32 codes into ``strings``), ``pid``/``tid`` (int64;
-    non-numeric ids such as "Spans" or "stream 7" are ``TEXT_ID_BASE - code``), ``ts``/``dur``
+    Columns: ``ph``/``cat``/``name`` (int32 codes into ``strings``), ``pid_code``/``tid_code``
+    (int32 codes into ``ids``, one per distinct id: ``pid``/``tid``, :meth:`pid_at` and
+    :meth:`tid_at` read the ids, int64, non-numeric ones such as "Spans" or "stream 7" as
+    ``TEXT_ID_BASE - code``; equal codes are equal ids, so threads group by code), ``ts``/``dur``
     (float64 µs, NaN when absent), ``external_id``/``flow_id`` (-1 when absent), ``linked``
     (row of the CPU launch for a GPU event and of the first GPU event for a launch, -1 if none)
     and ``iteration`` (profiler step number, -1 outside any step); those four are int32 where
@@ -238,8 +240,9 @@ class RankTrace:
     ph: np.ndarray
     cat: np.ndarray
     name: np.ndarray
-    pid: np.ndarray
-    tid: np.ndarray
+    pid_code: np.ndarray
+    tid_code: np.ndarray
+    ids: np.ndarray  # int64, sorted: the pid/tid of each code (per distinct id, not per event)
     ts: np.ndarray
     dur: np.ndarray
     external_id: np.ndarray
@@ -258,6 +261,25 @@ class RankTrace:
     @property
     def n_events(self) -> int:
         return len(self.ts)
+
+    @property
+    def pid(self) -> np.ndarray:
+        """The pid of every event (int64), made on first use: the analyses read the ids at
+        their rows (:meth:`pid_at`) or group by ``pid_code``."""
+        return self.memo(("column", "pid"), lambda: self.ids[self.pid_code])
+
+    @property
+    def tid(self) -> np.ndarray:
+        """The tid of every event (int64), made on first use (see :attr:`pid`)."""
+        return self.memo(("column", "tid"), lambda: self.ids[self.tid_code])
+
+    def pid_at(self, rows: np.ndarray) -> np.ndarray:
+        """The pids (int64) of the events at ``rows``."""
+        return self.ids[self.pid_code[rows]]
+
+    def tid_at(self, rows: np.ndarray) -> np.ndarray:
+        """The tids (int64) of the events at ``rows``."""
+        return self.ids[self.tid_code[rows]]
 
     @property
     def stream(self) -> np.ndarray:

@@ -198,6 +198,36 @@ def test_python_and_c_scanners_give_identical_models() -> None:
     np.testing.assert_array_equal(c.top["ts"], py.top["ts"])
 
 
+def test_pids_and_tids_are_codes_of_their_ids_read_at_rows_as_whole(tmp_path: Path) -> None:
+    """pid and tid are int32 codes into the trace's ids: one code per id however it is spelled
+    ("7", 7, "07"), text ids kept as text ids; pid_at/tid_at give the ids the whole columns
+    hold, and a digest makes neither whole column (4 bytes per event each, not 8)."""
+    from perfreport.running.digest import AnalysisOptions, digest
+
+    doc = {"traceEvents": [
+        {"ph": "X", "cat": "cpu_op", "name": "a", "pid": 7, "tid": 1, "ts": 0, "dur": 5},
+        {"ph": "X", "cat": "cpu_op", "name": "b", "pid": "7", "tid": "1", "ts": 1, "dur": 1},
+        {"ph": "X", "cat": "cpu_op", "name": "c", "pid": "07", "tid": "Spans", "ts": 2, "dur": 1},
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": "stream 7", "ts": 3, "dur": 1},
+        {"ph": "i", "name": "no ids", "ts": 4},
+    ]}
+    path = tmp_path / "ids.json"
+    path.write_text(json.dumps(doc))
+    t = load(path)[0]
+    assert t.pid_code.dtype == t.tid_code.dtype == np.int32 and t.ids.dtype == np.int64
+    assert t.pid.tolist() == [7, 7, 7, 0, -1] and t.pid_code[0] == t.pid_code[1] == t.pid_code[2]
+    assert [t.strings[TEXT_ID_BASE - v] if v <= TEXT_ID_BASE else v for v in t.tid.tolist()] == \
+        [1, 1, "Spans", "stream 7", -1]
+    rows = np.array([4, 0, 3, 3, 2])
+    np.testing.assert_array_equal(t.pid_at(rows), t.pid[rows])
+    np.testing.assert_array_equal(t.tid_at(rows), t.tid[rows])
+    real = load_cached(str(TRACES / "hta_a100_nccl_rank0of2"))[0]
+    fresh = load(str(TRACES / "hta_a100_nccl_rank0of2"), workers=1)[0]  # (the cached one's memo is shared)
+    digest(fresh, AnalysisOptions(gate=True, attribution=True))
+    assert not {("column", "pid"), ("column", "tid")} & set(fresh._memo)
+    np.testing.assert_array_equal(fresh.pid, real.pid)
+
+
 def test_arg_at_rows_equals_the_dense_column() -> None:
     t = load_cached(str(TRACES / "hta_a100_nccl_rank0of2"))[0]
     rows = np.array([[0, 5, t.n_events - 1], [17, 17, 2]], dtype=np.int64)  # any shape, repeats

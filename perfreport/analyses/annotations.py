@@ -73,8 +73,8 @@ def annotated_gpu_work(trace: RankTrace) -> tuple[np.ndarray, np.ndarray, np.nda
     annos = annos[trace.complete[annos] & np.isfinite(trace.dur[annos])]
     if len(annos) == 0:
         return work, annos, np.full(len(work), -1, dtype=np.int64)
-    keys = pd.MultiIndex.from_arrays([np.concatenate([trace.pid[work], trace.pid[annos]]),
-                                      np.concatenate([trace.tid[work], trace.tid[annos]])])
+    keys = pd.MultiIndex.from_arrays([np.concatenate([trace.pid_at(work), trace.pid_at(annos)]),
+                                      np.concatenate([trace.tid_at(work), trace.tid_at(annos)])])
     codes = pd.factorize(keys)[0]
     a_dur = trace.dur[annos]
     # innermost = shortest; among equal durations the later-starting one (nested inside)

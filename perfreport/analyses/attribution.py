@@ -234,10 +234,10 @@ def _host_ops(trace: RankTrace, steps: np.ndarray) -> tuple[np.ndarray, np.ndarr
         cpu = stack.is_node & ~trace.is_cat(GPU_SIDE_CATEGORIES)
         if not len(launches):
             return np.empty(0, np.int64), np.empty(0, np.int64)
-        pairs, counts = np.unique(np.stack([trace.pid[launches], trace.tid[launches]], axis=1), axis=0,
+        pairs, counts = np.unique(np.stack([trace.pid_code[launches], trace.tid_code[launches]], axis=1), axis=0,
                                   return_counts=True)
-        pid, tid = pairs[np.argmax(counts)]
-        rows = np.flatnonzero(cpu & (stack.depth == 0) & (trace.pid == pid) & (trace.tid == tid))
+        pid, tid = pairs[np.argmax(counts)]  # codes: one per distinct id
+        rows = np.flatnonzero(cpu & (stack.depth == 0) & (trace.pid_code == pid) & (trace.tid_code == tid))
         return rows, np.zeros(len(rows), dtype=np.int64)
     child, number = _step_children(trace)
     if not len(steps):

@@ -195,7 +195,7 @@ def _build_call_stack(trace: RankTrace) -> CallStack:
     rows = np.flatnonzero(cpu_events(trace))
     parent = np.full(n, NO_PARENT, dtype=np.int64)
     depth = np.full(n, -1, dtype=np.int64)
-    nest_rows(thread_ids(trace.pid[rows], trace.tid[rows]), rows, trace.ts, trace.dur, parent, depth)
+    nest_rows(thread_ids(trace.pid_at(rows), trace.tid_at(rows)), rows, trace.ts, trace.dur, parent, depth)
     gpu = np.flatnonzero(trace.gpu_activity() & (trace.linked >= 0))
     launch = trace.linked[gpu]
     launch_depth = depth[launch]

@@ -340,14 +340,14 @@ def _build_aten_instances(trace: RankTrace) -> tuple[pd.DataFrame, np.ndarray]:
     aten = aten[trace.complete[aten] & np.isfinite(trace.dur[aten])]
     if not len(aten) or not len(launch_rows) or not len(gpu_rows):
         return empty
-    a_tid, a_ts, a_end = trace.tid[aten], trace.ts[aten], trace.ts[aten] + trace.dur[aten]
+    a_tid, a_ts, a_end = trace.tid_at(aten), trace.ts[aten], trace.ts[aten] + trace.dur[aten]
     order = span_order(a_tid, a_ts, -a_end)  # by thread, start; on equal starts outer first
     aten, a_tid, a_ts, a_end = aten[order], a_tid[order], a_ts[order], a_end[order]
     # GPU ops in launch order, each with the aten op that covers its launch
     g_launch = trace.linked[gpu_rows]
     g_order = np.lexsort((trace.ts[gpu_rows], g_launch, trace.ts[g_launch]))  # launch time, launch, op time
     gpu_rows, g_launch = gpu_rows[g_order], g_launch[g_order]
-    l_tid, l_ts, l_end = trace.tid[g_launch], trace.ts[g_launch], trace.ts[g_launch] + trace.dur[g_launch]
+    l_tid, l_ts, l_end = trace.tid_at(g_launch), trace.ts[g_launch], trace.ts[g_launch] + trace.dur[g_launch]
     pos = _last_key_at_or_before(a_tid, a_ts, l_tid, l_ts)
     found = last_at_or_before(a_end, pos, l_end)
     ok = found >= 0
@@ -370,7 +370,7 @@ def _build_aten_instances(trace: RankTrace) -> tuple[pd.DataFrame, np.ndarray]:
     table = pd.DataFrame({
         "rank": np.full(len(heads), trace.rank, dtype=np.int64),
         "iteration": trace.iteration[heads],
-        "tid": trace.tid[heads],
+        "tid": trace.tid_at(heads),
         "aten_op": trace.decode(trace.name[heads]).astype(object),
         "aten_start_us": trace.ts[heads],
         "launches": n_launches,

@@ -101,7 +101,7 @@ def _memory_events(trace: RankTrace) -> pd.DataFrame:
     total_alloc = trace.arg("Total Allocated", -1, rows).astype(np.int64)
     total_res = trace.arg("Total Reserved", -1, rows).astype(np.int64)
     f = pd.DataFrame({"rank": np.full(len(rows), trace.rank, np.int64), "device": device, "row": rows,
-                      "pid": trace.pid[rows], "tid": trace.tid[rows], "ts_us": trace.ts[rows],
+                      "pid": trace.pid_at(rows), "tid": trace.tid_at(rows), "ts_us": trace.ts[rows],
                       "step": trace.iteration[rows], "bytes": nbytes})
     f = f.sort_values(["device", "ts_us", "row"], kind="stable").reset_index(drop=True)
     order = f["row"].to_numpy()
@@ -230,7 +230,7 @@ def enclosing_ops(trace: RankTrace, rows: np.ndarray) -> np.ndarray:
     nodes = np.flatnonzero(cpu_events(trace))
     if len(nodes) == 0:
         return out
-    tid_all = thread_ids(np.r_[trace.pid[nodes], trace.pid[rows]], np.r_[trace.tid[nodes], trace.tid[rows]])
+    tid_all = thread_ids(np.r_[trace.pid_at(nodes), trace.pid_at(rows)], np.r_[trace.tid_at(nodes), trace.tid_at(rows)])
     node_tid, ev_tid = tid_all[:len(nodes)], tid_all[len(nodes):]
     order = np.lexsort((stack.depth[nodes], trace.ts[nodes], node_tid))
     nodes, node_tid = nodes[order], node_tid[order]

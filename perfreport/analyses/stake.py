@@ -137,13 +137,14 @@ def _layers(trace: RankTrace, steps: np.ndarray) -> list[tuple]:
     layers.append(_layer("launch", "CPU", *spans(launch), _labels(trace, trace.name[launch], str)))
     main, _ = _host_ops(trace, steps)
     layers.append(_layer("host", "CPU", *spans(main), _labels(trace, trace.name[main], str)))
-    threads = _distinct(trace.tid[launch])
-    main_tids = _distinct(trace.tid[main])
+    threads = _distinct(trace.tid_at(launch))
+    main_tids = _distinct(trace.tid_at(main))
     by_level = stack_levels(trace)  # deepest first: the last level is the top-level nodes
     top = by_level[-1] if len(by_level) and stack.depth[by_level[-1][0]] == 0 else np.empty(0, np.int64)
     other = cpu_rows(top)
     other = other[~trace.steps()[other]]  # top-level ops, then their threads
-    other = other[np.isin(trace.tid[other], threads) & ~np.isin(trace.tid[other], main_tids)]
+    other_tids = trace.tid_at(other)
+    other = other[np.isin(other_tids, threads) & ~np.isin(other_tids, main_tids)]
     layers.append(_layer("host", "CPU", *spans(other), _labels(trace, trace.name[other], _thread_op_key)))
     return layers
 

@@ -23,16 +23,18 @@ try:  # ISA-L (a declared dependency) decompresses about twice as fast as zlib
 except ImportError:  # pragma: no cover
     import zlib as _zlib  # type: ignore[no-redef]
 
-CACHE_FORMAT = 2
+CACHE_FORMAT = 3
 """Version of the .cols container. 2: ``stream``, ``correlation`` and ``device`` are args
-(sparse), not columns (:data:`~perfreport.model.SPARSE_COLUMNS`). A store's cache of another version is not
+(sparse), not columns (:data:`~perfreport.model.SPARSE_COLUMNS`). 3: pid and tid are codes into
+the distinct ids (``pid_code``, ``tid_code``, ``ids``). A store's cache of another version is not
 read: its rank files are (:func:`perfreport.gate.baselines.cache_usable`)."""
 CACHE_MAGIC = b"PRFCOLS1"
 CACHE_LEVEL = 3
 """zlib level of the cache: as small as the gzip trace, and decompression speed hardly depends on it."""
 _NOT_COLUMNS = {"meta", "strings", "args", "_codes", "_memo"}
 COLUMNS = tuple(f.name for f in dataclasses.fields(RankTrace) if f.name not in _NOT_COLUMNS)
-"""The per-event numpy columns of RankTrace, as the cache stores them."""
+"""The numpy columns of RankTrace (per event, but ``ids``: per distinct pid/tid), as the cache
+stores them."""
 
 
 def encode_columns(trace: RankTrace) -> bytes:
