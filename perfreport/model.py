@@ -36,7 +36,7 @@ class SparseColumn:
     memory instants), so storing them densely would cost 8 bytes × every event each.
     """
 
-    rows: np.ndarray  # int64
+    rows: np.ndarray  # int32 in a loaded trace (see narrow); read them without assuming it
     values: np.ndarray  # float64 | int64 | int32 (string codes)
 
 DENSE_ARGS = {"External id": "external_id", "external id": "external_id"}

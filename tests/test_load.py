@@ -102,7 +102,8 @@ def test_links_fall_back_to_flow_events(tmp_path: Path) -> None:
 def test_id_and_row_columns_are_int32_where_they_fit_and_int64_past_it(tmp_path: Path) -> None:
     """external_id, flow_id, linked and iteration: 4 bytes per event where every value fits in
     int32 (the same values), int64 where one does not (a step number or an id past 2**31 - 1,
-    read exactly); a column cache written before (int64) loads as the loader makes it."""
+    read exactly); the args' rows are int32; a column cache written before (int64) loads as the
+    loader makes it."""
     from perfreport.gate.colcache import decode_columns, encode_columns
 
     def trace_with(step: int, flow: int, ext: int):
@@ -132,6 +133,9 @@ def test_id_and_row_columns_are_int32_where_they_fit_and_int64_past_it(tmp_path:
     again = decode_columns(encode_columns(wide), small.meta, tmp_path / "old.cols")
     for c in ("external_id", "flow_id", "linked", "iteration"):
         assert getattr(again, c).dtype == np.int32 and getattr(again, c).tolist() == getattr(small, c).tolist()
+    # the args' row numbers too, from the file and from a cache
+    assert small.args and all(col.rows.dtype == np.int32 for trace in (small, big, again) for col in trace.args.values())
+    assert {k: c.rows.tolist() for k, c in again.args.items()} == {k: c.rows.tolist() for k, c in small.args.items()}
 
 
 def test_iterations_by_time_for_cpu_and_by_launch_for_gpu() -> None:

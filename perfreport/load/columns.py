@@ -97,7 +97,8 @@ def build_rank_trace(result: ScanResult, meta: TraceMeta) -> RankTrace:
     del linked, iteration
     trace = RankTrace(
         meta=meta, strings=strings, _codes=codes, **columns,
-        args={key: col for key, col in args.items() if key not in DENSE_ARGS},  # once, as columns
+        args={key: SparseColumn(narrow(col.rows), col.values)  # row numbers: int32
+              for key, col in args.items() if key not in DENSE_ARGS},  # (those once, as columns)
     )
     for name in ("ph", "cat", "name", "pid_code", "tid_code", "ids", "ts", "dur", "external_id", "flow_id", "linked",
                  "iteration"):
