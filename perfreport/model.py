@@ -57,12 +57,13 @@ event each instead of 8: 16 MB less per million events, for as long as the trace
 
 
 def narrow(column: np.ndarray) -> np.ndarray:
-    """``column`` as int32 (read-only, like every loaded column) when all its values fit, else
-    ``column`` itself (a step number or an id past 2**31 - 1 keeps its int64)."""
-    if column.dtype == np.int32 or not len(column):
-        return column.astype(np.int32, copy=False)
+    """``column`` (:data:`NARROW_COLUMNS`, the args' rows) as int32, read-only like every loaded
+    column, when all its values fit; else ``column`` itself (a step number or an id past
+    2**31 - 1 keeps its int64)."""
+    if column.dtype == np.int32:
+        return column
     info = np.iinfo(np.int32)
-    if column.min() < info.min or column.max() > info.max:
+    if len(column) and (column.min() < info.min or column.max() > info.max):
         return column
     out = column.astype(np.int32)
     out.flags.writeable = False
@@ -230,9 +231,9 @@ class RankTrace:
     (float64 µs, NaN when absent), ``external_id``/``flow_id`` (-1 when absent), ``linked``
     (row of the CPU launch for a GPU event and of the first GPU event for a launch, -1 if none)
     and ``iteration`` (profiler step number, -1 outside any step); those four are int32 where
-    their values fit (:func:`narrow`), else int64, so read them without assuming either. Other args are
-    sparse, read with :meth:`arg`; ``stream``, ``correlation`` and ``device``
-    (:data:`SPARSE_COLUMNS`) are among them, and read as dense columns too.
+    their values fit (:func:`narrow`), else int64, so read them without assuming either. Other
+    args are sparse (their rows int32), read with :meth:`arg`; ``stream``, ``correlation`` and
+    ``device`` (:data:`SPARSE_COLUMNS`) are among them, and read as dense columns too.
     """
 
     meta: TraceMeta

@@ -108,7 +108,8 @@ def test_id_and_row_columns_are_int32_where_they_fit_and_int64_past_it(tmp_path:
 
     def trace_with(step: int, flow: int, ext: int):
         doc = {"traceEvents": [
-            {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step}", "pid": 1, "tid": 2, "ts": 0, "dur": 100},
+            {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step}", "pid": 1, "tid": 2, "ts": 0,
+             "dur": 100},
             {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 2, "ts": 10, "dur": 5,
              "args": {"External id": ext}},
             {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": flow, "pid": 1, "tid": 2, "ts": 10},
@@ -129,12 +130,13 @@ def test_id_and_row_columns_are_int32_where_they_fit_and_int64_past_it(tmp_path:
     assert big.linked.dtype == np.int32 and big.linked.tolist() == small.linked.tolist()
     for trace in (small, big):
         assert not any(getattr(trace, c).flags.writeable for c in ("external_id", "flow_id", "linked", "iteration"))
-    wide = dataclasses.replace(small, **{c: getattr(small, c).astype(np.int64) for c in ("external_id", "flow_id", "linked", "iteration")})
+    narrowed = ("external_id", "flow_id", "linked", "iteration")
+    wide = dataclasses.replace(small, **{c: getattr(small, c).astype(np.int64) for c in narrowed})
     again = decode_columns(encode_columns(wide), small.meta, tmp_path / "old.cols")
     for c in ("external_id", "flow_id", "linked", "iteration"):
         assert getattr(again, c).dtype == np.int32 and getattr(again, c).tolist() == getattr(small, c).tolist()
     # the args' row numbers too, from the file and from a cache
-    assert small.args and all(col.rows.dtype == np.int32 for trace in (small, big, again) for col in trace.args.values())
+    assert small.args and all(c.rows.dtype == np.int32 for t in (small, big, again) for c in t.args.values())
     assert {k: c.rows.tolist() for k, c in again.args.items()} == {k: c.rows.tolist() for k, c in small.args.items()}
 
 

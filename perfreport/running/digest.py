@@ -27,8 +27,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..model import (GPU_ACTIVITY_CATEGORIES, GPU_SIDE_CATEGORIES, KERNEL_CATEGORIES, MEMCPY_CATEGORIES, MEMSET_CATEGORIES,
-                     RUNTIME_CATEGORIES, SYNC_CATEGORIES, RankTrace, TraceMeta, TraceSet)
+from ..model import (GPU_ACTIVITY_CATEGORIES, GPU_SIDE_CATEGORIES, KERNEL_CATEGORIES, MEMCPY_CATEGORIES,
+                     MEMSET_CATEGORIES, RUNTIME_CATEGORIES, SYNC_CATEGORIES, RankTrace, TraceMeta, TraceSet)
 from ..timing import phase
 
 CROSS_RANK = frozenset({
