@@ -74,20 +74,30 @@ def environment_left_as_found():
     in-process nanny sets MALLOC_TRIM_THRESHOLD_ and OMP_NUM_THREADS for good, and glibc's
     dynamic mmap threshold was gone in test_heap's fresh interpreters after it). The leak is
     undone and the test that made it fails, naming the variables."""
-    import os
-
-    def environment() -> dict:
-        return {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}  # (pytest's own)
-
-    before = environment()
+    before = current_environment()
     yield
-    after = environment()
+    after = current_environment()
     if after != before:
-        for key in after.keys() - before.keys():
-            del os.environ[key]
-        os.environ.update(before)
+        restore_environment(before)
         changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
         pytest.fail(f"the test left the environment changed: {', '.join(changed)}")
+
+
+def current_environment() -> dict[str, str]:
+    """The process's environment, but pytest's own PYTEST_CURRENT_TEST (it changes per phase)."""
+    import os
+
+    return {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
+
+
+def restore_environment(saved: dict[str, str]) -> None:
+    """Put the environment back to ``saved`` (a :func:`current_environment`): variables added since
+    removed, changed ones set back."""
+    import os
+
+    for key in current_environment().keys() - saved.keys():
+        del os.environ[key]
+    os.environ.update(saved)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import gzip
 import io
 import json
-import os
 import pickle
 import re
 import shutil
@@ -30,7 +29,7 @@ from perfreport.pipeline import trace_jobs
 from perfreport.running.progress import Progress
 
 from .test_baselines import tiny_trace
-from .conftest import TRACES
+from .conftest import TRACES, current_environment, restore_environment
 
 TWO_RANKS = TRACES / "hta_sampled_2of128rank"
 VOLATILE = ("timings_s", "timings", "created_utc", "command")
@@ -152,11 +151,9 @@ def environment_restored():
     sets its workers' variables in it for good (``distributed.nanny.pre-spawn-environ``:
     MALLOC_TRIM_THRESHOLD_, OMP_NUM_THREADS and more), and every process a later test starts
     would inherit them."""
-    saved = dict(os.environ)
+    saved = current_environment()
     yield
-    for key in os.environ.keys() - saved.keys():
-        del os.environ[key]
-    os.environ.update(saved)
+    restore_environment(saved)
 
 
 def test_dask_cluster_gives_the_local_results(tmp_path, job4, capsys, environment_restored):

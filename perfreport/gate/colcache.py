@@ -73,7 +73,9 @@ def decode_columns(data: bytes, meta: TraceMeta, where: Path) -> RankTrace:
         strings_list = json.loads(bytes(arrays.pop("strings")).decode("utf-8"))
         args = {key: SparseColumn(narrow(arrays[f"args.{i}.rows"]), arrays[f"args.{i}.values"])
                 for i, key in enumerate(header["args"])}
-        columns = {c: narrow(arrays[c]) if c in NARROW_COLUMNS else arrays[c] for c in COLUMNS}  # (caches of int64)
+        # a decoded trace has the loader's widths whatever the writer's trace had (a no-op for
+        # this encoder's own caches, but for the args' rows, stored as int64)
+        columns = {c: narrow(arrays[c]) if c in NARROW_COLUMNS else arrays[c] for c in COLUMNS}
     except (ValueError, KeyError, struct.error, _zlib.error) as exc:
         raise BaselineError(f"{where}: unreadable column cache ({exc})") from None
     strings = np.array(strings_list, dtype=object)
