@@ -10,7 +10,16 @@ __version__ = "0.1.0"
 from .config import Config  # noqa: E402
 from .errors import BaselineError, ConfigError, PerfreportError, TraceError  # noqa: E402
 from .load import load  # noqa: E402
-from .model import RankTrace, TraceSet  # noqa: E402
+
+
+def __getattr__(name: str):
+    """``RankTrace`` and ``TraceSet`` on first use: importing the package loads no numpy, so that
+    the command line can set up the process before numpy starts (:mod:`perfreport.__main__`)."""
+    if name in ("RankTrace", "TraceSet"):
+        from . import model
+
+        return getattr(model, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def analyze(source, **kwargs):

@@ -471,7 +471,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run() -> None:
-    """The console script and ``python -m perfreport``: :func:`main`, then the process ends
+    """The console script and ``python -m perfreport`` (through :mod:`perfreport.__main__`, which
+    sets the process up first): :func:`main`, then the process ends
     without tearing the interpreter down (:func:`perfreport.running.lifecycle.exit_now`). An exit that
     argparse raises (``--help``, a usage error) and ``--debug``'s traceback take Python's way."""
     from .running.heap import own_the_heap

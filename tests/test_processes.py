@@ -281,3 +281,24 @@ def test_no_child_is_forked_while_a_head_start_thread_imports(tmp_path, monkeypa
     child.stop(kill=True)
     assert child.messages.get(0) == b"42" and time.perf_counter() - started < 5
     sys.modules.pop("slow_to_import", None)
+
+
+ENTRY = ("-c", "import os, sys, types\n"
+         "import perfreport.__main__ as entry\n"
+         "print('numpy' in sys.modules)\n"
+         "seen = types.ModuleType('perfreport.cli')\n"
+         "seen.run = lambda: print(os.environ.get('OPENBLAS_NUM_THREADS'), 'numpy' in sys.modules)\n"
+         "sys.modules['perfreport.cli'] = seen\n"
+         "entry.main()")
+"""The entry with the command line replaced by a stand-in that says what it found."""
+
+
+@pytest.mark.parametrize("given,expect", [(None, "1"), ("4", "4")])
+def test_the_command_line_starts_numpy_with_one_blas_thread_unless_told_otherwise(given, expect):
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if given is not None:
+        env["OPENBLAS_NUM_THREADS"] = given
+    out = subprocess.run([sys.executable, *ENTRY], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    # importing the package and its entry loads no numpy, so the variable is set before OpenBLAS reads it
+    assert out.stdout.split() == ["False", expect, "False"]

@@ -6,14 +6,13 @@ import logging
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..load.files import uncompressed_size
 from ..errors import TraceError
-from ..model import TraceSet
 from .discover import discover
-from .kineto import load_rank_file
-from .memory import worker_count
+
+if TYPE_CHECKING:
+    from ..model import TraceSet
 
 log = logging.getLogger(__name__)
 
@@ -24,6 +23,11 @@ def load(source: str | Path | Mapping[int, str | Path], *, workers: int | None =
     Ranks load in parallel processes, as many as cores and free memory allow (``workers``
     caps it). Raises TraceError for unusable input, including two files claiming one rank.
     """
+    from ..model import TraceSet  # here, not above: importing the package loads no numpy (perfreport.__main__)
+    from .files import uncompressed_size
+    from .kineto import load_rank_file
+    from .memory import worker_count
+
     files = discover(source)
     n_workers = workers or worker_count([uncompressed_size(f.path) for f in files])
     if n_workers <= 1 or len(files) == 1:
@@ -63,4 +67,4 @@ def claim(by_rank: dict[int, Any], item: Any, warn: bool = True) -> None:
     by_rank[meta.rank] = item
 
 
-__all__ = ["load", "discover", "load_rank_file", "one_per_rank", "claim"]
+__all__ = ["load", "discover", "one_per_rank", "claim"]

@@ -170,7 +170,8 @@ def _load(job: RankJob, limits: Limits) -> tuple[RankTrace, str | None, float]:
     earlier for a rank that had a head start)."""
     began = time.perf_counter()
     from ..timing import phase
-    from ..load import head_start, load_rank_file
+    from ..load import head_start
+    from ..load.kineto import load_rank_file
     from ..load.discover import RankFile
 
     if job.cache is not None:
@@ -203,7 +204,7 @@ def _load_remote(job: RankJob, limits: Limits):
     import shutil
     import tempfile
 
-    from ..load import load_rank_file
+    from ..load.kineto import load_rank_file
     from ..load.discover import RankFile
     from ..timing import phase
 
