@@ -396,6 +396,38 @@ def test_id_table_converts_the_same_whether_it_converts_every_text_or_only_those
     assert lut_many[-1] == -1  # code -1: missing
 
 
+def test_a_pid_or_tid_text_reads_as_int_then_float_would_read_it() -> None:
+    """columns._id_number turns a text that starts as no number can (a name) away without trying
+    int() and float(): the same answer as trying them, on texts built from the characters that
+    matter (signs, dots, exponents, inf/nan, spaces, underscores, non-ASCII digits and spaces)."""
+    import math
+    import random
+
+    import perfreport.load.columns  # noqa: F401 - perfreport.load is also a function: the module is read from sys.modules
+
+    columns = sys.modules["perfreport.load.columns"]
+
+    def by_trying(text: str):
+        try:
+            value = int(text)
+        except ValueError:
+            try:
+                number = float(text)
+            except ValueError:
+                return None
+            if not math.isfinite(number):
+                return None
+            value = int(number)
+        return value if TEXT_ID_BASE < value < -TEXT_ID_BASE else None
+
+    rng = random.Random(3)
+    alphabet = "0123456789+-._eEinfaINFA xX\t\n\u0663\u00a0\u2003abc"
+    texts = ["", " 7", "+7", "-7", ".5", "inf", "nan", "-inf", "Infinity", "1e3", "1_000", "\u0663", "\u00a07", "07",
+             "0x1", "Spans", "stream 7", str(2**63)]
+    texts += ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 6))) for _ in range(20_000)]
+    assert [columns._id_number(t) for t in texts] == [by_trying(t) for t in texts]
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_step_of_starts_in_c_equals_numpy(seed: int) -> None:
     """The C pass of the step lookup gives numpy's column: events in and out of order, on a
