@@ -166,6 +166,11 @@ def _id_number(text: str) -> int | None:
     if not (head.isdecimal() or head in ("+", "-", ".") or head.isspace()):
         return None  # a name: neither int nor float reads it (nor "inf"/"nan" as a finite number),
         # and their ValueErrors cost ~1.4 µs a text (7,752 texts of the MI250-grown rank: 10 ms)
+    return _id_number_by_trying(text)
+
+
+def _id_number_by_trying(text: str) -> int | None:
+    """:func:`_id_number` by trying ``int``, then ``float``, on any text."""
     try:
         value = int(text)
     except ValueError:
