@@ -22,6 +22,10 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def __dir__() -> list[str]:
+    return sorted({*globals(), "RankTrace", "TraceSet"})  # tab completion lists them before first use
+
+
 def analyze(source, **kwargs):
     """Load ``source`` and run every analysis (see :func:`perfreport.pipeline.analyze`)."""
     from .pipeline import analyze as _analyze
