@@ -195,7 +195,9 @@ def _build_call_stack(trace: RankTrace) -> CallStack:
     rows = np.flatnonzero(cpu_events(trace))
     parent = np.full(n, NO_PARENT, dtype=np.int64)
     depth = np.full(n, -1, dtype=np.int64)
-    nest_rows(thread_ids(trace.pid_at(rows), trace.tid_at(rows)), rows, trace.ts, trace.dur, parent, depth)
+    # threads told apart by their id codes (one code per distinct id): the same groups as the
+    # ids themselves, without gathering two int64 id columns (0.1 s per GB of trace)
+    nest_rows(thread_ids(trace.pid_code[rows], trace.tid_code[rows]), rows, trace.ts, trace.dur, parent, depth)
     gpu = np.flatnonzero(trace.gpu_activity() & (trace.linked >= 0))
     launch = trace.linked[gpu]
     launch_depth = depth[launch]
