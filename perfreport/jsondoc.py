@@ -98,6 +98,13 @@ def _column_values(column) -> list:
     else:  # other extension types (categories, nullable numbers) and dates: as iterating them gives
         out = list(column)
     loose = dtype.kind in "fO"  # where NaN/inf can be
+    kinds = set(map(type, out))
+    if kinds <= _NATIVE:  # plain values (text, numbers, None): only non-finite floats change, found in C
+        if loose and float in kinds:
+            cells = np.array(out, dtype=object)
+            for i in np.flatnonzero(pd.isna(cells) | (cells == math.inf) | (cells == -math.inf)).tolist():
+                out[i] = None
+        return out
 
     def cell(v):  # a value that is not text: unwrapped, NaN and inf as None where they can be
         v = v if type(v) in _NATIVE else maybe_box_native(v)
@@ -229,9 +236,10 @@ def _chunks(value, indent: bytes) -> Iterator[bytes]:
     layout msgspec's ``format(indent=2)`` gives), anything else in one piece."""
     if isinstance(value, Records) and len(value):
         inner = indent + b"  "
+        encoded = _RowsJson(value.frame)
         yield b"["
-        for start in range(0, len(value), Records.CHUNK):
-            rows = json_bytes(value[start:start + Records.CHUNK])[:-1]  # "[\n  {...},\n  {...}\n]"
+        for start in range(0, len(value), _RowsJson.CHUNK):
+            rows = encoded.rows(start, start + _RowsJson.CHUNK)[:-1]  # "[\n  {...},\n  {...}\n]"
             yield (b",\n" if start else b"\n") + inner + rows[4:-2].replace(b"\n", b"\n" + indent)
         yield b"\n" + indent + b"]"
         return
@@ -241,6 +249,50 @@ def _chunks(value, indent: bytes) -> Iterator[bytes]:
     yield b"{"
     yield from _members(value, tuple(value), 0, indent)
     yield b"\n" + indent + b"}"
+
+
+class _RowsJson:
+    """The JSON of a table's rows, a slice at a time: exactly :func:`json_bytes` of their
+    :meth:`Records.tolist`, without a dict per row. The rows are made as instances of a msgspec
+    Struct whose fields encode under the column names, keys in column order, as the dicts do.
+    Why: making the dicts was two thirds of writing a long table (0.21 of 0.32 s for 205,000
+    collective calls of 16 columns, a gloo trace grown to 100 MB); the Structs take 0.04-0.08 s.
+    A table whose column names cannot name a Struct's fields (repeated names) takes the dicts'
+    way, and so does a slice the Structs' encoding refuses (a lone surrogate, an odd cell)."""
+
+    CHUNK = 16384
+    """Rows per slice: large enough that slicing the columns costs little, small enough that a
+    slice's Python values stay a few MB."""
+
+    def __init__(self, frame) -> None:
+        import msgspec
+
+        self.frame = frame
+        names = [str(c) for c in frame.columns]
+        self.row = None
+        if len(set(names)) == len(names):
+            fields = [f"c{i}" for i in range(len(names))]
+            try:
+                self.row = msgspec.defstruct("Row", [(f, object) for f in fields],
+                                             rename=dict(zip(fields, names)), gc=False)
+            except (TypeError, ValueError):  # pragma: no cover - names msgspec refuses: the dicts
+                self.row = None
+
+    def rows(self, start: int, stop: int) -> bytes:
+        """:func:`json_bytes` of the rows ``start:stop`` as :meth:`Records.tolist` makes them."""
+        part = self.frame.iloc[start:stop]
+        if self.row is None or not len(part.columns):
+            return json_bytes(Records._rows(part))
+        import itertools
+
+        import msgspec
+
+        values = [_column_values(column) for _, column in part.items()]
+        try:
+            raw = msgspec.json.encode(list(itertools.starmap(self.row, zip(*values))))
+        except (TypeError, UnicodeEncodeError):  # what the dicts' encoding handles its own way
+            return json_bytes(Records._rows(part))
+        return msgspec.json.format(raw, indent=2) + b"\n"
 
 
 def _members(value: Mapping, keys: tuple, first: int, indent: bytes) -> Iterator[bytes]:

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from perfreport.storing.atomic import atomic_files
-from perfreport.jsondoc import JsonChunks, Records, json_bytes, json_text, plain_document
+from perfreport.jsondoc import JsonChunks, Records, _RowsJson, json_bytes, json_text, plain_document
 
 from .conftest import TRACES
 
@@ -88,13 +88,54 @@ def test_a_summary_written_in_chunks_is_the_summary(tmp_path):
 
 
 def test_a_long_table_is_written_a_chunk_of_rows_at_a_time(monkeypatch, frame):
-    monkeypatch.setattr(Records, "CHUNK", 2)
+    monkeypatch.setattr(_RowsJson, "CHUNK", 2)
     table = Records(pd.DataFrame({"i": np.arange(20), "s": list("abcdefghijklmnopqrst"),
                                   "x": np.where(np.arange(20) % 3 == 0, np.nan, 0.5)}))
     doc = {"deep": {"t": table, "empty": Records(frame.iloc[:0])}, "t": table}
     pieces = list(JsonChunks(doc))
     assert b"".join(pieces) == json_bytes(doc)
     assert max(len(p) for p in pieces) < len(json_bytes(table)) / 4  # never the whole table at once
+
+
+def _every_kind_of_column(n: int = 40) -> pd.DataFrame:
+    """Columns of every dtype a table holds, NaN, inf, None and numpy scalars among the cells
+    (no dates: a document's tables hold none, and neither encoding takes them)."""
+    cells = [None, math.nan, math.inf, -math.inf, 1.5, -0.0, 0, 7, True, "x", "", "inf", np.float64(2.5),
+             np.int64(3), np.float64("nan"), np.bool_(False), [1, None], {"k": math.nan}, 10**30]
+    pick = np.random.default_rng(7).integers(0, len(cells), size=(4, n))
+    return pd.DataFrame({
+        "i": np.arange(n), "f": np.where(np.arange(n) % 5 == 0, np.nan, np.arange(n) / 8),
+        "inf": np.where(np.arange(n) % 3 == 0, -np.inf, 1.0), "b": np.arange(n) % 2 == 0,
+        "o1": pd.Series([cells[k] for k in pick[0]], dtype=object),
+        "o2": pd.Series([cells[k] for k in pick[1] if k < 10] + [None] * (n - sum(pick[1] < 10)), dtype=object),
+        "text": pd.Series([["a", None, "µ"][k % 3] for k in pick[2]], dtype="str"),
+        "nullable": pd.array([None if k % 4 == 0 else int(k) for k in pick[3]], dtype="Int64"),
+        "category": pd.Categorical([["p", "q"][k % 2] for k in pick[3]])})
+
+
+@pytest.mark.parametrize("columns", [None, ["same", "same", "other"], [3, "x", 4.5], ["\ud800", "b", "c"]])
+def test_table_rows_are_written_as_the_dicts_would_be(columns, monkeypatch):
+    """A table's rows are encoded from Struct instances, not dicts: the bytes must be those of
+    the dicts (Records.tolist) for every kind of column, and for the tables that take the
+    dicts' way (repeated or odd column names, a lone surrogate in a name or a cell)."""
+    frame = _every_kind_of_column()
+    if columns is not None:
+        frame = frame.iloc[:, :3].set_axis(columns, axis=1)
+    monkeypatch.setattr(_RowsJson, "CHUNK", 7)
+    doc = {"t": Records(frame)}
+    want = json_bytes({"t": Records(frame).tolist()})
+    assert b"".join(JsonChunks(doc)) == want
+    surrogate = frame.assign(s=pd.Series(["ok"] * len(frame), dtype=object))
+    surrogate.iloc[3, -1] = "\ud800"  # not UTF-8: the dicts' way escapes it
+    assert json.loads(b"".join(JsonChunks({"t": Records(surrogate)}))) == json.loads(
+        json_bytes({"t": Records(surrogate).tolist()}))
+
+
+@pytest.mark.parametrize("numpy_cell", [False, True])  # plain Python cells are checked in C, others one by one
+def test_object_cells_that_are_not_finite_are_null(numpy_cell):
+    cells = [math.inf, -math.inf, math.nan, None, 2, "s", True, 0.5] + [np.float64("inf")] * numpy_cell
+    got = Records(pd.DataFrame({"o": pd.Series(cells, dtype=object)})).tolist()
+    assert got == [{"o": v} for v in [None] * 4 + [2, "s", True, 0.5] + [None] * numpy_cell]
 
 
 @pytest.mark.parametrize("value", [{}, {"a": 1}, {3: "x\ny", "u": "\ud800", "t": "placeholder"}])
