@@ -239,8 +239,8 @@ def _chunks(value, indent: bytes) -> Iterator[bytes]:
         encoded = _RowsJson(value.frame)
         yield b"["
         for start in range(0, len(value), _RowsJson.CHUNK):
-            rows = encoded.rows(start, start + _RowsJson.CHUNK)[:-1]  # "[\n  {...},\n  {...}\n]"
-            yield (b",\n" if start else b"\n") + inner + rows[4:-2].replace(b"\n", b"\n" + indent)
+            yield (b",\n" if start else b"\n") + inner
+            yield encoded.rows(start, start + _RowsJson.CHUNK, inner)
         yield b"\n" + indent + b"]"
         return
     if not isinstance(value, Mapping) or not value:
@@ -278,21 +278,31 @@ class _RowsJson:
             except (TypeError, ValueError):  # pragma: no cover - names msgspec refuses: the dicts
                 self.row = None
 
-    def rows(self, start: int, stop: int) -> bytes:
-        """:func:`json_bytes` of the rows ``start:stop`` as :meth:`Records.tolist` makes them."""
+    def rows(self, start: int, stop: int, indent: bytes) -> bytes:
+        """The JSON of rows ``start:stop`` as :func:`json_bytes` lays them out at nesting
+        ``indent`` (a row's ``{``, a space short of its members): from the first row's ``{`` to
+        the last one's ``}``. Encoded inside as many enclosing lists as the nesting has levels,
+        so that msgspec's formatting indents them where they go (no pass to re-indent them)."""
         part = self.frame.iloc[start:stop]
-        if self.row is None or not len(part.columns):
-            return json_bytes(Records._rows(part))
-        import itertools
+        text = None
+        if self.row is not None and len(part.columns):
+            import itertools
 
-        import msgspec
+            values = [_column_values(column) for _, column in part.items()]
+            try:
+                text = json_bytes(_enclosed(list(itertools.starmap(self.row, zip(*values))), indent))
+            except TypeError:  # a slice the Structs cannot encode (a lone surrogate, an odd cell)
+                text = None
+        if text is None:
+            text = json_bytes(_enclosed(Records._rows(part), indent))
+        return text[text.index(b"{"):text.rindex(b"}") + 1]
 
-        values = [_column_values(column) for _, column in part.items()]
-        try:
-            raw = msgspec.json.encode(list(itertools.starmap(self.row, zip(*values))))
-        except (TypeError, UnicodeEncodeError):  # what the dicts' encoding handles its own way
-            return json_bytes(Records._rows(part))
-        return msgspec.json.format(raw, indent=2) + b"\n"
+
+def _enclosed(rows: list, indent: bytes) -> list:
+    """``rows`` inside one list per level of ``indent`` but the last (two spaces a level)."""
+    for _ in range(len(indent) // 2 - 1):
+        rows = [rows]
+    return rows
 
 
 def _members(value: Mapping, keys: tuple, first: int, indent: bytes) -> Iterator[bytes]:
