@@ -149,7 +149,8 @@ def _analyse(job: RankJob, options: AnalysisOptions, limits: Limits | None, t0: 
 
         source = source_state(job.path)  # before loading: the copy stored later must be this file
     trace, sha, began = _load(job, limits or current_limits())
-    with reusing_freed_pages(trace.n_events):  # then the freed heap goes back before the next rank
+    # then the freed heap goes back before the next rank (a small rank's stays for it in a worker)
+    with reusing_freed_pages(trace.n_events, more_ranks=_started is not None):
         result = digest(trace, options, sha256=sha, load_s=time.perf_counter() - min(t0, began))
         stored = None
         if payload:
