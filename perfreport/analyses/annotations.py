@@ -73,9 +73,11 @@ def annotated_gpu_work(trace: RankTrace) -> tuple[np.ndarray, np.ndarray, np.nda
     annos = annos[trace.complete[annos] & np.isfinite(trace.dur[annos])]
     if len(annos) == 0:
         return work, annos, np.full(len(work), -1, dtype=np.int64)
-    keys = pd.MultiIndex.from_arrays([np.concatenate([trace.pid_at(work), trace.pid_at(annos)]),
-                                      np.concatenate([trace.tid_at(work), trace.tid_at(annos)])])
-    codes = pd.factorize(keys)[0]
+    # (pid, tid) of each row as one number from the id codes (a code per distinct id): the same
+    # groups as the ids themselves, without pandas' tuples (28 ms for 90,000 kernels)
+    rows = np.concatenate([work, annos])
+    pair = trace.pid_code[rows].astype(np.int64) * len(trace.ids) + trace.tid_code[rows]
+    codes = np.unique(pair, return_inverse=True)[1].reshape(-1)
     a_dur = trace.dur[annos]
     # innermost = shortest; among equal durations the later-starting one (nested inside)
     priority = np.empty(len(annos), dtype=np.int64)
