@@ -47,7 +47,7 @@ def scan_c(events_json) -> ScanResult:
         n_events=n,
         top={key: np.frombuffer(buf, _DTYPES[kind]) for (key, kind), buf in zip(TOP_FIELDS, top)},
         args={
-            key: SparseColumn(rows=np.frombuffer(r, np.int64), values=np.frombuffer(v, _DTYPES[kind]))
+            key: SparseColumn(rows=np.frombuffer(r, np.int32), values=np.frombuffer(v, _DTYPES[kind]))
             for (key, kind), r, v in zip(ARG_FIELDS, rows, values)
         },
         strings=strings,
@@ -107,7 +107,7 @@ def assert_same(got: ScanResult, want: ScanResult) -> None:
         assert_column_equal(kind, got.top[key], got.strings, want.top[key], want.strings, f"top {key!r}")
     for key, kind in ARG_FIELDS:
         g, w = got.args[key], want.args[key]
-        assert g.rows.dtype == np.int64
+        assert g.rows.dtype == w.rows.dtype == np.int32  # event positions: 4 bytes each
         assert np.array_equal(g.rows, w.rows), f"args {key!r} rows"
         assert_column_equal(kind, g.values, got.strings, w.values, want.strings, f"args {key!r}")
 
@@ -356,7 +356,7 @@ def test_buffer_types_and_custom_fields():
         assert np.frombuffer(top[0], np.int64).tolist() == [1]
         assert np.frombuffer(top[1], np.float64).tolist() == [2.5]
         assert [strings[c] for c in np.frombuffer(top[2], np.int32)] == ["3"]
-        assert np.frombuffer(rows[0], np.int64).tolist() == [0]
+        assert np.frombuffer(rows[0], np.int32).tolist() == [0]
         assert [strings[c] for c in np.frombuffer(values[0], np.int32)] == ["[1,2]"]
     # "args" may itself be a top field (its minified text)
     n, top, rows, values, strings = _scan.scan(doc, (("args", "s"),), (("c", "i"),))
@@ -1019,7 +1019,7 @@ def test_columns_own_their_memory():
     del col, top, view
     assert arr.tolist() == [2000, INT_MISSING]  # the array keeps its Column (and memory) alive
     empty = rows[ARG_FIELDS.index(("bytes", "i"))]
-    assert len(empty) == 0 and np.frombuffer(empty, np.int64).shape == (0,)
+    assert len(empty) == 0 and np.frombuffer(empty, np.int32).shape == (0,)
 
 
 # --------------------------------------------------------------------------------------------

@@ -92,6 +92,8 @@ static locale_t c_numeric; /* the "C" locale's number format (module init); 0: u
 #define MAX_FIELDS 4096         /* per field spec; field indices are stored as int16 */
 #define INT_MISSING INT64_MIN   /* kind 'i' and 'n' sentinel (fields.INT_MISSING) */
 #define CODE_MISSING (-1)       /* kind 's' sentinel */
+#define ROWS_BYTES 4            /* the args' rows are int32 (module attribute ROWS_BYTES) */
+#define MAX_EVENTS INT32_MAX    /* so that every row fits them (limits.max_events is far below) */
 #define KINDS "fins"            /* the field kinds understood (exported as the module's KINDS) */
 
 #if defined(__GNUC__)
@@ -589,7 +591,7 @@ typedef struct {
 
     FieldMap top, arg;
     Buf *top_cols;  /* one dense column per top field */
-    Buf *arg_rows;  /* int64 event positions per arg field */
+    Buf *arg_rows;  /* int32 event positions per arg field (ROWS_BYTES each) */
     Buf *arg_vals;  /* values per arg field */
     Interner strings;
 
@@ -1991,7 +1993,7 @@ static int finish_event(Scan *S)
     }
     for (Py_ssize_t i = 0; i < S->n_touched; i++) {
         int k = S->touched[i];
-        if (buf_put_i64(&S->arg_rows[k], S->n_events) < 0 ||
+        if (buf_put_i32(&S->arg_rows[k], (int32_t)S->n_events) < 0 ||
             append_value(S, S->arg.fields[k].kind, &S->arg_span[k], &S->arg_vals[k]) < 0)
             return -1;
     }
@@ -2223,8 +2225,8 @@ static void presize_columns(Scan *S, const char *start, const char *p)
     for (Py_ssize_t k = 0; k < S->top.n; k++)
         reserve_values(&S->top_cols[k], more, S->top.fields[k].kind == 's' ? 4 : 8);
     for (Py_ssize_t k = 0; k < S->arg.n; k++) {
-        double share = (double)(S->arg_rows[k].len / 8) / n; /* of the events, those with the key */
-        reserve_values(&S->arg_rows[k], more * share, 8);
+        double share = (double)(S->arg_rows[k].len / ROWS_BYTES) / n; /* of the events, those with the key */
+        reserve_values(&S->arg_rows[k], more * share, ROWS_BYTES);
         reserve_values(&S->arg_vals[k], more * share, S->arg.fields[k].kind == 's' ? 4 : 8);
     }
 }
@@ -2242,6 +2244,12 @@ static const char *parse_events(Scan *S, const char *p)
         p = p < end && *p == '{' ? parse_event(S, p) : skip_value(S, p, 1, NULL);
         if (!p || finish_event(S) < 0)
             return NULL;
+        if (UNLIKELY(S->n_events > MAX_EVENTS)) {
+            GIL_ENTER;
+            PyErr_Format(PyExc_ValueError, "more than %d events in one array", MAX_EVENTS);
+            GIL_LEAVE;
+            return NULL;
+        }
         if (UNLIKELY(S->n_events == PRESIZE_AFTER))
             presize_columns(S, start, p);
         release_scanned(S, p);
@@ -2534,7 +2542,7 @@ static PyMethodDef scan_methods[] = {
      "Scan the JSON text of a traceEvents array into columns (see perfreport.load.fields).\n"
      "top[k]: dense column of top_fields[k] as bytes (float64 for 'f', int64 for 'i' and 'n',\n"
      "int32 string codes for 's');\n"
-     "arg_rows[k], arg_values[k]: int64 event positions having args key arg_fields[k], and the\n"
+     "arg_rows[k], arg_values[k]: int32 event positions having args key arg_fields[k], and the\n"
      "values; strings: the string table. Raises ValueError for malformed JSON."},
     {"scan_document", scan_document, METH_VARARGS,
      "scan_document(buf, top_fields, arg_fields, release=False)\n"
@@ -2572,6 +2580,7 @@ PyMODINIT_FUNC PyInit__scan(void)
      * released from the buffer's start: safe for a file mapping only) */
     if (m && (PyModule_AddStringConstant(m, "KINDS", KINDS) < 0 ||
               PyModule_AddIntConstant(m, "RELEASE_IN_EVENTS", 1) < 0 ||
+              PyModule_AddIntConstant(m, "ROWS_BYTES", ROWS_BYTES) < 0 ||
               PyModule_AddObjectRef(m, "Column", (PyObject *)&ColumnType) < 0))
         Py_CLEAR(m);
     return m;

@@ -4,7 +4,7 @@ A scanner (the C extension ``_scan`` or the pure-Python ``scan_py``) walks the `
 array once and returns a :class:`ScanResult`:
 
 * one dense array per *top-level* field (one entry per event, in file order);
-* one sparse column per *args* field: the rows (event positions) that carry the key and the
+* one sparse column per *args* field: the rows (event positions, int32) that carry the key and the
   values, because most args appear on a small share of events (kernel launch parameters,
   collective sizes, memory instants) and dense storage would cost ~8 bytes × events each;
 * one string table: every string value (category, name, string args) is interned to an int32

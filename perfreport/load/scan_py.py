@@ -206,7 +206,7 @@ def scan(events_json: bytes | memoryview) -> ScanResult:
                 arg_raws[key].append(value)
     args = {
         key: SparseColumn(
-            rows=np.asarray(arg_rows[key], dtype=np.int64),
+            rows=np.asarray(arg_rows[key], dtype=np.int32),
             values=_convert(arg_raws[key], kind, intern),
         )
         for key, kind in ARG_FIELDS

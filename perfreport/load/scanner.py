@@ -17,6 +17,8 @@ if _scan is not None and not set("fins") <= set(getattr(_scan, "KINDS", "")):
     _scan = None  # a stale build from before the current contract: use the reference scanner
 
 _DTYPES = {"f": np.float64, "i": np.int64, "s": np.int32, "n": np.int64}
+_ROWS = np.dtype(f"=i{getattr(_scan, 'ROWS_BYTES', 8)}")
+"""The args' rows: int32 (an older build wrote int64; the decode narrows those)."""
 
 
 def scan_c(events_json) -> ScanResult:
@@ -52,7 +54,7 @@ def _columns(n, top, rows, values, strings) -> ScanResult:
         n_events=n,
         top={key: np.frombuffer(buf, _DTYPES[kind]) for (key, kind), buf in zip(TOP_FIELDS, top)},
         args={
-            key: SparseColumn(rows=np.frombuffer(r, np.int64), values=np.frombuffer(v, _DTYPES[kind]))
+            key: SparseColumn(rows=np.frombuffer(r, _ROWS), values=np.frombuffer(v, _DTYPES[kind]))
             for (key, kind), r, v in zip(ARG_FIELDS, rows, values)
         },
         strings=strings,
