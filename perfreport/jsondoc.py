@@ -279,10 +279,11 @@ class _RowsJson:
                 self.row = None
 
     def rows(self, start: int, stop: int, indent: bytes) -> bytes:
-        """The JSON of rows ``start:stop`` as :func:`json_bytes` lays them out at nesting
-        ``indent`` (a row's ``{``, a space short of its members): from the first row's ``{`` to
-        the last one's ``}``. Encoded inside as many enclosing lists as the nesting has levels,
-        so that msgspec's formatting indents them where they go (no pass to re-indent them)."""
+        """The JSON of rows ``start:stop`` as :func:`json_bytes` lays them out when each row's
+        ``{`` is indented by ``indent`` (its members two spaces more): from the first row's ``{``
+        to the last one's ``}``. They are encoded inside as many enclosing lists as that
+        indentation has levels, so that msgspec's formatting puts them where they go (no pass
+        to re-indent them)."""
         part = self.frame.iloc[start:stop]
         text = None
         if self.row is not None and len(part.columns):
