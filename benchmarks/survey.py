@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--hta-python", default="/work/hta-venv/bin/python")
     args = p.parse_args(argv)
 
-    rows = []
+    rows, walls = [], []
     for folder in sorted(d for d in args.traces.iterdir() if d.is_dir()):
         sources = sorted(f for f in folder.rglob("*") if f.name.endswith((".json", ".json.gz")))
         if not sources:
@@ -81,11 +81,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.hta_timeout > 0:
             h = median_run([args.hta_python, "-c", HTA_SCRIPT, str(rank)], 1, timeout=args.hta_timeout)
             hta = f"> {h.wall:.0f} (≥ {h.wall / run.wall:.0f} ×)" if h.timed_out else f"{h.wall:.1f} ({h.wall / run.wall:.1f} ×)"
+        walls.append(run.wall)
         report_mb = (out / "report.json").stat().st_size / MB if (out / "report.json").exists() else float("nan")
         rows.append(f"| {folder.name} | {events:,} | {run.wall:.2f} ({run.low:.2f}–{run.high:.2f}) | "
                     f"{run.wall / (args.mb / 1000):.1f} | {report_mb:.1f} | {writing_s(run):.2f} | {slowest_phase(run)} | {hta} |")
 
-    walls = [float(r.split("|")[3].split()[0]) for r in rows if "cannot grow" not in r]
     print(f"### Every trace grown to {args.mb} MB: `analyze --format json` (median of {args.repeat})\n")
     print("| trace | events | wall s (min–max) | s per GB | report.json MB | writing the reports s | "
           "slowest phase (self s) | HTA 0.5.0 s (× perfreport) |")

@@ -56,14 +56,17 @@ has far fewer than 2**31 events), step numbers and the profiler's id counters. 4
 event each instead of 8: 16 MB less per million events, for as long as the trace is loaded."""
 
 
+def fits_int32(values: np.ndarray) -> bool:
+    """Every value of ``values`` (integers) fits int32 (an empty array does)."""
+    info = np.iinfo(np.int32)
+    return not len(values) or (values.min() >= info.min and values.max() <= info.max)
+
+
 def narrow(column: np.ndarray) -> np.ndarray:
     """``column`` (:data:`NARROW_COLUMNS`, the args' rows) as int32, read-only like every loaded
     column, when all its values fit; else ``column`` itself (a step number or an id past
     2**31 - 1 keeps its int64)."""
-    if column.dtype == np.int32:
-        return column
-    info = np.iinfo(np.int32)
-    if len(column) and (column.min() < info.min or column.max() > info.max):
+    if column.dtype == np.int32 or not fits_int32(column):
         return column
     out = column.astype(np.int32)
     out.flags.writeable = False

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ..model import RankTrace, TraceSet
+from .nesting import thread_ids
 
 GPU_ANNOTATION_CATEGORY = "gpu_user_annotation"
 COLUMNS = ("rank", "name", "count", "sum_us", "max_us", "min_us", "mean_us", "std_us", "kernels", "kernel_us")
@@ -73,11 +74,10 @@ def annotated_gpu_work(trace: RankTrace) -> tuple[np.ndarray, np.ndarray, np.nda
     annos = annos[trace.complete[annos] & np.isfinite(trace.dur[annos])]
     if len(annos) == 0:
         return work, annos, np.full(len(work), -1, dtype=np.int64)
-    # (pid, tid) of each row as one number from the id codes (a code per distinct id): the same
-    # groups as the ids themselves, without pandas' tuples (28 ms for 90,000 kernels)
+    # (pid, tid) groups from the id codes (a code per distinct id): the same groups as the ids
+    # themselves, without pandas' tuples of them (28 ms for 90,000 kernels)
     rows = np.concatenate([work, annos])
-    pair = trace.pid_code[rows].astype(np.int64) * len(trace.ids) + trace.tid_code[rows]
-    codes = np.unique(pair, return_inverse=True)[1].reshape(-1)
+    codes = thread_ids(trace.pid_code[rows], trace.tid_code[rows])
     a_dur = trace.dur[annos]
     # innermost = shortest; among equal durations the later-starting one (nested inside)
     priority = np.empty(len(annos), dtype=np.int64)

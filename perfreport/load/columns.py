@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import TraceError
 from ..model import (DENSE_ARGS, GPU_SIDE_CATEGORIES, NARROW_COLUMNS, RUNTIME_CATEGORIES, SPARSE_COLUMNS, STEP_NAME,
-                     TEXT_ID_BASE, RankTrace, SparseColumn, TraceMeta, narrow)
+                     TEXT_ID_BASE, RankTrace, SparseColumn, TraceMeta, fits_int32, narrow)
 from .fields import INT_MISSING, ScanResult
 
 try:
@@ -66,10 +66,7 @@ def build_rank_trace(result: ScanResult, meta: TraceMeta) -> RankTrace:
                 if vals.min() == INT_MISSING:  # rare (a non-numeric value): a min costs less than the where
                     vals = np.where(vals == INT_MISSING, -1, vals)
                 parts.append((args[k].rows, vals))
-        out = np.full(n, -1, dtype=_fitting(*(vals for _, vals in parts)))
-        for rows, vals in parts:
-            out[rows] = vals
-        return out
+        return _scattered(n, parts)
 
     for key in SPARSE_COLUMNS:
         if key in args:
@@ -109,23 +106,22 @@ def build_rank_trace(result: ScanResult, meta: TraceMeta) -> RankTrace:
     return trace
 
 
-def _fitting(*values: np.ndarray) -> type:
-    """int32 when every value (and -1, the absent one) fits it, else int64: the id columns are
-    made at the width :func:`~perfreport.model.narrow` would give them, not made as int64 and
-    copied to int32 afterwards (one column's fresh pages instead of two, and no copy)."""
-    info = np.iinfo(np.int32)
-    fits = all(not len(v) or (v.min() >= info.min and v.max() <= info.max) for v in values)
-    return np.int32 if fits else np.int64
+def _scattered(n: int, parts: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+    """An id column of ``n`` events: -1, then each part's values written at its rows (a later
+    part wins). Made at the width :func:`~perfreport.model.narrow` would give it (int32 when every
+    value fits), not as int64 copied to int32 afterwards: one column's fresh pages, no copy."""
+    fits = all(fits_int32(values) for _, values in parts)
+    out = np.full(n, -1, dtype=np.int32 if fits else np.int64)
+    for rows, values in parts:
+        out[rows] = values
+    return out
 
 
 def _flow_ids(ids: np.ndarray) -> np.ndarray:
     """The flow-event id of every event (top-level ``id``), -1 where it has none: only flow
     events (a few % of the events) carry one, so the present ones are found once and written."""
     present = np.flatnonzero(ids != INT_MISSING)
-    values = ids[present]
-    out = np.full(len(ids), -1, dtype=_fitting(values))
-    out[present] = values
-    return out
+    return _scattered(len(ids), [(present, ids[present])])
 
 
 def _id_codes(id_table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
