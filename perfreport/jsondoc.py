@@ -112,6 +112,26 @@ def _column_values(column) -> list:
     return [v if type(v) is str else cell(v) for v in out]  # (text, most cells, passes as it is)
 
 
+FLOAT_LIST_MIN = 64
+"""Lists at least this long are checked for being all floats (:func:`finite_float_list`)."""
+
+
+def finite_float_list(value: list | tuple) -> list | None:
+    """``value`` as a new list with NaN and inf as None, when it is a long list (or tuple) of
+    Python floats only; None otherwise (the caller goes item by item). A compare's checks keep
+    every step's sample: on a job of 37,000 steps, two lists of 37,000 floats per check, which
+    a Python call per item took most of a second to clean; here the types are read and the
+    non-finite ones found in C."""
+    if len(value) < FLOAT_LIST_MIN or set(map(type, value)) != {float}:
+        return None
+    import numpy as np
+
+    out = list(value)
+    for i in np.flatnonzero(~np.isfinite(np.array(out, dtype=np.float64))).tolist():  # the few NaN/inf
+        out[i] = None
+    return out
+
+
 def _plain(value, keep_records: bool = False):
     """JSON-ready Python value: numpy scalars/arrays unwrapped, NaN/inf -> None, keys as text,
     tuples as lists: what reading back the JSON of ``value`` gives. ``keep_records``: tables
@@ -124,7 +144,8 @@ def _plain(value, keep_records: bool = False):
     if isinstance(value, dict):
         return {str(k): _plain(v, keep_records) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_plain(v, keep_records) for v in value]
+        floats = finite_float_list(value)
+        return floats if floats is not None else [_plain(v, keep_records) for v in value]
     if isinstance(value, Records):
         return value if keep_records else value.tolist()
     if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):  # numpy scalar / array

@@ -116,3 +116,16 @@ def test_string_pool_keeps_dtypes_and_values():
     assert out.dtypes.tolist() == df.dtypes.tolist() and out.equals(df)
     again = pool.frame(df.copy(deep=True))
     assert again["name"].iloc[0] is out["name"].iloc[0]
+
+
+def test_string_pool_long_text_columns_share_one_string_per_text():
+    pool = StringPool()
+    names = [f"kernel_{i % 7}_" + "x" * 30 for i in range(500)]
+    mixed = np.array([None if i % 50 == 0 else ("t" if i % 3 else 1.5) for i in range(500)], dtype=object)
+    df = pd.DataFrame({"name": names, "mixed": mixed})
+    out = pool.frame(df)
+    assert out.equals(df) and out.dtypes.tolist() == df.dtypes.tolist()
+    again = pool.frame(pd.DataFrame({"name": [n[:] + "" for n in names[::-1]]}))
+    firsts = {v: v for v in out["name"]}  # one object per text, the same in the next frame
+    assert all(v is firsts[v] for v in out["name"]) and all(v is firsts[v] for v in again["name"])
+    assert len({id(v) for v in out["name"]}) == 7

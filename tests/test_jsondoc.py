@@ -174,3 +174,30 @@ def test_members_encoded_ahead_are_not_encoded_again():
     doc["rows"].append(3)
     doc["timings"] = {}
     assert json.loads(b"".join(chunks)) == {"rows": [1, 2], "timings": {}}
+
+
+@pytest.mark.parametrize("values", [
+    [0.5 * i for i in range(100)],
+    [math.nan, -0.0, math.inf, 1e-300, -math.inf] * 20,
+    tuple(float(i) for i in range(64)),
+    [1.0] * 63,  # short: item by item
+    [1.0] * 70 + [1],  # an int among the floats: item by item (the int stays an int)
+    [np.float64(1.5)] * 70 + [math.nan],
+    [1.0] * 70 + ["text"],
+])
+def test_long_float_lists_are_cleaned_as_item_by_item(values):
+    from perfreport.jsondoc import finite_float_list
+    from perfreport.report.json_report import _clean
+
+    def by_item(v, unwrap):
+        return [None if isinstance(x, float) and not math.isfinite(x) else
+                (x.item() if unwrap and isinstance(x, np.generic) else x) for x in v]
+
+    want = by_item(values, unwrap=True)
+    for got, want in ((plain_document({"v": values})["v"], want), (_clean({"v": values})["v"], by_item(values, False))):
+        assert got == want and [type(x) for x in got] == [type(x) for x in want]
+        assert [math.copysign(1, x) for x in got if isinstance(x, float)] == \
+            [math.copysign(1, x) for x in want if isinstance(x, float)]  # -0.0 stays -0.0
+    fast = finite_float_list(values)
+    assert fast is None or fast == want
+    assert (fast is not None) == (len(values) >= 64 and all(type(x) is float for x in values))

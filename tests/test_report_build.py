@@ -304,3 +304,34 @@ def test_a_build_makes_each_table_into_rows_once(monkeypatch, tmp_path_factory):
     monkeypatch.setattr(blocks, "KEPT_ROWS", 0)  # nothing kept: every read makes its rows
     made.clear()
     assert build_report(document) == report and len(made) > len(set(made))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_long_tables_cut_in_numpy_are_the_rows_sorted_as_dicts(seed, monkeypatch):
+    """A long table's shown rows, found by sorting its number columns in numpy, are those the
+    rows sorted as dicts give: stable, missing (NaN, inf) last, top-N largest first."""
+    import pandas as pd
+
+    from perfreport.jsondoc import Records
+    from perfreport.report import blocks
+    from perfreport.report.blocks import Side, table
+
+    rng = np.random.default_rng(seed)
+
+    def frame(n: int) -> pd.DataFrame:
+        f = pd.DataFrame({"rank": rng.integers(0, 3, n), "step": rng.integers(0, 50, n),
+                          "x": np.where(rng.random(n) < 0.1, np.nan, rng.integers(0, 20, n).astype(float)),
+                          "b": rng.random(n) < 0.5, "name": [f"k{i % 7}" for i in range(n)]})
+        f.loc[f.index[::97], "x"] = np.inf
+        f.loc[f.index[::89], "x"] = -np.inf
+        return f
+
+    sides = [Side("baseline", {"t": Records(frame(1500))}), Side("candidate", {"t": Records(frame(1505))})]
+    cases = [(("rank", "step"), False, None), (("x",), True, 15), (("x",), False, 15), (("x", "rank"), False, None),
+             (("b", "x"), False, 7), (("x",), True, None), (("name",), False, None)]
+    for sort, descending, top in cases:
+        fast = table("t", "T", sides, "t", ["rank", "step", "x", "b"], sort=sort, descending=descending, top=top)
+        monkeypatch.setattr(blocks, "FIRST_ROWS_FROM", 10**9)
+        slow = table("t", "T", sides, "t", ["rank", "step", "x", "b"], sort=sort, descending=descending, top=top)
+        monkeypatch.setattr(blocks, "FIRST_ROWS_FROM", 1_000)
+        assert fast == slow and fast.rows_total == 3005, (sort, descending, top)

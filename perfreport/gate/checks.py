@@ -157,8 +157,9 @@ def make_check(*, family: str, name: str, metric: Metric, subject: str | None, r
         b_val, c_val = values
     delta = c_val - b_val if b_val is not None and c_val is not None else None
     delta_pct = 100.0 * delta / abs(b_val) if delta is not None and b_val else None
-    evidence = replace(evidence, baseline_values=tuple(float(v) for v in b),
-                       candidate_values=tuple(float(v) for v in c))
+    # Python floats made in C (a check of a many-step job keeps tens of thousands of samples)
+    evidence = replace(evidence, baseline_values=tuple(np.asarray(b, dtype=np.float64).ravel().tolist()),
+                       candidate_values=tuple(np.asarray(c, dtype=np.float64).ravel().tolist()))
     return Check(id=check_id(family, name, subject, rank), family=family, name=name, metric=metric.column,
                  label=metric.label, unit=metric.unit, worse=metric.worse, subject=subject, rank=rank,
                  aggregation=aggregation, level=level, status=status, baseline_value=b_val, candidate_value=c_val,

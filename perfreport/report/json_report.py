@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import __version__
-from ..jsondoc import json_text
+from ..jsondoc import finite_float_list, json_text
 from ..config import Config
 from ..gate.checks import detectable_text
 from ..gate.verdict import Check, Verdict
@@ -161,7 +161,8 @@ def _clean(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _clean(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
+        floats = finite_float_list(value)
+        return floats if floats is not None else [_clean(v) for v in value]
     return value
 
 

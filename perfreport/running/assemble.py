@@ -57,7 +57,12 @@ class StringPool:
 
     def array(self, values: np.ndarray) -> np.ndarray:
         pool = self._strings
-        out = [pool.setdefault(v, v) if type(v) is str else v for v in values.ravel().tolist()]
+        items = values.ravel().tolist()
+        if len(items) > 64 and set(map(type, items)) == {str}:  # a text column (a row per step: 10,000s)
+            codes, distinct = pd.factorize(np.array(items, dtype=object))  # one lookup per distinct text
+            pooled = np.array([pool.setdefault(v, v) for v in distinct.tolist()], dtype=object)
+            return pooled[codes].reshape(values.shape)
+        out = [pool.setdefault(v, v) if type(v) is str else v for v in items]
         return np.array(out, dtype=object).reshape(values.shape)
 
     def frame(self, df: pd.DataFrame) -> pd.DataFrame:
