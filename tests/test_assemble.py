@@ -129,3 +129,32 @@ def test_string_pool_long_text_columns_share_one_string_per_text():
     firsts = {v: v for v in out["name"]}  # one object per text, the same in the next frame
     assert all(v is firsts[v] for v in out["name"]) and all(v is firsts[v] for v in again["name"])
     assert len({id(v) for v in out["name"]}) == 7
+
+
+def test_op_profile_sums_appended_in_order_are_those_the_grouping_gives(digests8, monkeypatch):
+    """A rank's sums that come after every held (kind, pair) are appended as they are: the same
+    arrays, bit for bit, as grouping them with the held ones (NaN and -0.0 durations too)."""
+    import sys
+
+    op_module = sys.modules[OpProfileFold.__module__]  # (the package exports the function op_profile)
+    _, digests = digests8
+
+    def folded(fast: bool) -> list[np.ndarray]:
+        with monkeypatch.context() as m:
+            if not fast:
+                m.setattr(op_module._Sums, "_after_held", lambda self, kind, pair: False)
+            sums, held = op_module._Sums(), []
+            for d in digests[:3]:
+                for p in d.memo[OWN_PAIRS]:
+                    kind = np.full(len(p.label), op_module.KINDS.index(p.kind), dtype=np.int64)
+                    dur = p.dur_us.copy()
+                    dur[:3] = [np.nan, -0.0, 0.5]
+                    sums.add(kind, (p.step.astype(np.int64) + 1) << 24 | p.label, p.count, dur)
+                    held += [sums.kind, sums.pair, sums.count, sums.dur_us.view(np.int64)]  # after every add
+            return held
+
+    fast, slow = folded(True), folded(False)
+    assert len(fast) == len(slow) and all(np.array_equal(a, b) for a, b in zip(fast, slow))
+    first = digests[0].memo[OWN_PAIRS][0]  # the first rank's rows: appended, not grouped
+    assert op_module._Sums()._after_held(np.zeros(len(first.label), dtype=np.int64),
+                                         (first.step.astype(np.int64) + 1) << 24 | first.label)

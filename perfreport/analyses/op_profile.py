@@ -35,12 +35,30 @@ class _Sums:
 
     def add(self, kind: np.ndarray, pair: np.ndarray, count: np.ndarray, dur_us: np.ndarray) -> None:
         """Merge one rank's sums: a (kind, pair) already held adds the rank's to its sums, held
-        first, so the ranks' order fixes every rounding."""
+        first, so the ranks' order fixes every rounding. The rows stay in (kind, pair) order."""
+        if self._after_held(kind, pair):
+            # every (kind, pair) new and after those held: the grouping below would give the rows
+            # as they are (sums of one value: missing as 0, -0.0 as 0.0), at ~0.1 s per million
+            self.kind, self.pair = np.concatenate([self.kind, kind]), np.concatenate([self.pair, pair])
+            self.count = np.concatenate([self.count, count.astype(np.int64)])
+            self.dur_us = np.concatenate([self.dur_us, np.where(np.isnan(dur_us), 0.0, dur_us) + 0.0])
+            return
         kinds, pairs = np.concatenate([self.kind, kind]), np.concatenate([self.pair, pair])
         g = Grouped({"kind": kinds, "pair": pairs}, ["kind", "pair"])  # sums in row order: held first
         self.count = g.sum(np.concatenate([self.count, count]))
         self.dur_us = g.sum(np.concatenate([self.dur_us, dur_us]))
         self.kind, self.pair = kinds[g.first], pairs[g.first]
+
+    def _after_held(self, kind: np.ndarray, pair: np.ndarray) -> bool:
+        """Whether the rows are of one kind, their pairs strictly increasing, and all after the
+        last held (kind, pair): a rank's sums of one kind come so (:func:`~.diff._rank_pairs`
+        sums per (step, name) in that order), the first rank's whole, later ranks' mostly not."""
+        if not len(kind) or kind[0] != kind[-1] or not (kind == kind[0]).all() or not (pair[1:] > pair[:-1]).all():
+            return False
+        if not len(self.kind):
+            return True
+        last_kind, last_pair = int(self.kind[-1]), int(self.pair[-1])
+        return int(kind[0]) > last_kind or (int(kind[0]) == last_kind and int(pair[0]) > last_pair)
 
 
 class OpProfileFold:
