@@ -115,6 +115,23 @@ far below any real (possibly negative) id, and decodable back to the text."""
 STEP_NAME = re.compile(r"^ProfilerStep\s*#\s*(\d+)")
 """A profiler step: the ``ProfilerStep#N`` span that ``torch.profiler`` records per ``step()``."""
 
+
+def step_name_table(strings: Iterable[str]) -> np.ndarray:
+    """Per string code, the N of a ``ProfilerStep#N`` name (:data:`STEP_NAME`), -1 for any
+    other text; one more slot, last, for code -1 (no name). Every step has a name of its own,
+    so a job of 170,000 steps has as many: the regular expression runs once per text, here,
+    and the events' step numbers are a gather (``table[name]``)."""
+    strings = list(strings)
+    out = np.full(len(strings) + 1, -1, dtype=np.int64)
+    for code, text in enumerate(strings):
+        if text.startswith("ProfilerStep") and (m := STEP_NAME.match(text)):  # the prefix first: ~4 x cheaper
+            out[code] = min(int(m.group(1)), STEP_NUMBER_CAP)
+    return out
+
+
+STEP_NUMBER_CAP = 2**63 - 1
+"""A step number past int64 is held as this in :func:`step_name_table` (the loader refuses it)."""
+
 # --- kernel classes -----------------------------------------------------------------------
 COMPUTATION, COMMUNICATION, MEMORY, OTHER = "COMPUTATION", "COMMUNICATION", "MEMORY", "OTHER"
 KERNEL_CLASS_NAMES = np.array([COMPUTATION, COMMUNICATION, MEMORY, OTHER], dtype=object)
@@ -405,16 +422,17 @@ class RankTrace:
 
     def steps(self) -> np.ndarray:
         """ProfilerStep#N spans."""
-        return self._complete_and(
-            "steps", lambda: self._code_mask(self.name, self.codes_where(lambda s: STEP_NAME.match(s) is not None)))
+        return self._complete_and("steps", lambda: self._code_mask(
+            self.name, np.flatnonzero(self.step_name_numbers()[:-1] >= 0).astype(np.int32)))
+
+    def step_name_numbers(self) -> np.ndarray:
+        """:func:`step_name_table` of the trace's strings (the loader's, when it made one):
+        ``step_name_numbers()[name]`` is the step number of events named ``ProfilerStep#N``."""
+        return self.memo("step_name_numbers", lambda: step_name_table(self.strings))
 
     def step_numbers(self) -> np.ndarray:
         """Sorted distinct profiler step numbers in the trace (memoised: a per-rank summary)."""
-        def compute() -> np.ndarray:
-            names = self.decode(self.name[self.steps()])
-            return np.unique(np.array([int(STEP_NAME.match(s).group(1)) for s in names], dtype=np.int64))
-
-        return self.memo("step_numbers", compute)
+        return self.memo("step_numbers", lambda: np.unique(self.step_name_numbers()[self.name[self.steps()]]))
 
     def kernel_classes(self, rows: np.ndarray) -> np.ndarray:
         """kernel_class() of each row in ``rows`` (object array of the class names)."""

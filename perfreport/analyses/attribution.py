@@ -59,7 +59,6 @@ from .diff import normalize_kernel_name, op_steps
 from .intervals import sorted_edges, window_overlaps
 from .memory_bw import direction_of
 from .step_metrics import WHOLE_TRACE_STEP, step_windows
-from .steps import STEP_NAME
 
 KINDS = ("kernel", "communication", "memory", "idle")
 """Parts of a step: compute kernels, exposed communication, exposed copies, GPU idle."""
@@ -255,8 +254,7 @@ def _step_children(trace: RankTrace) -> tuple[np.ndarray, np.ndarray]:
         stack = call_stack(trace)
         step_rows = np.flatnonzero(trace.steps())
         step_rows = step_rows[~trace.gpu_side()[step_rows] & np.isfinite(trace.dur[step_rows])]
-        numbers = np.array([int(STEP_NAME.match(s).group(1)) for s in trace.decode(trace.name[step_rows])],
-                           dtype=np.int64)
+        numbers = trace.step_name_numbers()[trace.name[step_rows]]
         below = set((stack.depth[step_rows] + 1).tolist())
         by_level = stack_levels(trace)
         candidates = [lv for lv in by_level if len(lv) and int(stack.depth[lv[0]]) in below]

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..model import STEP_NAME, RankTrace, TraceSet
+from ..model import RankTrace, TraceSet
 from ..units import pct
 from .grouping import Grouped
 from .intervals import window_overlaps
@@ -44,8 +44,7 @@ def _step_spans(trace: RankTrace) -> pd.DataFrame:
     if len(rows) == 0:
         return pd.DataFrame({"step": pd.Series(dtype=np.int64), "start_us": pd.Series(dtype=np.float64),
                              "end_us": pd.Series(dtype=np.float64)})
-    names = trace.decode(trace.name[rows])
-    numbers = np.array([int(STEP_NAME.match(s).group(1)) for s in names], dtype=np.int64)
+    numbers = trace.step_name_numbers()[trace.name[rows]]
     f = pd.DataFrame({"step": numbers, "start_us": trace.ts[rows], "end_us": trace.ts[rows] + trace.dur[rows]})
     g = Grouped(f, ["step"])
     return g.frame({"start_us": g.min("start_us"), "end_us": g.max("end_us")})

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import TraceError
 from ..model import (DENSE_ARGS, GPU_SIDE_CATEGORIES, NARROW_COLUMNS, RUNTIME_CATEGORIES, SPARSE_COLUMNS, STEP_NAME,
-                     TEXT_ID_BASE, RankTrace, SparseColumn, TraceMeta, fits_int32, narrow)
+                     TEXT_ID_BASE, RankTrace, SparseColumn, TraceMeta, fits_int32, narrow, step_name_table)
 from .fields import INT_MISSING, ScanResult
 
 try:
@@ -89,7 +89,8 @@ def build_rank_trace(result: ScanResult, meta: TraceMeta) -> RankTrace:
     gpu_side = complete & _mask(columns["cat"], codes, GPU_SIDE_CATEGORIES)
     no_ids = SparseColumn(np.empty(0, np.int64), np.empty(0, np.int64))
     linked = _link_cpu_gpu(columns, args.get("correlation", no_ids), codes, complete, gpu_side)
-    iteration = _iterations(columns, codes, strings, linked, complete, gpu_side, meta.path)
+    step_numbers = step_name_table(result.strings)
+    iteration = _iterations(columns, step_numbers, strings, linked, complete, gpu_side, meta.path)
     del complete, gpu_side
     columns.update(linked=linked, iteration=iteration)
     for name in NARROW_COLUMNS:
@@ -103,6 +104,8 @@ def build_rank_trace(result: ScanResult, meta: TraceMeta) -> RankTrace:
     for name in ("ph", "cat", "name", "pid_code", "tid_code", "ids", "ts", "dur", "external_id", "flow_id", "linked",
                  "iteration"):
         getattr(trace, name).flags.writeable = False
+    step_numbers.flags.writeable = False
+    trace.memo("step_name_numbers", lambda: step_numbers)  # made once: the analyses read it too
     return trace
 
 
@@ -356,24 +359,25 @@ def _among(values: np.ndarray, few: np.ndarray) -> np.ndarray:
     return few[at] == values
 
 
-def _iterations(cols, codes: dict[str, int], strings: np.ndarray, linked: np.ndarray, complete: np.ndarray,
+def _iterations(cols, step_numbers: np.ndarray, strings: np.ndarray, linked: np.ndarray, complete: np.ndarray,
                 gpu_side: np.ndarray, path: str = "") -> np.ndarray:
-    """Profiler step number of every event, -1 outside any step.
+    """Profiler step number of every event, -1 outside any step. ``step_numbers``: the
+    strings' :func:`~perfreport.model.step_name_table`.
 
     CPU-side events take the step whose span contains their start; GPU-side events take the
     step of the launch that enqueued them (GPU work often runs after its step's CPU span ends).
     """
     n = len(cols["ts"])
-    step_codes = {i: int(m.group(1)) for i, s in enumerate(strings) if (m := STEP_NAME.match(s))}
-    if not step_codes:
+    step_codes = np.flatnonzero(step_numbers[:-1] >= 0)
+    if not len(step_codes):
         return np.full(n, -1, dtype=np.int64)
-    if max(step_codes.values()) > MAX_STEP:
-        big = max(step_codes.values())
+    if step_numbers.max() > MAX_STEP:
+        big = max(int(STEP_NAME.match(strings[c]).group(1)) for c in np.flatnonzero(step_numbers > MAX_STEP))
         raise TraceError(path, f"profiler step number {big:.3g} (ProfilerStep#…) is beyond int64; the trace is corrupt")
     # CPU-side spans only: torch >= 2.4 also writes each ProfilerStep as a gpu_user_annotation,
     # whose shorter GPU-timeline span would cut the CPU step short (events after it got -1).
     # The name first (one gather over the column), then the other tests on its few rows only.
-    step_rows = np.flatnonzero(_code_mask(cols["name"], list(step_codes), len(strings)))
+    step_rows = np.flatnonzero(_code_mask(cols["name"], step_codes.tolist(), len(strings)))
     step_rows = step_rows[complete[step_rows] & ~gpu_side[step_rows] & np.isfinite(cols["dur"][step_rows])]
     if not len(step_rows):
         return np.full(n, -1, dtype=np.int64)
@@ -381,7 +385,7 @@ def _iterations(cols, codes: dict[str, int], strings: np.ndarray, linked: np.nda
     step_rows = step_rows[order]
     starts = cols["ts"][step_rows]
     ends = starts + cols["dur"][step_rows]
-    numbers = np.array([step_codes[c] for c in cols["name"][step_rows]], dtype=np.int64)
+    numbers = step_numbers[cols["name"][step_rows]]
     iteration = step_of_starts(cols["ts"], starts, ends, numbers, gpu_side)
     gpu = np.flatnonzero(gpu_side & (linked >= 0))
     iteration[gpu] = iteration[linked[gpu]]
