@@ -7,6 +7,7 @@ import gzip
 import hashlib
 import json
 import os
+import re
 import sys
 from collections import Counter
 from decimal import Decimal
@@ -16,7 +17,7 @@ import numpy as np
 import pytest
 
 from perfreport.load import load
-from perfreport.model import DENSE_ARGS, TEXT_ID_BASE, SparseColumn, distinct_codes
+from perfreport.model import DENSE_ARGS, TEXT_ID_BASE, SparseColumn, distinct_codes, step_name_table
 
 from .conftest import SHARED_TRACES, TRACES, load_cached, trace_jobs
 
@@ -59,6 +60,10 @@ def test_columns_match_independent_parser(path: Path) -> None:
     np.testing.assert_array_equal(trace.correlation, corr)
     names = [e.get("name", "") for e in events]
     assert list(trace.decode(trace.name)) == names
+    # the step number of every event's name, from the loader's table (-1: not a ProfilerStep#N)
+    steps = [int(m.group(1)) if isinstance(n, str) and (m := re.match(r"ProfilerStep\s*#\s*(\d+)", n)) else -1
+             for n in names]
+    assert trace.step_name_numbers()[trace.name].tolist() == steps
     tids = [e.get("tid") for e in events]
     decoded_tid = [trace.strings[TEXT_ID_BASE - v] if v <= TEXT_ID_BASE else v for v in trace.tid.tolist()]
     assert decoded_tid == [int(t) if isinstance(t, (str, Decimal)) and str(t).lstrip("-").isdigit() else (-1 if t is None else t) for t in tids]
@@ -525,3 +530,10 @@ def test_ts_origin_in_c_equals_numpy(case: str) -> None:
     assert by_c == by_numpy
     assert (by_numpy == 0) == (case in ("no_times", "empty"))
     assert type(by_c) is int
+
+
+def test_step_name_table_reads_each_profiler_step_name_once():
+    strings = ["ProfilerStep#3", "ProfilerStep #4", "ProfilerStep# 12abc", "aten::mm", "XProfilerStep#1",
+               "ProfilerStep#", f"ProfilerStep#{2**64}", "ProfilerStep#007"]
+    table = step_name_table(strings)
+    assert table.tolist() == [3, 4, 12, -1, -1, -1, 2**63 - 1, 7, -1]  # the last slot: code -1 (no name)
