@@ -180,7 +180,8 @@ def throughput_checks(cmp: Comparison) -> list[Check]:
             or not len(cmp.b.steps) or not len(cmp.c.steps):
         return []
     top = cfg.top or 5
-    on_both = set(b_table["label"]) & set(c_table["label"])  # (made once, not for every label)
+    # (made once, not for every label; from the distinct labels: a table has a row per op and step)
+    on_both = set(pd.unique(b_table["label"]).tolist()) & set(pd.unique(c_table["label"]).tolist())
     labels = [k for k in dict.fromkeys(_top_labels(b_table, top) + _top_labels(c_table, top)) if k in on_both]
     normalise = gpus_differ(cmp.b, cmp.c)
     judged = copy.copy(cmp)

@@ -127,7 +127,9 @@ def _top_kernels(cmp: Comparison, top: int) -> list[str]:
         ops = side.ops
         if not len(ops) or not len(side.steps):
             continue
-        kernels = ops[~ops["key"].astype(str).str.match(MEMORY_KEY)]
+        codes, distinct = pd.factorize(ops["key"].astype(str))  # a row per (op, step): match each key once
+        memory = np.array([MEMORY_KEY.match(k) is not None for k in distinct.tolist()] + [False], dtype=bool)
+        kernels = ops[~memory[codes]]
         ranked = kernels.groupby("key")["dur_us"].sum().sort_values(ascending=False, kind="stable")
         keys += [k for k in ranked.index[:top] if k not in keys]
     return keys
