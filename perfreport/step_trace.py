@@ -36,6 +36,7 @@ import numpy as np
 
 from .load.files import sha256_file
 from .storing.atomic import atomic_write_text
+from .jsondoc import table_columns
 from .errors import PerfreportError
 from .load.fields import ARG_FIELDS, INT_MISSING
 from .model import DENSE_ARGS, TEXT_ID_BASE, RankTrace
@@ -94,10 +95,7 @@ def _judged_rows(document: Mapping, side: str, judged) -> list[dict]:
     steps = analyses.get("profiler_steps") if isinstance(analyses, Mapping) else None
     wanted = {int(s) for s in judged or [] if isinstance(s, (int, float))}
     out = []
-    for r in steps or []:
-        if not isinstance(r, Mapping):
-            continue
-        wall, rank, step = r.get("wall_us"), r.get("rank"), r.get("step")
+    for wall, rank, step in zip(*table_columns(steps, ("wall_us", "rank", "step"))):  # no dict per step
         if isinstance(wall, (int, float)) and math.isfinite(wall) and isinstance(rank, int) and isinstance(step, int) \
                 and (not wanted or step in wanted):
             out.append({"rank": rank, "step": step, "wall_us": float(wall)})

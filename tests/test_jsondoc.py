@@ -201,3 +201,17 @@ def test_long_float_lists_are_cleaned_as_item_by_item(values):
     fast = finite_float_list(values)
     assert fast is None or fast == want
     assert (fast is not None) == (len(values) >= 64 and all(type(x) is float for x in values))
+
+
+def test_table_columns_are_the_rows_values():
+    from perfreport.jsondoc import table_columns
+
+    frame = pd.DataFrame({"a": [1, 2, 3], "b": [0.5, math.nan, math.inf], "c": ["x", None, "z"]})
+    rows = Records(frame).tolist()
+    want = [[r.get(k) for r in rows] for k in ("b", "a", "missing", "c")]
+    assert table_columns(Records(frame), ("b", "a", "missing", "c")) == want == [
+        [0.5, None, None], [1, 2, 3], [None] * 3, ["x", None, "z"]]
+    assert table_columns([*rows, "not a row", None], ("b", "a", "missing", "c")) == want
+    twice = pd.DataFrame([[1, 2]], columns=["a", "a"])  # two columns of one name: the rows decide
+    assert table_columns(Records(twice), ("a",)) == [[r["a"] for r in Records(twice).tolist()]]
+    assert table_columns({"a": 1}, ("a",)) == [[]] and table_columns(None, ("a", "b")) == [[], []]

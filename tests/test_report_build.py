@@ -335,3 +335,20 @@ def test_long_tables_cut_in_numpy_are_the_rows_sorted_as_dicts(seed, monkeypatch
         slow = table("t", "T", sides, "t", ["rank", "step", "x", "b"], sort=sort, descending=descending, top=top)
         monkeypatch.setattr(blocks, "FIRST_ROWS_FROM", 1_000)
         assert fast == slow and fast.rows_total == 3005, (sort, descending, top)
+
+
+def test_a_report_built_from_tables_is_the_report_built_from_their_json() -> None:
+    """The report of a document fresh from the analyses (tables as Records, read a few columns at
+    a time: the step-time and launch figures, the step trace's pick) is the report of its JSON."""
+    import dataclasses
+
+    from perfreport.jsondoc import Records
+
+    recorded = TRACES.parent / "recorded"  # our H100 recordings: steps enough for every figure
+    doc = report_document(compare(recorded / "repeat_base" / "run1", recorded / "sync_each_step" / "run1", workers=1))
+    assert isinstance(doc["baseline"]["analyses"]["step_metrics"], Records)
+    fresh, read = build_report(doc), build_report(json.loads(json_text(doc)))
+    figures = [b for s in fresh.sections for b in s.blocks if isinstance(b, LineFigure)] + list(fresh.overview)
+    assert {"step_time_judged", "launch_delay"} <= {f.id for f in figures}
+    assert "step-traces" in {s.id for s in fresh.sections}
+    assert dataclasses.replace(fresh, document=None) == dataclasses.replace(read, document=None)

@@ -20,6 +20,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..jsondoc import table_columns
 from ..units import format_us
 from .blocks import Side, per_step_worth_drawing, records
 from .findings import FindingGroup
@@ -116,8 +117,7 @@ def step_time_figure(sides: Sequence[Side], judged: Mapping[str, Sequence[int]])
     lines = []
     for side in sides:
         per_step: dict[int, float] = {}
-        for r in records(side, "step_metrics"):
-            step, value = r.get("step"), r.get("step_time_us")
+        for step, value in zip(*table_columns(side.doc.get("step_metrics"), ("step", "step_time_us"))):
             if isinstance(step, int) and step >= 0 and isinstance(value, (int, float)):
                 per_step[step] = max(per_step.get(step, -math.inf), float(value))
         if not per_step:
@@ -128,7 +128,7 @@ def step_time_figure(sides: Sequence[Side], judged: Mapping[str, Sequence[int]])
                           faded=tuple(i for i, s in enumerate(steps) if s not in keep)))
     if not per_step_worth_drawing(lines):
         return None
-    multi = any(len({r.get("rank") for r in records(s, "step_metrics")}) > 1 for s in sides)
+    multi = any(len(set(table_columns(s.doc.get("step_metrics"), ("rank",))[0])) > 1 for s in sides)
     return LineFigure("step_time_judged", "Step time per step" + (" (slowest rank)" if multi else ""),
                       "profiler step", "step time", "step", "us", (Panel("", tuple(lines)),), "line",
                       note="Faded points: steps the gate did not judge (warm-up). The last step of each run is "

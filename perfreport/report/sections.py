@@ -8,7 +8,9 @@ older document, an analysis that found nothing) drops its block, never the repor
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
+from ..jsondoc import table_columns
 from .blocks import (
     TOP_ROWS, Side, make_section, order_key, per_step_worth_drawing, pivot_bars, records, series_figure, side_label,
     stacked_bars, table,
@@ -131,12 +133,15 @@ def launch_figure(sides: Sequence[Side]) -> LineFigure | None:
     """Launch delay p95 per step, points marked where the step has outliers."""
     lines = []
     for side in sides:
-        rows = [r for r in records(side, "launch_stats_by_step") if (r.get("iteration") or -1) >= 0]
-        for rank in sorted({r.get("rank") for r in rows}, key=order_key):
-            pts = sorted((r for r in rows if r.get("rank") == rank), key=lambda r: r["iteration"])
-            lines.append(Line(side_label(rank, side.label), tuple(r["iteration"] for r in pts),
-                              tuple(r.get("launch_delay_p95_us") for r in pts),
-                              tuple(i for i, r in enumerate(pts) if _outlier(r))))
+        by_rank: dict[Any, list[tuple]] = {}  # (step, delay p95, outliers) per rank, in the table's order
+        for step, rank, p95, runtime, delay in zip(*table_columns(side.doc.get("launch_stats_by_step"), (
+                "iteration", "rank", "launch_delay_p95_us", "runtime_outliers", "launch_delay_outliers"))):
+            if (step or -1) >= 0:
+                by_rank.setdefault(rank, []).append((step, p95, (runtime or 0) > 0 or (delay or 0) > 0))
+        for rank in sorted(by_rank, key=order_key):
+            pts = sorted(by_rank[rank], key=lambda p: p[0])
+            lines.append(Line(side_label(rank, side.label), tuple(p[0] for p in pts), tuple(p[1] for p in pts),
+                              tuple(i for i, p in enumerate(pts) if p[2])))
     if not per_step_worth_drawing(lines):
         return None
     return LineFigure("launch_delay", "Launch delay per step (p95; ✕ = step with outliers)", "profiler step",
