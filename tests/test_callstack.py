@@ -253,3 +253,25 @@ def test_hand_built_stack_and_edge_cases(tmp_path: Path) -> None:
     st = call_stack(empty[0])
     assert not st.is_node.any()
     assert op_kernels(empty).empty
+
+
+@pytest.mark.skipif(nesting._nest is None, reason="the C extension was not built")
+@pytest.mark.parametrize("seed", range(4))
+def test_c_sweep_of_threads_in_many_runs_equals_numpy_sweep(seed: int) -> None:
+    """A thread whose events come in far more runs than a few (an old profiler lists them by
+    end, say) is sorted by its starts' bits (radix), not merged: the same call stack, negative
+    starts and -0.0 (equal to 0.0) included."""
+    rng = np.random.default_rng(seed)
+    n = 20_000
+    start = rng.integers(-500, 500, n).astype(float) * 0.25
+    start[rng.random(n) < 0.05] = -0.0
+    start[rng.random(n) < 0.05] = 0.0
+    dur = np.where(rng.random(n) < 0.2, 0.0, rng.integers(1, 80, n) * 0.25)
+    order = np.argsort(start + dur, kind="stable")  # listed by end: thousands of runs of starts
+    group, start, dur = np.zeros(n, np.int64), start[order], dur[order]
+    assert np.count_nonzero(start[1:] < start[:-1]) > 1000
+    row = np.arange(n)
+    numpy_parent, numpy_depth = nesting.nest(group, start, dur, row, use_c=False)
+    c_parent, c_depth = nesting.nest(group, start, dur, row, use_c=True)
+    assert (c_parent == numpy_parent).all() and (c_depth == numpy_depth).all()
+    assert numpy_depth.max() >= 3
