@@ -54,3 +54,18 @@ def test_extension_rejects_bad_columns_with_a_clear_error() -> None:
         ordering._nest.nest(np.array([-1, 0]), np.zeros(2), np.zeros(2), np.arange(2), 1, out, out.copy())
     with pytest.raises((BufferError, TypeError, ValueError)):  # outputs must be writable
         ordering._nest.nest(np.array([0, 0]), np.zeros(2), np.zeros(2), np.arange(2), 1, b"0123456789abcdef", out)
+
+
+@pytest.mark.skipif(ordering._nest is None, reason="the C extension was not built")
+@pytest.mark.parametrize("seed", range(4))
+def test_span_order_of_events_in_many_runs_equals_lexsort(seed: int) -> None:
+    """Groups listed in thousands of runs (radix sorted in C): negative keys, -0.0 and 0.0."""
+    rng = np.random.default_rng(seed)
+    n = 30_000
+    group = rng.choice([5, -2], n)
+    start = rng.integers(-300, 300, n) * 0.5
+    key2 = -rng.integers(-3, 4, n) * 0.25
+    start[rng.random(n) < 0.05], key2[rng.random(n) < 0.1] = -0.0, -0.0
+    assert np.count_nonzero(start[1:] < start[:-1]) > 1000
+    expected = np.lexsort((key2, start, group))
+    np.testing.assert_array_equal(span_order(group, start, key2, use_c=True), expected)

@@ -190,32 +190,16 @@ static inline uint64_t sortable_bits(double d)
 #define RADIX_BITS 11
 #define RADIX_RUNS 256 /* more ascending runs than this: radix sort (log2 merge passes > 8) */
 
-/*
- * a[0..m) sorted stably by start (finite), by a least-significant-digit radix sort of the
- * starts' bits, 11 at a time (6 passes at most; a digit every start shares is skipped), into a
- * or tmp: the returned pointer says which; NULL when out of memory. For threads whose events
- * do not come in a few runs: an old profiler (the 2021 TensorBoard plugin's sample trace) lists
- * a thread's events in ~500,000 runs per 1.4 M events, where merging pairs of runs took ~20
- * passes of scattered reads. Equal starts keep their order, as in the merge sort.
- */
-static int64_t *radix_spans(int64_t *a, int64_t *tmp, int64_t m, const double *start)
+/* One stable pass per RADIX_BITS digit of key[0..m) (the digits all keys share skipped), the
+ * permutation *a moved along with it through tmp; *a, *key end where the result is. */
+static void radix_passes(int64_t **a, int64_t **tmp, uint64_t **key, uint64_t **key_tmp, int64_t m, int64_t *count)
 {
-    uint64_t *key = malloc((size_t)m * sizeof(uint64_t)), *key_tmp = malloc((size_t)m * sizeof(uint64_t));
-    int64_t *count = malloc(((size_t)1 << RADIX_BITS) * sizeof(int64_t));
-    if (!key || !key_tmp || !count) {
-        free(key);
-        free(key_tmp);
-        free(count);
-        return NULL;
-    }
-    for (int64_t i = 0; i < m; i++)
-        key[i] = sortable_bits(start[a[i]]);
     const uint64_t mask = ((uint64_t)1 << RADIX_BITS) - 1;
     for (int shift = 0; shift < 64; shift += RADIX_BITS) {
         memset(count, 0, ((size_t)1 << RADIX_BITS) * sizeof(int64_t));
         for (int64_t i = 0; i < m; i++)
-            count[(key[i] >> shift) & mask]++;
-        if (count[(key[0] >> shift) & mask] == m)
+            count[((*key)[i] >> shift) & mask]++;
+        if (count[((*key)[0] >> shift) & mask] == m)
             continue; /* every key has this digit: the pass would not move anything */
         int64_t total = 0;
         for (uint64_t d = 0; d <= mask; d++) {
@@ -224,39 +208,70 @@ static int64_t *radix_spans(int64_t *a, int64_t *tmp, int64_t m, const double *s
             total += c;
         }
         for (int64_t i = 0; i < m; i++) {
-            int64_t at = count[(key[i] >> shift) & mask]++;
-            key_tmp[at] = key[i];
-            tmp[at] = a[i];
+            int64_t at = count[((*key)[i] >> shift) & mask]++;
+            (*key_tmp)[at] = (*key)[i];
+            (*tmp)[at] = (*a)[i];
         }
-        uint64_t *swap_key = key;
-        key = key_tmp;
-        key_tmp = swap_key;
-        int64_t *swap = a;
-        a = tmp;
-        tmp = swap;
+        uint64_t *swap_key = *key;
+        *key = *key_tmp;
+        *key_tmp = swap_key;
+        int64_t *swap = *a;
+        *a = *tmp;
+        *tmp = swap;
     }
+}
+
+/*
+ * a[0..m) sorted stably by (start, key2) (key2 may be NULL), by a least-significant-digit radix
+ * sort of the values' bits, RADIX_BITS at a time: key2's, then start's. The result is in a or
+ * tmp: the returned pointer says which; NULL when out of memory or a key2 is not finite (the
+ * merge sort decides then, as the comparison does). For threads whose events do not come in a
+ * few runs: an old profiler (the 2021 TensorBoard plugin's sample trace) lists a thread's events
+ * in ~500,000 runs per 1.4 M events, where merging pairs of runs took ~20 passes of scattered
+ * reads. Equal keys keep their order, as in the merge sort.
+ */
+static int64_t *radix_spans(int64_t *a, int64_t *tmp, int64_t m, const double *start, const double *key2)
+{
+    uint64_t *key = malloc((size_t)m * sizeof(uint64_t)), *key_tmp = malloc((size_t)m * sizeof(uint64_t));
+    int64_t *count = malloc(((size_t)1 << RADIX_BITS) * sizeof(int64_t));
+    int64_t *out = NULL;
+    if (!key || !key_tmp || !count)
+        goto done;
+    if (key2) {
+        for (int64_t i = 0; i < m; i++) {
+            if (!isfinite(key2[a[i]]))
+                goto done;
+            key[i] = sortable_bits(key2[a[i]]);
+        }
+        radix_passes(&a, &tmp, &key, &key_tmp, m, count);
+    }
+    for (int64_t i = 0; i < m; i++)
+        key[i] = sortable_bits(start[a[i]]);
+    radix_passes(&a, &tmp, &key, &key_tmp, m, count);
+    out = a;
+done:
     free(key);
     free(key_tmp);
     free(count);
-    return a;
+    return out;
 }
 
 /*
  * Sort the events a[0..m) by (start, key2) stably (key2 may be NULL: by start only), `tmp` a
  * scratch of m. A natural merge sort: a thread's events come in file order, which Kineto
  * writes as a few long runs in start order (operators, then runtime calls, ...), so a few
- * passes that each merge pairs of consecutive runs; by start alone, events in more runs than
- * RADIX_RUNS are radix sorted (radix_spans). The result ends in a or in tmp: the returned
+ * passes that each merge pairs of consecutive runs; events in more runs than RADIX_RUNS are
+ * radix sorted (radix_spans). The result ends in a or in tmp: the returned
  * pointer says which.
  */
 static int64_t *sort_spans(int64_t *a, int64_t *tmp, int64_t m, const double *start, const double *key2)
 {
-    if (!key2 && m > RADIX_RUNS) {
+    if (m > RADIX_RUNS) {
         int64_t runs = 1;
         for (int64_t i = 1; i < m && runs <= RADIX_RUNS; i++)
-            runs += start[a[i]] < start[a[i - 1]];
+            runs += span_less(a[i], a[i - 1], start, key2);
         if (runs > RADIX_RUNS) {
-            int64_t *sorted = radix_spans(a, tmp, m, start);
+            int64_t *sorted = radix_spans(a, tmp, m, start, key2);
             if (sorted)
                 return sorted;
         }
