@@ -114,10 +114,15 @@ class OpProfileFold:
         kind, code = sums.kind[keep], sums.pair[keep] & ((1 << _STEP_SHIFT) - 1)
         if not len(kind):
             return _empty(PROFILE_COLUMNS)
-        keys = np.array(self.keys, dtype=object)[code]
-        g = Grouped({"kind": kind, "key": keys}, ["kind", "key"])  # the order is immaterial: sorted below
+        names = np.array(self.keys, dtype=object)
+        key_ids, _ = pd.factorize(names, sort=True)  # each name code's key, numbered in the keys' order
+        if len(key_ids) and key_ids.min() >= 0:  # grouped by integers: the groups strings give, in their order
+            g = Grouped({"kind": kind, "key": key_ids[code]}, ["kind", "key"])
+        else:  # (a missing key: the strings' grouping drops it)
+            g = Grouped({"kind": kind, "key": names[code]}, ["kind", "key"])
+        keys = names[code[g.first]] if len(g.first) else names[:0]
         distinct_names = np.unique(g.ids * len(self.keys) + code[g.rows]) // len(self.keys)  # (group, raw name)
-        out = pd.DataFrame({"kind": np.array(KINDS, dtype=object)[kind[g.first]], "key": keys[g.first],
+        out = pd.DataFrame({"kind": np.array(KINDS, dtype=object)[kind[g.first]], "key": keys,
                             "count": g.sum(sums.count[keep]), "dur_us": g.sum(sums.dur_us[keep])})
         out["names"] = np.bincount(distinct_names, minlength=g.n)
         samples = self.ranks * (len(common) if len(common) else 1)
