@@ -99,11 +99,7 @@ def _column_values(column) -> list:
         return column.to_numpy().tolist()
     if isinstance(dtype, np.dtype) and dtype.kind == "f":
         array = column.to_numpy()
-        out = array.tolist()
-        bad = np.flatnonzero(~np.isfinite(array))
-        for i in bad.tolist():  # a loop over the few NaN/inf cells
-            out[i] = None
-        return out
+        return _none_where(array.tolist(), ~np.isfinite(array))
     from pandas.core.dtypes.cast import maybe_box_native
 
     import pandas as pd
@@ -117,8 +113,7 @@ def _column_values(column) -> list:
     if kinds <= _NATIVE:  # plain values (text, numbers, None): only non-finite floats change, found in C
         if loose and float in kinds:
             cells = np.array(out, dtype=object)
-            for i in np.flatnonzero(pd.isna(cells) | (cells == math.inf) | (cells == -math.inf)).tolist():
-                out[i] = None
+            _none_where(out, pd.isna(cells) | (cells == math.inf) | (cells == -math.inf))
         return out
 
     def cell(v):  # a value that is not text: unwrapped, NaN and inf as None where they can be
@@ -142,9 +137,16 @@ def finite_float_list(value: list | tuple) -> list | None:
     import numpy as np
 
     out = list(value)
-    for i in np.flatnonzero(~np.isfinite(np.array(out, dtype=np.float64))).tolist():  # the few NaN/inf
-        out[i] = None
-    return out
+    return _none_where(out, ~np.isfinite(np.array(out, dtype=np.float64)))
+
+
+def _none_where(values: list, bad) -> list:
+    """``values`` with None where ``bad`` (a boolean array) holds: a loop over the few NaN/inf."""
+    import numpy as np
+
+    for i in np.flatnonzero(bad).tolist():
+        values[i] = None
+    return values
 
 
 def _plain(value, keep_records: bool = False):

@@ -114,6 +114,8 @@ far below any real (possibly negative) id, and decodable back to the text."""
 
 STEP_NAME = re.compile(r"^ProfilerStep\s*#\s*(\d+)")
 """A profiler step: the ``ProfilerStep#N`` span that ``torch.profiler`` records per ``step()``."""
+STEP_NUMBER_CAP = 2**63 - 1
+"""A step number past int64 is held as this in :func:`step_name_table` (the loader refuses it)."""
 
 
 def step_name_table(strings: Iterable[str]) -> np.ndarray:
@@ -124,13 +126,10 @@ def step_name_table(strings: Iterable[str]) -> np.ndarray:
     strings = list(strings)
     out = np.full(len(strings) + 1, -1, dtype=np.int64)
     for code, text in enumerate(strings):
-        if text.startswith("ProfilerStep") and (m := STEP_NAME.match(text)):  # the prefix first: ~4 x cheaper
+        if text.startswith("ProfilerStep") and (m := STEP_NAME.match(text)):  # the prefix first: 2.4 x cheaper
             out[code] = min(int(m.group(1)), STEP_NUMBER_CAP)
     return out
 
-
-STEP_NUMBER_CAP = 2**63 - 1
-"""A step number past int64 is held as this in :func:`step_name_table` (the loader refuses it)."""
 
 # --- kernel classes -----------------------------------------------------------------------
 COMPUTATION, COMMUNICATION, MEMORY, OTHER = "COMPUTATION", "COMMUNICATION", "MEMORY", "OTHER"

@@ -261,8 +261,7 @@ done:
  * scratch of m. A natural merge sort: a thread's events come in file order, which Kineto
  * writes as a few long runs in start order (operators, then runtime calls, ...), so a few
  * passes that each merge pairs of consecutive runs; events in more runs than RADIX_RUNS are
- * radix sorted (radix_spans). The result ends in a or in tmp: the returned
- * pointer says which.
+ * radix sorted (radix_spans). The result ends in a or in tmp: the returned pointer says which.
  */
 static int64_t *sort_spans(int64_t *a, int64_t *tmp, int64_t m, const double *start, const double *key2)
 {

@@ -120,7 +120,7 @@ class OpProfileFold:
             g = Grouped({"kind": kind, "key": key_ids[code]}, ["kind", "key"])
         else:  # (a missing key: the strings' grouping drops it)
             g = Grouped({"kind": kind, "key": names[code]}, ["kind", "key"])
-        keys = names[code[g.first]] if len(g.first) else names[:0]
+        keys = names[code[g.first]]
         distinct_names = np.unique(g.ids * len(self.keys) + code[g.rows]) // len(self.keys)  # (group, raw name)
         out = pd.DataFrame({"kind": np.array(KINDS, dtype=object)[kind[g.first]], "key": keys,
                             "count": g.sum(sums.count[keep]), "dur_us": g.sum(sums.dur_us[keep])})

@@ -59,7 +59,7 @@ class StringPool:
         pool = self._strings
         items = values.ravel().tolist()
         if len(items) > 64 and set(map(type, items)) == {str}:  # a text column (a row per step: 10,000s)
-            codes, distinct = pd.factorize(np.array(items, dtype=object))  # one lookup per distinct text
+            codes, distinct = pd.factorize(values.ravel())  # one lookup per distinct text
             pooled = np.array([pool.setdefault(v, v) for v in distinct.tolist()], dtype=object)
             return pooled[codes].reshape(values.shape)
         out = [pool.setdefault(v, v) if type(v) is str else v for v in items]
