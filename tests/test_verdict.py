@@ -420,3 +420,37 @@ def test_keyed_samples_are_the_pivot_of_the_op_table():
     dropped = data.steps.iloc[1:]  # a sample the side no longer holds: its rows are not counted anywhere
     fewer = dataclasses.replace(data, steps=dropped)
     assert len(keyed_samples(fewer, "op_steps", ("key",), "count", ["gemm"])) == len(dropped)
+
+
+@pytest.mark.parametrize("baseline, candidate", [("recorded/repeat_base/run1", "recorded/sync_each_step/run1"),
+                                                 ("recorded/short_multirank/ddp_w2_gloo_1step_run1",
+                                                  "recorded/short_multirank/ddp_w2_gloo_1step_run2")])
+def test_the_checked_keys_are_those_of_the_tables_text(baseline: str, candidate: str):
+    """The checks' keys come from codes made once per side (table_keys, sorted_keys); they must
+    be the tables' text keys: listed in order of first appearance, the baseline's first; sorted
+    as pd.factorize sorts them; the top kernels ranked by pandas' sums grouped by the text (copy
+    and set keys left out), on real sides with several kernels per step and with collectives."""
+    from perfreport.gate.comparison import MEMORY_KEY, Comparison
+    from perfreport.gate.metrics import key_of, sorted_keys
+    from perfreport.gate.relative import _top_kernels
+
+    from .conftest import DATA
+
+    b, c = (gate_side(label, load_cached(str(DATA / run)), Config()) for label, run in (("b", baseline), ("c", candidate)))
+    cmp = Comparison(b, c, Config(), [(r, r) for r in sorted(set(b.ranks) & set(c.ranks))], False)
+    for table, frame_of, columns in (("op_steps", lambda x: x.ops, ("key",)),
+                                     ("collectives_per_step", lambda x: x.collectives, ("kind", "process_group"))):
+        want = list(dict.fromkeys([*key_of(frame_of(b), columns), *key_of(frame_of(c), columns)]))
+        assert cmp.keys(table, columns) == want
+        codes, distinct = pd.factorize(key_of(frame_of(b), columns), sort=True)
+        got_codes, got_distinct = sorted_keys(b, table, columns)
+        assert np.array_equal(got_codes, codes) and got_distinct.tolist() == list(distinct)
+    assert len(cmp.keys("op_steps", ("key",))) > 3
+    assert len(cmp.keys("collectives_per_step", ("kind", "process_group"))) > 0 or "gloo" not in baseline
+
+    def ranked(side) -> list[str]:
+        ops = side.ops[~side.ops["key"].astype(str).str.match(MEMORY_KEY.pattern).to_numpy(bool)]
+        return ops.groupby("key")["dur_us"].sum().sort_values(ascending=False, kind="stable").index.tolist()
+
+    for top in (1, 3, 1000):
+        assert _top_kernels(cmp, top) == list(dict.fromkeys(ranked(b)[:top] + ranked(c)[:top]))

@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from ..model import CPU_OP_CATEGORIES, RankTrace, TraceSet, distinct_codes
-from .grouping import sorted_codes
+from .grouping import code_sums, sorted_codes
 
 KINDS = ("cpu_op", "gpu")
 STEP_COLUMNS = ("rank", "step", "kind", "key", "count", "dur_us")
@@ -326,24 +326,26 @@ def op_steps(traces: TraceSet, exact: bool = False) -> pd.DataFrame:
     if not pairs:
         return pd.DataFrame({c: pd.Series(dtype=object if c in ("kind", "key") else float) for c in STEP_COLUMNS})
     # the (rank, step, kind, key) of each pair as one integer that sorts as the tuple does (the
-    # strings ranked among the few distinct ones), so pandas groups integers, not every row's
-    # strings: the same groups, order and sums (each group's rows in the same order)
+    # strings ranked among the few distinct ones, the (kind, key) pairs that occur numbered
+    # densely), so the pairs are grouped as integers, not every row's strings: the same groups,
+    # order and sums as pandas' (each group's rows in the same order)
     kinds = sorted({p.kind for p in pairs})
     keys = np.unique(np.concatenate([np.asarray(p.keys, dtype=object) for p in pairs]))
     rank, rank_ids = sorted_codes(np.concatenate([np.full(len(p.step), p.rank, dtype=np.int64) for p in pairs]))
     step, step_ids = sorted_codes(np.concatenate([p.step for p in pairs]).astype(np.int64))
-    kind = np.concatenate([np.full(len(p.step), kinds.index(p.kind), dtype=np.int64) for p in pairs])
-    key = np.concatenate([np.searchsorted(keys, np.asarray(p.keys, dtype=object))[p.label] for p in pairs])
-    code = ((rank * len(step_ids) + step) * len(kinds) + kind) * len(keys) + key
-    sums = pd.DataFrame({"count": np.concatenate([p.count for p in pairs]),
-                         "dur_us": np.concatenate([p.dur_us for p in pairs])}).groupby(code, sort=True).sum()
-    group = sums.index.to_numpy(np.int64)
-    rest, key = np.divmod(group, len(keys))
-    rest, kind = np.divmod(rest, len(kinds))
+    kind_keys, kind_key = distinct_codes(np.concatenate(
+        [kinds.index(p.kind) * len(keys) + np.searchsorted(keys, np.asarray(p.keys, dtype=object))[p.label]
+         for p in pairs]), len(kinds) * len(keys))
+    code = (rank * len(step_ids) + step) * len(kind_keys) + kind_key
+    group, sums = code_sums(code, len(rank_ids) * len(step_ids) * len(kind_keys),
+                            {"count": np.concatenate([p.count for p in pairs]).astype(np.int64, copy=False),
+                             "dur_us": np.concatenate([p.dur_us for p in pairs]).astype(np.float64, copy=False)})
+    rest, kind_key = np.divmod(group, len(kind_keys))
+    kind, key = np.divmod(kind_keys[kind_key], len(keys))
     rank, step = np.divmod(rest, len(step_ids))
     return pd.DataFrame({"rank": np.asarray(rank_ids, dtype=np.int64)[rank], "step": np.asarray(step_ids, dtype=np.int64)[step],
                          "kind": np.array(kinds, dtype=object)[kind], "key": keys[key],
-                         "count": sums["count"].to_numpy(np.int64), "dur_us": sums["dur_us"].to_numpy(np.float64)},
+                         "count": sums["count"], "dur_us": sums["dur_us"]},
                         columns=list(STEP_COLUMNS))
 
 

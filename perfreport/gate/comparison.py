@@ -14,7 +14,7 @@ from ..config import Config
 from ..model import COLLECTIVE
 from .checks import Evidence, Note
 from .hostwait import HostWait, host_wait_only
-from .metrics import HIGHER, Group, Metric, SideData, aggregate, key_of
+from .metrics import HIGHER, Group, Metric, SideData, aggregate, table_keys
 from .noise import Paired, paired_noise
 from .stats import bootstrap_interval, mann_whitney_u
 from .variants import Swap, kernel_swaps
@@ -113,13 +113,12 @@ class Comparison:
 
     def keys(self, table: str, key_columns: tuple[str, ...]) -> list[str]:
         """Keys of ``table`` ("op_steps" or "collectives_per_step") on either side, baseline first."""
-        keys: list[str] = []
+        keys: dict[str, None] = {}
         for side in (self.b, self.c):
             frame = side.ops if table == "op_steps" else side.collectives
-            if not len(frame):
-                continue
-            keys += [k for k in dict.fromkeys(key_of(frame, key_columns)) if k not in keys]
-        return keys
+            if len(frame):
+                keys.update(dict.fromkeys(table_keys(side, table, key_columns)[1].tolist()))
+        return list(keys)
 
     def evidence(self, b: np.ndarray, c: np.ndarray, metric: Metric) -> Evidence:
         """Whether ``c`` is significantly worse than ``b`` (``stats.test``), with the bootstrap interval."""

@@ -263,33 +263,73 @@ def _in_samples(table: pd.DataFrame, keys: pd.MultiIndex | None) -> pd.DataFrame
 def keyed_samples(side: SideData, table: str, key_columns: tuple[str, ...], value: str, keys: list) -> pd.DataFrame:
     """A (run, rank, step) x key table of ``value`` from the op or collective table (0 where a
     key has no row in a sample), over every sample of the side; columns are the ``keys``."""
-    frame = {"op_steps": side.ops, "cpu_ops": side.cpu_ops, "collectives_per_step": side.collectives}[table]
-    frame = frame if frame is not None else side.ops.iloc[0:0]
+    frame = _table(side, table)
     index = pd.MultiIndex.from_frame(side.steps[SAMPLE])
     if not len(frame) or not keys:
         return pd.DataFrame(0.0, index=index, columns=pd.Index(keys, dtype=object))
     wide = side._pivots.get((table, key_columns, value))
     if wide is None:  # (the structural, relative, variant and host-wait checks ask for the same ones)
-        wide = _pivot_sums(frame, key_of(frame, key_columns), frame[value].to_numpy(np.float64))
+        wide = _pivot_sums(side, table, key_columns, frame[value].to_numpy(np.float64))
         side._pivots[(table, key_columns, value)] = wide
     return wide.reindex(index=index, columns=keys, fill_value=0.0).astype(np.float64)
 
 
-def _pivot_sums(frame: pd.DataFrame, row_keys: np.ndarray, values: np.ndarray) -> pd.DataFrame:
-    """``frame.assign(_key=row_keys, v=values).pivot_table(index=SAMPLE, columns="_key", values="v",
-    aggfunc="sum", fill_value=0.0)``, made directly: the same frame (samples and keys sorted, one
-    block laid out as the pivot lays it out, so what is computed from it adds in the same order)
-    and the same sums (pandas' grouped sum over the rows in their order, as the pivot does),
-    without the pivot's general machinery, which was half of the gate's time."""
+def _table(side: SideData, table: str) -> pd.DataFrame:
+    """The side's per-step table named ``table`` (empty when the side has none)."""
+    frame = {"op_steps": side.ops, "cpu_ops": side.cpu_ops, "collectives_per_step": side.collectives}[table]
+    return frame if frame is not None else side.ops.iloc[0:0]
+
+
+def table_keys(side: SideData, table: str, key_columns: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """(code per row, distinct keys): the :func:`key_of` keys of the side's ``table``, as a code
+    per row into the distinct keys, which come in order of first appearance (NaN, if a key is
+    missing, one of them). Made once per side, table and key columns: the checks ask for the
+    same keys again and again, and hashing every row's text each time (206,000 (op, step) rows
+    a side on a 37,000-step rank: 30 ms a pass) was most of the verdict's time."""
+    memo = side._pivots
+    if ("keys", table, key_columns) not in memo:
+        frame = _table(side, table)
+        codes, distinct = pd.factorize(key_of(frame, key_columns), use_na_sentinel=False)
+        memo[("keys", table, key_columns)] = (codes.astype(np.intp, copy=False), np.asarray(distinct, dtype=object))
+    return memo[("keys", table, key_columns)]
+
+
+def sorted_keys(side: SideData, table: str, key_columns: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`table_keys` as ``pd.factorize(keys, sort=True)`` gives them: per row the key's
+    position among the distinct keys in sorted order (-1 for a missing key), and those keys."""
+    codes, distinct = table_keys(side, table, key_columns)
+    present = np.array([isinstance(k, str) for k in distinct.tolist()], dtype=bool)  # (NaN: no key)
+    order = np.flatnonzero(present)[np.argsort(distinct[present], kind="stable")]
+    position = np.full(len(distinct), -1, dtype=np.intp)
+    position[order] = np.arange(len(order))
+    return position[codes], distinct[order]
+
+
+def _samples_of(side: SideData, table: str) -> tuple[np.ndarray, pd.MultiIndex]:
+    """(sample of each row, the samples): the rows' (run, rank, step) numbered in sorted order
+    (a pivot's index). Made once per side and table, for every value and key columns."""
+    memo = side._pivots
+    if ("samples", table) not in memo:
+        columns = [_table(side, table)[c].to_numpy() for c in SAMPLE]
+        _, first, sample = np.unique(np.stack(columns, axis=1), axis=0, return_index=True, return_inverse=True)
+        memo[("samples", table)] = (sample.ravel(), pd.MultiIndex.from_arrays([c[first] for c in columns], names=SAMPLE))
+    return memo[("samples", table)]
+
+
+def _pivot_sums(side: SideData, table: str, key_columns: tuple[str, ...], values: np.ndarray) -> pd.DataFrame:
+    """``frame.assign(_key=key_of(frame, key_columns), v=values).pivot_table(index=SAMPLE,
+    columns="_key", values="v", aggfunc="sum", fill_value=0.0)`` of the side's ``table``, made
+    directly: the same frame (samples and keys sorted, one block laid out as the pivot lays it
+    out, so what is computed from it adds in the same order) and the same sums (pandas' grouped
+    sum over the rows in their order, as the pivot does), without the pivot's general
+    machinery, which was half of the gate's time."""
+    frame = _table(side, table)
     samples = frame[SAMPLE]
     if samples.isna().to_numpy().any():  # (never in a side's tables; the pivot drops such rows)
-        return frame.assign(_key=row_keys, _v=values).pivot_table(index=SAMPLE, columns="_key", values="_v",
-                                                                  aggfunc="sum", fill_value=0.0)
-    columns = [samples[c].to_numpy() for c in SAMPLE]
-    _, first, sample = np.unique(np.stack(columns, axis=1), axis=0, return_index=True, return_inverse=True)
-    sample = sample.ravel()  # rows sorted by run, rank, step, as the pivot's index
-    sample_index = pd.MultiIndex.from_arrays([c[first] for c in columns], names=SAMPLE)
-    key, key_values = pd.factorize(row_keys, sort=True)
+        return frame.assign(_key=key_of(frame, key_columns), _v=values).pivot_table(
+            index=SAMPLE, columns="_key", values="_v", aggfunc="sum", fill_value=0.0)
+    sample, sample_index = _samples_of(side, table)  # rows sorted by run, rank, step, as the pivot's index
+    key, key_values = sorted_keys(side, table, key_columns)
     cell = sample * len(key_values) + key
     sums = pd.Series(values).groupby(cell, sort=False).sum()
     out = np.zeros(len(sample_index) * len(key_values), dtype=np.float64)
@@ -390,5 +430,5 @@ def _median(values: np.ndarray) -> float:
 
 
 __all__ = ["Metric", "METRICS", "RELATIVE_METRICS", "ABSOLUTE_METRICS", "STRUCTURAL_COUNTS", "SideData", "side_data",
-           "keyed_samples", "key_of", "versions_of", "warmup_steps", "Group", "aggregate", "rank_pairs", "HIGHER",
+           "keyed_samples", "key_of", "table_keys", "sorted_keys", "versions_of", "warmup_steps", "Group", "aggregate", "rank_pairs", "HIGHER",
            "LOWER", "WHOLE_TRACE_STEP", "SAMPLE"]

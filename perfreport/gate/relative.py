@@ -35,7 +35,7 @@ from .hostwait import HOST_WAIT_METRICS
 
 IDLE_METRICS = ("idle_us", "idle_pct")
 """GPU idle inside the step's GPU window: lowered to warn when the step itself got faster."""
-from .metrics import HIGHER, METRICS, RELATIVE_METRICS, Group, Metric, keyed_samples
+from .metrics import HIGHER, METRICS, RELATIVE_METRICS, Group, Metric, keyed_samples, sorted_keys
 from .noise import run_noise, step_noise, t_quantile, z_quantile
 from .stats import smallest_p_value
 
@@ -127,10 +127,14 @@ def _top_kernels(cmp: Comparison, top: int) -> list[str]:
         ops = side.ops
         if not len(ops) or not len(side.steps):
             continue
-        codes, distinct = pd.factorize(ops["key"].astype(str))  # a row per (op, step): match each key once
-        memory = np.array([MEMORY_KEY.match(k) is not None for k in distinct.tolist()] + [False], dtype=bool)
-        kernels = ops[~memory[codes]]
-        ranked = kernels.groupby("key")["dur_us"].sum().sort_values(ascending=False, kind="stable")
+        # a row per (op, step): each key matched once, the rows grouped by the keys' sorted
+        # positions (pandas' sums over the rows in order, as grouping by the text; no missing key)
+        key, distinct = sorted_keys(side, "op_steps", ("key",))
+        kernel = np.array([MEMORY_KEY.match(k) is None for k in distinct.tolist()] + [False], dtype=bool)
+        rows = kernel[key]  # (-1: the appended False)
+        sums = pd.Series(ops["dur_us"].to_numpy()[rows]).groupby(key[rows]).sum()
+        ranked = pd.Series(sums.to_numpy(), index=pd.Index(distinct[sums.index.to_numpy()], dtype=object)) \
+            .sort_values(ascending=False, kind="stable")
         keys += [k for k in ranked.index[:top] if k not in keys]
     return keys
 
