@@ -18,7 +18,7 @@ from .jsondoc import Records
 from .analyses.attribution import Explanation, explain
 from .analyses.collectives import collectives_per_step
 from .analyses.coverage import rank_coverage
-from .analyses.diff import op_steps
+from .analyses.diff import forget_step_sums, op_steps
 from .analyses.invocations import collective_calls, gpu_invocations
 from .analyses.memory import memory_note
 from .analyses.series import time_series
@@ -405,6 +405,8 @@ def compare_many(baseline: str | Path, candidates: list[str | Path], *, config: 
                 explanation, note = attribution.result()
         finally:
             attribution.stop()
+            for traces in (*b_runs, *c_runs):  # (the gate's and the attribution's op sums: no longer read)
+                forget_step_sums(traces)
         give_back()  # the gate's transients, before the report is built on top of them
         out.append(Comparison(baseline=b_analysis, candidate=c_analysis, verdict=verdict, explanation=explanation,
                               config=config, baseline_ref=stored, explanation_note=note,

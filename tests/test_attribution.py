@@ -296,3 +296,35 @@ def test_runs_on_two_jobs_with_different_gpus() -> None:
     assert {"kernel", "communication", "memory", "idle"} <= kinds
     assert x.collectives and all(c.changes for c in x.collectives)
     assert any(line.startswith("collective ") for line in x.lines())
+
+
+@pytest.mark.parametrize("exact", [False, True])
+def test_the_one_sided_sums_are_op_steps_grouped_by_text(exact: bool):
+    """The ops and kernels of one run only are summed per (kind, key) over the samples from
+    op_steps' integer codes; they must be op_steps' rows of the samples grouped by the text, as
+    pandas sums them (to the last bit), on a real pair with several ranks and on the samples of
+    some ranks and steps only (the gate's choice after warm-up)."""
+    import pandas as pd
+
+    from perfreport.analyses.attribution import _per_sample, _side
+    from perfreport.analyses.diff import op_steps
+
+    traces = load_cached(str(Path(TRACES).parent / "recorded" / "short_multirank" / "ddp_w2_gloo_1step_run1"))
+    for ranks, steps in ((traces.rank_ids, None), (traces.rank_ids[:1], None)):
+        side = _side(traces, ranks, exact, steps)
+        sub = TraceSet(ranks={r: traces[r] for r in ranks}, source=traces.source)
+        rows = op_steps(sub, exact).merge(side.samples[["rank", "step"]], on=["rank", "step"])
+        want = rows.groupby(["kind", "key"])[["count", "dur_us"]].sum() / len(side.samples)
+        got = _per_sample(traces, ranks, side, exact)
+        assert len(got) == len(want) > 10
+        assert got.index.tolist() == want.index.tolist()
+        assert np.array_equal(got["count"].to_numpy(), want["count"].to_numpy())
+        assert np.array_equal(got["dur_us"].to_numpy().view(np.int64), want["dur_us"].to_numpy().view(np.int64))
+    repeat = load_cached(str(Path(TRACES).parent / "recorded" / "repeat_base" / "run1"))
+    steps = sorted(repeat[repeat.rank_ids[0]].step_numbers().tolist())[2:-2]  # some steps only
+    side = _side(repeat, repeat.rank_ids, exact, steps)
+    rows = op_steps(repeat, exact).merge(side.samples[["rank", "step"]], on=["rank", "step"])
+    want = rows.groupby(["kind", "key"])[["count", "dur_us"]].sum() / len(side.samples)
+    got = _per_sample(repeat, repeat.rank_ids, side, exact)
+    assert len(side.samples) == len(steps) and got.index.tolist() == want.index.tolist()
+    pd.testing.assert_frame_equal(got.reset_index(drop=True), want.reset_index(drop=True), check_exact=True)

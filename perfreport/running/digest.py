@@ -409,7 +409,7 @@ def _precompute_gate(one: TraceSet, options: AnalysisOptions) -> None:
     """The per-rank parts of the gate's inputs and of the explanation, with the run's settings."""
     from ..analyses.attribution import step_parts
     from ..analyses.invocations import rank_invocations
-    from ..analyses.diff import _rank_pairs, op_steps
+    from ..analyses.diff import _rank_pairs
     from ..analyses.step_metrics import step_metrics
 
     trace = next(iter(one))
@@ -417,7 +417,7 @@ def _precompute_gate(one: TraceSet, options: AnalysisOptions) -> None:
                                 ("runtime_cutoff_us", options.runtime_cutoff_us)) if v is not None}
     step_metrics(one, **kwargs)
     for exact in {False, bool(options.exact_kernel_names)}:
-        op_steps(one, exact)
+        _rank_pairs(trace, trace.step_numbers(), exact)  # op_steps' sums (the parent groups them)
         _rank_pairs(trace, np.empty(0, dtype=np.int64), exact)  # ranks that share no step: whole-trace sums
         if options.attribution:
             step_parts(trace, None, exact)
