@@ -89,3 +89,20 @@ def test_code_sums_are_pandas_grouped_sums_to_the_last_bit(seed: int) -> None:
     np.testing.assert_array_equal(codes, want.index.to_numpy())
     assert sums["count"].dtype == np.int64 and np.array_equal(sums["count"], want["count"].to_numpy())
     assert np.array_equal(sums["dur_us"].view(np.int64), want["dur_us"].to_numpy().view(np.int64))  # -0.0 and all
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_tuples_in_is_the_multiindex_membership(seed: int) -> None:
+    """tuples_in against ``MultiIndex.isin`` on (run, rank, step)-like tuples: negative steps
+    (the whole trace is step -1), tuples absent from either side, ranges wide enough that the
+    members' joint code would overflow (the MultiIndex way then), no rows or no tuples."""
+    from perfreport.analyses.grouping import tuples_in
+
+    rng = np.random.default_rng(seed)
+    n, m = int(rng.integers(0, 3000)), int(rng.integers(0, 300))
+    wide = 10 ** 17  # seed 3: steps so far apart that three members do not fit one int64
+    rows = [rng.integers(0, 3, n), rng.integers(0, 8, n), rng.integers(-1, 40, n) * (wide if seed == 3 else 1)]
+    among = [rng.integers(0, 3, m), rng.integers(0, 8, m), rng.integers(-1, 40, m) * (wide if seed == 3 else 1)]
+    want = pd.MultiIndex.from_arrays(rows).isin(pd.MultiIndex.from_arrays(among)) if n else np.zeros(0, bool)
+    got = tuples_in(rows, among)
+    assert got.dtype == bool and np.array_equal(got, want) and (want.any() or not n or not m or seed == 3)

@@ -56,7 +56,7 @@ from ..units import format_bytes, pct, us_to_ms
 from .callstack import call_stack, stack_levels
 from .collectives import rank_collectives
 from .diff import normalize_kernel_name, step_sums
-from .grouping import code_sums
+from .grouping import code_sums, tuples_in
 from .intervals import sorted_edges, window_overlaps
 from .memory_bw import direction_of
 from .step_metrics import WHOLE_TRACE_STEP, step_windows
@@ -647,20 +647,11 @@ def _per_sample(traces: TraceSet, ranks: list[int], side: _Side, exact: bool) ->
     if not len(sums.kinds) or keys.empty:
         return pd.DataFrame(columns=["count", "dur_us"], index=pd.MultiIndex.from_arrays([[], []],
                                                                                         names=["kind", "key"]))
-    inside = _in_samples(sums.rank, sums.step, keys["rank"].to_numpy(np.int64), keys["step"].to_numpy(np.int64))
+    inside = tuples_in((sums.rank, sums.step), (keys["rank"].to_numpy(), keys["step"].to_numpy()))
     pairs, totals = code_sums(sums.pair[inside], len(sums.kinds),
                               {"count": sums.count[inside], "dur_us": sums.dur_us[inside]})
     index = pd.MultiIndex.from_arrays([sums.kinds[pairs], sums.keys[pairs]], names=["kind", "key"])
     return pd.DataFrame({"count": totals["count"], "dur_us": totals["dur_us"]}, index=index) / len(side.samples)
-
-
-def _in_samples(rank: np.ndarray, step: np.ndarray, sample_rank: np.ndarray, sample_step: np.ndarray) -> np.ndarray:
-    """Whether each (rank, step) is one of the samples' (one integer per pair, then ``np.isin``)."""
-    if not len(rank) or not len(sample_rank):
-        return np.zeros(len(rank), dtype=bool)
-    lo = min(int(step.min()), int(sample_step.min()))
-    span = max(int(step.max()), int(sample_step.max())) - lo + 1
-    return np.isin(rank * span + (step - lo), sample_rank * span + (sample_step - lo))
 
 
 def _one_sided(baseline: TraceSet, candidate: TraceSet, b_ranks: list[int], c_ranks: list[int], b_side: _Side,

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from ..analyses.grouping import tuples_in
 from ..config import StepsConfig
 from ..model import TraceMeta
 
@@ -204,18 +205,18 @@ def side_data(label: str, step_table: pd.DataFrame, op_table: pd.DataFrame, coll
             launch_delay_outlier_pct=np.where(launches > 0, 100.0 * table["launch_delay_outliers"] / launches, np.nan),
             short_kernel_pct=np.where(launches > 0, 100.0 * table["short_kernels"] / launches, np.nan),
         )
-    keys = pd.MultiIndex.from_frame(table[SAMPLE]) if len(table) else None
-    is_gpu = (op_table["kind"] == "gpu") if len(op_table) else None
-    ops = op_table[is_gpu] if len(op_table) else op_table
-    cpu_ops = op_table[~is_gpu] if len(op_table) else op_table
+    samples = table[SAMPLE] if len(table) else None
+    is_gpu = (op_table["kind"] == "gpu").to_numpy(bool) if len(op_table) else np.zeros(0, dtype=bool)
+    in_samples = _sample_rows(op_table, samples)  # (one pass over the op rows, split by kind after)
+    ops, cpu_ops = (op_table[in_samples & kind].reset_index(drop=True) for kind in (is_gpu, ~is_gpu))
     invocations = _with_run(invocation_table) if invocation_table is not None else None
-    return SideData(label=label, steps=table, ops=_in_samples(ops, keys),
-                    collectives=_in_samples(collective_table, keys),
+    return SideData(label=label, steps=table, ops=ops,
+                    collectives=_in_samples(collective_table, samples),
                     ranks=tuple(ranks), gpus=dict(gpus), world_size=world_size, versions=dict(versions or {}),
                     skipped_steps=skipped, warmup_steps=tuple(sorted(warm)),
                     runs=int(table["run"].nunique()) if len(table) else 1,
-                    cpu_ops=_in_samples(cpu_ops, keys),
-                    invocations=None if invocations is None else _in_samples(invocations, keys))
+                    cpu_ops=cpu_ops,
+                    invocations=None if invocations is None else _in_samples(invocations, samples))
 
 
 SAMPLE = ["run", "rank", "step"]
@@ -253,11 +254,16 @@ def warmup_steps(table: pd.DataFrame, threshold_pct: float, max_steps: int) -> t
     return tuple(sorted(found))
 
 
-def _in_samples(table: pd.DataFrame, keys: pd.MultiIndex | None) -> pd.DataFrame:
-    if keys is None or not len(table):
-        return table.iloc[0:0]
-    inside = pd.MultiIndex.from_frame(table[SAMPLE].astype(np.int64)).isin(keys)
-    return table[inside].reset_index(drop=True)
+def _in_samples(table: pd.DataFrame, samples: pd.DataFrame | None) -> pd.DataFrame:
+    """The rows of ``table`` whose (run, rank, step) is one of ``samples``' (None: none)."""
+    return table[_sample_rows(table, samples)].reset_index(drop=True)
+
+
+def _sample_rows(table: pd.DataFrame, samples: pd.DataFrame | None) -> np.ndarray:
+    """Whether each row of ``table`` has the (run, rank, step) of one of ``samples``."""
+    if samples is None or not len(table):
+        return np.zeros(len(table), dtype=bool)
+    return tuples_in([table[c].to_numpy(np.int64) for c in SAMPLE], [samples[c].to_numpy(np.int64) for c in SAMPLE])
 
 
 def keyed_samples(side: SideData, table: str, key_columns: tuple[str, ...], value: str, keys: list) -> pd.DataFrame:
