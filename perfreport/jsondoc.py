@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
 
 
 class Records(Sequence):
@@ -220,7 +222,9 @@ class JsonChunks(Iterable[bytes]):
 
     :meth:`encode_ahead` encodes the members the document has so far while the command waits
     for something else (the PDF's layout in a child): iterating then reads them back and
-    encodes only the members added since (the command's timings, added last)."""
+    encodes only the members added since (the command's timings, added last). Encoded ahead
+    into a file of the caller's (the staged temporary of the file the bytes are for), the rest
+    is appended to that file (:meth:`finish`) instead: the text is written once, not copied."""
 
     __slots__ = ("document", "_ahead")
     READ_SIZE = 1 << 20
@@ -229,30 +233,61 @@ class JsonChunks(Iterable[bytes]):
         self.document = document
         self._ahead = None
 
-    def encode_ahead(self) -> None:
-        """Encode the document's present members now, into an unnamed temporary file (not into
-        memory: the text may be GBs). Those members must not change afterwards; members may be
-        added. A 53 MB report.json (a compare of two 200 MB many-step ranks) takes 0.35 s to
-        encode, which a PDF's layout in a child hides; reading it back takes a few ms."""
+    def encode_ahead(self, into: str | os.PathLike | None = None) -> None:
+        """Encode the document's present members now: into a new file at ``into`` (which
+        :meth:`finish` completes), else into an unnamed temporary file (not into memory: the
+        text may be GBs). Those members must not change afterwards; members may be added. A
+        53 MB report.json (a compare of two 200 MB many-step ranks) takes 0.35 s to encode,
+        which a PDF's layout in a child hides; reading it back takes a few ms."""
         import tempfile
 
         if not isinstance(self.document, Mapping) or not self.document:
             return
         keys = tuple(self.document)
-        f = tempfile.TemporaryFile()
+        f = open(into, "xb") if into is not None else tempfile.TemporaryFile()
         try:
+            if into is not None:
+                f.write(b"{")
             for chunk in _members(self.document, keys, 0, b""):
                 f.write(chunk)
         except BaseException:
             f.close()
+            if into is not None:
+                _remove(into)
             raise
         self.close()
-        self._ahead = (f, keys)
+        if into is not None:
+            f.close()
+        self._ahead = (f, keys) if into is None else (Path(into), keys)
+
+    def staged(self) -> Path | None:
+        """The file :meth:`encode_ahead` wrote into, when it was given one (else None)."""
+        return self._ahead[0] if self._ahead is not None and isinstance(self._ahead[0], Path) else None
+
+    def finish(self, f) -> None:
+        """Complete the :meth:`staged` file, open as ``f`` (``r+b``): the members added since are
+        appended, or, where the members encoded ahead changed, the whole document rewritten."""
+        keys = self._ahead[1] if self._ahead is not None else ()
+        if not keys or list(self.document)[:len(keys)] != list(keys):
+            f.seek(0)
+            f.truncate()
+            for chunk in _chunks(self.document, b""):
+                f.write(chunk)
+            f.write(b"\n")
+            return
+        f.seek(0, os.SEEK_END)
+        for chunk in _members(self.document, tuple(self.document)[len(keys):], len(keys), b""):
+            f.write(chunk)
+        f.write(b"\n}\n")
 
     def close(self) -> None:
-        """Let the members encoded ahead go (their temporary file)."""
+        """Let the members encoded ahead go (their temporary file; a :meth:`staged` one is
+        removed where it was not made the file it was for)."""
         if self._ahead is not None:
-            self._ahead[0].close()
+            if isinstance(self._ahead[0], Path):
+                _remove(self._ahead[0])
+            else:
+                self._ahead[0].close()
             self._ahead = None
 
     def __iter__(self) -> Iterator[bytes]:
@@ -261,11 +296,22 @@ class JsonChunks(Iterable[bytes]):
             yield b"\n"
             return
         f, keys = self._ahead
-        f.seek(0)
-        yield b"{"
-        yield from iter(lambda: f.read(self.READ_SIZE), b"")
+        if isinstance(f, Path):
+            with open(f, "rb") as staged:
+                yield from iter(lambda: staged.read(self.READ_SIZE), b"")
+        else:
+            f.seek(0)
+            yield b"{"
+            yield from iter(lambda: f.read(self.READ_SIZE), b"")
         yield from _members(self.document, tuple(self.document)[len(keys):], len(keys), b"")
         yield b"\n}\n"
+
+
+def _remove(path) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
 
 
 def _chunks(value, indent: bytes) -> Iterator[bytes]:

@@ -215,3 +215,32 @@ def test_table_columns_are_the_rows_values():
     twice = pd.DataFrame([[1, 2]], columns=["a", "a"])  # two columns of one name: the rows decide
     assert table_columns(Records(twice), ("a",)) == [[r["a"] for r in Records(twice).tolist()]]
     assert table_columns({"a": 1}, ("a",)) == [[]] and table_columns(None, ("a", "b")) == [[], []]
+
+
+@pytest.mark.parametrize("lost", [False, True])
+def test_members_encoded_ahead_into_the_staged_file_are_written_once(tmp_path, frame, lost):
+    """Encoded ahead into the hidden temporary the file set renames into place, the document is
+    completed there (its added members appended; all of it rewritten where an early member went),
+    byte for byte one encode of the whole: that very file becomes report.json, nothing is copied
+    and no temporary is left. Closing without a write removes the temporary."""
+    from perfreport.storing.atomic import atomic_files, temp_name
+
+    doc = {"a": 1, "t": Records(frame), "n": [1.5, math.nan]}
+    chunks = JsonChunks(doc)
+    staged = temp_name(tmp_path / "report.json")
+    chunks.encode_ahead(staged)
+    assert chunks.staged() == staged and staged.read_bytes().startswith(b"{")
+    inode = staged.stat().st_ino
+    if lost:
+        del doc["a"]
+    doc["timings"] = {"wall_s": 1.25}
+    atomic_files(tmp_path, {"report.json": chunks, "report.md": "# r\n"})
+    assert (tmp_path / "report.json").read_bytes() == json_bytes(doc)
+    assert (tmp_path / "report.json").stat().st_ino == inode  # the file encoded ahead, renamed
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".lock", ".perfreport-set.json", "report.json", "report.md"]
+    chunks.close()
+    assert (tmp_path / "report.json").read_bytes() == json_bytes(doc)  # (close never touches the target)
+    other = JsonChunks({"x": 1})
+    other.encode_ahead(temp_name(tmp_path / "other.json"))
+    other.close()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".other.json")]

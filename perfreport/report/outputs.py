@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..running.forked import fork
-from ..storing.atomic import atomic_files
+from ..storing.atomic import atomic_files, temp_name
 from ..errors import PerfreportError
 from ..jsondoc import JsonChunks
 from . import FILENAMES, parse_formats, render
@@ -280,9 +280,10 @@ def write_reports(report: Report | None, out_dir: str | Path, formats: Iterable[
             path = out / FILENAMES["pdf"]
             if renderer is not None:  # while the child lays the PDF out, this core is free
                 with phase("render:json encoded ahead (while the PDF is laid out)"):
-                    for content in files.values():
-                        if isinstance(content, JsonChunks):
-                            content.encode_ahead()
+                    for name, content in files.items():
+                        if isinstance(content, JsonChunks):  # into the file the set will rename into place
+                            out.mkdir(parents=True, exist_ok=True)
+                            content.encode_ahead(temp_name(out / name))
             try:
                 with phase("render:pdf layout (child process; waited for)" if renderer else "render:pdf layout"):
                     files[FILENAMES["pdf"]] = renderer.result(path) if renderer else pdf.layout_pdf(pdf_page)
