@@ -328,3 +328,40 @@ def test_the_one_sided_sums_are_op_steps_grouped_by_text(exact: bool):
     got = _per_sample(repeat, repeat.rank_ids, side, exact)
     assert len(side.samples) == len(steps) and got.index.tolist() == want.index.tolist()
     pd.testing.assert_frame_equal(got.reset_index(drop=True), want.reset_index(drop=True), check_exact=True)
+
+
+@pytest.mark.parametrize("run", ["recorded/short_multirank/ddp_w2_gloo_1step_run1", "traces/hta_a100_nccl_rank0of2",
+                                 "traces/hta_a100_rank0of16_cudagraph_triton"])
+def test_c_class_claims_equal_the_numpy_path(monkeypatch, run: str) -> None:
+    """The GPU parts' segment pass in C (_nest.class_claim) and in numpy: the same first class
+    per segment, rates, computation mask and per-class integrals, float for float, and so the
+    same step parts, on traces with communication under computation and fractional µs."""
+    import pandas as pd
+
+    from perfreport.analyses import attribution
+    from perfreport.analyses.intervals import sorted_edges
+
+    if not hasattr(attribution._nest, "class_claim"):
+        pytest.skip("the C extension was not built")
+    traces = load_cached(str(Path(TRACES).parent / run))
+    for trace in traces:
+        rows = trace.gpu_work_rows()
+        rows = rows[trace.dur[rows] > 0]
+        s, e = trace.ts[rows], trace.ts[rows] + trace.dur[rows]
+        cls = attribution._PRIORITY_OF_CLASS[trace.gpu_class()[rows]]
+        bounds, (si, ei) = sorted_edges(s, e)
+        n_cls = len(attribution.PRIORITY)
+        in_c = attribution._class_claim(cls, si, ei, bounds, n_cls)
+        parts_c = attribution._step_parts(trace, False)
+        with monkeypatch.context() as m:
+            m.setattr(attribution, "_nest", None)
+            in_numpy = attribution._class_claim(cls, si, ei, bounds, n_cls)
+            parts_numpy = attribution._step_parts(trace, False)
+        for got, want in zip(in_c, in_numpy):
+            assert got.shape == want.shape and got.dtype == want.dtype
+            assert np.array_equal(got.view(np.int64) if got.dtype == np.float64 else got,
+                                  want.view(np.int64) if want.dtype == np.float64 else want)
+        pd.testing.assert_frame_equal(parts_c, parts_numpy, check_exact=True)
+        top = in_c[0]
+        assert len(rows) > 500 and (top >= 0).any() and (in_c[2] > 0).any()
+        assert (np.unique(top[top >= 0]).size > 1) or "gloo" in run

@@ -73,6 +73,16 @@
  * free), 0 elsewhere, summed in segment order as the numpy path's cumsum over the claimed
  * segments does (the same floats). Only the Python C
  * API is used (buffers in, buffers out); the GIL is released during each pass.
+ *
+ *     class_claim(cls, starts, ends, seg, top, rate, under, cum) -> None
+ *
+ * is the segment pass of ``attribution._gpu_parts``: events of classes 0..n_cls-1 (priority
+ * order) given as positions among the sorted edges; per segment j (``seg``: nb - 1 lengths) the
+ * first class running (``top``, int64, nb: -1 where none and at the last bound), its rate
+ * 1 / (its events running) (``rate``, float64, nb: 0 where none), whether a class-0 event runs
+ * (``under``, float64 0/1, nb - 1) and per class the running integral of its rate over the
+ * segments it holds (``cum``, float64, n_cls x nb, row c: 0 at bound 0), summed in segment order
+ * as the numpy path's cumsum of the held rates does (the same floats).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -888,6 +898,83 @@ static PyObject *layer_claim(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+static PyObject *class_claim(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *objs[8];
+    if (!PyArg_ParseTuple(args, "OOOOOOOO", &objs[0], &objs[1], &objs[2], &objs[3], &objs[4], &objs[5], &objs[6],
+                          &objs[7]))
+        return NULL;
+    Py_buffer views[8];
+    for (int k = 0; k < 8; k++) {
+        int flags = PyBUF_C_CONTIGUOUS | (k >= 4 ? PyBUF_WRITABLE : 0);
+        if (PyObject_GetBuffer(objs[k], &views[k], flags) < 0) {
+            release(views, k);
+            return NULL;
+        }
+    }
+    Py_ssize_t m = views[0].len / 8, n_gaps = views[3].len / 8, nb = n_gaps + 1;
+    Py_ssize_t n_cls = nb ? views[7].len / 8 / nb : 0;
+    if (views[0].len % 8 || views[1].len != views[0].len || views[2].len != views[0].len || views[3].len % 8
+        || views[4].len != nb * 8 || views[5].len != nb * 8 || views[6].len != n_gaps * 8 || n_cls < 1
+        || n_cls > 64 || views[7].len != n_cls * nb * 8) {
+        release(views, 8);
+        PyErr_SetString(PyExc_ValueError, "class_claim: expected int64 classes, starts and ends of one length, "
+                                          "float64 seg, int64 top and float64 rate (one more), float64 under "
+                                          "(one per segment) and float64 cum (classes x bounds)");
+        return NULL;
+    }
+    const int64_t *cls = views[0].buf, *starts = views[1].buf, *ends = views[2].buf;
+    for (Py_ssize_t i = 0; i < m; i++) {
+        if (cls[i] < 0 || cls[i] >= n_cls || starts[i] < 0 || starts[i] >= nb || ends[i] < 0 || ends[i] >= nb) {
+            release(views, 8);
+            PyErr_SetString(PyExc_ValueError, "class_claim: a class or an edge position is out of range");
+            return NULL;
+        }
+    }
+    int32_t *delta = calloc((size_t)(n_cls * nb), sizeof(int32_t));  /* row c: class c's events opening - closing */
+    if (delta == NULL) {
+        release(views, 8);
+        return PyErr_NoMemory();
+    }
+    const double *seg = views[3].buf;
+    int64_t *top = views[4].buf;
+    double *rate = views[5].buf, *under = views[6].buf, *cum = views[7].buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < m; i++) {
+        delta[cls[i] * nb + starts[i]] += 1;
+        delta[cls[i] * nb + ends[i]] -= 1;
+    }
+    int64_t active[64] = {0};
+    double running[64] = {0.0};
+    for (Py_ssize_t j = 0; j < nb; j++) {
+        for (Py_ssize_t c = 0; c < n_cls; c++)
+            cum[c * nb + j] = running[c];
+        if (j == n_gaps) {  /* the last bound: no segment after it */
+            top[j] = -1;
+            rate[j] = 0.0;
+            break;
+        }
+        int64_t first = -1;
+        for (Py_ssize_t c = n_cls - 1; c >= 0; c--) {
+            active[c] += delta[c * nb + j];
+            if (active[c] > 0) first = c;
+        }
+        under[j] = active[0] > 0 ? 1.0 : 0.0;
+        top[j] = first;
+        if (first >= 0) {
+            rate[j] = 1.0 / (double)active[first];
+            running[first] += rate[j] * seg[j];
+        } else {
+            rate[j] = 0.0;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    free(delta);
+    release(views, 8);
+    Py_RETURN_NONE;
+}
+
 /* last_at_or_before(values, pos, threshold, out, max_steps): per query q, the largest
  * j <= pos[q] with !(values[j] < threshold[q]) (a NaN on either side matches), -1 if none, or -2
  * when more than max_steps jumps did not settle it (the caller asks the segment tree then).
@@ -1090,6 +1177,10 @@ static PyMethodDef nest_methods[] = {
      "last_key_at_or_before(key_sorted, ts_sorted, key, ts, out) -> bool\n\n"
      "Per query: the last position of the sorted (key, ts) pairs at or before (key, ts), -1 when\n"
      "the key is absent (see launch._last_key_at_or_before); False when a time is not finite."},
+    {"class_claim", class_claim, METH_VARARGS,
+     "class_claim(cls, starts, ends, seg, top, rate, under, cum) -> None\n\n"
+     "The segment pass of the attribution's GPU parts: per segment the first class running, its\n"
+     "shared rate, whether class 0 runs, and each class's running integral (see attribution._gpu_parts)."},
     {"layer_claim", layer_claim, METH_VARARGS,
      "layer_claim(starts, ends, free, seg, cum) -> None\n\n"
      "One layer of the time at stake: claim the free segments where the layer is active and\n"

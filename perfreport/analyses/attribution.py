@@ -58,6 +58,7 @@ from .collectives import rank_collectives
 from .diff import normalize_kernel_name, step_sums
 from .grouping import code_sums, tuples_in
 from .intervals import sorted_edges, window_overlaps
+from .nesting import _nest
 from .memory_bw import direction_of
 from .step_metrics import WHOLE_TRACE_STEP, step_windows
 
@@ -133,17 +134,22 @@ def _first_running(on: np.ndarray) -> np.ndarray:
     return _FIRST_SET_BIT[bits]
 
 
-def _gpu_parts(trace: RankTrace, ws: np.ndarray, we: np.ndarray, exact: bool) -> "_Parts":
-    """Each GPU event's share of each window (:class:`_Parts`)."""
-    rows = trace.gpu_work_rows()
-    rows = rows[trace.dur[rows] > 0]
-    if not len(rows) or not len(ws):
-        return _Parts.empty()
-    s, e = trace.ts[rows], trace.ts[rows] + trace.dur[rows]
-    cls = _PRIORITY_OF_CLASS[trace.gpu_class()[rows]]
-    n_cls = len(PRIORITY)
-    bounds, (si, ei) = sorted_edges(s, e)
+def _class_claim(cls: np.ndarray, si: np.ndarray, ei: np.ndarray, bounds: np.ndarray, n_cls: int
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The segment pass of :func:`_gpu_parts` over events of classes ``cls`` (priority order)
+    spanning edge positions ``si``-``ei`` of ``bounds``: per bound (the segment after it) the
+    first class running (``top``, -1: none and at the last bound) and its rate (1 / its events
+    running), whether a computation runs (per segment, 0/1), and per class the running integral
+    of its rate over the segments it holds (classes x bounds). In C when the extension has it
+    (one pass; the numpy path's classes x segments matrices were most of the attribution's time
+    on a 1 GB rank: 0.3 s), else numpy; the same floats either way."""
     nb = len(bounds)
+    if hasattr(_nest, "class_claim") and nb:
+        top, rate_top = np.empty(nb, dtype=np.int64), np.empty(nb)
+        under, cum = np.empty(nb - 1), np.empty((n_cls, nb))
+        _nest.class_claim(np.ascontiguousarray(cls, np.int64), np.ascontiguousarray(si, np.int64),
+                          np.ascontiguousarray(ei, np.int64), np.diff(bounds), top, rate_top, under, cum)
+        return top, rate_top, under, cum
     # per class, the events running on each segment [bounds[j], bounds[j+1]): one count of
     # the (class, edge) pairs (whole numbers: the float sums they replace were exact)
     at_class = cls * (nb + 1)
@@ -162,8 +168,21 @@ def _gpu_parts(trace: RankTrace, ws: np.ndarray, we: np.ndarray, exact: bool) ->
     held = np.zeros((n_cls, max(nb - 1, 0)))
     held[top[seg], seg] = rate_top[seg] * np.diff(bounds)[seg]
     np.cumsum(held, axis=1, out=cum[:, 1:])
-    del held
-    top = np.append(top, -1)
+    return np.append(top, -1), rate_top, under_compute, cum
+
+
+def _gpu_parts(trace: RankTrace, ws: np.ndarray, we: np.ndarray, exact: bool) -> "_Parts":
+    """Each GPU event's share of each window (:class:`_Parts`)."""
+    rows = trace.gpu_work_rows()
+    rows = rows[trace.dur[rows] > 0]
+    if not len(rows) or not len(ws):
+        return _Parts.empty()
+    s, e = trace.ts[rows], trace.ts[rows] + trace.dur[rows]
+    cls = _PRIORITY_OF_CLASS[trace.gpu_class()[rows]]
+    n_cls = len(PRIORITY)
+    bounds, (si, ei) = sorted_edges(s, e)
+    nb = len(bounds)
+    top, rate_top, under_compute, cum = _class_claim(cls, si, ei, bounds, n_cls)
     # pair each event with the windows it overlaps (windows sorted by start; ranges are supersets)
     order = np.argsort(ws, kind="stable")
     ws_s, we_s = ws[order], we[order]
