@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -195,6 +195,27 @@ def distinct_codes(codes: np.ndarray, n_codes: int) -> tuple[np.ndarray, np.ndar
     present[shifted] = True
     uniq = np.flatnonzero(present)
     return (uniq - 1).astype(codes.dtype), (np.cumsum(present) - 1)[shifted]
+
+
+def tuples_in(rows: Sequence[np.ndarray], among: Sequence[np.ndarray]) -> np.ndarray:
+    """Whether each row's tuple of integers (``rows``: a column per member) is one of the tuples
+    ``among`` holds (its columns alike), as ``MultiIndex.isin`` says: the tuples as one integer
+    each (mixed radix over the members' joint ranges) and ``np.isin``, not a hash of every
+    row's levels (the (run, rank, step) of a million (op, step) rows: 18 ms a table that way).
+    Members whose joint range would overflow the integer are first ranked densely."""
+    n = len(rows[0]) if len(rows) else 0
+    if not n or not len(among) or not len(among[0]):
+        return np.zeros(n, dtype=bool)
+    code = np.zeros(n + len(among[0]), dtype=np.int64)  # the rows', then among's
+    for x, y in zip(rows, among):
+        values = np.concatenate([np.asarray(x, dtype=np.int64), np.asarray(y, dtype=np.int64)])
+        lo, hi = int(values.min()), int(values.max())
+        if (int(code.max()) + 1) * (hi - lo + 1) >= 1 << 62:  # ranked densely: the product fits
+            code = np.unique(code, return_inverse=True)[1].ravel()
+            values = np.unique(values, return_inverse=True)[1].ravel()
+            lo, hi = 0, int(values.max())
+        code = code * (hi - lo + 1) + (values - lo)
+    return np.isin(code[:n], code[n:])
 
 
 @dataclass(frozen=True, slots=True)

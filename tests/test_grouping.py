@@ -96,7 +96,7 @@ def test_tuples_in_is_the_multiindex_membership(seed: int) -> None:
     """tuples_in against ``MultiIndex.isin`` on (run, rank, step)-like tuples: negative steps
     (the whole trace is step -1), tuples absent from either side, ranges wide enough that the
     members' joint code would overflow (the MultiIndex way then), no rows or no tuples."""
-    from perfreport.analyses.grouping import tuples_in
+    from perfreport.model import tuples_in
 
     rng = np.random.default_rng(seed)
     n, m = int(rng.integers(0, 3000)), int(rng.integers(0, 300))

@@ -399,7 +399,8 @@ def test_keyed_samples_are_the_pivot_of_the_op_table():
     """keyed_samples sums each (sample, key) cell itself; it must be what pivot_table gives:
     the same float sums, 0 where a key has no row in a sample, NaN left out, keys asked twice
     or absent kept as asked, rows of dropped samples (warm-up) ignored."""
-    from perfreport.gate.metrics import SAMPLE, key_of, keyed_samples
+    from perfreport.gate.keyed import key_of, keyed_samples
+    from perfreport.gate.metrics import SAMPLE
 
     data = side({0: {"step_time_us": STABLE}, 1: {"step_time_us": STABLE}},
                 kernels={"gemm": (3, 0.1 + 0.2), "relu": (1, 1e-3)},
@@ -431,7 +432,7 @@ def test_the_checked_keys_are_those_of_the_tables_text(baseline: str, candidate:
     as pd.factorize sorts them; the top kernels ranked by pandas' sums grouped by the text (copy
     and set keys left out), on real sides with several kernels per step and with collectives."""
     from perfreport.gate.comparison import MEMORY_KEY, Comparison
-    from perfreport.gate.metrics import key_of, sorted_keys
+    from perfreport.gate.keyed import key_of, sorted_keys
     from perfreport.gate.relative import _top_kernels
 
     from .conftest import DATA

@@ -51,12 +51,12 @@ import pandas as pd
 from ..errors import TraceError
 from ..model import COMMUNICATION, COMPUTATION, GPU_SIDE_CATEGORIES, KERNEL_CLASS_NAMES, MEMORY
 from ..model import OTHER as MODEL_OTHER
-from ..model import RankTrace, TraceSet, distinct_codes
+from ..model import RankTrace, TraceSet, distinct_codes, tuples_in
 from ..units import format_bytes, pct, us_to_ms
 from .callstack import call_stack, stack_levels
 from .collectives import rank_collectives
 from .diff import normalize_kernel_name, step_sums
-from .grouping import code_sums, tuples_in
+from .grouping import code_sums
 from .intervals import sorted_edges, window_overlaps
 from .nesting import _nest
 from .memory_bw import direction_of

@@ -291,29 +291,6 @@ def code_sums(code: np.ndarray, n_codes: int, columns: Mapping[str, np.ndarray])
     return uniq, sums
 
 
-def tuples_in(rows: Sequence[np.ndarray], among: Sequence[np.ndarray]) -> np.ndarray:
-    """Whether each row's tuple of integers (``rows``: a column per member) is one of the tuples
-    ``among`` holds (its columns alike): ``MultiIndex.from_arrays(rows).isin(...)`` of the
-    tuples (run, rank, step) that name samples, as one integer per tuple and ``np.isin``, not
-    a hash of every row's levels (a million (op, step) rows a side: 18 ms a table)."""
-    n = len(rows[0]) if len(rows) else 0
-    if not n or not len(among) or not len(among[0]):
-        return np.zeros(n, dtype=bool)
-    code = np.zeros(n, dtype=np.int64)
-    wanted = np.zeros(len(among[0]), dtype=np.int64)
-    room = 1
-    for x, y in zip(rows, among):  # mixed radix over the members' joint ranges
-        x, y = np.asarray(x, dtype=np.int64), np.asarray(y, dtype=np.int64)
-        lo = min(int(x.min()), int(y.min()))
-        span = max(int(x.max()), int(y.max())) - lo + 1
-        room *= span
-        if room >= 1 << 62:  # (ranges too wide for one integer: the tuples as a MultiIndex)
-            return pd.MultiIndex.from_arrays(list(rows)).isin(pd.MultiIndex.from_arrays(list(among)))
-        code = code * span + (x - lo)
-        wanted = wanted * span + (y - lo)
-    return np.isin(code, wanted)
-
-
 def value_order(values: np.ndarray) -> np.ndarray:
     """Positions of ``values`` sorted by value, stably, NaN last: what :class:`Grouped` sorts
     by first for its medians and quantiles, to share among groupings of one frame."""

@@ -2,6 +2,8 @@
 
 * :mod:`~perfreport.gate.metrics` - what is measured: metric specs (unit, bad direction,
   source table) and the per-step samples of one side (:class:`SideData`);
+* :mod:`~perfreport.gate.keyed` - a side's per-key sample tables (kernels, copies,
+  collectives), its keys coded once;
 * :mod:`~perfreport.gate.stats` - pure significance tests (Mann-Whitney U, bootstrap);
 * :mod:`~perfreport.gate.noise` - noise widths from the data: between steps, between runs,
   between matched GPU op calls (t and sign tests);

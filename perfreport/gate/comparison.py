@@ -14,7 +14,8 @@ from ..config import Config
 from ..model import COLLECTIVE
 from .checks import Evidence, Note
 from .hostwait import HostWait, host_wait_only
-from .metrics import HIGHER, Group, Metric, SideData, aggregate, table_keys
+from .keyed import table_keys
+from .metrics import HIGHER, Group, Metric, SideData, aggregate
 from .noise import Paired, paired_noise
 from .stats import bootstrap_interval, mann_whitney_u
 from .variants import Swap, kernel_swaps

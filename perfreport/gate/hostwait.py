@@ -20,7 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .metrics import SideData, keyed_samples
+from .keyed import keyed_samples
+from .metrics import SideData
 from .variants import families, family_of
 
 STEP_OP = re.compile(r"^ProfilerStep")

@@ -35,7 +35,8 @@ from .hostwait import HOST_WAIT_METRICS
 
 IDLE_METRICS = ("idle_us", "idle_pct")
 """GPU idle inside the step's GPU window: lowered to warn when the step itself got faster."""
-from .metrics import HIGHER, METRICS, RELATIVE_METRICS, Group, Metric, keyed_samples, sorted_keys
+from .keyed import keyed_samples, sorted_keys
+from .metrics import HIGHER, METRICS, RELATIVE_METRICS, Group, Metric
 from .noise import run_noise, step_noise, t_quantile, z_quantile
 from .stats import smallest_p_value
 

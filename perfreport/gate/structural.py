@@ -11,7 +11,8 @@ import pandas as pd
 from ..config import StructuralCheck
 from .checks import INCONCLUSIVE, PASS, Check, Evidence, Threshold, make_check
 from .comparison import MEMORY_KEY, Comparison
-from .metrics import HIGHER, METRICS, STRUCTURAL_COUNTS, Group, Metric, keyed_samples
+from .keyed import keyed_samples
+from .metrics import HIGHER, METRICS, STRUCTURAL_COUNTS, Group, Metric
 from .variants import variant_mask
 
 

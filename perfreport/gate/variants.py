@@ -29,7 +29,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .metrics import SideData, keyed_samples
+from .keyed import keyed_samples
+from .metrics import SideData
 
 CUDNN_CONV = re.compile(r"cudnn|^(explicit|implicit)_convolve_", re.IGNORECASE)
 CONV_KERNEL = re.compile(r"fprop|dgrad|wgrad|conv2d|convolution|convolve|reducesplitk|init_device_workspace|"
