@@ -67,3 +67,29 @@ def test_text_measured_once_per_process_gives_the_same_svgs(monkeypatch, figures
     assert RendererSVG.get_text_width_height_descent is measure and text.get_font is get_font  # restored
     # each (text, font) shaped once, not once per figure and per measuring
     assert set(shaped) == set(anew_shaped) and len(shaped) == len(figures._TEXT_SIZES) < len(anew_shaped) / 3
+
+
+def test_many_marked_points_are_drawn_once_per_cell_of_a_few_pixels():
+    """Past MAX_MARKS marked points, one cross per MARK_CELL_PX grid cell is drawn: every cell
+    that holds a marked point keeps one (the picture is the same: a cross covers ~11 pixels),
+    the SVG stays small, and a line with few marks keeps them all."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    n = 40_000
+    x = tuple(float(v) for v in range(1, n + 1))
+    y = tuple(float(v) for v in 100.0 + 20.0 * rng.standard_normal(n))
+    marked = tuple(range(0, n, 2))
+    line = Line("rank 0 · candidate", x, y, marked=marked)
+    shown = figures._shown_marks(x, y, marked, x, y, figures.WIDTH_IN)
+    grid = (figures.WIDTH_IN * figures.DPI / figures.MARK_CELL_PX) * (2.3 * figures.DPI / figures.MARK_CELL_PX)
+    assert set(shown) <= set(marked) and len(shown) < len(marked) / 2 and len(shown) <= grid
+    cell_x = (n - 1) / (figures.WIDTH_IN * figures.DPI / figures.MARK_CELL_PX)
+    cell_y = max(y) / (2.3 * figures.DPI / figures.MARK_CELL_PX)
+    cells = lambda idx: {(int((x[i] - 1) // cell_x), int(y[i] // cell_y)) for i in idx}  # noqa: E731
+    assert cells(shown) == cells(marked)  # every cell with a marked point has its cross
+    svg, bare = (figures.render_svg(LineFigure("l", "t", "step", "v", "step", "us", (Panel("", (one,)),)))
+                 for one in (line, Line(line.label, x, y)))
+    assert svg.count("<use") - bare.count("<use") == len(shown) and len(svg) < 2_000_000  # a <use> per cross
+    few = tuple(range(0, n, n // 50))
+    assert figures._shown_marks(x, y, few, x, y, figures.WIDTH_IN) == list(few)
