@@ -146,7 +146,7 @@ def _class_claim(cls: np.ndarray, si: np.ndarray, ei: np.ndarray, bounds: np.nda
     nb = len(bounds)
     if hasattr(_nest, "class_claim") and nb:
         top, rate_top = np.empty(nb, dtype=np.int64), np.empty(nb)
-        under, cum = np.empty(nb - 1), np.empty((n_cls, nb))
+        under, cum = np.empty(nb - 1), np.zeros((n_cls, nb))  # (zeroed: a class without events' row is left)
         _nest.class_claim(np.ascontiguousarray(cls, np.int64), np.ascontiguousarray(si, np.int64),
                           np.ascontiguousarray(ei, np.int64), np.diff(bounds), top, rate_top, under, cum)
         return top, rate_top, under, cum
