@@ -14,7 +14,7 @@ rank, added up to more than the work itself on traces below ~100 MB.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
