@@ -92,7 +92,13 @@ def test_op_profile_of_ranks_that_share_no_step_uses_whole_traces(tmp_path: Path
     assert got.equals(op_profile(load(tmp_path / "job", workers=1)).set_index("key"))
 
 
-def test_the_parent_keeps_one_copy_of_each_string_and_summary_tables_as_columns(digests8):
+def test_the_parent_keeps_one_copy_of_each_string_and_summary_tables_as_columns(digests8, monkeypatch):
+    """Past the first POOL_FROM ranks of a side, a rank's summaries take their strings from the
+    side's pool: one object per name however many ranks name it (the first ranks keep their own,
+    already one object per name within a digest)."""
+    from perfreport.running import assemble as assemble_module
+
+    monkeypatch.setattr(assemble_module, "POOL_FROM", 1)
     _, digests = digests8
     copies = [pickle.loads(pickle.dumps(digests[0])) for _ in range(3)]
     copies = [dataclasses.replace(d, meta=dataclasses.replace(d.meta, rank=r)) for r, d in enumerate(copies)]
@@ -101,7 +107,9 @@ def test_the_parent_keeps_one_copy_of_each_string_and_summary_tables_as_columns(
         assembler.add(d, i)
     names = [assembler.ranks[r]._memo["class_name_totals"] for r in range(3)]
     assert all(isinstance(n, FrozenFrame) for n in names)
-    assert all(a is b for a, b in zip(names[0].columns["name"], names[2].columns["name"]))
+    assert all(a is b for a, b in zip(names[1].columns["name"], names[2].columns["name"]))  # pooled
+    pairs = [(a, b) for a, b in zip(names[0].columns["name"], names[1].columns["name"]) if len(a) > 1]
+    assert pairs and not any(a is b for a, b in pairs)  # rank 0 kept its own (Python shares 1-char strings)
     assert isinstance(assembler.ranks[1].memo("class_name_totals", None), pd.DataFrame)
     assert OWN_PAIRS not in assembler.ranks[0]._memo  # folded, not kept (an analyze)
     before = pickle.dumps(copies[1].tables)

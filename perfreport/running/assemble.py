@@ -42,6 +42,12 @@ from ..timing import phase
 
 STACK_EVERY = 16
 """Ranks' parts of a table held as separate frames before they are joined into one."""
+POOL_FROM = STACK_EVERY
+"""Ranks of a side whose summaries keep their own strings; the later ones share the pool's. A
+job of a few ranks gains nothing from the pool (a digest's repeated names are already one
+object each: pickle keeps them so), and pooling a many-step rank's summaries, a name per
+(step, part) row, took 0.08 s a digest (37,000 steps); thousands of ranks still hold each
+name once, past the first few ranks' copies."""
 FOLDED = "op_profile"
 """The cross-rank table built by a fold rather than from the kept summaries."""
 _PAIRS = "op_pairs"
@@ -195,7 +201,8 @@ class Assembler:
 
         claim(self.ranks, d)  # a second file of one rank: the error line; a default rank, dropped events: warned
         rank = d.meta.rank
-        memo = {key: _kept(self.strings(value)) for key, value in d.memo.items()}
+        pooled = self.strings if len(self.ranks) > POOL_FROM else _as_is  # (this rank counted: claimed above)
+        memo = {key: _kept(pooled(value)) for key, value in d.memo.items()}
         for name, table in d.tables.items():
             self.tables.setdefault(name, TableStack(self.strings)).add(rank, table)
         own, whole = memo.get((_PAIRS, "own", False)), memo.get((_PAIRS, (), False))
@@ -243,6 +250,10 @@ def assemble(digests: Iterable[RankDigest], source: str, keep_pairs: bool = Fals
     for position, d in enumerate(digests):
         assembler.add(d, position)
     return assembler.finish()
+
+
+def _as_is(value: Any) -> Any:
+    return value
 
 
 def _kept(value: Any) -> Any:
