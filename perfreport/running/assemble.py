@@ -4,8 +4,9 @@ The per-rank tasks (:mod:`perfreport.running.executor`) send :class:`~perfreport
 in whatever order they finish. :class:`Assembler` keeps of each only what the end needs, in
 the smallest form, so that a rank costs the parent little more than its rows of the output:
 
-* **strings once**: a kernel name is on every rank; each digest's strings are swapped for the
-  run's one copy (:class:`StringPool`) before anything is kept;
+* **strings once**: a kernel name is on every rank; past a side's first :data:`POOL_FROM`
+  ranks, each digest's strings are swapped for the run's one copy (:class:`StringPool`) before
+  anything is kept;
 * **tables stacked**: a rank's per-rank tables join one frame per table every
   :data:`STACK_EVERY` ranks (dozens of small frames cost more than their rows), its strings
   pooled then;
