@@ -253,7 +253,7 @@ class JsonChunks(Iterable[bytes]):
         except BaseException:
             f.close()
             if into is not None:
-                _remove(into)
+                Path(into).unlink(missing_ok=True)
             raise
         self.close()
         if into is not None:
@@ -285,7 +285,7 @@ class JsonChunks(Iterable[bytes]):
         removed where it was not made the file it was for)."""
         if self._ahead is not None:
             if isinstance(self._ahead[0], Path):
-                _remove(self._ahead[0])
+                self._ahead[0].unlink(missing_ok=True)
             else:
                 self._ahead[0].close()
             self._ahead = None
@@ -305,13 +305,6 @@ class JsonChunks(Iterable[bytes]):
             yield from iter(lambda: f.read(self.READ_SIZE), b"")
         yield from _members(self.document, tuple(self.document)[len(keys):], len(keys), b"")
         yield b"\n}\n"
-
-
-def _remove(path) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
 
 
 def _chunks(value, indent: bytes) -> Iterator[bytes]:

@@ -352,3 +352,26 @@ def test_a_report_built_from_tables_is_the_report_built_from_their_json() -> Non
     assert {"step_time_judged", "launch_delay"} <= {f.id for f in figures}
     assert "step-traces" in {s.id for s in fresh.sections}
     assert dataclasses.replace(fresh, document=None) == dataclasses.replace(read, document=None)
+
+
+def test_the_launch_figure_plots_every_step_of_its_table_and_marks_the_outliers():
+    """The launch-delay figure against the table it draws, from a recorded H100 run with its
+    steps renumbered from 0 (torch's first step is ProfilerStep#0, which the figure once left
+    out): a point per step in step order at the step's delay p95, crossed where the step has
+    runtime or launch-delay outliers."""
+    from perfreport.analyses import ANALYSES
+    from perfreport.jsondoc import Records
+    from perfreport.report.blocks import Side
+    from perfreport.report.sections import launch_figure
+
+    from .conftest import DATA, load_cached
+
+    table = dict(ANALYSES)["launch_stats_by_step"](load_cached(str(DATA / "recorded" / "repeat_base" / "run1")))
+    table = table.assign(iteration=table["iteration"] - table["iteration"].min())
+    figure = launch_figure([Side("baseline", {"launch_stats_by_step": Records(table)})])
+    (line,) = figure.panels[0].lines
+    rows = table.sort_values("iteration", kind="stable")
+    assert list(line.x) == rows["iteration"].tolist() and line.x[0] == 0 and len(line.x) > 5
+    assert list(line.y) == rows["launch_delay_p95_us"].tolist()
+    outliers = (rows["runtime_outliers"] > 0) | (rows["launch_delay_outliers"] > 0)
+    assert [line.x[i] for i in line.marked] == rows.loc[outliers, "iteration"].tolist()

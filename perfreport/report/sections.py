@@ -136,7 +136,7 @@ def launch_figure(sides: Sequence[Side]) -> LineFigure | None:
         by_rank: dict[Any, list[tuple]] = {}  # (step, delay p95, outliers) per rank, in the table's order
         for step, rank, p95, runtime, delay in zip(*table_columns(side.doc.get("launch_stats_by_step"), (
                 "iteration", "rank", "launch_delay_p95_us", "runtime_outliers", "launch_delay_outliers"))):
-            if (step or -1) >= 0:
+            if step is not None and step >= 0:  # (step 0 too: torch's first ProfilerStep#0)
                 by_rank.setdefault(rank, []).append((step, p95, (runtime or 0) > 0 or (delay or 0) > 0))
         for rank in sorted(by_rank, key=order_key):
             pts = sorted(by_rank[rank], key=lambda p: p[0])
