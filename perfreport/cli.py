@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from . import __version__
-from .jsondoc import JsonChunks
+from .documents.jsondoc import JsonChunks
 from .errors import OneLineFormatter, PerfreportError, printable
 from .limits import override as override_limits
 from .units import format_pct, format_us

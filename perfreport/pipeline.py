@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import __version__
-from .jsondoc import Records
+from .documents.jsondoc import Records
 from .analyses.attribution import Explanation, explain
 from .analyses.collectives import collectives_per_step
 from .analyses.coverage import rank_coverage

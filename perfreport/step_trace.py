@@ -36,7 +36,7 @@ import numpy as np
 
 from .load.files import sha256_file
 from .storing.atomic import atomic_write_text
-from .jsondoc import table_columns
+from .documents.jsondoc import table_columns
 from .errors import PerfreportError
 from .load.fields import ARG_FIELDS, INT_MISSING
 from .model import DENSE_ARGS, TEXT_ID_BASE, RankTrace

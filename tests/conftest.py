@@ -214,7 +214,7 @@ def demo_comparison_json() -> str:
     examples/resnet50-workers0: FAIL), made once a session for the tests that read it; each parses
     its own copy."""
     from perfreport.config import load_config
-    from perfreport.jsondoc import json_text
+    from perfreport.documents.jsondoc import json_text
     from perfreport.pipeline import compare, report_document
 
     repo = Path(__file__).resolve().parents[1]
@@ -227,7 +227,7 @@ def small_comparison_json() -> str:
     """report.json of a real comparison, small (the tiny HTA pair, ~60 kB), made once a session:
     the starting point of the untrusted-document corpus and fuzzer."""
     from perfreport.config import load_config
-    from perfreport.jsondoc import json_text
+    from perfreport.documents.jsondoc import json_text
     from perfreport.pipeline import compare, report_document
 
     pair = TRACES / "pair_hta_trace_compare_tiny"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from perfreport.jsondoc import json_text
+from perfreport.documents.jsondoc import json_text
 from perfreport.archive import store
 from perfreport.archive.metrics import release_metrics
 from perfreport.errors import ArchiveError
@@ -158,7 +158,7 @@ def test_an_analysis_is_refused_with_a_hint(tmp_path):
 
 KILLER = """
 import os, signal, sys
-from perfreport.jsondoc import json_text
+from perfreport.documents.jsondoc import json_text
 from perfreport.archive import store
 n = int(sys.argv[1]); calls = [0]
 real_replace = os.replace

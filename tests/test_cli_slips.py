@@ -94,7 +94,7 @@ def test_analyze_writes_one_document_and_a_clean_stderr(tmp_path) -> None:
 
 def test_every_internal_link_of_the_pdf_lands_on_an_anchor() -> None:
     weasyprint = pytest.importorskip("weasyprint")
-    from perfreport.jsondoc import json_text
+    from perfreport.documents.jsondoc import json_text
     from perfreport.pipeline import run_jobs, summary_document, trace_jobs
     from perfreport.report import build_report
     from perfreport.report.pdf import paged_html

@@ -110,7 +110,7 @@ def pace(ranks: dict[int, list[dict]]) -> int:
 
 @functools.lru_cache(maxsize=None)
 def diagnosis(folder: str) -> dict:
-    from perfreport.jsondoc import json_text
+    from perfreport.documents.jsondoc import json_text
     from perfreport.pipeline import analyze, summary_document
 
     return json.loads(json_text(summary_document(analyze(folder, workers=1))))

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from perfreport.jsondoc import json_text
+from perfreport.documents.jsondoc import json_text
 from perfreport.analyses import ANALYSES
 from perfreport.analyses.attribution import explain
 from perfreport.analyses.memory import memory_note

@@ -10,7 +10,7 @@ import json
 import numpy as np
 import pytest
 
-from perfreport.jsondoc import json_text
+from perfreport.documents.jsondoc import json_text
 from perfreport.gate.checks import Evidence, Threshold, make_check
 from perfreport.gate.metrics import METRICS, Metric
 from perfreport.report.findings import FindingGroup, group_findings, ranks_text

@@ -1,4 +1,4 @@
-"""JSON documents (perfreport.jsondoc): tables held as Records, written in chunks, byte for byte
+"""JSON documents (perfreport.documents.jsondoc): tables held as Records, written in chunks, byte for byte
 what one encode of the whole document gives."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from perfreport.storing.atomic import atomic_files
-from perfreport.jsondoc import JsonChunks, Records, _RowsJson, json_bytes, json_text, plain_document
+from perfreport.documents.jsondoc import JsonChunks, Records, _RowsJson, json_bytes, json_text, plain_document
 
 from .conftest import TRACES
 
@@ -186,7 +186,7 @@ def test_members_encoded_ahead_are_not_encoded_again():
     [1.0] * 70 + ["text"],
 ])
 def test_long_float_lists_are_cleaned_as_item_by_item(values):
-    from perfreport.jsondoc import finite_float_list
+    from perfreport.documents.jsondoc import finite_float_list
     from perfreport.report.json_report import _clean
 
     def by_item(v, unwrap):
@@ -204,7 +204,7 @@ def test_long_float_lists_are_cleaned_as_item_by_item(values):
 
 
 def test_table_columns_are_the_rows_values():
-    from perfreport.jsondoc import table_columns
+    from perfreport.documents.jsondoc import table_columns
 
     frame = pd.DataFrame({"a": [1, 2, 3], "b": [0.5, math.nan, math.inf], "c": ["x", None, "z"]})
     rows = Records(frame).tolist()
@@ -244,3 +244,19 @@ def test_members_encoded_ahead_into_the_staged_file_are_written_once(tmp_path, f
     other.encode_ahead(temp_name(tmp_path / "other.json"))
     other.close()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".other.json")]
+
+
+def test_rows_of_plain_cells_are_a_line_each(monkeypatch):
+    """Rows whose cells are numbers and texts are written a line each, as msgspec encodes them
+    (texts holding braces, brackets, a row separator, quotes and line breaks included: JSON
+    escapes a line break, so one never splits a row), byte for byte one encode's layout."""
+    texts = ["{", "},{", "[", "a\nb", 'q"uote', "\\", "µ"]
+    frame = pd.DataFrame({"step": np.arange(21), "us": np.arange(21) / 4,
+                          "name": pd.Series([texts[k % len(texts)] for k in range(21)], dtype=object)})
+    monkeypatch.setattr(_RowsJson, "CHUNK", 8)
+    text = b"".join(JsonChunks({"t": Records(frame)}))
+    assert text == json_bytes({"t": Records(frame).tolist()})
+    lines = text.split(b"\n")
+    assert lines[:2] == [b"{", b'  "t": ['] and lines[-3:] == [b"  ]", b"}", b""]
+    rows = lines[2:-3]
+    assert len(rows) == 21 and [json.loads(r.rstrip(b",")) for r in rows] == Records(frame).tolist()

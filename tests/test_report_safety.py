@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from perfreport.jsondoc import json_text
+from perfreport.documents.jsondoc import json_text
 from perfreport.pipeline import analyze, compare, report_document, summary_document
 from perfreport.report import build_report
 from perfreport.report.html import render_html

@@ -14,7 +14,7 @@ import pytest
 
 from perfreport.analyses.queue import queue_length_series
 from perfreport.analyses.series import MAX_POINTS, steps_downsample, time_series
-from perfreport.jsondoc import json_text
+from perfreport.documents.jsondoc import json_text
 from perfreport.pipeline import run_jobs, summary_document, trace_jobs
 from perfreport.report import build_report
 from perfreport.report.blocks import has_data

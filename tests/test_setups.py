@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from perfreport.jsondoc import json_text
+from perfreport.documents.jsondoc import json_text
 from perfreport.cli import main, setup_labels
 from perfreport.errors import PerfreportError
 from perfreport.pipeline import compare, compare_many, report_document

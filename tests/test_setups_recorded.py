@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from perfreport.jsondoc import json_text
+from perfreport.documents.jsondoc import json_text
 from perfreport.pipeline import compare_many, report_document
 from perfreport.report import build_report
 from perfreport.report.html import render_html

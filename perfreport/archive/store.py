@@ -35,7 +35,7 @@ from pathlib import Path
 from .. import __version__
 from ..storing.atomic import atomic_write, checkpoint
 from ..errors import ArchiveError, printable
-from ..jsondoc import json_text
+from ..documents.jsondoc import json_text
 from ..report.untrusted import consuming, read_report
 from .entries import check_index, check_tag, release_date, sort_key
 from .lock import LOCK_FILE, site_lock

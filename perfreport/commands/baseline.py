@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from ..jsondoc import json_text
+from ..documents.jsondoc import json_text
 import sys
 
 from ..cli import EXIT_OK, EXIT_USAGE, executor_of, limit_argument, run_arguments, store_argument

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..storing.atomic import atomic_write, checkpoint, clean_stale_temps, note_recovered, store_lock, temp_name
-from ..jsondoc import json_text
+from ..documents.jsondoc import json_text
 from ..errors import BaselineError
 from ..model import TraceSet
 from .baselines import (

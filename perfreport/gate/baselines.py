@@ -59,7 +59,7 @@ from typing import Any
 from .. import __version__
 from ..load.files import GZIP_MAGIC
 from ..storing.atomic import atomic_dir, atomic_write, checkpoint, clean_stale_temps, store_lock, trash_dir
-from ..jsondoc import json_text
+from ..documents.jsondoc import json_text
 from ..errors import BaselineError
 from ..model import RankTrace, TraceMeta, TraceSet
 from .colcache import CACHE_FORMAT, COLUMNS, decode_columns, encode_columns

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ..storing.atomic import atomic_files
-from ..jsondoc import JsonChunks, json_text
+from ..documents.jsondoc import JsonChunks, json_text
 from ..errors import ConfigError
 from .model import Report
 

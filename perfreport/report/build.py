@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..jsondoc import plain_document
+from ..documents.jsondoc import plain_document
 from .blocks import (MAX_ROWS, TOP_ROWS, Side, figures_with_data, records, rows_kept, series_figure, sorted_rows,
                      stacked_bars)
 from .comparison import (

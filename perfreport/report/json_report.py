@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import __version__
-from ..jsondoc import finite_float_list, json_text
+from ..documents.jsondoc import finite_float_list, json_text
 from ..config import Config
 from ..gate.checks import detectable_text
 from ..gate.verdict import Check, Verdict

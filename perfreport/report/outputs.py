@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from ..running.forked import fork
 from ..storing.atomic import atomic_files, temp_name
 from ..errors import PerfreportError
-from ..jsondoc import JsonChunks
+from ..documents.jsondoc import JsonChunks
 from . import FILENAMES, parse_formats, render
 from .model import Report
 from ..timing import phase, reaped, record
@@ -357,7 +357,7 @@ def _import_matplotlib() -> None:
 def _analysis_sections(baseline, candidate) -> list:
     """The analysis sections of a comparison report, as :func:`perfreport.report.build.comparison_report`
     makes them from each side's summary document (run in the early child)."""
-    from ..jsondoc import plain_document
+    from ..documents.jsondoc import plain_document
     from ..pipeline import summary_document
     from .blocks import Side, rows_kept
     from .comparison import SIDES

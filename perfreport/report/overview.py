@@ -20,7 +20,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..jsondoc import table_columns
+from ..documents.jsondoc import table_columns
 from ..units import format_us
 from .blocks import Side, per_step_worth_drawing, records
 from .findings import FindingGroup

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..jsondoc import table_columns
+from ..documents.jsondoc import table_columns
 from .blocks import (
     TOP_ROWS, Side, make_section, order_key, per_step_worth_drawing, pivot_bars, records, series_figure, side_label,
     stacked_bars, table,

@@ -113,7 +113,7 @@ def atomic_files(folder: Path, files: Mapping[str, bytes | str | Iterable[bytes]
     """Write a set of files into ``folder`` (the reports of one run) whole or not at all, with a
     marker naming the run: :func:`perfreport.storing.fileset.write_set`. A file's content is text,
     bytes, or an iterable of byte chunks (a large JSON document,
-    :class:`perfreport.jsondoc.JsonChunks`, written as it is encoded)."""
+    :class:`perfreport.documents.jsondoc.JsonChunks`, written as it is encoded)."""
     from .fileset import write_set
 
     return write_set(folder, files)
