@@ -219,3 +219,29 @@ def test_time_at_stake_on_integers_equals_the_string_groupby(trace) -> None:
         want = _time_at_stake_reference(7, p.frame)
         assert (got["key"] == "other").any() or p is parts
         pd.testing.assert_frame_equal(got[list(want.columns)], want, check_exact=True)
+
+
+def test_running_max_per_run_in_c_is_numpy_s(trace) -> None:
+    """The C pass gives numpy's accumulate per run to the bit: NaN from its first one on in a
+    run, and of equal values the later (-0.0 then 0.0 gives 0.0), on the GPU events' ends of a
+    real trace grouped by stream and on random values."""
+    from perfreport.analyses.intervals import running_max_per_run
+
+    rows = trace.gpu_work_rows()
+    order = np.lexsort((trace.ts[rows], trace.stream[rows]))
+    ends = (trace.ts + trace.dur)[rows][order]
+    runs = np.flatnonzero(np.r_[True, trace.stream[rows][order][1:] != trace.stream[rows][order][:-1]])
+    cases = [(ends, runs), (ends, np.array([0]))]
+    rng = np.random.default_rng(3)
+    for _ in range(50):
+        n = int(rng.integers(1, 400))
+        values = np.round(rng.normal(size=n), 1)
+        for share, value in ((0.05, np.nan), (0.1, -0.0), (0.1, 0.0)):
+            values[rng.random(n) < share] = value
+        cases.append((values, np.unique(np.r_[0, rng.integers(0, n, size=int(rng.integers(0, 30)))])))
+    for values, starts in cases:
+        c = running_max_per_run(values, starts, use_c=True)
+        ref = running_max_per_run(values, starts, use_c=False)
+        np.testing.assert_array_equal(c, ref)
+        np.testing.assert_array_equal(np.signbit(c), np.signbit(ref))
+    assert len(runs) > 1 and not np.array_equal(running_max_per_run(ends, runs), np.maximum.accumulate(ends))

@@ -900,6 +900,54 @@ static PyObject *layer_claim(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* running_max_per_run(values, starts, out): the running maximum of float64 `values` restarted
+ * at each of `starts` (int64 run starts, ascending, the first 0), written into `out`:
+ * np.maximum.accumulate over each run, NaN propagating as it does there (a run's maximum is NaN
+ * from its first NaN on; of equal values the later one, as numpy gives). numpy needs a call per run:
+ * 75,000 calls on a rank of 37,000 steps. */
+static PyObject *running_max_per_run(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *objs[3];
+    if (!PyArg_ParseTuple(args, "OOO", &objs[0], &objs[1], &objs[2]))
+        return NULL;
+    Py_buffer views[3];
+    int flags[3] = {PyBUF_C_CONTIGUOUS, PyBUF_C_CONTIGUOUS, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE};
+    for (int k = 0; k < 3; k++) {
+        if (PyObject_GetBuffer(objs[k], &views[k], flags[k]) < 0) {
+            release(views, k);
+            return NULL;
+        }
+    }
+    Py_ssize_t n = views[0].len / 8, n_runs = views[1].len / 8;
+    const int64_t *starts = views[1].buf;
+    int ok = views[0].len % 8 == 0 && views[1].len % 8 == 0 && views[2].len == views[0].len;
+    for (Py_ssize_t r = 0; ok && r < n_runs; r++)
+        ok = starts[r] >= 0 && starts[r] <= n && (r == 0 ? starts[r] == 0 : starts[r] >= starts[r - 1]);
+    if (!ok || (n > 0 && n_runs == 0)) {
+        release(views, 3);
+        PyErr_SetString(PyExc_ValueError, "running_max_per_run: expected float64 values and out of one length and "
+                                          "ascending int64 run starts from 0 within them");
+        return NULL;
+    }
+    const double *values = views[0].buf;
+    double *out = views[2].buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t r = 0; r < n_runs; r++) {
+        Py_ssize_t lo = starts[r], hi = r + 1 < n_runs ? starts[r + 1] : n;
+        double m = lo < hi ? values[lo] : 0.0;
+        for (Py_ssize_t i = lo; i < hi; i++) {
+            double v = values[i];
+            if (!isnan(m) && (isnan(v) || v >= m)) /* (of equal values numpy keeps the later: -0.0, 0.0) */
+                m = v;
+            out[i] = m;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    release(views, 3);
+    Py_RETURN_NONE;
+}
+
 static PyObject *class_claim(PyObject *self, PyObject *args)
 {
     (void)self;
@@ -1183,6 +1231,8 @@ static PyMethodDef nest_methods[] = {
      "last_key_at_or_before(key_sorted, ts_sorted, key, ts, out) -> bool\n\n"
      "Per query: the last position of the sorted (key, ts) pairs at or before (key, ts), -1 when\n"
      "the key is absent (see launch._last_key_at_or_before); False when a time is not finite."},
+    {"running_max_per_run", running_max_per_run, METH_VARARGS,
+     "running_max_per_run(values, starts, out): running maximum of float64 values restarted at each int64 run start."},
     {"class_claim", class_claim, METH_VARARGS,
      "class_claim(cls, starts, ends, seg, top, rate, under, cum) -> None\n\n"
      "The segment pass of the attribution's GPU parts: per segment the first class running, its\n"

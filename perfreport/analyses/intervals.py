@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .nesting import _nest
+
 
 def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Merge intervals into disjoint ones, sorted. Touching intervals (start == end) merge.
@@ -29,10 +31,15 @@ def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return s[group_starts], reach[group_ends]
 
 
-def running_max_per_run(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
+def running_max_per_run(values: np.ndarray, starts: np.ndarray, use_c: bool | None = None) -> np.ndarray:
     """Running maximum of ``values`` restarted at each of ``starts`` (ascending run starts,
-    the first 0): one ``np.maximum.accumulate`` per run, a loop over runs (streams, steps),
-    not events."""
+    the first 0). The C extension ``_nest`` does it in one pass for float64 values; numpy (the
+    reference) needs one ``np.maximum.accumulate`` per run, a call per step on a many-step rank
+    (75,000 on 37,000 steps: 0.06 s). ``use_c`` forces one path (tests)."""
+    if use_c if use_c is not None else (_nest is not None and values.dtype == np.float64 and len(values) > 0):
+        out = np.empty(len(values), dtype=np.float64)
+        _nest.running_max_per_run(np.ascontiguousarray(values), np.ascontiguousarray(starts, dtype=np.int64), out)
+        return out
     out = np.empty_like(values)
     for lo, hi in zip(starts.tolist(), np.append(starts[1:], len(values)).tolist()):
         np.maximum.accumulate(values[lo:hi], out=out[lo:hi])
