@@ -24,6 +24,7 @@ from typing import Any
 
 from .digest import AnalysisOptions, RankDigest, digest
 from .forked import fork_after, imports_done
+from .handoff import Channel, hand_off, handoff_channel, received
 from .heap import reusing_freed_pages
 from ..errors import PerfreportError
 from ..limits import Limits
@@ -287,14 +288,23 @@ def _local(jobs: Sequence[RankJob], options: AnalysisOptions, executor: Executor
                 result = guarded(task, job, options, limits=limits)
             yield i, result
         return
+    with handoff_channel(forked=os.name == "posix") as channel:  # (closed once the workers are done)
+        yield from _pooled(jobs, options, executor, limits, task, n, channel)
+
+
+def _pooled(jobs: Sequence[RankJob], options: AnalysisOptions, executor: Executor, limits: Limits,
+            task: Callable, n: int, channel: Channel | None) -> Iterator[tuple[int, RankDigest]]:
+    """:func:`_local` with ``n`` worker processes; large results come back in memory files
+    over ``channel`` (:mod:`perfreport.running.handoff`)."""
     import multiprocessing
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
     from concurrent.futures.process import BrokenProcessPool
 
-    ctx = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
+    ctx = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")  # (the channel needs fork)
     imports_done()  # an earlier call's head-start thread may still be importing (see forked.fork)
     started = ctx.Array("q", len(jobs), lock=False)  # job index -> pid of the worker running it
-    pool = ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_init_worker, initargs=(os.getpid(), started))
+    pool = ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_init_worker,
+                               initargs=(os.getpid(), started, channel))
     processes: dict[int, Any] = {}  # every worker the pool started, to name a dead one and to stop them all
     pending = iter(enumerate(jobs))
     index = {}
@@ -316,7 +326,7 @@ def _local(jobs: Sequence[RankJob], options: AnalysisOptions, executor: Executor
             finished, running = wait(running, return_when=FIRST_COMPLETED)
             for future in finished:
                 try:
-                    result = future.result()
+                    result = received(future.result(), channel)
                 except BrokenProcessPool:
                     error = _worker_died(jobs, [index[f] for f in finished | running], started, processes)
                     for process in processes.values():  # the pool only SIGTERMs them: a stopped one would stay
@@ -400,25 +410,29 @@ def guarded(task: Callable, job: RankJob, options: AnalysisOptions, **kwargs):
 
 _started: Any = None
 """In a local worker: the shared array of job index -> pid (see :func:`_tracked`)."""
+_channel: Channel | None = None
+"""In a local worker: where large results go (:mod:`perfreport.running.handoff`)."""
 
 
-def _init_worker(parent_pid: int, started) -> None:
+def _init_worker(parent_pid: int, started, channel: Channel | None) -> None:
     """A local worker's start: it dies with its parent (:func:`perfreport.running.lifecycle.worker_init`)
-    and keeps the array in which it notes the jobs it runs (inherited: arrays cannot be sent)."""
-    global _started
+    and keeps the array in which it notes the jobs it runs and the result channel (inherited:
+    neither can be sent)."""
+    global _started, _channel
     from .lifecycle import worker_init
 
     worker_init(parent_pid)
-    _started = started
+    _started, _channel = started, channel
 
 
 def _tracked(i: int, task: Callable, job: RankJob, options: AnalysisOptions, **kwargs):
-    """In a worker: note which process runs job ``i`` (to name it if it dies), then run it."""
+    """In a worker: note which process runs job ``i`` (to name it if it dies), run it, and hand
+    a large result back in a memory file (:func:`~.handoff.hand_off`)."""
     _started[i] = os.getpid()
     from ..storing.atomic import checkpoint
 
     checkpoint("worker.task")
-    return guarded(task, job, options, **kwargs)
+    return hand_off(guarded(task, job, options, **kwargs), _channel, i)
 
 
 def _worker_died(jobs: Sequence[RankJob], candidates: list[int], started, processes: dict) -> PerfreportError:
