@@ -133,3 +133,58 @@ def test_the_html_report_names_the_steps_and_how_to_open_them(report):
         (p.side, p.rank, p.step, p.wall_us, f"step-traces/{p.filename}") for p in picks.values()]
     assert "ui.perfetto.dev" in section.blocks[0].text and "chrome://tracing" in section.blocks[0].text
     assert "furthest above the baseline's median step time" in picks["candidate"].why
+
+
+def _pick_by_rows(document):
+    """pick_steps as first written, a dict per step and Python's min and max: the reference."""
+    import math
+
+    from perfreport.documents.jsondoc import table_columns
+
+    x = document.get("explanation") or {}
+    rows = {}
+    for side in ("baseline", "candidate"):
+        steps = ((document.get(side) or {}).get("analyses") or {}).get("profiler_steps")
+        wanted = {int(s) for s in x.get(f"{side}_steps") or [] if isinstance(s, (int, float))}
+        rows[side] = [{"rank": r, "step": s, "wall_us": float(w)}
+                      for w, r, s in zip(*table_columns(steps, ("wall_us", "rank", "step")))
+                      if isinstance(w, (int, float)) and math.isfinite(w) and isinstance(r, int) and isinstance(s, int)
+                      and (not wanted or s in wanted)]
+    if not rows["baseline"] or not rows["candidate"]:
+        return None
+    median = float(np.median([r["wall_us"] for r in rows["baseline"]]))
+    sign = 1.0 if float(x.get("delta_ms") or 0.0) >= 0 else -1.0
+    cand = max(rows["candidate"], key=lambda r: (sign * (r["wall_us"] - median), -r["rank"], -r["step"]))
+    same = [r for r in rows["baseline"] if r["rank"] == cand["rank"]] or rows["baseline"]
+    base = min(same, key=lambda r: (abs(r["wall_us"] - median), r["step"]))
+    return (base["rank"], base["step"], base["wall_us"]), (cand["rank"], cand["step"], cand["wall_us"])
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_steps_picked_over_arrays_are_those_of_a_dict_per_step(seed) -> None:
+    """Random step tables (ties, repeated walls, odd cells: None, text, NaN, a float step, a
+    rank of another side only; judged lists or none; either direction): the same picks."""
+    rng = np.random.default_rng(seed)
+
+    def table(n: int) -> list[dict]:
+        walls = rng.choice([100.0, 200.0, 150.5, 300.0], size=n) + rng.integers(0, 3, size=n)
+        rows = [{"rank": int(rng.integers(0, 3)), "step": int(i), "wall_us": float(w)} for i, w in enumerate(walls)]
+        for r in rng.choice(n, size=min(3, n), replace=False):
+            rows[int(r)][["wall_us", "rank", "step"][int(rng.integers(0, 3))]] = \
+                [None, "x", float("nan"), 2.0, float("inf")][int(rng.integers(0, 5))]
+        return rows
+
+    n = int(rng.integers(1, 60))
+    doc = {"kind": "perfreport.compare",
+           "explanation": {"delta_ms": float(rng.choice([-1.0, 0.0, 2.0])),
+                           "baseline_steps": sorted(rng.choice(n, size=n // 2, replace=False).tolist()) if seed % 2 else None,
+                           "candidate_steps": None},
+           "baseline": {"analyses": {"profiler_steps": table(n)}},
+           "candidate": {"analyses": {"profiler_steps": table(int(rng.integers(1, 60)))}}}
+    picks = pick_steps(doc)
+    want = _pick_by_rows(doc)
+    if want is None:
+        assert picks == {}
+        return
+    assert (picks["baseline"].rank, picks["baseline"].step, picks["baseline"].wall_us) == want[0]
+    assert (picks["candidate"].rank, picks["candidate"].step, picks["candidate"].wall_us) == want[1]
