@@ -357,8 +357,9 @@ def test_the_uncompressed_size_of_a_gzip_is_its_text_size_small_or_past_4_gib(tm
 
 
 def test_the_checksum_of_a_file_is_its_sha256_mapped_or_read(tmp_path, monkeypatch):
-    """Provenance in every report: the SHA-256 of the bytes as stored, read in steps (a last step
-    shorter than the others, a step longer than the file), of an empty file and of a pipe."""
+    """Provenance in every report: the SHA-256 of the bytes as stored, whether the file is hashed
+    from a mapping in steps (a last step shorter than the others, a step longer than the file),
+    or read because it cannot be mapped (empty, a pipe)."""
     import threading
 
     from perfreport.load import files
