@@ -33,34 +33,37 @@ def laid_out(compact: bytes, depth: int = 0, use_c: bool | None = None) -> bytes
     return _layout_py(compact, depth)
 
 
-_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{},:]|[^\[\]{},:"\s]+|\s|"', re.S)
-"""A string, a bracket or separator, a scalar's text, whitespace, or a lone quote (a string that
-does not end)."""
+_TOKEN = re.compile(rb'\[[^\[\]{}"\s]*\]|"(?:[^"\\]|\\.)*"|[\[\]{},:]|[^\[\]{},:"\s]+|\s|"', re.S)
+"""An array of numbers (or literals) whole, a string, a bracket or separator, a scalar's text,
+whitespace, or a lone quote (a string that does not end)."""
 
 
 def _layout_py(compact: bytes, depth: int = 0) -> bytes:
     """:func:`laid_out` in Python: where each leaf ends found in a first pass over the tokens,
-    the text written in a second."""
+    the text written in a second. An array of numbers is one token (matched in C by the regular
+    expression: the checks' per-step samples, most of a document's values outside its tables)."""
     tokens = [m.group() for m in _TOKEN.finditer(bytes(compact))]
-    leaf_end, stack = [], []  # per container: the token after it when it is a leaf, else 0
+    leaf_end, stack = {}, []  # a container's opening token -> the token after it, when a leaf
     for i, t in enumerate(tokens):
         if t in (b"{", b"["):
             if stack:
                 stack[-1][2] = False
-            stack.append([len(leaf_end), b"}" if t == b"{" else b"]", True])
-            leaf_end.append(0)
+            stack.append([i, b"}" if t == b"{" else b"]", True])
         elif t in (b"}", b"]"):
             if not stack or stack[-1][1] != t:
                 raise ValueError(f"not compact JSON: an unmatched bracket at token {i}")
-            ordinal, _, leaf = stack.pop()
-            leaf_end[ordinal] = i + 1 if leaf else 0
+            opening, _, leaf = stack.pop()
+            if leaf:
+                leaf_end[opening] = i + 1
+        elif t[:1] == b"[" and stack:  # an array of numbers: a container, and a leaf
+            stack[-1][2] = False
         elif t == b'"':
             raise ValueError(f"not compact JSON: a string that does not end at token {i}")
         elif t.isspace():
             raise ValueError(f"not compact JSON: whitespace outside a string at token {i}")
     if stack:
         raise ValueError("not compact JSON: a container that does not end")
-    out, i, open_, ordinal = [], 0, 0, 0
+    out, i, open_ = [], 0, 0
 
     def line(level: int) -> bytes:
         return b"\n" + b" " * (INDENT * level)
@@ -68,11 +71,9 @@ def _layout_py(compact: bytes, depth: int = 0) -> bytes:
     while i < len(tokens):
         t = tokens[i]
         if t in (b"{", b"["):
-            stop = leaf_end[ordinal]
-            ordinal += 1
-            if stop:
-                out.extend(tokens[i:stop])
-                i = stop
+            if i in leaf_end:
+                out.extend(tokens[i:leaf_end[i]])
+                i = leaf_end[i]
                 continue
             open_ += 1
             out.append(t + line(depth + open_))
