@@ -184,6 +184,9 @@ def test_members_encoded_ahead_are_not_encoded_again():
     [1.0] * 70 + [1],  # an int among the floats: item by item (the int stays an int)
     [np.float64(1.5)] * 70 + [math.nan],
     [1.0] * 70 + ["text"],
+    list(range(100)),  # ints only (a step list): taken whole
+    tuple([3, "x", None, True] * 20),  # plain values of other types: taken whole, as a list
+    [7] * 70 + [np.int64(2)],  # a numpy value among them: item by item (unwrapped)
 ])
 def test_long_float_lists_are_cleaned_as_item_by_item(values):
     from perfreport.documents.jsondoc import finite_float_list
@@ -201,6 +204,15 @@ def test_long_float_lists_are_cleaned_as_item_by_item(values):
     fast = finite_float_list(values)
     assert fast is None or fast == want
     assert (fast is not None) == (len(values) >= 64 and all(type(x) is float for x in values))
+    from perfreport.analyses.attribution import _json_ready
+    from perfreport.documents.jsondoc import scalar_list
+
+    whole = scalar_list(values)
+    assert (whole is not None) == (len(values) >= 64 and all(type(x) in (int, str, bool, type(None)) for x in values))
+    assert whole is None or (whole == list(values) and type(whole) is list)
+    ready = _json_ready({"v": values})["v"]
+    assert [repr(x) for x in ready] == [repr((None if math.isnan(x) else x) if isinstance(x, float) else
+                                              (x.item() if isinstance(x, np.generic) else x)) for x in values]
 
 
 def test_table_columns_are_the_rows_values():

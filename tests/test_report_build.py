@@ -375,3 +375,58 @@ def test_the_launch_figure_plots_every_step_of_its_table_and_marks_the_outliers(
     assert list(line.y) == rows["launch_delay_p95_us"].tolist()
     outliers = (rows["runtime_outliers"] > 0) | (rows["launch_delay_outliers"] > 0)
     assert [line.x[i] for i in line.marked] == rows.loc[outliers, "iteration"].tolist()
+
+
+def _launch_points_by_rows(steps, ranks, p95, runtime, delay):
+    """report.sections.launch_points as first written, a tuple per row: the reference."""
+    from perfreport.report.blocks import order_key
+
+    by_rank: dict = {}
+    for step, rank, value, run, late in zip(steps, ranks, p95, runtime, delay):
+        if step is not None and step >= 0:
+            by_rank.setdefault(rank, []).append((step, value, (run or 0) > 0 or (late or 0) > 0))
+    return [(rank, [p[0] for p in pts], [p[1] for p in pts], [i for i, p in enumerate(pts) if p[2]])
+            for rank, pts in ((rank, sorted(by_rank[rank], key=lambda p: p[0])) for rank in sorted(by_rank, key=order_key))]
+
+
+def _slowest_by_rows(steps, values):
+    """report.overview.slowest_per_step as first written, a dict entry per row: the reference."""
+    import math
+
+    per_step: dict = {}
+    for step, value in zip(steps, values):
+        if isinstance(step, int) and step >= 0 and isinstance(value, (int, float)):
+            per_step[step] = max(per_step.get(step, -math.inf), float(value))
+    return sorted(per_step), [per_step[s] for s in sorted(per_step)]
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_per_step_figure_points_in_numpy_are_the_rows_ones(seed) -> None:
+    """The step-time and launch-delay figures' points, made in numpy from plain cells, are those
+    a row at a time gives: duplicate steps across ranks and within one, negative steps, NaN and
+    None values, ints among floats; and odd cells (a None step, a float step, a bool, text) take
+    the row-at-a-time way with the same result."""
+    from perfreport.report.overview import slowest_per_step
+    from perfreport.report.sections import launch_points
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 80))
+    steps = [int(x) for x in rng.integers(-2, 12, size=n)]
+    ranks = [int(x) for x in rng.integers(0, 3, size=n)]
+    values = [[1.5, 2.0, float("nan"), 7, None, 3.25][int(k)] for k in rng.integers(0, 6, size=n)]
+    runtime = [[0, 1, None, float("nan"), 0.0, 2][int(k)] for k in rng.integers(0, 6, size=n)]
+    delay = [[0, None, 3][int(k)] for k in rng.integers(0, 3, size=n)]
+    cases = [(steps, ranks, values, runtime, delay)]
+    if n:
+        odd = list(steps)
+        odd[int(rng.integers(0, n))] = [None, 2.0, True][seed % 3]
+        cases.append((odd, ranks, values, runtime, delay))
+
+    def same(a, b) -> bool:  # (repr: a NaN equals itself)
+        return repr(a) == repr(b)
+
+    for s, r, v, run, late in cases:
+        assert same(launch_points(s, r, v, run, late), _launch_points_by_rows(s, r, v, run, late))
+        numbers = [x for x in v if x is not None]
+        for steps_, values_ in ((s[:len(numbers)], numbers), (s, v)):  # plain cells, then a None among them
+            assert same(list(slowest_per_step(steps_, values_)), list(_slowest_by_rows(steps_, values_)))

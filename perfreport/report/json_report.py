@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import __version__
-from ..documents.jsondoc import finite_float_list, json_text
+from ..documents.jsondoc import finite_float_list, json_text, scalar_list
 from ..config import Config
 from ..gate.checks import detectable_text
 from ..gate.verdict import Check, Verdict
@@ -162,6 +162,8 @@ def _clean(value: Any) -> Any:
         return {k: _clean(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         floats = finite_float_list(value)
+        if floats is None:
+            floats = scalar_list(value)
         return floats if floats is not None else [_clean(v) for v in value]
     return value
 

@@ -20,6 +20,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from ..documents.jsondoc import table_columns
 from ..units import format_us
 from .blocks import Side, per_step_worth_drawing, records
@@ -116,15 +118,11 @@ def step_time_figure(sides: Sequence[Side], judged: Mapping[str, Sequence[int]])
     """Step time per profiler step of each side (slowest rank per step), steps not judged faded."""
     lines = []
     for side in sides:
-        per_step: dict[int, float] = {}
-        for step, value in zip(*table_columns(side.doc.get("step_metrics"), ("step", "step_time_us"))):
-            if isinstance(step, int) and step >= 0 and isinstance(value, (int, float)):
-                per_step[step] = max(per_step.get(step, -math.inf), float(value))
-        if not per_step:
+        steps, values = slowest_per_step(*table_columns(side.doc.get("step_metrics"), ("step", "step_time_us")))
+        if not steps:
             continue
-        steps = sorted(per_step)
         keep = set(judged.get(side.label) or steps)
-        lines.append(Line(side.label or "run", tuple(steps), tuple(per_step[s] for s in steps),
+        lines.append(Line(side.label or "run", tuple(steps), tuple(values),
                           faded=tuple(i for i, s in enumerate(steps) if s not in keep)))
     if not per_step_worth_drawing(lines):
         return None
@@ -133,6 +131,34 @@ def step_time_figure(sides: Sequence[Side], judged: Mapping[str, Sequence[int]])
                       "profiler step", "step time", "step", "us", (Panel("", tuple(lines)),), "line",
                       note="Faded points: steps the gate did not judge (warm-up). The last step of each run is "
                            "left out (the profiler cuts it short).")
+
+
+def slowest_per_step(steps: list, values: list) -> tuple[list[int], list[float]]:
+    """The steps (>= 0, ascending) and each one's largest value (its slowest rank), NaN values
+    ignored (a step of NaN only: -inf). Plain cells (ints, floats) in numpy: a many-step compare
+    has 37,000-173,000 rows a side, a dict entry each in Python (0.2 s of the report's build at
+    173,000); other cells one by one."""
+    if not set(map(type, steps)) - {int} and not set(map(type, values)) - {int, float}:
+        try:
+            s = np.array(steps, dtype=np.int64)
+        except OverflowError:  # (a step beyond int64: one by one below)
+            s = None
+        if s is not None:
+            v = np.array(values, dtype=np.float64)
+            keep = s >= 0
+            s, v = s[keep], np.where(np.isnan(v[keep]), -np.inf, v[keep])
+            if not len(s):
+                return [], []
+            order = np.argsort(s, kind="stable")
+            s, v = s[order], v[order]
+            starts = np.flatnonzero(np.r_[True, s[1:] != s[:-1]])
+            return s[starts].tolist(), np.maximum.reduceat(v, starts).tolist()
+    per_step: dict[int, float] = {}
+    for step, value in zip(steps, values):
+        if isinstance(step, int) and step >= 0 and isinstance(value, (int, float)):
+            per_step[step] = max(per_step.get(step, -math.inf), float(value))
+    ordered = sorted(per_step)
+    return ordered, [per_step[s] for s in ordered]
 
 
 def waterfall_figure(x: Mapping[str, Any]) -> WaterfallFigure | None:
