@@ -377,6 +377,29 @@ def test_the_launch_figure_plots_every_step_of_its_table_and_marks_the_outliers(
     assert [line.x[i] for i in line.marked] == rows.loc[outliers, "iteration"].tolist()
 
 
+def test_the_step_time_figure_plots_each_steps_slowest_rank_and_fades_the_unjudged():
+    """The step-time figure against the step metrics it draws, of a recorded 2-rank gloo DDP
+    run: a point per step in step order at the slowest rank's step time (the table's maximum
+    over ranks), the steps the gate did not judge faded."""
+    from perfreport.analyses import ANALYSES
+    from perfreport.documents.jsondoc import Records
+    from perfreport.report.blocks import Side
+    from perfreport.report.overview import step_time_figure
+
+    from .conftest import DATA, load_cached
+
+    table = dict(ANALYSES)["step_metrics"](load_cached(str(DATA / "recorded" / "setups" / "ddp_w2_gloo")))
+    assert table["rank"].nunique() == 2
+    slowest = table.groupby("step")["step_time_us"].max().sort_index()
+    judged = slowest.index[1:].tolist()  # the first step left out, as a warm-up would be
+    figure = step_time_figure([Side("baseline", {"step_metrics": Records(table)})], {"baseline": judged})
+    (line,) = figure.panels[0].lines
+    assert list(line.x) == slowest.index.tolist() and len(line.x) > 3
+    assert list(line.y) == slowest.tolist()
+    assert list(line.y) != table[table["rank"] == 0].sort_values("step")["step_time_us"].tolist()  # not one rank's
+    assert list(line.faded) == [0]
+
+
 def _launch_points_by_rows(steps, ranks, p95, runtime, delay):
     """report.sections.launch_points as first written, a tuple per row: the reference."""
     from perfreport.report.blocks import order_key

@@ -48,6 +48,7 @@ from functools import reduce
 import numpy as np
 import pandas as pd
 
+from ..documents.jsondoc import scalar_list
 from ..errors import TraceError
 from ..model import COMMUNICATION, COMPUTATION, GPU_SIDE_CATEGORIES, KERNEL_CLASS_NAMES, MEMORY
 from ..model import OTHER as MODEL_OTHER
@@ -566,14 +567,9 @@ def _json_ready(value):
     if isinstance(value, dict):
         return {k: _json_ready(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        if len(value) >= 64 and set(map(type, value)) <= _AS_THEY_ARE:  # (the judged steps: 173,000 ints)
-            return list(value)
-        return [_json_ready(v) for v in value]
+        plain = scalar_list(value)  # (the judged steps: 173,000 ints, taken whole)
+        return plain if plain is not None else [_json_ready(v) for v in value]
     return value
-
-
-_AS_THEY_ARE = frozenset({str, int, bool, type(None)})
-"""Types :func:`_json_ready` leaves as they are: a long list of only these is taken whole."""
 
 
 # --- explain --------------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """JSON documents: how summary.json and report.json are encoded, and their tables.
 
 One encoder for every JSON file perfreport writes (:func:`json_bytes`, :func:`json_text`):
-msgspec in C, indented, NaN and inf as null, numpy values unwrapped. A document's tables may be
+msgspec in C, laid out by :mod:`~perfreport.documents.layout`, NaN and inf as null, numpy values
+unwrapped. A document's tables may be
 :class:`Records` (rows made from a DataFrame when read), so a document of many ranks never
 holds every row as a Python dict; :func:`plain_document` is a document as its JSON reads back,
 what reports are built from.
@@ -9,6 +10,7 @@ what reports are built from.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -328,9 +330,9 @@ class JsonChunks(Iterable[bytes]):
 
 
 def _chunks(value, indent: bytes) -> Iterator[bytes]:
-    """``value``'s indented JSON at nesting ``indent``, without the final newline: a non-empty
-    mapping member by member and a table (:class:`Records`) a few thousand rows at a time (the
-    layout msgspec's ``format(indent=2)`` gives), anything else in one piece."""
+    """``value``'s JSON as :func:`json_bytes` lays it out at nesting ``indent``, without the final
+    newline: a mapping that holds containers member by member and a table (:class:`Records`) a
+    few thousand rows at a time, anything else in one piece."""
     if isinstance(value, Records) and len(value):
         inner = indent + b"  "
         encoded = _RowsJson(value.frame)
@@ -407,7 +409,7 @@ class _RowsJson:
             structs = list(itertools.starmap(self.row, zip(*values)))
             try:
                 if all(_plain_cells(column, v) for (_, column), v in zip(part.items(), values)):
-                    return _LINES.encode_lines(structs)[:-1].replace(b"\n", b",\n" + indent)
+                    return _lines_encoder().encode_lines(structs)[:-1].replace(b"\n", b",\n" + indent)
                 text = _compact(structs)
             except (TypeError, UnicodeEncodeError):  # a lone surrogate, an odd cell: the dicts' way
                 text = None
@@ -425,20 +427,12 @@ def _plain_cells(column, values: list) -> bool:
     return (isinstance(column.dtype, np.dtype) and column.dtype.kind in "iufb") or set(map(type, values)) <= _NATIVE
 
 
-class _LinesEncoder:
-    """msgspec's encoder of rows a line each, made on first use (msgspec imported then)."""
+@functools.cache
+def _lines_encoder():
+    """msgspec's encoder, for rows a line each (made on first use: msgspec imported then)."""
+    import msgspec
 
-    _encoder = None
-
-    def encode_lines(self, items) -> bytes:
-        if self._encoder is None:
-            import msgspec
-
-            type(self)._encoder = msgspec.json.Encoder(enc_hook=_numpy_hook)
-        return self._encoder.encode_lines(items)
-
-
-_LINES = _LinesEncoder()
+    return msgspec.json.Encoder(enc_hook=_numpy_hook)
 
 
 def _members(value: Mapping, keys: tuple, first: int, indent: bytes) -> Iterator[bytes]:

@@ -294,7 +294,7 @@ def _local(jobs: Sequence[RankJob], options: AnalysisOptions, executor: Executor
 
 def _pooled(jobs: Sequence[RankJob], options: AnalysisOptions, executor: Executor, limits: Limits,
             task: Callable, n: int, channel: Channel | None) -> Iterator[tuple[int, RankDigest]]:
-    """:func:`_local` with ``n`` worker processes; large results come back in memory files
+    """:func:`_local` with ``n`` worker processes; their results come back in memory files
     over ``channel`` (:mod:`perfreport.running.handoff`)."""
     import multiprocessing
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -427,7 +427,7 @@ def _init_worker(parent_pid: int, started, channel: Channel | None) -> None:
 
 def _tracked(i: int, task: Callable, job: RankJob, options: AnalysisOptions, **kwargs):
     """In a worker: note which process runs job ``i`` (to name it if it dies), run it, and hand
-    a large result back in a memory file (:func:`~.handoff.hand_off`)."""
+    its result back in a memory file (:func:`~.handoff.hand_off`)."""
     _started[i] = os.getpid()
     from ..storing.atomic import checkpoint
 

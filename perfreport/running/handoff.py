@@ -1,4 +1,4 @@
-"""Handing a large result from a local worker to the parent in an anonymous memory file (a
+"""Handing a result from a local worker to the parent in an anonymous memory file (a
 Linux ``memfd``) passed over a Unix socket, not through the process pool's pipe.
 
 Why: a rank's digest of a many-step 1 GB trace pickles to ~90 MB. The pool sends it through one
