@@ -71,15 +71,14 @@ def build_rank_trace(result: ScanResult, meta: TraceMeta) -> RankTrace:
     for key in SPARSE_COLUMNS:
         if key in args:
             args[key] = _present(args[key])
-    flows = np.flatnonzero(top["id"] != INT_MISSING)  # the flow events: only they carry an id
-    flow_id = _scattered(n, [(flows, top["id"][flows])])
+    flow_id = _flow_ids(top["id"])
     ids, id_code = _id_codes(_id_table(result.strings, (top["pid"], top["tid"])))
     columns = dict(
         ph=np.asarray(top["ph"]),
         cat=np.asarray(top["cat"]),
         name=np.asarray(top["name"]),
-        pid_code=id_code[top["pid"]],  # code -1 reads the last slot; an index, not take (see _id_codes)
-        tid_code=id_code[top["tid"]],
+        pid_code=id_code.take(top["pid"]),  # code -1 takes the last slot; take is ~2x faster than lut[codes]
+        tid_code=id_code.take(top["tid"]),
         ids=ids,
         ts=_relative_us(top["ts"], meta.ts_origin_us),
         dur=np.asarray(top["dur"]),
@@ -89,7 +88,7 @@ def build_rank_trace(result: ScanResult, meta: TraceMeta) -> RankTrace:
     complete = columns["ph"] == codes.get("X", -2)
     gpu_side = complete & _mask(columns["cat"], codes, GPU_SIDE_CATEGORIES)
     no_ids = SparseColumn(np.empty(0, np.int64), np.empty(0, np.int64))
-    linked = _link_cpu_gpu(columns, args.get("correlation", no_ids), codes, complete, gpu_side, flows)
+    linked = _link_cpu_gpu(columns, args.get("correlation", no_ids), codes, complete, gpu_side)
     step_numbers = step_name_table(result.strings)
     iteration = _iterations(columns, step_numbers, strings, linked, complete, gpu_side, meta.path)
     del complete, gpu_side
@@ -121,15 +120,17 @@ def _scattered(n: int, parts: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray
     return out
 
 
+def _flow_ids(ids: np.ndarray) -> np.ndarray:
+    """The flow-event id of every event (top-level ``id``), -1 where it has none: only flow
+    events (a few % of the events) carry one, so the present ones are found once and written."""
+    present = np.flatnonzero(ids != INT_MISSING)
+    return _scattered(len(ids), [(present, ids[present])])
+
+
 def _id_codes(id_table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(the distinct values of ``id_table``, sorted; the code of each of its slots among them,
     int32). Two texts of one id ("7" and "07") get one code, so events group by code as by id,
-    at 4 bytes per event instead of 8. A table of the string table's size, not the events'.
-
-    Gathered as ``id_code[codes]``, not ``id_code.take(codes)``: take first copies the int32
-    codes to a whole column of int64 indices (8 bytes per event of fresh memory), where an index
-    casts them a buffer at a time. Warm, take is faster (6.6 against 7.0 ms for 5 M codes); but
-    a load's memory is fresh, and there the copy's page faults make it 39 against 15-17 ms."""
+    at 4 bytes per event instead of 8. A table of the string table's size, not the events'."""
     ids, code = np.unique(id_table, return_inverse=True)
     return ids, code.astype(np.int32)
 
@@ -158,7 +159,7 @@ def _id_table(strings: list[str], id_columns: tuple[np.ndarray, ...]) -> np.ndar
     """The pid/tid value of every code of the ``id_columns`` (int32 codes), as a lookup table
     indexed by code: numeric text as its number, other text ("Spans", "stream 7") as
     ``TEXT_ID_BASE - code``, and missing (code -1, the table's last slot) as -1. Built once for
-    both columns, then gathered (``table[codes]``), so the cost is linear in events.
+    both columns, then gathered (``table.take(codes)``), so the cost is linear in events.
 
     Only the codes the columns hold need converting. Finding them costs a scatter over every
     event (~6 ns each); converting a text costs ~1.5 µs. So a string table that is small next to
@@ -219,19 +220,18 @@ def _code_mask(column: np.ndarray, wanted: list[int], n_codes: int) -> np.ndarra
 
 
 def _link_cpu_gpu(cols: dict[str, np.ndarray], correlation: SparseColumn, codes: dict[str, int],
-                  complete: np.ndarray, gpu_side: np.ndarray, flows: np.ndarray) -> np.ndarray:
+                  complete: np.ndarray, gpu_side: np.ndarray) -> np.ndarray:
     """Row of the partner of each event: GPU event -> its CPU launch; launch -> its first GPU event.
 
     Linked through ``args.correlation``; GPU events whose correlation has no CPU partner fall
     back to the ``ac2g`` flow arrows (start at the launch, end at the GPU event). ``complete``:
-    the ``X`` events; ``gpu_side``: the complete events of a GPU-side category; ``flows``: the
-    rows (ascending) of the events with a top-level ``id``, the only ones a flow arrow can be.
+    the ``X`` events; ``gpu_side``: the complete events of a GPU-side category.
     """
     cpu_side = complete & ~gpu_side
     linked = link_by_correlation(correlation, cpu_side, gpu_side)
     unlinked = gpu_side & (linked < 0)
     if unlinked.any():
-        _link_by_flows(cols, codes, cpu_side, unlinked, linked, flows)
+        _link_by_flows(cols, codes, cpu_side, unlinked, linked)
     link_first_gpu_events(cols["ts"], gpu_side, linked)
     return linked
 
@@ -276,14 +276,13 @@ def link_first_gpu_events(ts: np.ndarray, gpu_side: np.ndarray, linked: np.ndarr
         linked[linked[g[first]]] = g[first]
 
 
-def _link_by_flows(cols, codes, cpu_side: np.ndarray, unlinked: np.ndarray, linked: np.ndarray,
-                   flows: np.ndarray) -> None:
+def _link_by_flows(cols, codes, cpu_side: np.ndarray, unlinked: np.ndarray, linked: np.ndarray) -> None:
     """Link GPU events through flow arrows: ``f`` at the GPU event, ``s`` at its launch.
 
     Only the unlinked GPU events, the flow events and the runtime calls take part, matched on
     exact (pid, tid, ts) keys, so a trace with a handful of orphan kernels pays a handful.
     """
-    starts, ends = (_flow_rows(cols, codes, phase, flows) for phase in ("s", "f"))
+    starts, ends = (_flow_rows(cols, codes, phase) for phase in ("s", "f"))
     if not len(starts) or not len(ends):
         return
     gpu = np.flatnonzero(unlinked)
@@ -302,11 +301,10 @@ def _link_by_flows(cols, codes, cpu_side: np.ndarray, unlinked: np.ndarray, link
     linked[gpu[ok]] = cpu_of_gpu[ok]
 
 
-def _flow_rows(cols, codes: dict[str, int], phase: str, flows: np.ndarray) -> np.ndarray:
-    """Rows (ascending) of the launch flow events of ``phase`` (``s`` or ``f``) with a flow id,
-    among ``flows`` (the events with an id: a few % of them), not every row (two passes over
-    the phase column cost 12 ms of the V100-grown 1 GB rank's 77 ms for its 211 orphan kernels)."""
-    rows = flows[cols["ph"][flows] == codes.get(phase, -2)]
+def _flow_rows(cols, codes: dict[str, int], phase: str) -> np.ndarray:
+    """Rows (ascending) of the launch flow events of ``phase`` (``s`` or ``f``) with a flow id:
+    the phase is tested on every row, the category and id on those rows only."""
+    rows = np.flatnonzero(cols["ph"] == codes.get(phase, -2))
     return rows[_mask(cols["cat"][rows], codes, _FLOW_CATEGORIES) & (cols["flow_id"][rows] >= 0)]
 
 
