@@ -223,13 +223,6 @@ def outermost_ops(trace: RankTrace) -> np.ndarray:
     return trace.memo("outermost_cpu_ops", compute)
 
 
-def outermost_roots(trace: RankTrace) -> np.ndarray:
-    """:func:`roots_of` the rank's :func:`outermost_ops`: the outermost CPU operators, ascending.
-    Memoised: op_kernels and kernel_sequences both read them, and each pass compares every event
-    with a fresh ``np.arange`` (29 ms a pass on the MI250-grown 1 GB rank, 3 M events)."""
-    return trace.memo("outermost_roots", lambda: roots_of(outermost_ops(trace)))
-
-
 def cpu_ops(trace: RankTrace, stack: CallStack) -> np.ndarray:
     """CPU operators (``cpu_op`` events) that are nodes of the call stack."""
     return trace.complete & trace.is_cat(CPU_OP_CATEGORIES) & stack.is_node
@@ -300,7 +293,7 @@ def op_kernels(traces: TraceSet) -> pd.DataFrame:
     frames = []
     for t in traces:
         num_kernels, kernel_dur = subtree_gpu_work(t)
-        rows = outermost_roots(t)
+        rows = roots_of(outermost_ops(t))
         if len(rows) == 0:
             continue
         key, labels = string_keys(t.name[rows], t.strings)  # groups as the names do, without hashing them

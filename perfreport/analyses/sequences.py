@@ -20,8 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..model import RankTrace, TraceSet
-from .callstack import (call_stack, cpu_ops, outermost_ops, outermost_roots, roots_of, stack_levels,
-                        subtree_gpu_work, topmost_match)
+from .callstack import call_stack, cpu_ops, outermost_ops, roots_of, stack_levels, subtree_gpu_work, topmost_match
 from .grouping import Grouped, run_ids, string_keys
 
 COLUMNS = ("rank", "operator", "pattern", "kernels", "count", "kernel_dur_sum_us", "cpu_dur_us")
@@ -42,7 +41,7 @@ def rank_sequences(trace: RankTrace, operator: str | None = None, min_kernels: i
     stack = call_stack(trace)
     top = _topmost(trace, stack, operator)
     num_kernels, kernel_dur = subtree_gpu_work(trace)
-    roots = outermost_roots(trace) if operator is None else roots_of(top)
+    roots = roots_of(top)
     roots = roots[num_kernels[roots] >= min_kernels]
     if len(roots) == 0:
         return pd.DataFrame(columns=list(COLUMNS))

@@ -67,7 +67,6 @@ LAST_READER = {
     "memory_rows": "memory_timeline", "gpu_work": "collectives", "host_collectives": "collectives",
     "collective_skew": "straggler_evidence", "matched_calls": "straggler_evidence",
     "subtree_gpu_work": "kernel_sequences", "outermost_cpu_ops": "efficiency_summary",
-    "outermost_roots": "kernel_sequences",
     "call_stack": "efficiency_summary", "call_stack_levels": "efficiency_summary",
     "efficiency_kernel_owner": "op_efficiency", "efficiency_owner_calls": "op_efficiency",
     "gpu_work_rows": "kernel_efficiency", "kernels": "kernel_efficiency", "efficiency_kernel_metrics": "kernel_efficiency",
