@@ -25,6 +25,7 @@ from ..load.files import read_trace_bytes
 from ..errors import TraceError
 from ..limits import Limits
 from ..limits import current as current_limits
+from ..running.heap import keep_freed_pages
 from ..timing import phase
 from ..model import RankTrace, TraceMeta
 from .columns import build_rank_trace, ts_origin_us
@@ -63,6 +64,7 @@ def load_rank_file(rank_file: RankFile, limits: Limits | None = None) -> RankTra
     _release(data)  # the raw text is no longer needed: free it before building
     del data
     with phase("decode"), _plain_pages():
+        keep_freed_pages(result.n_events)  # the decode's temporaries reused, and left for the analyses
         check_sizes(path, result, limits)
         result, dropped = drop_absurd(result, limits)
         meta = _make_meta(rank_file, metadata, json_bytes, ts_origin_us=ts_origin_us(result))

@@ -181,12 +181,21 @@ class Beside(Generic[T]):
 
 def _child(parent: int, work: Callable[[Callable[[int, bytes], None]], None], fd: int) -> None:
     """In the forked child: run ``work``; exit 1 at the first failure (the parent does what was
-    not sent, and meets the error itself)."""
+    not sent, and meets the error itself).
+
+    The child first gives back the free heap it inherited (:func:`~.heap.give_back`). The parent
+    keeps its freed pages for reuse (:mod:`.heap`); a child that allocated into them would copy
+    each one from the parent on its first write (a copy-on-write fault, where a fresh page is
+    only zeroed), and each page the child still shares costs the parent a copy too when it
+    writes there. MI250-grown 1 GB ``analyze``, whose second half of the analyses runs in a child:
+    the child's CPU 0.75-0.91 s (mean 0.83) against 0.77-1.08 s (0.89) without, 5 alternating pairs."""
     code = 0
     try:
+        from .heap import give_back
         from .lifecycle import worker_init
 
         worker_init(parent)
+        give_back()  # the free heap inherited from the parent: see below
         wall0, cpu0 = time.perf_counter(), time.process_time()
         work(lambda index, data: _send(fd, index, data))
         _send(fd, _TIMES, f"{time.perf_counter() - wall0} {time.process_time() - cpu0}".encode())
