@@ -93,3 +93,39 @@ def test_many_marked_points_are_drawn_once_per_cell_of_a_few_pixels():
     assert svg.count("<use") - bare.count("<use") == len(shown) and len(svg) < 2_000_000  # a <use> per cross
     few = tuple(range(0, n, n // 50))
     assert figures._shown_marks(x, y, few, x, y, figures.WIDTH_IN) == list(few)
+
+
+def _line_figure(n: int, spike_at: int) -> LineFigure:
+    """One run's per-step line of ``n`` steps at 0.1 ms, one step at 1 ms."""
+    y = tuple(1000.0 if i == spike_at else 100.0 for i in range(n))
+    return LineFigure("step_time_judged", "Step time per step", "profiler step", "step time", "step", "us",
+                      (Panel("", (Line("candidate", tuple(range(1, n + 1)), y, faded=(0,)),)),), "line")
+
+
+def test_a_line_of_thousands_of_points_is_an_image_that_draws_its_shape():
+    """Past RASTER_POINTS, a line is drawn as a PNG inside the SVG (axes, ticks and labels stay
+    vector text): the image, flipped back as the SVG places it, is the line's shape: at 0.1 ms
+    (a tenth of the way up) across, and the one slow step a stroke to the top at its x.
+    A line of RASTER_POINTS points stays a vector path."""
+    import base64
+    import io
+    import re
+
+    import numpy as np
+    from matplotlib.image import imread
+
+    n = figures.RASTER_POINTS + 2_000
+    svg = figures.render_svg(_line_figure(n, spike_at=n // 2))
+    images = re.findall(r'<image xlink:href="data:image/png;base64,([^"]+)"[^>]*transform="scale\(1 -1\)', svg)
+    assert len(images) == 1 and "step time (ms)" in svg and len(svg) < 200_000
+    pixels = imread(io.BytesIO(base64.b64decode(images[0])), format="png")[::-1]  # as placed: top row first
+    ink = pixels[..., 3] > 0.5  # the line's pixels (the image is transparent elsewhere)
+    rows, columns = ink.shape
+    top_of = [np.flatnonzero(ink[:, c]).min() if ink[:, c].any() else rows for c in range(columns)]
+    spike = int(np.argmin(top_of))
+    assert abs(spike / columns - 0.5) < 0.05  # the slow step, half way along
+    assert top_of[spike] < 0.15 * rows  # up to 1 ms: the top of the axes
+    level = [top_of[c] for c in range(columns) if abs(c - spike) > 0.05 * columns and top_of[c] < rows]
+    assert len(level) > 0.8 * columns and all(0.8 * rows < t < rows for t in level)  # 0.1 ms: near the bottom
+    vector = figures.render_svg(_line_figure(figures.RASTER_POINTS, spike_at=10))
+    assert "<image" not in vector
