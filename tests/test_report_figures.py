@@ -3,6 +3,7 @@ own two-pass save gives."""
 
 from __future__ import annotations
 
+import matplotlib
 import pytest
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
@@ -95,37 +96,79 @@ def test_many_marked_points_are_drawn_once_per_cell_of_a_few_pixels():
     assert figures._shown_marks(x, y, few, x, y, figures.WIDTH_IN) == list(few)
 
 
-def _line_figure(n: int, spike_at: int) -> LineFigure:
-    """One run's per-step line of ``n`` steps at 0.1 ms, one step at 1 ms."""
-    y = tuple(1000.0 if i == spike_at else 100.0 for i in range(n))
-    return LineFigure("step_time_judged", "Step time per step", "profiler step", "step time", "step", "us",
-                      (Panel("", (Line("candidate", tuple(range(1, n + 1)), y, faded=(0,)),)),), "line")
+def test_m4_keeps_each_columns_first_last_lowest_and_highest_point_and_every_gap():
+    """perfreport.report.decimate.m4_indices against its definition on random lines with gaps:
+    per pixel column and run of finite values, the kept points hold the run's first and last
+    point and its lowest and highest value; the first point of each gap is kept (the line stays
+    broken there), and nothing is kept that is not one of these."""
+    import numpy as np
+
+    from perfreport.report.decimate import m4_indices
+
+    rng = np.random.default_rng(7)
+    for trial in range(20):
+        n, columns = int(rng.integers(2_000, 20_000)), int(rng.integers(50, 400))
+        x = np.sort(rng.uniform(0, 1_000, n)) if trial % 2 else np.arange(n, dtype=np.float64)
+        y = rng.normal(0, 1, n) + (rng.random(n) < 0.001) * 50  # noise and a few spikes
+        y[rng.random(n) < 0.01] = np.nan  # gaps
+        keep = m4_indices(x, y, columns)
+        col = np.minimum(((x - x[0]) * (columns / (x[-1] - x[0]))).astype(int), columns - 1)
+        finite = np.isfinite(y)
+        run = np.cumsum(finite & np.r_[True, ~finite[:-1]])
+        expected = set(np.flatnonzero(~finite & np.r_[True, finite[:-1]]).tolist())
+        for key in set(zip(run[finite].tolist(), col[finite].tolist())):
+            rows = np.flatnonzero(finite & (run == key[0]) & (col == key[1]))
+            expected |= {rows[0], rows[-1], rows[np.argmin(y[rows])], rows[np.argmax(y[rows])]}
+        assert keep is not None and set(keep.tolist()) == expected
+    assert m4_indices(np.arange(100.0), np.zeros(100), 25) is None  # four points a column: drawn whole
+    assert m4_indices(np.arange(1000.0)[::-1], np.zeros(1000), 25) is None  # x descending: drawn whole
 
 
-def test_a_line_of_thousands_of_points_is_an_image_that_draws_its_shape():
-    """Past RASTER_POINTS, a line is drawn as a PNG inside the SVG (axes, ticks and labels stay
-    vector text): the image, flipped back as the SVG places it, is the line's shape: at 0.1 ms
-    (a tenth of the way up) across, and the one slow step a stroke to the top at its x.
-    A line of RASTER_POINTS points stays a vector path."""
-    import base64
+def test_a_long_line_is_drawn_through_fewer_points_with_the_same_pixels(figures_drawn_every_time):
+    """A per-step line of 37,500 steps, noisy with spikes and a gap, drawn through M4's points
+    (perfreport.report.decimate) paints what the full line paints: drawn both ways by matplotlib
+    at the figure's size, under 0.5 % of the pixels differ by more than an eighth of full scale
+    (anti-aliasing where the columns do not fall on the axes' pixels), every spike is there, and
+    the SVG is a third of the size or less."""
     import io
-    import re
 
     import numpy as np
     from matplotlib.image import imread
 
-    n = figures.RASTER_POINTS + 2_000
-    svg = figures.render_svg(_line_figure(n, spike_at=n // 2))
-    images = re.findall(r'<image xlink:href="data:image/png;base64,([^"]+)"[^>]*transform="scale\(1 -1\)', svg)
-    assert len(images) == 1 and "step time (ms)" in svg and len(svg) < 200_000
-    pixels = imread(io.BytesIO(base64.b64decode(images[0])), format="png")[::-1]  # as placed: top row first
-    ink = pixels[..., 3] > 0.5  # the line's pixels (the image is transparent elsewhere)
-    rows, columns = ink.shape
-    top_of = [np.flatnonzero(ink[:, c]).min() if ink[:, c].any() else rows for c in range(columns)]
-    spike = int(np.argmin(top_of))
-    assert abs(spike / columns - 0.5) < 0.05  # the slow step, half way along
-    assert top_of[spike] < 0.15 * rows  # up to 1 ms: the top of the axes
-    level = [top_of[c] for c in range(columns) if abs(c - spike) > 0.05 * columns and top_of[c] < rows]
-    assert len(level) > 0.8 * columns and all(0.8 * rows < t < rows for t in level)  # 0.1 ms: near the bottom
-    vector = figures.render_svg(_line_figure(figures.RASTER_POINTS, spike_at=10))
-    assert "<image" not in vector
+    rng = np.random.default_rng(3)
+    n = 37_500
+    y = 4_700 + 150 * np.sin(np.arange(n) / 3_000) + rng.normal(0, 40, n)
+    y[rng.integers(0, n, 25)] += 3_000
+    y[20_000:20_050] = np.nan
+    figure = LineFigure("step_time_judged", "Step time per step", "profiler step", "step time", "step", "us",
+                        (Panel("", (Line("candidate", tuple(range(1, n + 1)), tuple(y.tolist()), faded=(0,)),)),),
+                        "line")
+
+    def pixels(decimated: bool) -> np.ndarray:
+        draw = figures.drawn_points
+        try:
+            if not decimated:
+                figures.drawn_points = lambda x, y, columns: (x, y)
+            with matplotlib.rc_context(figures.RC):
+                fig = figures._draw_lines(figure)
+                buf = io.BytesIO()
+                fig.savefig(buf, format="png", dpi=figures.DPI)
+        finally:
+            figures.drawn_points = draw
+        return imread(io.BytesIO(buf.getvalue()), format="png")
+
+    full, drawn = pixels(False), pixels(True)
+    assert full.shape == drawn.shape
+    differ = (np.abs(full - drawn).max(axis=2) > 1 / 8).mean()
+    assert differ < 0.005, differ
+    svg = figures.render_svg(figure)
+    original = figures.drawn_points
+    try:
+        figures.drawn_points = lambda x, y, columns: (x, y)
+        whole = figures.render_svg(figure)
+    finally:
+        figures.drawn_points = original
+    assert 3 * len(svg) < len(whole), (len(svg), len(whole))
+    from perfreport.report.decimate import m4_indices
+    kept = set(m4_indices(np.arange(1.0, n + 1), y, int(figures.WIDTH_IN * figures.DPI)).tolist())
+    assert set(np.flatnonzero(y > 6_000).tolist()) <= kept  # every spike drawn

@@ -9,8 +9,8 @@ The SVG is made to live inline in an HTML page next to other SVGs: the XML prolo
 metadata are dropped, every ``id`` gets a per-figure prefix (matplotlib's clip-path and marker
 ids repeat across figures), and the fixed width/height give way to the viewBox so CSS sizes it.
 
-A line of thousands of points (a per-step line of a many-step run) is the one exception to
-vector: an image in the SVG (:data:`RASTER_POINTS`).
+A line of more points than pixels across (a per-step line of a many-step run) is drawn
+through the points that draw the same pixels (:mod:`.decimate`), not every point.
 
 Axis labels carry units. Durations in µs are shown in µs, ms or s by the size of the largest
 value, bytes in B/kB/MB/GB: a choice of tick labels, not a new number.
@@ -28,6 +28,7 @@ import matplotlib
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
+from .decimate import drawn_points
 from .model import BarFigure, LineFigure, RooflineFigure, WaterfallFigure
 from .templates import clean_text, shorten
 
@@ -45,17 +46,6 @@ LABEL_CHARS = 48
 WATERFALL_LABEL_CHARS = 64
 MAX_X_TICKS = 16
 """Category labels on a 10-inch x axis (release tags with dates, rotated): more would overlap."""
-RASTER_POINTS = 4000
-"""A line of more points than this (a per-step line of a many-step run) is drawn as an image inside
-the otherwise vector figure (matplotlib's rasterized artist, at :data:`RASTER_DPI`): at four or
-more points a pixel column its path is a dense scribble that costs every reader of the SVG. A
-37,500-step figure of two noisy lines was 1.3 MB of SVG (60 KB with the image); the MI250-grown
-1 GB compare's step-time figure took 0.10-0.19 s of WeasyPrint's 0.7 s PDF layout, the tail of
-that command (layout 0.52-0.59 s with the image), for 0.04 s more to draw it (0.13 against 0.09
-s). Axes, ticks, text and legend stay vector; the figures of fewer points are unchanged."""
-RASTER_DPI = 192
-"""Resolution of such an image: twice the figure's :data:`DPI`, sharp on a high-density screen
-and in print at the PDF's size. Nothing else in an SVG depends on it."""
 MAX_MARKS = 1000
 """Marked points of one line drawn one by one; past this many, one per grid cell (:func:`_shown_marks`)."""
 MARK_CELL_PX = 3
@@ -229,7 +219,7 @@ def render_svg(figure: BarFigure | LineFigure | WaterfallFigure | RooflineFigure
         else:
             fig = _draw_lines(figure, width_in)
         buf = io.StringIO()
-        fig.savefig(buf, format="svg", dpi=RASTER_DPI, metadata={"Date": None, "Creator": "perfreport"})
+        fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": "perfreport"})
     prefix = prefix or f"fig-{re.sub(r'[^A-Za-z0-9_-]', '', figure.id)}"
     return inline_svg(buf.getvalue(), prefix, figure.title)
 
@@ -290,16 +280,15 @@ def _draw_lines(f: LineFigure, width_in: float = WIDTH_IN) -> Figure:
                 hi = [float("nan") if v is None else v for v in hi]
                 ax.fill_between(edges, lo + lo[-1:], hi + hi[-1:], step="post", color=colour, alpha=0.25,
                                 linewidth=0)
+            columns = int(width_in * DPI)  # a long line: the points that draw it (:mod:`.decimate`)
             if line.faded:  # the whole series pale, then the judged points on top
-                ax.plot(line.x, y, drawstyle=style, linewidth=1.0, color=colour, alpha=0.3,
-                        linestyle="--" if dashed else "-", marker="o" if len(line.x) <= 40 else None, markersize=3,
-                        rasterized=len(line.x) > RASTER_POINTS)
+                ax.plot(*drawn_points(line.x, y, columns), drawstyle=style, linewidth=1.0, color=colour, alpha=0.3,
+                        linestyle="--" if dashed else "-", marker="o" if len(line.x) <= 40 else None, markersize=3)
                 faded = set(line.faded)
                 y = [float("nan") if i in faded else v for i, v in enumerate(y)]
-            ax.plot(line.x, y, drawstyle=style,
+            ax.plot(*drawn_points(line.x, y, columns), drawstyle=style,
                     linewidth=1.0, color=colour, linestyle="--" if dashed else "-",
-                    marker="o" if len(line.x) <= 40 else None, markersize=3, label=_label(line.label),
-                    rasterized=len(line.x) > RASTER_POINTS)
+                    marker="o" if len(line.x) <= 40 else None, markersize=3, label=_label(line.label))
             if line.marked:
                 shown = _shown_marks(line.x, y, line.marked, xs, ys, width_in)
                 ax.plot([line.x[i] for i in shown], [y[i] for i in shown], linestyle="none",
