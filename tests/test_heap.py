@@ -13,7 +13,7 @@ from perfreport.running import heap
 
 pytestmark = pytest.mark.skipif(heap._LIBC is None, reason="glibc's heap only")
 
-SCRIPT = """
+PRELUDE = """
 import resource, numpy as np
 from perfreport.running import heap
 
@@ -33,7 +33,9 @@ def churn():  # an analysis's temporaries: made, filled, dropped, ten times over
         a = np.ones(n)
         del a
     return faults() - before
+"""
 
+SCRIPT = PRELUDE + """
 if {own}:
     heap.own_the_heap()
 with heap.reusing_freed_pages(n):
@@ -53,10 +55,14 @@ def _run(own: bool, n: int = 2_500_000, more: bool = False) -> list[int]:
     """(faults of nine temporaries inside the block, the same after it, RSS MB at the block's
     end, RSS MB after it) in a fresh interpreter; a column of ``n`` float64 (20 MB: two pass
     glibc's 32 MiB)."""
+    return _python(SCRIPT.format(own=own, n=n, more=more))
+
+
+def _python(script: str) -> list[int]:
+    """The numbers ``script`` prints, run in a fresh interpreter under glibc's own rules."""
     env = {k: v for k, v in os.environ.items()  # glibc's own rules: a MALLOC_*_ variable ends its dynamic one
            if not k.startswith("MALLOC_") and k != "GLIBC_TUNABLES"}
-    out = subprocess.run([sys.executable, "-c", SCRIPT.format(own=own, n=n, more=more)], capture_output=True, text=True,
-                         timeout=60, env=env)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env=env)
     assert out.returncode == 0, out.stderr[-2000:]
     return [int(x) for x in out.stdout.split()]
 
@@ -124,23 +130,7 @@ def test_a_small_rank_keeps_its_freed_heap_for_the_next_rank_of_a_worker() -> No
     assert held - after_block > 15, (held, after_block)
 
 
-KEPT_SCRIPT = """
-import resource, numpy as np
-from perfreport.running import heap
-
-def faults():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-
-n = {n}
-def churn():
-    a = np.ones(n)
-    del a
-    before = faults()
-    for _ in range(9):
-        a = np.ones(n)
-        del a
-    return faults() - before
-
+KEPT_SCRIPT = PRELUDE + """
 if {own}:
     heap.own_the_heap()
 set_ = heap.keep_freed_pages(n)  # the decode: set, and left set
@@ -152,34 +142,21 @@ print(int(set_), kept, after)
 """
 
 
-def _run_kept(own: bool) -> list[int]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_") and k != "GLIBC_TUNABLES"}
-    out = subprocess.run([sys.executable, "-c", KEPT_SCRIPT.format(own=own, n=2_500_000)], capture_output=True,
-                         text=True, timeout=60, env=env)
-    assert out.returncode == 0, out.stderr[-2000:]
-    return [int(x) for x in out.stdout.split()]
-
-
 def test_the_decode_keeps_freed_pages_until_the_analyses_block_resets_the_thresholds() -> None:
     """keep_freed_pages (called by the decode) sets the block's thresholds and leaves them: the
     decode's 20 MB temporaries reuse their pages, and so would the analyses after it; the block
     of the analyses resets them at its end, after which each is mapped afresh again. A process
     that only imports perfreport sets nothing."""
-    was_set, kept, after = _run_kept(own=True)
+    was_set, kept, after = _python(KEPT_SCRIPT.format(own=True, n=2_500_000))
     assert was_set == 1 and 4 * kept < after and after >= 9 * 10, (was_set, kept, after)
-    was_set, _, _ = _run_kept(own=False)
+    was_set, _, _ = _python(KEPT_SCRIPT.format(own=False, n=2_500_000))
     assert was_set == 0
 
 
-FORK_SCRIPT = """
-import os, numpy as np
-from perfreport.running import forked, heap
+FORK_SCRIPT = PRELUDE + """
+import os
+from perfreport.running import forked
 
-def rss_mb():
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * 4096 / 2**20
-
-n = 2_500_000
 heap.own_the_heap()
 heap.keep_freed_pages(n)
 kept = [np.ones(n) for _ in range(3)]  # 60 MB made and freed: kept in the heap for reuse
@@ -204,8 +181,5 @@ def test_a_forked_child_gives_back_the_free_heap_it_inherits() -> None:
     """A forked child (the second half of a rank's analyses, a figure, the attribution) starts
     by giving back the free heap the parent kept for reuse: 60 MB resident in the parent, gone
     from the child before its work runs (writing there would copy each page from the parent)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_") and k != "GLIBC_TUNABLES"}
-    out = subprocess.run([sys.executable, "-c", FORK_SCRIPT], capture_output=True, text=True, timeout=60, env=env)
-    assert out.returncode == 0, out.stderr[-2000:]
-    parent, child = (int(x) for x in out.stdout.split())
+    parent, child = _python(FORK_SCRIPT.format(n=2_500_000))
     assert parent - child > 40, (parent, child)
