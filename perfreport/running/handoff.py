@@ -113,7 +113,7 @@ def _write(fd: int, result) -> None:
     buffers: list[pickle.PickleBuffer] = []
     head = pickle.dumps(result, protocol=5, buffer_callback=buffers.append)
     raws = [b.raw() for b in buffers]
-    with os.fdopen(fd, "wb", buffering=0, closefd=False) as f:
+    with os.fdopen(fd, "wb", buffering=1 << 16, closefd=False) as f:  # (buffered: each write whole)
         f.write(_HEADER.pack(len(head), len(raws)) + struct.pack(f"<{len(raws)}Q", *(r.nbytes for r in raws)))
         f.write(head)
         at = _HEADER.size + 8 * len(raws) + len(head)
