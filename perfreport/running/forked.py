@@ -195,7 +195,7 @@ def _child(parent: int, work: Callable[[Callable[[int, bytes], None]], None], fd
         from .lifecycle import worker_init
 
         worker_init(parent)
-        give_back()  # the free heap inherited from the parent: see below
+        give_back()  # the free heap inherited from the parent (see the docstring)
         wall0, cpu0 = time.perf_counter(), time.process_time()
         work(lambda index, data: _send(fd, index, data))
         _send(fd, _TIMES, f"{time.perf_counter() - wall0} {time.process_time() - cpu0}".encode())
