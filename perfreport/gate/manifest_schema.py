@@ -16,10 +16,13 @@ from ..errors import BaselineError
 MAX_COUNT = 2**53
 """Largest count or size a manifest may state (exact as a float, inside int64)."""
 MAX_RANK = 2**31 - 1
+INT64 = (-2**63, 2**63 - 1)
+"""The range of an "int64" field: a trace's epoch in ns since 1970 (Kineto's
+``baseTimeNanoseconds``, 1.79e18 in a 2026 recording) is past :data:`MAX_COUNT`."""
 
-# field -> (kinds, required); kinds: "int" (0..MAX_COUNT), "rank", "str", "list[int]", "list[str]",
-# "dict", "dict[str,str]", "dict[str,int]", "list[dict]"; a trailing "?": may be missing or null,
-# "~": may be missing, never null
+# field -> (kinds, required); kinds: "int" (0..MAX_COUNT), "signed" (±MAX_COUNT), "int64", "rank",
+# "str", "list[int]", "list[str]", "dict", "dict[str,str]", "dict[str,int]", "list[dict]"; a
+# trailing "?": may be missing or null, "~": may be missing, never null
 TOP = {"name": "str?", "created_utc": "str?", "perfreport_version": "str?", "commit": "str?", "source": "str?",
        "gpus": "list[str]?", "world_size": "int?", "versions": "dict[str,str]?", "cache_format": "dict?"}
 CACHE_FORMAT = {"format": "int~", "columns": "list[str]~"}
@@ -28,7 +31,7 @@ RANK = {"rank": "rank", "file": "str", "sha256": "str", "bytes": "int", "source_
         "cache_bytes": "int~", "digest_sha256": "str?", "meta": "dict?"}
 RUN = {"run": "int", "created_utc": "str?", "commit": "str?", "source": "str?"}
 META = {"rank": "rank~", "rank_source": "str", "json_bytes": "int", "ts_origin_us": "signed~",
-        "distributed_info": "dict~", "device_properties": "list[dict]~", "base_time_ns": "signed?",
+        "distributed_info": "dict~", "device_properties": "list[dict]~", "base_time_ns": "int64?",
         "display_time_unit": "str?", "trace_name": "str?", "other": "dict~", "dropped": "dict[str,int]~"}
 
 
@@ -83,6 +86,8 @@ def _fits(v: Any, kind: str) -> bool:
         return _is_int(v, 0, MAX_COUNT)
     if kind == "signed":
         return _is_int(v, -MAX_COUNT, MAX_COUNT)
+    if kind == "int64":
+        return _is_int(v, *INT64)
     if kind == "rank":
         return _is_int(v, 0, MAX_RANK)
     if kind == "str":
@@ -103,7 +108,8 @@ def _fits(v: Any, kind: str) -> bool:
 
 
 def _describe(kind: str) -> str:
-    return {"int": f"a whole number from 0 to {MAX_COUNT}", "signed": "a whole number", "rank":
+    return {"int": f"a whole number from 0 to {MAX_COUNT}", "signed": "a whole number",
+            "int64": "a whole number within int64", "rank":
             f"a rank from 0 to {MAX_RANK:,}", "str": "a string", "dict": "an object",
             "list[int]": "a list of whole numbers", "list[str]": "a list of strings",
             "list[dict]": "a list of objects", "dict[str,str]": "an object of strings",
