@@ -453,3 +453,27 @@ def test_per_step_figure_points_in_numpy_are_the_rows_ones(seed) -> None:
         numbers = [x for x in v if x is not None]
         for steps_, values_ in ((s[:len(numbers)], numbers), (s, v)):  # plain cells, then a None among them
             assert same(list(slowest_per_step(steps_, values_)), list(_slowest_by_rows(steps_, values_)))
+
+
+def test_the_causes_say_which_runs_they_explain_when_the_gate_judged_more() -> None:
+    """The attribution explains one run of each side; with a candidate of two runs (``--run``)
+    the gate judges both. The headline's and the movers' sentences then say "one run of each
+    side" and how many runs the gate judged (the step-time check's evidence), with the
+    attribution's own sample counts: those of the one-run comparison of the same two runs.
+    One run a side: "the same … samples the gate judged"."""
+    recorded = TRACES.parent / "recorded" / "gpu_bound_repeat"
+    one = report_document(compare(recorded / "run1", recorded / "run2", workers=1))
+    two = report_document(compare(recorded / "run1", recorded / "run2", candidate_runs=[recorded / "run3"],
+                                  workers=1))
+    step = next(c for c in two["checks"] if c["name"] == "step_time")["evidence"]
+    assert (step["baseline_runs"], step["candidate_runs"]) == (1, 2)
+    x1, x2 = one["explanation"], two["explanation"]
+    assert (x2["baseline_samples"], x2["candidate_samples"]) == (x1["baseline_samples"], x1["candidate_samples"])
+    samples = f"{x2['baseline_samples']} vs {x2['candidate_samples']} (rank, step) samples the gate judged"
+    basis = build_report(json.loads(json_text(two))).headline.basis
+    assert f"over {samples}, from one run of each side (1 vs 2 runs judged)" in basis, basis
+    movers = next(s for s in build_report(json.loads(json_text(two))).sections if s.id == "movers")
+    text = movers.blocks[0].text
+    assert "in one run of each side" in text and "the gate judged 1 baseline and 2 candidate runs" in text, text
+    assert f"over the same {x1['baseline_samples']} vs {x1['candidate_samples']}" in build_report(
+        json.loads(json_text(one))).headline.basis

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from .blocks import MAX_ROWS, TOP_ROWS, Side, make_section, records, table
 from .findings import FindingGroup
 from .model import STATUSES, Check, Column, Headline, Paragraph, Section, Table, Verdict
-from .overview import breakdown_figure, headline_line, signed_ms, top_kernels_figure
+from .overview import breakdown_figure, headline_line, judged_runs, signed_ms, top_kernels_figure
 
 SIDES = ("baseline", "candidate")
 COMPARE_KIND = "perfreport.compare"
@@ -126,8 +126,11 @@ def movers_section(doc: dict) -> Section | None:
     sides = [Side(label, (doc.get(label) or {}).get("analyses") or {}) for label in SIDES]
     one_sided = [dict(r, change="added") for r in records(side, "added")] + \
                 [dict(r, change="removed") for r in records(side, "removed")]
+    runs = judged_runs(doc)
+    which = "" if runs == (1, 1) else (f" in one run of each side, the baseline's latest and the candidate's own "
+                                       f"(the gate judged {runs[0]} baseline and {runs[1]} candidate runs)")
     basis = (f"Means over the {x.get('baseline_samples')} baseline and {x.get('candidate_samples')} candidate "
-             f"(rank, step) samples the gate judged: {x.get('baseline_step_ms', math.nan):.1f} → "
+             f"(rank, step) samples the gate judged{which}: {x.get('baseline_step_ms', math.nan):.1f} → "
              f"{x.get('candidate_step_ms', math.nan):.1f} ms/step ({signed_ms(1000.0 * (x.get('delta_ms') or 0.0))}/step, "
              f"{x.get('delta_pct') or 0.0:+.1f} %). The parts add up to this change of the mean; the step-time check "
              f"compares medians. GPU idle here is any time of the step with nothing on the GPU (waits before the "

@@ -79,9 +79,13 @@ def comparison_headline(doc: Mapping[str, Any], groups: Sequence[FindingGroup]) 
                  and isinstance(c.get("delta_us"), (int, float)) and c["delta_us"] * total_us > 0]
         parts.sort(key=lambda c: -abs(c["delta_us"]))
         causes = tuple(Cause(cause_text(c), c["delta_us"], c.get("share_pct")) for c in parts[:TOP_CAUSES])
+        runs = judged_runs(doc)
+        scope = (f"the same {x.get('baseline_samples')} vs {x.get('candidate_samples')} (rank, step) samples the "
+                 f"gate judged" if runs == (1, 1) else
+                 f"{x.get('baseline_samples')} vs {x.get('candidate_samples')} (rank, step) samples the gate judged, "
+                 f"from one run of each side ({runs[0]} vs {runs[1]} runs judged)")
         basis = (f"Causes: the attribution of the mean step time, {x.get('baseline_step_ms', math.nan):.1f} → "
-                 f"{x.get('candidate_step_ms', math.nan):.1f} ms/step ({signed_ms(total_us)}/step), over the same "
-                 f"{x.get('baseline_samples')} vs {x.get('candidate_samples')} (rank, step) samples the gate judged; "
+                 f"{x.get('candidate_step_ms', math.nan):.1f} ms/step ({signed_ms(total_us)}/step), over {scope}; "
                  f"its parts add up to the mean")
         basis += ", while the gate judges the median." if main is not None and main.name == "step_time" else "."
         if not causes:
@@ -89,6 +93,20 @@ def comparison_headline(doc: Mapping[str, Any], groups: Sequence[FindingGroup]) 
                      f"({x.get('baseline_step_ms', math.nan):.1f} → {x.get('candidate_step_ms', math.nan):.1f} "
                      f"ms/step, {signed_ms(total_us)}/step).")
     return Headline(text=text, causes=causes, basis=basis, counts=counts_text(groups))
+
+
+def judged_runs(doc: Mapping[str, Any]) -> tuple[int, int]:
+    """(baseline, candidate) runs the gate judged, from the step-time check's evidence; (1, 1)
+    without one. The attribution explains one run of each side (the baseline's latest, the
+    candidate's own: :func:`perfreport.pipeline.compare_many`), so a sentence about its samples
+    says so where the gate judged more."""
+    for check in doc.get("checks") or []:
+        evidence = check.get("evidence") if isinstance(check, dict) and check.get("name") == "step_time" else None
+        if isinstance(evidence, dict):
+            runs = (evidence.get("baseline_runs"), evidence.get("candidate_runs"))
+            if all(isinstance(r, int) and r >= 1 for r in runs):
+                return runs[0], runs[1]
+    return 1, 1
 
 
 def counts_text(groups: Sequence[FindingGroup]) -> str:
@@ -205,5 +223,5 @@ def top_kernels_figure(sides: Sequence[Side]) -> BarFigure | None:
                      note="Kernel names normalised (template arguments and numbers folded).")
 
 
-__all__ = ["comparison_headline", "headline_line", "counts_text", "cause_text", "short_op", "step_time_figure",
-           "waterfall_figure", "breakdown_figure", "top_kernels_figure", "TOP_CAUSES"]
+__all__ = ["comparison_headline", "headline_line", "counts_text", "judged_runs", "cause_text", "short_op",
+           "step_time_figure", "waterfall_figure", "breakdown_figure", "top_kernels_figure", "TOP_CAUSES"]
