@@ -78,16 +78,19 @@ def mappings() -> int:
         return sum(1 for _ in f)
 
 
-def test_arrays_arrive_as_writable_aligned_views_of_the_file_unmapped_when_gone() -> None:
-    """The arrays of a result come back without a copy: views of the memory file's pages, each
-    aligned to a cache line, writable (a private mapping: the write stays here), equal to what
-    was sent in every layout numpy pickles (C and Fortran order, a strided view, read-only, in a
-    pandas frame); the mapping goes when the last of them does, and holds no descriptor."""
-    base = np.arange(60_000, dtype=np.int64).reshape(200, 300)
-    frozen = np.linspace(0.0, 1.0, 10_001)
+def test_arrays_arrive_as_writable_views_of_their_own_files_each_unmapped_when_gone() -> None:
+    """The large arrays of a result come back without a copy, each a view of a memory file of
+    its own: page-aligned, writable (a private mapping: the write stays here), equal to what was
+    sent in every layout numpy pickles (C and Fortran order, a strided view, read-only, in a
+    pandas frame). Each array's mapping goes with that array, not with the whole result, and
+    none holds a descriptor; a small array travels in the pickle."""
+    import mmap
+
+    base = np.arange(60_000, dtype=np.int64).reshape(200, 300)  # 480 KB: a file of its own
+    frozen = np.linspace(0.0, 1.0, 40_001)
     frozen.flags.writeable = False
     sent = {"c": base, "f": np.asfortranarray(base), "strided": base[:, ::7], "frozen": frozen,
-            "frame": pd.DataFrame({"a": np.arange(5_000), "b": np.arange(5_000) / 3.0, "t": ["x"] * 5_000}),
+            "frame": pd.DataFrame({"a": np.arange(50_000), "b": np.arange(50_000) / 3.0, "t": ["x"] * 50_000}),
             "odd": np.arange(3, dtype=np.int8), "empty": np.empty(0)}
     fds, maps = open_fds(), mappings()
     with handoff_channel(forked=True) as channel:
@@ -100,13 +103,33 @@ def test_arrays_arrive_as_writable_aligned_views_of_the_file_unmapped_when_gone(
     pd.testing.assert_frame_equal(got["frame"], sent["frame"])
     assert got["f"].flags.f_contiguous and got["c"].flags.c_contiguous
     for key in ("c", "f", "frozen"):
-        assert got[key].ctypes.data % handoff.ALIGN == 0
+        assert got[key].ctypes.data % mmap.PAGESIZE == 0
     got["c"][0, 0] = -1  # writable, and the write is this process's own
     assert got["c"][0, 0] == -1 and base[0, 0] == 0
-    assert mappings() > maps
+    mapped = mappings() - maps
+    assert mapped >= 3  # c, f, frozen (and the frame's columns): not the small ones
+    del got["c"]
+    gc.collect()
+    assert mappings() == maps + mapped - 1  # that array's file alone is gone
+    np.testing.assert_array_equal(got["f"], sent["f"])
     del got
     gc.collect()
-    assert mappings() == maps  # unmapped with the last array
+    assert mappings() == maps  # every file unmapped with its last array
+
+
+def test_arrays_past_the_descriptors_a_message_carries_travel_in_the_pickle() -> None:
+    """More large arrays than one message has descriptors for: the first MAX_FILES - 1 get files,
+    the rest travel in the pickle, and all arrive equal."""
+    sent = [np.full(handoff.OUT_OF_BAND_BYTES // 8, i, dtype=np.float64) for i in range(handoff.MAX_FILES + 20)]
+    maps = mappings()
+    with handoff_channel(forked=True) as channel:
+        assert hand_off(sent, channel, 1) == HandedOff(1)
+        got = received(HandedOff(1), channel)
+    assert mappings() - maps == handoff.MAX_FILES - 1
+    assert all(np.array_equal(a, b) for a, b in zip(got, sent)) and len(got) == len(sent)
+    del got
+    gc.collect()
+    assert mappings() == maps
 
 
 def test_without_the_c_library_the_file_is_copied(monkeypatch) -> None:
