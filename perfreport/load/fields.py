@@ -46,7 +46,6 @@ TOP_FIELDS: tuple[tuple[str, str], ...] = (
     ("ts", "n"),
     ("dur", "f"),
     ("id", "i"),  # flow-event id (ac2g / fwdbwd)
-    ("bp", "s"),
 )
 
 ARG_FIELDS: tuple[tuple[str, str], ...] = (
