@@ -64,15 +64,17 @@
  *
  * ``launch._last_key_at_or_before`` with a cursor per key.
  *
- *     layer_claim(starts, ends, free, seg, cum) -> None
+ *     layer_claim(starts, ends, free, seg, cum[, scratch]) -> None
  *
  * is one layer of ``stake._claims``: the layer's intervals given as positions among the sorted
  * edges (``starts``, ``ends``: int64), ``free`` (uint8 per segment, cleared where the layer
  * claims), ``seg`` the segments' lengths; writes ``cum`` (float64, segments + 1): the running
  * integral of the layer's rate, 1 / (intervals active) on each segment it claims (active and
  * free), 0 elsewhere, summed in segment order as the numpy path's cumsum over the claimed
- * segments does (the same floats). Only the Python C
- * API is used (buffers in, buffers out); the GIL is released during each pass.
+ * segments does (the same floats). ``scratch`` (int64, as ``cum``; zeros, given back as zeros)
+ * holds the count changes per bound: the caller's, reused by every layer of a claim, instead of
+ * a fresh zeroed block per layer. Only the Python C API is used (buffers in, buffers out); the
+ * GIL is released during each pass.
  *
  *     class_claim(cls, starts, ends, seg, top, rate, under, cum) -> None
  *
@@ -842,13 +844,14 @@ static PyObject *tree_inherit(PyObject *self, PyObject *args)
 static PyObject *layer_claim(PyObject *self, PyObject *args)
 {
     (void)self;
-    PyObject *objs[5];
-    if (!PyArg_ParseTuple(args, "OOOOO", &objs[0], &objs[1], &objs[2], &objs[3], &objs[4]))
+    PyObject *objs[6] = {NULL};
+    if (!PyArg_ParseTuple(args, "OOOOO|O", &objs[0], &objs[1], &objs[2], &objs[3], &objs[4], &objs[5]))
         return NULL;
-    Py_buffer views[5];
-    int flags[5] = {PyBUF_C_CONTIGUOUS, PyBUF_C_CONTIGUOUS, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE, PyBUF_C_CONTIGUOUS,
-                    PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE};
-    for (int k = 0; k < 5; k++) {
+    int n_views = objs[5] != NULL && objs[5] != Py_None ? 6 : 5;
+    Py_buffer views[6];
+    int flags[6] = {PyBUF_C_CONTIGUOUS, PyBUF_C_CONTIGUOUS, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE, PyBUF_C_CONTIGUOUS,
+                    PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE};
+    for (int k = 0; k < n_views; k++) {
         if (PyObject_GetBuffer(objs[k], &views[k], flags[k]) < 0) {
             release(views, k);
             return NULL;
@@ -856,23 +859,25 @@ static PyObject *layer_claim(PyObject *self, PyObject *args)
     }
     Py_ssize_t k = views[0].len / 8, n_seg = views[2].len;
     if (views[0].len % 8 || views[1].len != views[0].len || views[3].len != n_seg * 8
-        || views[4].len != (n_seg + 1) * 8) {
-        release(views, 5);
+        || views[4].len != (n_seg + 1) * 8 || (n_views == 6 && views[5].len != (n_seg + 1) * 8)) {
+        release(views, n_views);
         PyErr_SetString(PyExc_ValueError, "layer_claim: expected int64 starts and ends of one length, uint8 free, "
-                                          "float64 seg (one per segment) and cum (one more)");
+                                          "float64 seg (one per segment), cum (one more) and int64 scratch as cum");
         return NULL;
     }
     const int64_t *starts = views[0].buf, *ends = views[1].buf;
     for (Py_ssize_t i = 0; i < k; i++) {
         if (starts[i] < 0 || starts[i] > n_seg || ends[i] < 0 || ends[i] > n_seg) {
-            release(views, 5);
+            release(views, n_views);
             PyErr_SetString(PyExc_ValueError, "layer_claim: an edge position is outside the segments");
             return NULL;
         }
     }
-    int64_t *delta = calloc((size_t)n_seg + 1, sizeof(int64_t));
+    /* the counts' changes per bound: in the caller's scratch (zeros, given back as zeros) when
+     * there is one, so the layers of one claim reuse its pages instead of faulting fresh ones */
+    int64_t *delta = n_views == 6 ? views[5].buf : calloc((size_t)n_seg + 1, sizeof(int64_t));
     if (delta == NULL) {
-        release(views, 5);
+        release(views, n_views);
         return PyErr_NoMemory();
     }
     uint8_t *free_ = views[2].buf;
@@ -894,9 +899,13 @@ static PyObject *layer_claim(PyObject *self, PyObject *args)
         }
         cum[j + 1] = c;
     }
+    if (n_views == 6)
+        for (Py_ssize_t i = 0; i < k; i++)
+            delta[starts[i]] = delta[ends[i]] = 0;
     Py_END_ALLOW_THREADS
-    free(delta);
-    release(views, 5);
+    if (n_views == 5)
+        free(delta);
+    release(views, n_views);
     Py_RETURN_NONE;
 }
 
@@ -1238,7 +1247,7 @@ static PyMethodDef nest_methods[] = {
      "The segment pass of the attribution's GPU parts: per segment the first class running, its\n"
      "shared rate, whether class 0 runs, and each class's running integral (see attribution._gpu_parts)."},
     {"layer_claim", layer_claim, METH_VARARGS,
-     "layer_claim(starts, ends, free, seg, cum) -> None\n\n"
+     "layer_claim(starts, ends, free, seg, cum[, scratch]) -> None\n\n"
      "One layer of the time at stake: claim the free segments where the layer is active and\n"
      "write the running integral of its shared rate (see stake._claims)."},
     {NULL, NULL, 0, NULL},
