@@ -240,6 +240,39 @@ def test_op_kernels_on_alexnet() -> None:
     assert lin["cpu_dur_us"] == t.dur[t.decode(t.name) == "aten::linear"].sum() == 22273.0
 
 
+def test_a_2021_step_span_is_no_operator_against_the_raw_events() -> None:
+    """A 2021 trace records ``ProfilerStep#N`` as an operator (category ``Operator``). The op
+    tables treat it as the step it is: the kernels launched under it belong to the outermost
+    real operators below it. Checked against the file's raw events: each GPU event's launch
+    (same correlation), the ``Operator`` events on the launch's thread that contain it, the
+    outermost of those that is not a step span."""
+    import json
+
+    from perfreport.analyses.sequences import kernel_sequences
+
+    folder = TRACES / "odd_old2021_tbplugin_gpu_metrics"
+    events = json.loads((folder / "gpu_metrics_input.json").read_text())["traceEvents"]
+    ops = [e for e in events if e.get("cat") == "Operator" and e.get("ph") == "X"]
+    assert any(e["name"].startswith("ProfilerStep#") for e in ops)  # the case under test
+    launches = {e["args"]["correlation"]: e for e in events if e.get("cat") == "Runtime" and "correlation" in e.get("args", {})}
+    expected: dict[str, int] = {}
+    for g in (e for e in events if e.get("cat") in ("Kernel", "Memcpy", "Memset")):
+        lau = launches.get(g["args"].get("correlation"))
+        if lau is None:
+            continue
+        around = [o for o in ops if not o["name"].startswith("ProfilerStep#") and o["tid"] == lau["tid"]
+                  and o["ts"] <= lau["ts"] and lau["ts"] + lau["dur"] <= o["ts"] + o["dur"]]
+        if around:
+            outer = min(around, key=lambda o: (o["ts"], -o["dur"]))
+            expected[outer["name"]] = expected.get(outer["name"], 0) + 1
+    traces = load_cached(str(folder))
+    table = op_kernels(traces)
+    got = {name: n for name, n in zip(table["name"], table["num_kernels"]) if n}
+    assert got == expected and sum(expected.values()) >= 20
+    sequences = kernel_sequences(traces)
+    assert len(sequences) and not sequences["operator"].str.startswith("ProfilerStep").any()
+
+
 def test_hand_built_stack_and_edge_cases(tmp_path: Path) -> None:
     events = [cpu("aten::linear", 0, 100), cpu("aten::addmm", 10, 50), launch(20, corr=1),
               kernel("gemm", 30, 40, corr=1), cpu("other", 200, 10, tid=2)]

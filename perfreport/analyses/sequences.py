@@ -6,7 +6,8 @@ over every call shows what an operator really runs: ``aten::linear`` may be one 
 shape and GEMM + bias kernel + memset on another.
 
 The roots are the outermost matching calls: an operator whose name contains ``operator``
-(every ``cpu_op`` when ``operator`` is None) and that is not itself below another matching
+(every ``cpu_op`` when ``operator`` is None, but a 2021 trace's ``ProfilerStep#N`` span, which
+is the step: :func:`~.callstack.outermost_ops`) and that is not itself below another matching
 call, with at least ``min_kernels`` GPU events. (HTA instead keeps only the matches at the
 single shallowest depth found in the rank, which misses calls made at other depths.)
 

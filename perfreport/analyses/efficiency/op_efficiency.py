@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from ...model import CPU_OP_CATEGORIES, RankTrace, TraceSet, distinct_codes
-from ..callstack import call_stack, cpu_ops, nearest_match, outermost_ops, stack_levels, topmost_match
+from ..callstack import call_stack, nearest_match, outermost_ops, stack_levels
 from .gpu_metrics import args_at, metrics_of, weighted_pct
 from .gpus import GpuSpec, rank_gpu
 from .perfmodel import MODELS, OpModel, model
@@ -95,22 +95,11 @@ def kernel_owner(trace: RankTrace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         gpu = gpu[stack.is_node[gpu]]
         owner = near[gpu]
         modelled = owner >= 0
-        owner = np.where(modelled, owner, _outermost_op(trace)[gpu])
+        owner = np.where(modelled, owner, outermost_ops(trace)[gpu])
         keep = owner >= 0
         return gpu[keep], owner[keep], modelled[keep]
 
     return trace.memo("efficiency_kernel_owner", compute)
-
-
-def _outermost_op(trace: RankTrace) -> np.ndarray:
-    """The op–kernel table's owner (:func:`~perfreport.analyses.callstack.outermost_ops`), except
-    that a ``ProfilerStep#N`` span, which 2021 traces record as an operator, owns nothing."""
-    stack = call_stack(trace)
-    ops = cpu_ops(trace, stack)
-    steps = trace.steps() & ops
-    if not steps.any():
-        return outermost_ops(trace)
-    return topmost_match(stack.parent, stack_levels(trace), ops & ~steps)
 
 
 def _owner_calls(trace: RankTrace) -> tuple[np.ndarray, ...]:
