@@ -39,8 +39,9 @@ class Limits:
     """Longest string value (event name, category, string arg) in KiB; C++ template kernel
     names reach ~30 KiB."""
     max_span_s: float = 86_400.0
-    """An event lasting longer than this, or starting this far from the rank's median start, is
-    absurd (1e308 µs, a negative or garbage timestamp): it is dropped and counted in a note."""
+    """An event lasting longer than this, or whose start a gap this long separates from the rest
+    of the rank, is absurd (1e308 µs, a negative or garbage timestamp): it is dropped and counted
+    in a note. A trace that runs for longer without such a gap keeps its events."""
     memory_check: bool = True
     """Refuse to load a rank whose estimated peak memory exceeds the free memory."""
 

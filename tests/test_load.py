@@ -299,10 +299,11 @@ def test_distinct_codes_equals_np_unique(n: int, n_codes: int) -> None:
         assert -1 in uniq.tolist() or n < 50  # the "no string" code is among them
 
 
-def test_far_starts_found_from_the_extremes_as_from_every_row() -> None:
-    """drop_absurd looks for far starts only when the earliest or the latest timed start is far
-    from the median: on random columns with starts just inside and just outside the limit, the
-    events dropped are those of the whole-column computation."""
+def test_far_starts_are_those_a_gap_over_the_limit_separates_from_the_bulk() -> None:
+    """drop_absurd's far starts against the rule done by hand: the timed starts in time order,
+    cut wherever two neighbours are more than max_span_s apart; every run but the one with the
+    most complete events (then the most timed ones, then the earliest) is dropped. Random columns
+    with starts just inside and just outside the limit, and stray ones."""
     from perfreport.limits import Limits
     from perfreport.load.fields import INT_MISSING, ScanResult
     from perfreport.load.sanitize import drop_absurd
@@ -321,17 +322,43 @@ def test_far_starts_found_from_the_extremes_as_from_every_row() -> None:
         ts[rng.random(n) < 0.05] = INT_MISSING
         result = ScanResult(n_events=n, top={"ph": ph, "ts": ts, "dur": np.ones(n)}, args={}, strings=["X", "M"])
         kept, counts = drop_absurd(result, limits)
-        # the whole-column computation it replaces
-        complete, has_ts = ph == 0, ts != INT_MISSING
-        timed = has_ts & (ph != 1)
-        anchor = ts[complete & has_ts] if (complete & has_ts).any() else ts[timed]
-        far = np.zeros(n, dtype=bool)
-        if len(anchor):
-            far = timed & (np.abs(ts.astype(np.float64) - float(np.median(anchor))) > limit_ns)
-        want = far | (complete & ~has_ts)  # and those without a timestamp
-        assert kept.n_events == n - int(want.sum()), trial
-        dropped_some += bool(far.any())
+        # by hand: runs of the sorted timed starts, split at gaps over the limit
+        timed = [i for i in range(n) if ts[i] != INT_MISSING and ph[i] != 1]
+        timed.sort(key=lambda i: (int(ts[i]), i))
+        runs: list[list[int]] = []
+        for i in timed:
+            if runs and float(ts[i]) - float(ts[runs[-1][-1]]) <= limit_ns:
+                runs[-1].append(i)
+            else:
+                runs.append([i])
+        bulk = max(range(len(runs)), key=lambda r: (sum(ph[i] == 0 for i in runs[r]), len(runs[r]), -r)) if runs else -1
+        far = {i for r, run in enumerate(runs) if r != bulk for i in run}
+        no_ts = {i for i in range(n) if ph[i] == 0 and ts[i] == INT_MISSING}
+        assert kept.n_events == n - len(far | no_ts), trial
+        assert counts.get(f"starting more than {limits.max_span_s:g} s from the others", 0) == len(far - no_ts), trial
+        dropped_some += bool(far)
     assert 5 < dropped_some < 60  # both outcomes were exercised
+
+
+def test_a_trace_of_days_without_a_gap_keeps_every_event() -> None:
+    """A rank whose events run for three days, an hour apart (a short trace grown to 1 GB spans
+    that), keeps them all: no gap passes the one-day limit. Its ends were more than a day from
+    its median start, and dropped. A stray start two days before it still goes."""
+    from perfreport.limits import Limits
+    from perfreport.load.fields import ScanResult
+    from perfreport.load.sanitize import drop_absurd
+
+    hour = 3600 * 10**9
+    ts = 10**18 + np.arange(73, dtype=np.int64) * hour
+    result = ScanResult(n_events=73, top={"ph": np.zeros(73, np.int32), "ts": ts, "dur": np.ones(73)}, args={},
+                        strings=["X"])
+    kept, counts = drop_absurd(result, Limits())
+    assert kept.n_events == 73 and counts == {}
+    ts = np.append(ts[0] - 48 * hour, ts)
+    result = ScanResult(n_events=74, top={"ph": np.zeros(74, np.int32), "ts": ts, "dur": np.ones(74)}, args={},
+                        strings=["X"])
+    kept, counts = drop_absurd(result, Limits())
+    assert kept.n_events == 73 and kept.top["ts"][0] == 10**18 and counts == {"starting more than 86400 s from the others": 1}
 
 
 def test_the_uncompressed_size_of_a_gzip_is_its_text_size_small_or_past_4_gib(tmp_path):
