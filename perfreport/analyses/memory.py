@@ -247,7 +247,9 @@ def enclosing_ops(trace: RankTrace, rows: np.ndarray) -> np.ndarray:
     nodes = np.flatnonzero(cpu_events(trace))
     if len(nodes) == 0:
         return out
-    tid_all = thread_ids(np.r_[trace.pid_at(nodes), trace.pid_at(rows)], np.r_[trace.tid_at(nodes), trace.tid_at(rows)])
+    # threads told apart by their pid/tid codes (one code per id): no id column gathered
+    tid_all = thread_ids(np.r_[trace.pid_code[nodes], trace.pid_code[rows]],
+                         np.r_[trace.tid_code[nodes], trace.tid_code[rows]])
     node_tid, ev_tid = tid_all[:len(nodes)], tid_all[len(nodes):]
     order = np.lexsort((stack.depth[nodes], trace.ts[nodes], node_tid))
     nodes, node_tid = nodes[order], node_tid[order]
