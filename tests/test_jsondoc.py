@@ -209,7 +209,7 @@ def test_long_float_lists_are_cleaned_as_item_by_item(values):
 
     whole = scalar_list(values)
     assert (whole is not None) == (len(values) >= 64 and all(type(x) in (int, str, bool, type(None)) for x in values))
-    assert whole is None or (whole == list(values) and type(whole) is list)
+    assert whole is None or (whole == list(values) and isinstance(whole, list) and whole is not values)
     ready = _json_ready({"v": values})["v"]
     assert [repr(x) for x in ready] == [repr((None if math.isnan(x) else x) if isinstance(x, float) else
                                               (x.item() if isinstance(x, np.generic) else x)) for x in values]
@@ -272,3 +272,21 @@ def test_rows_of_plain_cells_are_a_line_each(monkeypatch):
     assert lines[:2] == [b"{", b'  "t": ['] and lines[-3:] == [b"  ]", b"}", b""]
     rows = lines[2:-3]
     assert len(rows) == 21 and [json.loads(r.rstrip(b",")) for r in rows] == Records(frame).tolist()
+
+
+def test_a_cleaned_long_list_is_not_read_again() -> None:
+    """A long list cleaned once (a compare's document, made when the gate is done) is passed on
+    as it is when the report is built from the document: the same object, its NaN already null,
+    where a list that was not cleaned is read item by item."""
+    from perfreport.report.json_report import _clean
+
+    samples = [0.5] * 100 + [math.nan, math.inf, -0.0]
+    doc = _clean({"check": {"samples": samples, "steps": list(range(100))}})
+    cleaned = doc["check"]["samples"]
+    assert cleaned[-3:-1] == [None, None] and math.copysign(1, cleaned[-1]) == -1
+    plain = plain_document(doc)
+    assert plain["check"]["samples"] is cleaned and plain["check"]["steps"] is doc["check"]["steps"]
+    assert _clean(doc)["check"]["samples"] is cleaned
+    assert plain_document({"samples": samples})["samples"] is not samples  # not cleaned before: a new list
+    assert json_bytes(plain) == json_bytes({"check": {"samples": [0.5] * 100 + [None, None, -0.0],
+                                                      "steps": list(range(100))}})

@@ -135,27 +135,40 @@ FLOAT_LIST_MIN = 64
 """Lists at least this long are checked for being all floats (:func:`finite_float_list`)."""
 
 
+class CleanList(list):
+    """A list as its JSON reads back, made by :func:`finite_float_list` or :func:`scalar_list`:
+    :func:`_plain` (and the report's own cleaning) pass it on as it is instead of reading every
+    item again. A compare's document is cleaned when it is made and again when its report is
+    built from it: for the 173,000-step pair, ~0.12 s of the second pass."""
+
+    __slots__ = ()
+
+
 def finite_float_list(value: list | tuple) -> list | None:
     """``value`` as a new list with NaN and inf as None, when it is a long list (or tuple) of
     Python floats only; None otherwise (the caller goes item by item). A compare's checks keep
     every step's sample: on a job of 37,000 steps, two lists of 37,000 floats per check, which
     a Python call per item took most of a second to clean; here the types are read and the
-    non-finite ones found in C."""
+    non-finite ones found in C (the floats read once more by ``np.fromiter``: 1.5 ms per 173,000
+    against 3.2 for an array made from a list)."""
+    if type(value) is CleanList:
+        return value
     if len(value) < FLOAT_LIST_MIN or set(map(type, value)) != {float}:
         return None
     import numpy as np
 
-    out = list(value)
-    return _none_where(out, ~np.isfinite(np.array(out, dtype=np.float64)))
+    return _none_where(CleanList(value), ~np.isfinite(np.fromiter(value, np.float64, len(value))))
 
 
 def scalar_list(value: list | tuple) -> list | None:
     """``value`` as a new list when it is a long list (or tuple) of ints, texts, booleans and
     None only: nothing in it changes on the way to JSON, so it needs no look item by item (a
     compare's judged steps: 173,000 ints a side on a many-step job); None otherwise."""
+    if type(value) is CleanList:
+        return value
     if len(value) < FLOAT_LIST_MIN or not set(map(type, value)) <= _AS_THEY_ARE:
         return None
-    return list(value)
+    return CleanList(value)
 
 
 def _none_where(values: list, bad) -> list:
