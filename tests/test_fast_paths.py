@@ -144,6 +144,15 @@ def test_series_lines_from_sorted_runs_equal_the_groupby(trace, monkeypatch) -> 
             np.testing.assert_array_equal(g["y"], r["y"])
     shuffled = tables[0][0].iloc[::-1]
     assert series._sorted_runs(shuffled, ["rank", "stream"]) is None or shuffled["stream"].nunique() == 1
+    # the bandwidth lines made from the change points' arrays, without the table: the same lines
+    from perfreport.analyses.memory_bw import bw_change_points
+
+    direct = series._bw_lines(bw_change_points(one), 50)
+    assert len(direct) == len(reference[1]) >= 1
+    for g, r in zip(direct, reference[1]):
+        assert (g["rank"], g["label"], g["points_total"]) == (r["rank"], r["label"], r["points_total"])
+        np.testing.assert_array_equal(g["x"], r["x"])
+        np.testing.assert_array_equal(g["y"], r["y"])
 
 
 def test_queue_sorted_runs_aggregate_as_grouped(trace) -> None:

@@ -105,10 +105,24 @@ def memory_bw_series(traces: TraceSet) -> pd.DataFrame:
     (rank, direction). Ends are applied before starts at equal times and changes at the same
     µs collapse into one point; the value holds until the next point (0 after the last end).
     Transfers with unknown bandwidth (0 µs, no bytes) are left out."""
+    points = bw_change_points(traces)
+    if points is None:
+        return pd.DataFrame(columns=list(SERIES_COLUMNS))
+    rank, kind, labels, ts, level = points
+    return pd.DataFrame({"rank": rank, "direction": labels[kind], "ts_us": ts, "bw_gbps": level},
+                        columns=list(SERIES_COLUMNS))
+
+
+def bw_change_points(traces: TraceSet) -> tuple[np.ndarray, ...] | None:
+    """:func:`memory_bw_series` as arrays, sorted by (rank, direction, time): (rank, the
+    direction's position among ``labels``, labels (sorted, object), ts_us, bw_gbps); None when no
+    transfer's bandwidth is known. A figure's lines read these directly: the table's direction
+    column alone (a text per change point, checked one by one) took 0.11 s of the 0.28 s on a
+    rank of 173,000 steps."""
     table = transfers(traces)
     table = table[np.isfinite(table["bw_gbps"].to_numpy())]
     if not len(table):
-        return pd.DataFrame(columns=list(SERIES_COLUMNS))
+        return None
     rank = np.tile(table["rank"].to_numpy(), 2)
     codes, labels = pd.factorize(table["direction"], sort=True)
     kind = np.tile(codes, 2)
@@ -125,12 +139,8 @@ def memory_bw_series(traces: TraceSet) -> pd.DataFrame:
     level = total - before
     level[np.abs(level) < 1e-9 * np.abs(bw).max()] = 0.0  # float residue of +x - x
     last_at_time = np.r_[(group[1:] != group[:-1]) | (ts[1:] != ts[:-1]), True]
-    return pd.DataFrame({
-        "rank": rank[last_at_time],
-        "direction": np.asarray(labels, dtype=object)[kind[last_at_time]],
-        "ts_us": ts[last_at_time],
-        "bw_gbps": level[last_at_time],
-    }, columns=list(SERIES_COLUMNS))
+    return (rank[last_at_time], kind[last_at_time], np.asarray(labels, dtype=object), ts[last_at_time],
+            level[last_at_time])
 
 
 SUMMARY_COLUMNS = ("transfers", "bytes_total", "busy_us", "bw_gbps", "bw_max_gbps", "kineto_bw_mean_gbps")

@@ -38,7 +38,7 @@ import pandas as pd
 from ..model import RankTrace, TraceSet
 from ..units import us_to_ms
 from .memory import memory_timeline
-from .memory_bw import memory_bw_series
+from .memory_bw import bw_change_points
 from .queue import queue_length_series
 from .steps import profiler_steps
 
@@ -270,6 +270,19 @@ def _sorted_runs(table: pd.DataFrame, keys: list[str]) -> list[tuple[tuple, slic
     return [(h, slice(a, b)) for h, a, b in zip(heads, starts.tolist(), ends)]
 
 
+def _bw_lines(points: tuple[np.ndarray, ...] | None, max_points: int) -> list[dict]:
+    """One raw line per (rank, direction) of :func:`~.memory_bw.bw_change_points` (sorted by
+    both): what :func:`_grouped_lines` makes of :func:`~.memory_bw.memory_bw_series`, without the
+    table."""
+    if points is None:
+        return []
+    rank, kind, labels, ts, level = points
+    heads = np.flatnonzero(np.r_[True, (rank[1:] != rank[:-1]) | (kind[1:] != kind[:-1])])
+    ends = np.r_[heads[1:], len(rank)]
+    return [_raw_line(int(rank[a]), str(labels[kind[a]]), ts[a:b].astype(np.float64), level[a:b].astype(np.float64),
+                      max_points, steps=True) for a, b in zip(heads.tolist(), ends.tolist())]  # a loop over lines
+
+
 def rank_series(trace: RankTrace, max_points: int = MAX_POINTS) -> dict[str, list[dict]]:
     """The raw lines of one rank, per kind, downsampled on its own clock (x in trace µs; the
     step-time x are step numbers). Memoised: the per-rank part of :func:`time_series`, small
@@ -293,7 +306,7 @@ def _rank_series(trace: RankTrace, max_points: int) -> dict[str, list[dict]]:
                 memory_lines.append(_raw_line(int(rank), f"{device} {what}", g["ts_us"].to_numpy(dtype=np.float64),
                                               values, max_points))
     return {"queue_length": _grouped_lines(queue_length_series(one), "stream", "stream {}", "queue_length", max_points),
-            "memory_bw": _grouped_lines(memory_bw_series(one), "direction", "{}", "bw_gbps", max_points),
+            "memory_bw": _bw_lines(bw_change_points(one), max_points),
             "step_time": step_lines, "memory": memory_lines}
 
 
