@@ -106,3 +106,26 @@ def test_tuples_in_is_the_multiindex_membership(seed: int) -> None:
     want = pd.MultiIndex.from_arrays(rows).isin(pd.MultiIndex.from_arrays(among)) if n else np.zeros(0, bool)
     got = tuples_in(rows, among)
     assert got.dtype == bool and np.array_equal(got, want) and (want.any() or not n or not m or seed == 3)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_distinct_rows_are_numpys_unique_rows(seed: int) -> None:
+    """distinct_rows gives np.unique(axis=0)'s first occurrences and row numbers: one to four
+    integer columns of small ranges, wide ranges, ranges too wide for one integer per row
+    (the lexsort), negative values, and no rows."""
+    from perfreport.analyses.grouping import distinct_rows
+
+    rng = np.random.default_rng(seed)
+    for trial in range(60):
+        n, k = int(rng.integers(0, 300)), int(rng.integers(1, 5))
+        low, high = [(-1, 5), (-10**6, 10**6), (-2**62, 2**62), (0, 3)][trial % 4]
+        matrix = rng.integers(low, high, (n, k)).astype(np.int64)
+        if trial % 4 == 3:
+            matrix *= 10**15  # few values, far apart
+        first, inverse = distinct_rows(matrix)
+        if n:
+            _, want_first, want_inverse = np.unique(matrix, axis=0, return_index=True, return_inverse=True)
+            np.testing.assert_array_equal(first, want_first)
+            np.testing.assert_array_equal(inverse, want_inverse.ravel())
+        else:
+            assert len(first) == len(inverse) == 0

@@ -296,23 +296,3 @@ def test_per_step_matches_plain_python() -> None:
             for r in got.itertuples()} == {k: (w[0], w[1], w[3] - w[2]) for k, w in want.items()}
     # a steady training loop: GPU memory returns to where it started every step
     assert (got.loc[(got["device"] == "cuda:0") & (got["step"] >= 0), "allocated_bytes_delta"] == 0).all()
-
-
-@pytest.mark.parametrize("seed", range(4))
-def test_device_pairs_are_numpys_unique_pairs(seed: int) -> None:
-    """The memory events' (device type, device id) pairs and each event's pair, found through one
-    integer per pair, are what ``np.unique`` of the stacked pairs along axis 0 gives: small ids,
-    sparse ones, and ids far apart (garbage arguments), where the record sort is kept."""
-    from perfreport.analyses.memory import _device_pairs
-
-    rng = np.random.default_rng(seed)
-    for trial in range(50):
-        n = int(rng.integers(1, 300))
-        kind = rng.integers(-1, 3, n)
-        ids = rng.integers(-1, int(rng.choice([2, 9, 10**6, 2**40])), n)
-        if trial % 10 == 0:
-            ids[0] = -2**62
-        pairs, inverse = _device_pairs(kind.astype(np.int64), ids.astype(np.int64))
-        want, want_inverse = np.unique(np.stack([kind, ids], axis=1), axis=0, return_inverse=True)
-        np.testing.assert_array_equal(pairs, want)
-        np.testing.assert_array_equal(inverse, want_inverse.ravel())

@@ -57,7 +57,7 @@ from ..units import format_bytes, pct, us_to_ms
 from .callstack import call_stack, stack_levels
 from .collectives import rank_collectives
 from .diff import normalize_kernel_name, step_sums
-from .grouping import code_sums
+from .grouping import code_sums, distinct_rows
 from .intervals import sorted_edges, window_overlaps
 from .nesting import _nest
 from .memory_bw import direction_of
@@ -254,9 +254,9 @@ def _host_ops(trace: RankTrace, steps: np.ndarray) -> tuple[np.ndarray, np.ndarr
         cpu = stack.is_node & ~trace.is_cat(GPU_SIDE_CATEGORIES)
         if not len(launches):
             return np.empty(0, np.int64), np.empty(0, np.int64)
-        pairs, counts = np.unique(np.stack([trace.pid_code[launches], trace.tid_code[launches]], axis=1), axis=0,
-                                  return_counts=True)
-        pid, tid = pairs[np.argmax(counts)]  # codes: one per distinct id
+        pairs = np.stack([trace.pid_code[launches], trace.tid_code[launches]], axis=1)
+        first, inverse = distinct_rows(pairs)
+        pid, tid = pairs[first[np.argmax(np.bincount(inverse))]]  # codes: one per distinct id
         rows = np.flatnonzero(cpu & (stack.depth == 0) & (trace.pid_code == pid) & (trace.tid_code == tid))
         return rows, np.zeros(len(rows), dtype=np.int64)
     child, number = _step_children(trace)

@@ -57,17 +57,56 @@ def run_ids(codes: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarr
     for lo, hi in zip(bounds[:-1], bounds[1:]):  # a loop over distinct run lengths
         runs = by_length[lo:hi]
         matrix = codes[starts[runs][:, None] + np.arange(lengths[runs[0]])]
-        first, inverse = _distinct_rows(matrix)
+        first, inverse = distinct_rows(matrix)
         ids[runs] = next_id + inverse
         firsts.append(runs[first])
         next_id += len(first)
     return ids, np.concatenate(firsts)
 
 
-def _distinct_rows(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(first, inverse): the first row of each distinct row of an integer matrix, and for each
-    row the number of its distinct row (numbered in the rows' lexicographic order). A stable
-    lexsort on the columns, cheaper than ``np.unique(axis=0)``'s structured-dtype sort."""
+def distinct_rows(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(first, inverse) of the rows of an integer matrix (n x k), as ``np.unique(matrix, axis=0,
+    return_index=True, return_inverse=True)`` gives them: the first occurrence of each distinct
+    row, and per row the number of its distinct row in the rows' lexicographic order.
+
+    ``np.unique(axis=0)`` sorts the rows as structured records, several times slower than what
+    is done here. Each column is numbered densely (a presence table over its range, or a sort),
+    the numbers make one integer per row that orders as the row does, and that integer is
+    numbered the same way: linear in the rows where the ranges are small (the (run, rank, step)
+    samples of a gate side, the devices of the memory events: 268 ms -> 1.7 ms for 487,200
+    events). Keys too wide for one integer take a lexsort of the columns."""
+    n, k = matrix.shape if matrix.ndim == 2 else (len(matrix), 1)
+    if n == 0:
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+    key = np.zeros(n, dtype=np.int64)
+    span = 1
+    for column in np.asarray(matrix).reshape(n, k).T:
+        dense, count = _dense(column)
+        if span * count >= 2**62:  # no room for one integer per row: sort the rows themselves
+            return _lexsorted_rows(np.asarray(matrix).reshape(n, k))
+        key = key * count + dense
+        span *= count
+    if span > 4 * n + 4096:  # a table that wide costs more than a sort
+        _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        return first, inverse.ravel()
+    uniq, inverse = distinct_codes(key - 1, span)  # (codes from -1: the key shifted by one)
+    first = np.full(len(uniq), n, dtype=np.int64)
+    np.minimum.at(first, inverse, np.arange(n))  # each distinct row's first occurrence
+    return first, inverse
+
+
+def _dense(column: np.ndarray) -> tuple[np.ndarray, int]:
+    """(per value its number among the column's distinct values in sorted order, how many)."""
+    lo, hi = int(column.min()), int(column.max())
+    if hi - lo <= 4 * len(column) + 4096:
+        uniq, dense = distinct_codes(column.astype(np.int64) - lo - 1, hi - lo + 1)
+    else:
+        uniq, dense = np.unique(column, return_inverse=True)
+    return dense.ravel().astype(np.int64, copy=False), len(uniq)
+
+
+def _lexsorted_rows(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`distinct_rows` by a stable lexsort on the columns (any integers)."""
     order = np.lexsort(matrix.T[::-1])
     ordered = matrix[order]
     new = np.ones(len(order), dtype=bool)

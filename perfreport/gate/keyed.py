@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..analyses.grouping import distinct_rows
 from .metrics import SAMPLE, SideData
 
 
@@ -67,8 +68,8 @@ def _samples_of(side: SideData, table: str) -> tuple[np.ndarray, pd.MultiIndex]:
     memo = side._pivots
     if ("samples", table) not in memo:
         columns = [_table(side, table)[c].to_numpy() for c in SAMPLE]
-        _, first, sample = np.unique(np.stack(columns, axis=1), axis=0, return_index=True, return_inverse=True)
-        memo[("samples", table)] = (sample.ravel(), pd.MultiIndex.from_arrays([c[first] for c in columns], names=SAMPLE))
+        first, sample = distinct_rows(np.stack(columns, axis=1))
+        memo[("samples", table)] = (sample, pd.MultiIndex.from_arrays([c[first] for c in columns], names=SAMPLE))
     return memo[("samples", table)]
 
 

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from ..analyses.annotations import innermost_overlapping
+from ..analyses.grouping import distinct_rows
 from ..analyses.intervals import intersection_length, union
 from ..model import COMMUNICATION, COMPUTATION, MEMCPY_CATEGORIES, MEMORY, MEMSET_CATEGORIES, OTHER
 from . import _plots
@@ -83,9 +84,9 @@ class BreakdownMixin:
             return np.empty(0, dtype=object)
         table = self.t.symbol_table.sym_table
         pairs = np.stack([frame["name"].to_numpy(np.int64), frame["cat"].to_numpy(np.int64)], axis=1)
-        uniq, inverse = np.unique(pairs, axis=0, return_inverse=True)
-        labels = np.array([hta_kernel_type(table[n], table[c]) for n, c in uniq], dtype=object)
-        return labels[inverse.ravel()]
+        first, inverse = distinct_rows(pairs)
+        labels = np.array([hta_kernel_type(table[n], table[c]) for n, c in pairs[first]], dtype=object)
+        return labels[inverse]
 
     def _gpu_rows(self, rank: int) -> tuple[pd.DataFrame, np.ndarray, np.ndarray, np.ndarray]:
         """HTA's GPU rows of a rank (``stream != -1``): (rows, ts, end, kernel types)."""

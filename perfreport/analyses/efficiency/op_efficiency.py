@@ -27,8 +27,9 @@ import json
 import numpy as np
 import pandas as pd
 
-from ...model import CPU_OP_CATEGORIES, RankTrace, TraceSet, distinct_codes
+from ...model import CPU_OP_CATEGORIES, RankTrace, TraceSet
 from ..callstack import call_stack, nearest_match, outermost_ops, stack_levels
+from ..grouping import distinct_rows
 from .gpu_metrics import args_at, metrics_of, weighted_pct
 from .gpus import GpuSpec, rank_gpu
 from .perfmodel import MODELS, OpModel, model
@@ -182,25 +183,6 @@ def label(op: str, dims_text: str, dtype: str) -> str:
         dims = []
     shapes = ["×".join(str(x) for x in d) for d in dims if isinstance(d, list) and d]
     return op + (f" [{', '.join(shapes)}]" if shapes else "") + (f" {dtype}" if dtype else "")
-
-
-def distinct_rows(sig: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(first row of each distinct row, distinct id per row) of an (n, k) array of string codes:
-    each column made dense first, so the rows become one int64 key (``np.unique(axis=0)`` sorts
-    the rows as structured records, several times slower)."""
-    key = np.zeros(len(sig), dtype=np.int64)
-    span = 1
-    for column in sig.T:
-        ids, dense = distinct_codes(column, int(column.max(initial=0)) + 1)
-        key = key * len(ids) + dense
-        span *= len(ids)
-    if span > 4 * len(key) + 4096:  # too wide for a table: sort
-        _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-        return first, inverse.ravel()
-    uniq, inverse = distinct_codes(key, span)  # np.unique's answer through a presence table
-    first = np.full(len(uniq), len(key), dtype=np.int64)
-    np.minimum.at(first, inverse, np.arange(len(key)))  # each distinct row's first occurrence
-    return first, inverse
 
 
 def compute_class(m: OpModel, any_tf32: bool, spec: GpuSpec | None) -> str:
