@@ -226,11 +226,16 @@ def outermost_ops(trace: RankTrace) -> np.ndarray:
     report.json)."""
     def compute() -> np.ndarray:
         stack = call_stack(trace)
-        ops = cpu_ops(trace, stack)
-        steps = trace.steps() & ops
-        return topmost_match(stack.parent, stack_levels(trace), ops & ~steps if steps.any() else ops)
+        return topmost_match(stack.parent, stack_levels(trace), cpu_ops(trace, stack) & operators(trace))
 
     return trace.memo("outermost_cpu_ops", compute)
+
+
+def operators(trace: RankTrace) -> np.ndarray:
+    """Per event, whether it is a CPU operator that owns what runs below it: a ``cpu_op`` that is
+    not a ``ProfilerStep#N`` span (2021 traces file the step under ``Operator``; it is the step).
+    The one rule of :func:`outermost_ops` and of the memory events' owners."""
+    return trace.is_cat(CPU_OP_CATEGORIES) & ~trace.steps()
 
 
 def cpu_ops(trace: RankTrace, stack: CallStack) -> np.ndarray:

@@ -26,8 +26,8 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ConfigError
-from ..model import CPU_OP_CATEGORIES, RankTrace, TraceSet
-from .callstack import call_stack, cpu_events
+from ..model import RankTrace, TraceSet
+from .callstack import call_stack, cpu_events, operators
 from .grouping import distinct_rows
 from .nesting import thread_ids
 
@@ -249,14 +249,14 @@ def enclosing_ops(trace: RankTrace, rows: np.ndarray) -> np.ndarray:
         a, b = lo[m][0], hi[m][0]
         p = a + np.searchsorted(node_ts[a:b], t[m], side="right") - 1
         cand[m] = np.where(p >= a, nodes[np.clip(p, 0, None)], -1)
-    cpu_op, step = trace.is_cat(CPU_OP_CATEGORIES), trace.steps()  # 2021 traces file ProfilerStep as an op
+    owner = operators(trace)  # (not a 2021 trace's ProfilerStep span)
     cur = cand
     live = cur >= 0
     while live.any():  # a loop over nesting levels; each on the candidates' rows only
         c = cur[live]
         start = trace.ts[c]
         end = start + np.maximum(np.nan_to_num(trace.dur[c]), 0.0)
-        hit = cpu_op[c] & ~step[c] & (start <= t[live]) & (t[live] <= end)
+        hit = owner[c] & (start <= t[live]) & (t[live] <= end)
         idx = np.flatnonzero(live)
         out[idx[hit]] = c[hit]
         cur[idx[hit]] = -1
