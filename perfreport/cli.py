@@ -24,6 +24,7 @@ from . import __version__
 from .documents.jsondoc import JsonChunks
 from .errors import OneLineFormatter, PerfreportError, printable
 from .limits import override as override_limits
+from .running.collector import freeze_imports
 from .units import format_pct, format_us
 
 FORMAT_HELP = ("report formats, comma-separated: html,pdf,md,json,junit or all (default: all installed); "
@@ -153,6 +154,7 @@ def compare_one(args: argparse.Namespace, labels: list[str], formats, renderer) 
         from .pipeline import compare, report_document
         from .running.progress import make_progress
         from .report import build_report
+    freeze_imports()
 
     config = load_config(args.config)
     executor = executor_of(args, figures=formats)
@@ -235,6 +237,7 @@ def compare_setups(args: argparse.Namespace, labels: list[str], formats, rendere
     from .report import build_report
     from .report.setups import multi_document
 
+    freeze_imports()
     if args.runs:
         raise PerfreportError("--run adds runs of one candidate; with several setups (CANDIDATE …) store each "
                               "setup's runs as a baseline instead")
@@ -371,6 +374,7 @@ def analyze_to(args: argparse.Namespace, formats, renderer) -> int:
         from .pipeline import resolve_side, run_jobs, summary_document
         from .running.progress import make_progress
         from .report import build_report
+    freeze_imports()
 
     no_junit = "junit" in formats and args.format not in (None, "all")  # asked for: say why there is none
     formats = tuple(f for f in formats if f != "junit")
@@ -475,11 +479,13 @@ def run() -> None:
     sets the process up first): :func:`main`, then the process ends
     without tearing the interpreter down (:func:`perfreport.running.lifecycle.exit_now`). An exit that
     argparse raises (``--help``, a usage error) and ``--debug``'s traceback take Python's way."""
+    from .running.collector import own_the_collector
     from .running.heap import own_the_heap
     from .running.lifecycle import bound_the_unwinding, exit_now
 
     bound_the_unwinding()  # a signalled command ends within seconds, whatever its unwinding meets
     own_the_heap()  # glibc keeps a rank's freed temporaries for its next ones (perfreport.running.heap)
+    own_the_collector()  # what the imports made is left out of the collector's passes
     exit_now(main())
 
 

@@ -165,6 +165,7 @@ def _child(page_fd: int, result_fd: int) -> None:
     b"U" + why WeasyPrint cannot load, or b"E" + one error line."""
     code = 0
     try:
+        from ..running.collector import no_collection
         from .pdf import layout_pdf
 
         outcome: list = []
@@ -183,6 +184,7 @@ def _child(page_fd: int, result_fd: int) -> None:
             payload = b"U" + missing.encode()
         else:
             try:
+                no_collection()  # this child exits once the page is laid out (perfreport.running.collector)
                 payload = b"O" + layout_pdf(html)
             except BaseException as exc:  # noqa: BLE001 - everything goes back to the parent as text
                 payload = b"E" + _describe(exc).encode()[:4000]

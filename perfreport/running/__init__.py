@@ -7,6 +7,7 @@
 * :mod:`.assemble` - the digests folded in as they arrive, rebuilt as one job for the cross-rank
   analyses.
 * :mod:`.heap` - what glibc's heap keeps while a rank is analysed, and gives back after.
+* :mod:`.collector` - what Python's garbage collector need not walk again (the imports).
 * :mod:`.forked` - work shared with forked children (a rank's analyses, a report's figures).
 * :mod:`.lifecycle` - signals, parent death, and the command's exit: no process outlives it.
 * :mod:`.progress` - what the terminal shows while the ranks run.
