@@ -9,15 +9,19 @@ import pytest
 from perfreport.analyses.grouping import Grouped
 
 
-def frame(seed: int, n: int) -> pd.DataFrame:
+def frame(seed: int, n: int, missing_names: bool = False) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     value = rng.random(n) * 1000
     value[rng.random(n) < 0.15] = np.nan
+    name = rng.choice(["mm", "conv", "Memcpy HtoD", "ncclKernel"], n).astype(object)
+    if missing_names:  # rows pandas drops from the groups (and Grouped, from its rows)
+        name[rng.random(n) < 0.1] = None
     return pd.DataFrame({
         "rank": rng.integers(0, 3, n),
         "step": rng.integers(-1, 5, n),
-        "name": rng.choice(["mm", "conv", "Memcpy HtoD", "ncclKernel"], n).astype(object),
+        "name": name,
         "value": value,
+        "full": rng.random(n) * 100,  # no value missing: the aggregations' shortcut
         "count": rng.integers(0, 9, n),
         "flag": rng.random(n) < 0.3,
     })
@@ -25,8 +29,9 @@ def frame(seed: int, n: int) -> pd.DataFrame:
 
 @pytest.mark.parametrize("seed, n", [(0, 2000), (1, 40), (2, 1), (3, 0)])
 @pytest.mark.parametrize("keys", [["rank"], ["rank", "name"], ["rank", "step", "name"]])
-def test_grouped_equals_pandas_groupby(seed: int, n: int, keys: list[str]) -> None:
-    f = frame(seed, n)
+@pytest.mark.parametrize("missing_names", [False, True])
+def test_grouped_equals_pandas_groupby(seed: int, n: int, keys: list[str], missing_names: bool) -> None:
+    f = frame(seed, n, missing_names)
     g, p = Grouped(f, keys), f.groupby(keys, sort=True)
     expected_keys = p.size().reset_index()[keys]
     got_keys = g.frame({})
@@ -47,6 +52,10 @@ def test_grouped_equals_pandas_groupby(seed: int, n: int, keys: list[str]) -> No
     np.testing.assert_allclose(g.sum("value", min_count=1), p["value"].sum(min_count=1).to_numpy(), rtol=1e-12)
     np.testing.assert_allclose(g.mean("value"), p["value"].mean().to_numpy(), rtol=1e-12)
     np.testing.assert_allclose(g.std("value"), p["value"].std().to_numpy(), rtol=1e-9)
+    for how in ("median", "max", "min", "count"):
+        np.testing.assert_array_equal(getattr(g, how)("full"), getattr(p["full"], how)().to_numpy())
+    for how in ("sum", "mean", "std"):
+        np.testing.assert_allclose(getattr(g, how)("full"), getattr(p["full"], how)().to_numpy(), rtol=1e-9)
     assert g.sum("value").dtype == g.mean("value").dtype == np.float64  # also with no rows at all
     if n > 100:
         assert g.n >= 3 and np.isnan(g.sum("value", min_count=1)).sum() == 0  # groups are big enough here

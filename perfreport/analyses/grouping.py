@@ -148,27 +148,48 @@ class Grouped:
                 combined = np.unique(combined, return_inverse=True)[1].ravel()  # keep the code within int64
             combined = combined * max(len(uniq), 1) + codes
         self.rows = np.flatnonzero(valid)
-        combined = combined[self.rows]
+        self._every_row = len(self.rows) == n
+        if not self._every_row:
+            combined = combined[self.rows]
         uniq, self.ids = distinct_codes(combined, int(combined.max(initial=0)) + 1)  # a table, not a sort
         self.n = len(uniq)
         self.first = np.full(self.n, n, dtype=np.int64)
         np.minimum.at(self.first, self.ids, self.rows)  # a row of each group, for its key values
         self._sorted: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._sizes: np.ndarray | None = None
 
     def _column(self, name: str) -> np.ndarray:
         column = self._frame[name]
         return column.to_numpy() if isinstance(column, pd.Series) else np.asarray(column)
 
     def _values(self, values) -> np.ndarray:
+        """The values of the grouped rows, read only: the column itself when every row has its
+        keys (no copy of a million values for each aggregation)."""
         v = self._column(values) if isinstance(values, str) else np.asarray(values)
-        return v[self.rows]
+        return v if self._every_row else v[self.rows]
+
+    @staticmethod
+    def _floats(v: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """(``v`` (grouped rows' values) as float64, read only; where they are NaN, or None
+        when none is: the aggregations then skip masking what is not there)."""
+        v = np.asarray(v, dtype=np.float64)
+        missing = np.isnan(v)
+        return v, (missing if missing.any() else None)
 
     def size(self) -> np.ndarray:
-        return np.bincount(self.ids, minlength=self.n).astype(np.int64)
+        if self._sizes is None:
+            self._sizes = np.bincount(self.ids, minlength=self.n).astype(np.int64)
+        return self._sizes.copy()
+
+    def _present(self, missing: np.ndarray | None) -> np.ndarray:
+        """Non-missing values per group, as float64 sums."""
+        return self.size().astype(np.float64) if missing is None else _sums(self.ids, ~missing, self.n)
 
     def count(self, values) -> np.ndarray:
         """Non-missing values per group."""
         v = self._values(values)
+        if v.dtype.kind in "biu":
+            return self.size()
         return np.bincount(self.ids, weights=~pd.isna(v), minlength=self.n).astype(np.int64)
 
     def sum(self, values, min_count: int = 0) -> np.ndarray:
@@ -179,19 +200,16 @@ class Grouped:
             out = np.zeros(self.n, dtype=np.int64)
             np.add.at(out, self.ids, v.astype(np.int64))
             return out
-        v = v.astype(np.float64)
-        missing = np.isnan(v)
-        out = _sums(self.ids, np.where(missing, 0.0, v), self.n)
+        v, missing = self._floats(v)
+        out = _sums(self.ids, v if missing is None else np.where(missing, 0.0, v), self.n)
         if min_count > 0:
-            present = _sums(self.ids, ~missing, self.n)
-            out = np.where(present >= min_count, out, np.nan)
+            out = np.where(self._present(missing) >= min_count, out, np.nan)
         return out
 
     def mean(self, values) -> np.ndarray:
-        v = self._values(values).astype(np.float64)
-        missing = np.isnan(v)
-        total = _sums(self.ids, np.where(missing, 0.0, v), self.n)
-        present = _sums(self.ids, ~missing, self.n)
+        v, missing = self._floats(self._values(values))
+        total = _sums(self.ids, v if missing is None else np.where(missing, 0.0, v), self.n)
+        present = self._present(missing)
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.where(present > 0, total / present, np.nan)
 
@@ -199,11 +217,12 @@ class Grouped:
         """Sample standard deviation (ddof=1) of the non-missing values; NaN below two values.
         Two passes (mean, then squared deviations) where pandas updates a running variance:
         the last bits may differ."""
-        v = self._values(values).astype(np.float64)
-        missing = np.isnan(v)
-        present = _sums(self.ids, ~missing, self.n)
+        v, missing = self._floats(self._values(values))
+        present = self._present(missing)
         mean = self.mean(values)
-        dev = np.where(missing, 0.0, v - mean[self.ids])
+        dev = v - mean[self.ids]
+        if missing is not None:
+            dev[missing] = 0.0
         squares = _sums(self.ids, dev * dev, self.n)
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.where(present > 1, np.sqrt(squares / (present - 1)), np.nan)
@@ -220,9 +239,10 @@ class Grouped:
             out = np.full(self.n, np.iinfo(np.int64).min if start < 0 else np.iinfo(np.int64).max, dtype=np.int64)
             ufunc.at(out, self.ids, v.astype(np.int64))
             return out
+        v, missing = self._floats(v)
         out = np.full(self.n, start)
-        ufunc.at(out, self.ids, v.astype(np.float64))  # fmax/fmin skip NaN
-        return np.where(self.count(values) > 0, out, np.nan)  # all missing: NaN, as pandas
+        ufunc.at(out, self.ids, v)  # fmax/fmin skip NaN
+        return np.where(self._present(missing) > 0, out, np.nan)  # all missing: NaN, as pandas
 
     def median(self, values) -> np.ndarray:
         """Median of the non-missing values (mean of the two middle ones for an even count)."""
@@ -253,17 +273,17 @@ class Grouped:
         key = values if isinstance(values, str) else None
         if key is not None and key in self._sorted:
             return self._sorted[key]
-        v = self._values(values).astype(np.float64)
+        v, missing = self._floats(self._values(values))
         given = self._value_orders.get(key) if key is not None else None
-        sizes = np.bincount(self.ids, minlength=self.n)
+        sizes = self.size()
         start = np.cumsum(sizes) - sizes
-        if given is not None and len(self.rows) == len(self._column(key)):  # every row has its keys
+        if given is not None and self._every_row:
             ordered = v[_by_group(self.ids, np.asarray(given), self.n)]
         elif self.n <= _SORT_EACH_MAX_GROUPS and not _signed_zero(v):
             ordered = _sorted_each_group(self.ids, v, start, sizes)
         else:
             ordered = v[_by_group_then_value(self.ids, v, self.n)]  # NaN sorts last within a group
-        present = np.bincount(self.ids, weights=~np.isnan(v), minlength=self.n).astype(np.int64)
+        present = sizes if missing is None else self._present(missing).astype(np.int64)
         result = (ordered, start, present)
         if key is not None:
             self._sorted[key] = result
