@@ -42,3 +42,23 @@ def test_the_console_script_freezes_its_imports_and_a_library_caller_is_left_alo
     assert frozen > 30_000 and enabled == "True", (frozen, enabled)
     frozen, enabled = _frozen(False, tmp_path / "library")
     assert frozen == 0 and enabled == "True", (frozen, enabled)
+
+
+def test_the_collector_is_paused_inside_the_block_and_as_it_was_after() -> None:
+    """``paused`` (the figures drawn in the command's process) turns the collector off inside
+    the block and leaves it as it found it: on again after, and off when it was off."""
+    import gc
+
+    from perfreport.running.collector import paused
+
+    assert gc.isenabled()
+    with paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

@@ -23,6 +23,7 @@ from typing import Any
 
 from .html import draw_svg
 from .model import BarFigure, LineFigure, RooflineFigure, WaterfallFigure
+from ..running.collector import no_collection, paused
 from ..running.forked import Child as _Child, cores
 from ..timing import phase, record
 
@@ -77,6 +78,7 @@ def _draw_share(jobs: Sequence[Job], indices: list[int], behind_from: int | None
     """A child's work: draw ``indices`` and send each SVG; from job ``behind_from`` on (figures
     no PDF waits for) at the lower priority :data:`BEHIND`."""
     def work(send: Callable[[int, bytes], None]) -> None:
+        no_collection()  # a child that draws, then exits (perfreport.running.collector)
         for i in indices:
             if behind_from is not None and i >= behind_from:
                 _yield_cores()
@@ -118,6 +120,7 @@ class EarlyFigures:
         def work(send: Callable[[int, bytes], None]) -> None:
             import pickle
 
+            no_collection()  # a child that draws, then exits (perfreport.running.collector)
             if behind:  # no PDF waits for these figures: the gate and the PDF's go first
                 _yield_cores()
 
@@ -230,11 +233,12 @@ class FigureDrawing:
         the group in ``svgs`` (under its key, and its prefix under ``key + "#prefix"``, as
         :func:`perfreport.report.html.context` does). A figure a child did not send is drawn here."""
         indices = self._groups[group]
-        with phase("render:figures (drawn here)"):
+        with paused(), phase("render:figures (drawn here)"):  # (perfreport.running.collector)
             for i in indices:
                 if i in self._mine:
                     self._store(i, draw_svg(*self.jobs[i]), svgs)
-        self._take_early([i for i in indices if i in self._early_of], svgs)
+        with paused():
+            self._take_early([i for i in indices if i in self._early_of], svgs)
         for child, share in self._children:
             theirs = [i for i in indices if i in share]
             with phase("render:figures (child processes; waited for)"):

@@ -16,6 +16,8 @@ program that imports perfreport (a notebook, the tests) keeps its collector as i
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 _owned = False
 
@@ -36,9 +38,25 @@ def freeze_imports() -> None:
 
 
 def no_collection() -> None:
-    """Stop the collector in a short-lived forked child that only lays out a page and exits
-    (the PDF's renderer): the passes its layout triggers took 0.05-0.10 s of the 0.55-0.60 s
-    of a 1 GB ``compare``'s PDF (6 pages; 3 runs each), 0.49-0.50 s without them, for 20-45 MB
-    more at the child's peak, given back when it exits. In that ``compare`` the child's passes
-    went from 109 ms to 23 ms (those before the layout: WeasyPrint's import)."""
+    """Stop the collector in a short-lived forked child that only lays out a page or draws
+    figures, then exits. The PDF's layout: its passes took 0.05-0.10 s of the 0.55-0.60 s of a
+    1 GB ``compare``'s PDF (6 pages; 3 runs each), 0.49-0.50 s without them, for 20-45 MB more
+    at the child's peak, given back when it exits (the child's passes in that ``compare``: 109 ms
+    -> 23 ms, those left before the layout: WeasyPrint's import). Figures: see :func:`paused`."""
     gc.disable()
+
+
+@contextmanager
+def paused() -> Iterator[None]:
+    """The collector off inside the block, as it was after. matplotlib makes thousands of
+    short-lived objects per figure (artists, transforms, paths), and the passes they trigger
+    walk everything else the process holds: the 14 figures of a 16 x 50 MB ``compare`` took
+    1.41-1.47 s with them and 1.09-1.14 s without (2 runs each, warm), for 17 MB more at the
+    end, which the collector frees when it runs again (matplotlib's figures are cycles)."""
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
