@@ -24,7 +24,7 @@ from . import __version__
 from .documents.jsondoc import JsonChunks
 from .errors import OneLineFormatter, PerfreportError, printable
 from .limits import override as override_limits
-from .running.collector import freeze_imports
+from .running.collector import collect_no_more, freeze_imports
 from .units import format_pct, format_us
 
 FORMAT_HELP = ("report formats, comma-separated: html,pdf,md,json,junit or all (default: all installed); "
@@ -165,6 +165,7 @@ def compare_one(args: argparse.Namespace, labels: list[str], formats, renderer) 
                              candidate_runs=args.runs, progress=progress,
                              analysed=start_early and (lambda b, c: early.extend(filter(None, [start_early(b, c)]))))
         progress.phase("writing reports")
+        collect_no_more()  # the reports are the command's last stage (perfreport.running.collector)
         with phase("report: document"):
             document = report_document(comparison)
         document["command"] = reproduce_command(args)
@@ -248,6 +249,7 @@ def compare_setups(args: argparse.Namespace, labels: list[str], formats, rendere
         comparisons = compare_many(args.baseline, args.candidate, config=config, store=args.store, executor=executor,
                                    progress=progress)
         progress.phase("writing reports")
+        collect_no_more()  # the reports are the command's last stage (perfreport.running.collector)
         document = multi_document([report_document(c) for c in comparisons], labels, command=reproduce_command(args))
         out = Path(args.out)
         report = build_report(document)
@@ -386,6 +388,7 @@ def analyze_to(args: argparse.Namespace, formats, renderer) -> int:
         progress.phase("loading and analysing")
         analysis = run_jobs(jobs, label, executor=executor, progress=progress)
         progress.phase("writing reports")
+        collect_no_more()  # the reports are the command's last stage (perfreport.running.collector)
         out = Path(args.out)
         with phase("report: document"):
             document = summary_document(analysis)
