@@ -24,7 +24,7 @@ from . import __version__
 from .documents.jsondoc import JsonChunks
 from .errors import OneLineFormatter, PerfreportError, printable
 from .limits import override as override_limits
-from .running.collector import collect_no_more, freeze_imports
+from .running.collector import collect_no_more, imports
 from .units import format_pct, format_us
 
 FORMAT_HELP = ("report formats, comma-separated: html,pdf,md,json,junit or all (default: all installed); "
@@ -148,13 +148,12 @@ def compare_one(args: argparse.Namespace, labels: list[str], formats, renderer) 
     """``compare BASELINE CANDIDATE``: the verdict table, the report files, exit 1 on a failure."""
     from .timing import phase
 
-    with phase("start: import pandas and the analyses"):
+    with phase("start: import pandas and the analyses"), imports():
         from .config import load_config
         from .report.outputs import early_figures, write_reports
         from .pipeline import compare, report_document
         from .running.progress import make_progress
         from .report import build_report
-    freeze_imports()
 
     config = load_config(args.config)
     executor = executor_of(args, figures=formats)
@@ -231,14 +230,14 @@ def setup_labels(baseline: str, candidates: list[str], labels: list[str] | None)
 def compare_setups(args: argparse.Namespace, labels: list[str], formats, renderer) -> int:
     """``compare BASELINE CANDIDATE CANDIDATE …``: each candidate judged against the baseline,
     one report with a column per setup; exit 1 when any fails."""
-    from .config import load_config
-    from .report.outputs import write_reports
-    from .pipeline import compare_many, report_document
-    from .running.progress import make_progress
-    from .report import build_report
-    from .report.setups import multi_document
+    with imports():
+        from .config import load_config
+        from .report.outputs import write_reports
+        from .pipeline import compare_many, report_document
+        from .running.progress import make_progress
+        from .report import build_report
+        from .report.setups import multi_document
 
-    freeze_imports()
     if args.runs:
         raise PerfreportError("--run adds runs of one candidate; with several setups (CANDIDATE …) store each "
                               "setup's runs as a baseline instead")
@@ -371,12 +370,11 @@ def analyze_to(args: argparse.Namespace, formats, renderer) -> int:
     and the report files. No JUnit file: a single run has no checks, so it would hold no test case."""
     from .timing import phase
 
-    with phase("start: import pandas and the analyses"):
+    with phase("start: import pandas and the analyses"), imports():
         from .report.outputs import write_reports
         from .pipeline import resolve_side, run_jobs, summary_document
         from .running.progress import make_progress
         from .report import build_report
-    freeze_imports()
 
     no_junit = "junit" in formats and args.format not in (None, "all")  # asked for: say why there is none
     formats = tuple(f for f in formats if f != "junit")
