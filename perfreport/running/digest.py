@@ -379,7 +379,7 @@ def _finish_share(child, trace: RankTrace, one: TraceSet, theirs, options: Analy
             child.stop(kill=False)
     if 0 not in child.messages:
         return _run_analyses(trace, one, theirs, options)
-    tables, memo, phases = pickle.loads(child.messages[0])
+    tables, memo, phases = pickle.loads(child.messages.pop(0))  # (the pickled text goes once read)
     for key, value in memo.items():
         trace._memo.setdefault(key, value)
     timings = current()

@@ -169,7 +169,7 @@ class Beside(Generic[T]):
 
                 record(f"{self.name} (child process, beside)", *child.times)
             if 0 in child.messages:
-                return pickle.loads(child.messages[0])
+                return pickle.loads(child.messages.pop(0))  # (the text goes as soon as it is read)
         return self._fn()
 
     def stop(self) -> None:
@@ -206,7 +206,11 @@ def _child(parent: int, work: Callable[[Callable[[int, bytes], None]], None], fd
 
 
 def _send(fd: int, index: int, data: bytes) -> None:
-    _write_all(fd, index.to_bytes(4, "little") + len(data).to_bytes(8, "little") + data)
+    """One message: its index and length, then the data, written as it is (not joined to its
+    12-byte head first: that was a copy of every message, 253 MB in the child of a 1 GB gloo
+    trace's ``analyze``, whose peak it raised from ~1.27 to 1.53 GB)."""
+    _write_all(fd, index.to_bytes(4, "little") + len(data).to_bytes(8, "little"))
+    _write_all(fd, data)
 
 
 def _write_all(fd: int, data: bytes) -> None:
