@@ -238,6 +238,9 @@ class TraceMeta:
     other: dict = field(default_factory=dict)
     dropped: dict = field(default_factory=dict)
     """Events dropped at load for absurd values: {reason: count} (see load/sanitize.py)."""
+    step_restarts: str | None = None
+    """Where the trace's ProfilerStep numbers start again, the sentence saying how its steps were
+    numbered on (see load/restarts.py); None otherwise."""
 
     @property
     def dropped_note(self) -> str | None:

@@ -155,6 +155,7 @@ def rank_metadata(traces: TraceSet) -> list[dict]:
             "distributed_info": {k: v for k, v in m.distributed_info.items() if k != "pg_config"},
             "device_properties": m.device_properties,
             "dropped_events": m.dropped,
+            "step_restarts": m.step_restarts,
         })
     return out
 

@@ -107,11 +107,11 @@ def test_links_fall_back_to_flow_events(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("dtype", [np.int64, np.float64])
 def test_the_flow_fallbacks_lookup_among_few_values_is_np_isin(dtype) -> None:
-    """columns._among (a binary search among the few values) answers as np.isin does: repeats on
+    """linking._among (a binary search among the few values) answers as np.isin does: repeats on
     either side, values outside the few's range, none at all, and NaN (which matches nothing)."""
-    import perfreport.load.columns  # noqa: F401 - perfreport.load is also a function: the module is read from sys.modules
+    import perfreport.load.linking  # noqa: F401 - perfreport.load is also a function: the module is read from sys.modules
 
-    columns = sys.modules["perfreport.load.columns"]
+    columns = sys.modules["perfreport.load.linking"]
     rng = np.random.default_rng(7)
     values = rng.integers(-50, 50, 5_000).astype(dtype)
     for few in (values[rng.integers(0, 5_000, 40)], np.array([-60, 0, 0, 60], dtype=dtype), values[:0], values[:1]):

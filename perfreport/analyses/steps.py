@@ -2,8 +2,9 @@
 the GPU.
 
 A step is the CPU-side ``ProfilerStep#N`` span that ``torch.profiler`` records per ``step()``
-(GPU-side copies of the annotation are ignored; a number recorded twice on one rank spans
-from the first start to the last end). Its GPU work is every kernel, memcpy and memset whose
+(GPU-side copies of the annotation are ignored; a number recorded twice on one rank, on two
+threads at once, spans from the first start to the last end; numbers that start again later,
+traces put back to back, were numbered on at load: :mod:`perfreport.load.restarts`). Its GPU work is every kernel, memcpy and memset whose
 launch falls inside the step (``RankTrace.iteration``), wherever it runs in time: GPU work
 often finishes after the step's CPU span ends. GPU busy time is the union of those
 intervals, so concurrent streams count once.

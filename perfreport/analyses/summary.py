@@ -47,7 +47,8 @@ def rank_summary(trace: RankTrace) -> dict:
         "last_step": int(steps[-1]) if len(steps) else None,
         "span_us": last - first,
         "gpu_name": trace.meta.gpu_name(),
-        "note": "; ".join(filter(None, (None if has_gpu else NO_GPU_NOTE, trace.meta.dropped_note))) or None,
+        "note": "; ".join(filter(None, (None if has_gpu else NO_GPU_NOTE, trace.meta.dropped_note,
+                                        trace.meta.step_restarts))) or None,
     }
 
 

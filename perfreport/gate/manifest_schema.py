@@ -32,7 +32,8 @@ RANK = {"rank": "rank", "file": "str", "sha256": "str", "bytes": "int", "source_
 RUN = {"run": "int", "created_utc": "str?", "commit": "str?", "source": "str?"}
 META = {"rank": "rank~", "rank_source": "str", "json_bytes": "int", "ts_origin_us": "signed~",
         "distributed_info": "dict~", "device_properties": "list[dict]~", "base_time_ns": "int64?",
-        "display_time_unit": "str?", "trace_name": "str?", "other": "dict~", "dropped": "dict[str,int]~"}
+        "display_time_unit": "str?", "trace_name": "str?", "other": "dict~", "dropped": "dict[str,int]~",
+        "step_restarts": "str?"}
 
 
 def check_manifest(manifest: dict, where: Path) -> None:

@@ -64,6 +64,8 @@ def claim(by_rank: dict[int, Any], item: Any, warn: bool = True) -> None:
         log.warning("%s: no rank in distributedInfo or the file name; using rank 0", meta.path)
     if warn and meta.dropped:
         log.warning("%s: %s", meta.path, meta.dropped_note)
+    if warn and meta.step_restarts:
+        log.warning("%s: %s", meta.path, meta.step_restarts)
     by_rank[meta.rank] = item
 
 

@@ -10,21 +10,22 @@ timestamp origin take one C pass each, with numpy as the reference and the fallb
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
 from ..errors import TraceError
-from ..model import (DENSE_ARGS, GPU_SIDE_CATEGORIES, NARROW_COLUMNS, RUNTIME_CATEGORIES, SPARSE_COLUMNS, STEP_NAME,
+from ..model import (DENSE_ARGS, GPU_SIDE_CATEGORIES, NARROW_COLUMNS, SPARSE_COLUMNS, STEP_NAME,
                      TEXT_ID_BASE, RankTrace, SparseColumn, TraceMeta, fits_int32, narrow, step_name_table)
 from .fields import INT_MISSING, ScanResult
+from .linking import code_mask, link_by_correlation, link_cpu_gpu, link_first_gpu_events, name_mask  # noqa: F401 (tests)
+from .restarts import numbered_on
 
 try:
     from . import _decode  # type: ignore[attr-defined]
 except ImportError:  # the extension is optional (no compiler at install): numpy decodes alone
     _decode = None
 
-_FLOW_CATEGORIES = ("ac2g", "async", "async_cpu_to_gpu")
-"""Categories of the CPU->GPU launch flow arrows (modern, June-2021, and 2022 spellings)."""
 MAX_STEP = 2**62
 """Largest profiler step number: steps are int64 columns."""
 
@@ -86,11 +87,15 @@ def build_rank_trace(result: ScanResult, meta: TraceMeta) -> RankTrace:
         flow_id=flow_id,
     )
     complete = columns["ph"] == codes.get("X", -2)
-    gpu_side = complete & _mask(columns["cat"], codes, GPU_SIDE_CATEGORIES)
+    gpu_side = complete & name_mask(columns["cat"], codes, GPU_SIDE_CATEGORIES)
     no_ids = SparseColumn(np.empty(0, np.int64), np.empty(0, np.int64))
-    linked = _link_cpu_gpu(columns, args.get("correlation", no_ids), codes, complete, gpu_side)
+    linked = link_cpu_gpu(columns, args.get("correlation", no_ids), codes, complete, gpu_side)
     step_numbers = step_name_table(result.strings)
-    iteration = _iterations(columns, step_numbers, strings, linked, complete, gpu_side, meta.path)
+    step_rows = _step_rows(columns, step_numbers, strings, complete, gpu_side, meta.path)
+    strings, step_numbers, restarted = numbered_on(columns, step_rows, strings, codes, step_numbers)
+    if restarted:
+        meta = replace(meta, step_restarts=restarted)
+    iteration = _iterations(columns, step_numbers, step_rows, linked, gpu_side)
     del complete, gpu_side
     columns.update(linked=linked, iteration=iteration)
     for name in NARROW_COLUMNS:
@@ -205,184 +210,35 @@ def _id_number_by_trying(text: str) -> int | None:
     return value if TEXT_ID_BASE < value < -TEXT_ID_BASE else None
 
 
-def _mask(column: np.ndarray, codes: dict[str, int], names) -> np.ndarray:
-    """Where the string-code ``column`` holds one of ``names``: one gather through a boolean
-    table indexed by code (code -1, missing, reads the last slot: False). np.isin would sort
-    or build its table over the column's value range first: ~4x slower on millions of rows."""
-    return _code_mask(column, [codes[c] for c in names if c in codes], len(codes))
-
-
-def _code_mask(column: np.ndarray, wanted: list[int], n_codes: int) -> np.ndarray:
-    """Where the string-code ``column`` (codes below ``n_codes``, -1 missing) is in ``wanted``."""
-    table = np.zeros(n_codes + 1, dtype=bool)
-    table[wanted] = True
-    return table[column]
-
-
-def _link_cpu_gpu(cols: dict[str, np.ndarray], correlation: SparseColumn, codes: dict[str, int],
-                  complete: np.ndarray, gpu_side: np.ndarray) -> np.ndarray:
-    """Row of the partner of each event: GPU event -> its CPU launch; launch -> its first GPU event.
-
-    Linked through ``args.correlation``; GPU events whose correlation has no CPU partner fall
-    back to the ``ac2g`` flow arrows (start at the launch, end at the GPU event). ``complete``:
-    the ``X`` events; ``gpu_side``: the complete events of a GPU-side category.
-    """
-    cpu_side = complete & ~gpu_side
-    linked = link_by_correlation(correlation, cpu_side, gpu_side)
-    unlinked = gpu_side & (linked < 0)
-    if unlinked.any():
-        _link_by_flows(cols, codes, cpu_side, unlinked, linked)
-    link_first_gpu_events(cols["ts"], gpu_side, linked)
-    return linked
-
-
-def link_by_correlation(corr: SparseColumn, cpu_side: np.ndarray, gpu_side: np.ndarray) -> np.ndarray:
-    """For each GPU-side row with a correlation id (a value >= 0 of the sparse ``corr``), the
-    last CPU-side row with the same id; -1 elsewhere. Only the rows with an id are read.
-    Correlation ids grow along the file, so the stable argsort of the CPU rows' ids runs over
-    nearly sorted input (faster than a hash table of them in C: sparse ids miss the cache at
-    every row)."""
-    linked = np.full(len(gpu_side), -1, dtype=np.int64)
-    rows, ids = corr.rows, corr.values
-    if len(ids) and ids.min() < 0:
-        rows, ids = rows[ids >= 0], ids[ids >= 0]
-    on_gpu, on_cpu = gpu_side[rows], cpu_side[rows]
-    gpu_rows, gpu_ids = rows[on_gpu], ids[on_gpu]
-    cpu_rows, cpu_ids = rows[on_cpu], ids[on_cpu]
-    if len(gpu_rows) and len(cpu_rows):
-        order = np.argsort(cpu_ids, kind="stable")
-        cpu_sorted, cpu_corr = cpu_rows[order], cpu_ids[order]
-        pos = np.searchsorted(cpu_corr, gpu_ids, side="right") - 1  # last CPU row wins
-        ok = (pos >= 0) & (cpu_corr[np.maximum(pos, 0)] == gpu_ids)
-        linked[gpu_rows[ok]] = cpu_sorted[pos[ok]]
-    return linked
-
-
-def link_first_gpu_events(ts: np.ndarray, gpu_side: np.ndarray, linked: np.ndarray,
-                          use_c: bool | None = None) -> None:
-    """Launch -> the first GPU event (by start time, then file order) it produced: a CUDA-graph
-    launch produces many. Written into ``linked`` at the launches (CPU rows, -1 until now) of
-    its linked GPU rows. The C extension ``_decode`` does it in one pass (numpy: a lexsort of
-    the linked GPU rows); numpy is the reference. ``use_c`` forces one path (tests)."""
-    if use_c if use_c is not None else _decode is not None:
-        _decode.first_of_groups(linked, gpu_side, ts)
-        return
-    gpu_linked = np.flatnonzero(gpu_side & (linked >= 0))
-    if len(gpu_linked):
-        order = np.lexsort((ts[gpu_linked], linked[gpu_linked]))
-        g = gpu_linked[order]
-        first = np.ones(len(g), dtype=bool)
-        first[1:] = linked[g][1:] != linked[g][:-1]
-        linked[linked[g[first]]] = g[first]
-
-
-def _link_by_flows(cols, codes, cpu_side: np.ndarray, unlinked: np.ndarray, linked: np.ndarray) -> None:
-    """Link GPU events through flow arrows: ``f`` at the GPU event, ``s`` at its launch.
-
-    Only the unlinked GPU events, the flow events and the runtime calls take part, matched on
-    exact (pid, tid, ts) keys, so a trace with a handful of orphan kernels pays a handful.
-    """
-    starts, ends = (_flow_rows(cols, codes, phase) for phase in ("s", "f"))
-    if not len(starts) or not len(ends):
-        return
-    gpu = np.flatnonzero(unlinked)
-    place = ("pid_code", "tid_code", "ts")
-    f_of_gpu = _match(cols, place, gpu, ends)
-    ok = f_of_gpu >= 0
-    gpu, f_rows = gpu[ok], f_of_gpu[ok]
-    s_of_gpu = _match(cols, ("flow_id",), f_rows, starts)
-    ok = s_of_gpu >= 0
-    gpu, s_rows = gpu[ok], s_of_gpu[ok]
-    if not len(gpu):
-        return
-    launches = np.flatnonzero(cpu_side & _mask(cols["cat"], codes, RUNTIME_CATEGORIES))
-    cpu_of_gpu = _match(cols, place, s_rows, launches)
-    ok = cpu_of_gpu >= 0
-    linked[gpu[ok]] = cpu_of_gpu[ok]
-
-
-def _flow_rows(cols, codes: dict[str, int], phase: str) -> np.ndarray:
-    """Rows (ascending) of the launch flow events of ``phase`` (``s`` or ``f``) with a flow id:
-    the phase is tested on every row, the category and id on those rows only."""
-    rows = np.flatnonzero(cols["ph"] == codes.get(phase, -2))
-    return rows[_mask(cols["cat"][rows], codes, _FLOW_CATEGORIES) & (cols["flow_id"][rows] >= 0)]
-
-
-def _match(cols: dict[str, np.ndarray], keys: tuple[str, ...], rows_a: np.ndarray, rows_b: np.ndarray) -> np.ndarray:
-    """For each row of ``rows_a``, a row of ``rows_b`` (ascending) whose ``keys`` columns hold
-    equal values (the last such row), else -1. Values are compared exactly.
-
-    Only rows whose last key (the most selective: a timestamp, a flow id) occurs on the other
-    side can match, so the rows are first narrowed on that one column, and only the candidates'
-    other keys are read; the sort of whole key tuples then runs on the candidates alone (a few
-    orphan kernels against a million flow events costs a few rows, not a million-row sort).
-    """
-    out = np.full(len(rows_a), -1, dtype=np.int64)
-    if not len(rows_a) or not len(rows_b):
-        return out
-    last = cols[keys[-1]]
-    # The smaller side first: the big column is looked up among the few values, where a lookup
-    # against another big column sorts both. The bigger side's candidates are then looked up
-    # among themselves (the same rows: a value of the small side occurs on the big side exactly
-    # when it occurs among the big side's candidates). One orphan kernel against ~800k flow
-    # ends of a 1 GB trace: a few ms instead of ~60.
-    a_small = len(rows_a) <= len(rows_b)
-    small, big = (last[rows_a], last[rows_b]) if a_small else (last[rows_b], last[rows_a])
-    in_big = np.flatnonzero(_among(big, small))
-    if not len(in_big):
-        return out
-    in_small = np.flatnonzero(_among(small, big[in_big]))
-    at_a, at_b = (in_small, in_big) if a_small else (in_big, in_small)
-    cand_a, cand_b = rows_a[at_a], rows_b[at_b]
-    dtype = [(f"k{i}", cols[k].dtype) for i, k in enumerate(keys)]
-    both = np.empty(len(cand_a) + len(cand_b), dtype=dtype)
-    for i, k in enumerate(keys):
-        both[f"k{i}"] = np.concatenate([cols[k][cand_a], cols[k][cand_b]])
-    _, inverse = np.unique(both, return_inverse=True)
-    inverse = inverse.ravel()
-    last_b = np.full(inverse.max() + 1, -1, dtype=np.int64)
-    last_b[inverse[len(cand_a):]] = cand_b  # repeated keys: the last assignment wins (rows_b ascends)
-    out[at_a] = last_b[inverse[:len(cand_a)]]
-    return out
-
-
-def _among(values: np.ndarray, few: np.ndarray) -> np.ndarray:
-    """``np.isin(values, few)`` for a short ``few``: a binary search of each value among them,
-    sorted. np.isin sorts ``values`` with them once ``few`` passes a few dozen (the V100-grown
-    rank's 211 orphan kernels against 221k flow ends: 4.2 ms against 1.1). NaN matches nothing,
-    as in np.isin."""
-    if not len(few):
-        return np.zeros(len(values), dtype=bool)
-    few = np.sort(few)
-    at = np.searchsorted(few, values)
-    np.minimum(at, len(few) - 1, out=at)
-    return few[at] == values
-
-
-def _iterations(cols, step_numbers: np.ndarray, strings: np.ndarray, linked: np.ndarray, complete: np.ndarray,
-                gpu_side: np.ndarray, path: str = "") -> np.ndarray:
-    """Profiler step number of every event, -1 outside any step. ``step_numbers``: the
-    strings' :func:`~perfreport.model.step_name_table`.
-
-    CPU-side events take the step whose span contains their start; GPU-side events take the
-    step of the launch that enqueued them (GPU work often runs after its step's CPU span ends).
-    """
-    n = len(cols["ts"])
+def _step_rows(cols, step_numbers: np.ndarray, strings: np.ndarray, complete: np.ndarray, gpu_side: np.ndarray,
+               path: str = "") -> np.ndarray:
+    """The rows of the CPU-side ``ProfilerStep#N`` spans (complete, of finite duration), in start
+    order (stable). ``step_numbers``: the strings' :func:`~perfreport.model.step_name_table`."""
     step_codes = np.flatnonzero(step_numbers[:-1] >= 0)
     if not len(step_codes):
-        return np.full(n, -1, dtype=np.int64)
+        return np.empty(0, dtype=np.int64)
     if step_numbers.max() > MAX_STEP:
         big = max(int(STEP_NAME.match(strings[c]).group(1)) for c in np.flatnonzero(step_numbers > MAX_STEP))
         raise TraceError(path, f"profiler step number {big:.3g} (ProfilerStep#…) is beyond int64; the trace is corrupt")
     # CPU-side spans only: torch >= 2.4 also writes each ProfilerStep as a gpu_user_annotation,
     # whose shorter GPU-timeline span would cut the CPU step short (events after it got -1).
     # The name first (one gather over the column), then the other tests on its few rows only.
-    step_rows = np.flatnonzero(_code_mask(cols["name"], step_codes.tolist(), len(strings)))
+    step_rows = np.flatnonzero(code_mask(cols["name"], step_codes.tolist(), len(strings)))
     step_rows = step_rows[complete[step_rows] & ~gpu_side[step_rows] & np.isfinite(cols["dur"][step_rows])]
+    return step_rows[np.argsort(cols["ts"][step_rows], kind="stable")]
+
+
+def _iterations(cols, step_numbers: np.ndarray, step_rows: np.ndarray, linked: np.ndarray,
+                gpu_side: np.ndarray) -> np.ndarray:
+    """Profiler step number of every event, -1 outside any step. ``step_rows``: the step spans
+    (:func:`_step_rows`), ``step_numbers`` the strings' step-number table.
+
+    CPU-side events take the step whose span contains their start; GPU-side events take the
+    step of the launch that enqueued them (GPU work often runs after its step's CPU span ends).
+    """
+    n = len(cols["ts"])
     if not len(step_rows):
         return np.full(n, -1, dtype=np.int64)
-    order = np.argsort(cols["ts"][step_rows], kind="stable")
-    step_rows = step_rows[order]
     starts = cols["ts"][step_rows]
     ends = starts + cols["dur"][step_rows]
     numbers = step_numbers[cols["name"][step_rows]]

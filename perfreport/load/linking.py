@@ -1,0 +1,211 @@
+"""Linking each GPU event to the CPU launch that enqueued it, and each launch to its first GPU
+event: through ``args.correlation``, and the ``ac2g`` flow arrows where a correlation finds no
+launch. Part of the decode (:mod:`perfreport.load.columns`); the C extension ``_decode`` finds
+each launch's first GPU event in one pass, numpy is the reference."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..model import RUNTIME_CATEGORIES, SparseColumn
+
+try:
+    from . import _decode  # type: ignore[attr-defined]
+except ImportError:  # the extension is optional (no compiler at install): numpy links alone
+    _decode = None
+
+_FLOW_CATEGORIES = ("ac2g", "async", "async_cpu_to_gpu")
+"""Categories of the CPU->GPU launch flow arrows (modern, June-2021, and 2022 spellings)."""
+
+
+def name_mask(column: np.ndarray, codes: dict[str, int], names) -> np.ndarray:
+    """Where the string-code ``column`` holds one of ``names``: one gather through a boolean
+    table indexed by code (code -1, missing, reads the last slot: False). np.isin would sort
+    or build its table over the column's value range first: ~4x slower on millions of rows."""
+    return code_mask(column, [codes[c] for c in names if c in codes], len(codes))
+
+
+def code_mask(column: np.ndarray, wanted: list[int], n_codes: int) -> np.ndarray:
+    """Where the string-code ``column`` (codes below ``n_codes``, -1 missing) is in ``wanted``."""
+    table = np.zeros(n_codes + 1, dtype=bool)
+    table[wanted] = True
+    return table[column]
+
+
+def link_cpu_gpu(cols: dict[str, np.ndarray], correlation: SparseColumn, codes: dict[str, int],
+                  complete: np.ndarray, gpu_side: np.ndarray) -> np.ndarray:
+    """Row of the partner of each event: GPU event -> its CPU launch; launch -> its first GPU event.
+
+    Linked through ``args.correlation``; GPU events whose correlation has no CPU partner fall
+    back to the ``ac2g`` flow arrows (start at the launch, end at the GPU event). ``complete``:
+    the ``X`` events; ``gpu_side``: the complete events of a GPU-side category.
+    """
+    cpu_side = complete & ~gpu_side
+    linked = link_by_correlation(correlation, cpu_side, gpu_side, cols["ts"])
+    unlinked = gpu_side & (linked < 0)
+    if unlinked.any():
+        _link_by_flows(cols, codes, cpu_side, unlinked, linked)
+    link_first_gpu_events(cols["ts"], gpu_side, linked)
+    return linked
+
+
+def link_by_correlation(corr: SparseColumn, cpu_side: np.ndarray, gpu_side: np.ndarray,
+                        ts: np.ndarray | None = None) -> np.ndarray:
+    """For each GPU-side row with a correlation id (a value >= 0 of the sparse ``corr``), the
+    last CPU-side row with the same id; -1 elsewhere. Only the rows with an id are read.
+    Correlation ids grow along the file, so the stable argsort of the CPU rows' ids runs over
+    nearly sorted input (faster than a hash table of them in C: sparse ids miss the cache at
+    every row). With ``ts``, a GPU row whose CPU row would start after it (by more than
+    :data:`LAUNCH_SLACK_US`) takes the last row of its id that starts before it, where there is
+    one (:func:`_launches_before`): a trace made of traces put back to back repeats its ids."""
+    linked = np.full(len(gpu_side), -1, dtype=np.int64)
+    rows, ids = corr.rows, corr.values
+    if len(ids) and ids.min() < 0:
+        rows, ids = rows[ids >= 0], ids[ids >= 0]
+    on_gpu, on_cpu = gpu_side[rows], cpu_side[rows]
+    gpu_rows, gpu_ids = rows[on_gpu], ids[on_gpu]
+    cpu_rows, cpu_ids = rows[on_cpu], ids[on_cpu]
+    if len(gpu_rows) and len(cpu_rows):
+        order = np.argsort(cpu_ids, kind="stable")
+        cpu_sorted, cpu_corr = cpu_rows[order], cpu_ids[order]
+        pos = np.searchsorted(cpu_corr, gpu_ids, side="right") - 1  # last CPU row wins
+        ok = (pos >= 0) & (cpu_corr[np.maximum(pos, 0)] == gpu_ids)
+        linked[gpu_rows[ok]] = cpu_sorted[pos[ok]]
+        if ts is not None:
+            late = ok.copy()
+            late[ok] = ts[cpu_sorted[pos[ok]]] > ts[gpu_rows[ok]] + LAUNCH_SLACK_US
+            if late.any():  # (where its ids are unique, nothing changes: no other row to take)
+                _launches_before(linked, ts, gpu_rows[late], gpu_ids[late], cpu_rows, cpu_ids)
+    return linked
+
+
+LAUNCH_SLACK_US = 1000.0
+"""How much later than its GPU event a CPU launch may start (clocks of the host and the device
+disagree by microseconds) before the link is taken for one to the wrong copy of a repeated id."""
+
+
+def _launches_before(linked: np.ndarray, ts: np.ndarray, gpu_rows: np.ndarray, gpu_ids: np.ndarray,
+                     cpu_rows: np.ndarray, cpu_ids: np.ndarray) -> None:
+    """Link each of ``gpu_rows`` to the last CPU row of its id (``cpu_rows``, ``cpu_ids``) that
+    starts at or before it (within :data:`LAUNCH_SLACK_US`), where there is one. The CPU rows
+    ordered by (id, start) get the key id block x n + rank of their start among all of them;
+    a GPU row's key is its id's block x n + the number of starts up to its own, so the last key
+    below it is the last row of its id starting by then (one search for all rows)."""
+    order = np.lexsort((ts[cpu_rows], cpu_ids))
+    rows, ids = cpu_rows[order], cpu_ids[order]
+    starts = ts[rows]
+    n = len(rows)
+    by_start = np.argsort(starts, kind="stable")
+    rank = np.empty(n, dtype=np.int64)
+    rank[by_start] = np.arange(n)
+    block = np.concatenate([[0], np.cumsum(ids[1:] != ids[:-1])])
+    key = block * n + rank  # ascending: ids ascending, and starts ascending within an id
+    first_of_block = np.flatnonzero(np.concatenate([[True], ids[1:] != ids[:-1]]))
+    q_block = np.searchsorted(ids[first_of_block], gpu_ids)
+    q_block = np.minimum(q_block, len(first_of_block) - 1)
+    found = ids[first_of_block[q_block]] == gpu_ids
+    upto = np.searchsorted(starts[by_start], ts[gpu_rows] + LAUNCH_SLACK_US, side="right")
+    pos = np.searchsorted(key, q_block * n + upto, side="left") - 1
+    good = found & (pos >= 0) & (block[np.maximum(pos, 0)] == q_block)
+    linked[gpu_rows[good]] = rows[pos[good]]
+
+
+def link_first_gpu_events(ts: np.ndarray, gpu_side: np.ndarray, linked: np.ndarray,
+                          use_c: bool | None = None) -> None:
+    """Launch -> the first GPU event (by start time, then file order) it produced: a CUDA-graph
+    launch produces many. Written into ``linked`` at the launches (CPU rows, -1 until now) of
+    its linked GPU rows. The C extension ``_decode`` does it in one pass (numpy: a lexsort of
+    the linked GPU rows); numpy is the reference. ``use_c`` forces one path (tests)."""
+    if use_c if use_c is not None else _decode is not None:
+        _decode.first_of_groups(linked, gpu_side, ts)
+        return
+    gpu_linked = np.flatnonzero(gpu_side & (linked >= 0))
+    if len(gpu_linked):
+        order = np.lexsort((ts[gpu_linked], linked[gpu_linked]))
+        g = gpu_linked[order]
+        first = np.ones(len(g), dtype=bool)
+        first[1:] = linked[g][1:] != linked[g][:-1]
+        linked[linked[g[first]]] = g[first]
+
+
+def _link_by_flows(cols, codes, cpu_side: np.ndarray, unlinked: np.ndarray, linked: np.ndarray) -> None:
+    """Link GPU events through flow arrows: ``f`` at the GPU event, ``s`` at its launch.
+
+    Only the unlinked GPU events, the flow events and the runtime calls take part, matched on
+    exact (pid, tid, ts) keys, so a trace with a handful of orphan kernels pays a handful.
+    """
+    starts, ends = (_flow_rows(cols, codes, phase) for phase in ("s", "f"))
+    if not len(starts) or not len(ends):
+        return
+    gpu = np.flatnonzero(unlinked)
+    place = ("pid_code", "tid_code", "ts")
+    f_of_gpu = _match(cols, place, gpu, ends)
+    ok = f_of_gpu >= 0
+    gpu, f_rows = gpu[ok], f_of_gpu[ok]
+    s_of_gpu = _match(cols, ("flow_id",), f_rows, starts)
+    ok = s_of_gpu >= 0
+    gpu, s_rows = gpu[ok], s_of_gpu[ok]
+    if not len(gpu):
+        return
+    launches = np.flatnonzero(cpu_side & name_mask(cols["cat"], codes, RUNTIME_CATEGORIES))
+    cpu_of_gpu = _match(cols, place, s_rows, launches)
+    ok = cpu_of_gpu >= 0
+    linked[gpu[ok]] = cpu_of_gpu[ok]
+
+
+def _flow_rows(cols, codes: dict[str, int], phase: str) -> np.ndarray:
+    """Rows (ascending) of the launch flow events of ``phase`` (``s`` or ``f``) with a flow id:
+    the phase is tested on every row, the category and id on those rows only."""
+    rows = np.flatnonzero(cols["ph"] == codes.get(phase, -2))
+    return rows[name_mask(cols["cat"][rows], codes, _FLOW_CATEGORIES) & (cols["flow_id"][rows] >= 0)]
+
+
+def _match(cols: dict[str, np.ndarray], keys: tuple[str, ...], rows_a: np.ndarray, rows_b: np.ndarray) -> np.ndarray:
+    """For each row of ``rows_a``, a row of ``rows_b`` (ascending) whose ``keys`` columns hold
+    equal values (the last such row), else -1. Values are compared exactly.
+
+    Only rows whose last key (the most selective: a timestamp, a flow id) occurs on the other
+    side can match, so the rows are first narrowed on that one column, and only the candidates'
+    other keys are read; the sort of whole key tuples then runs on the candidates alone (a few
+    orphan kernels against a million flow events costs a few rows, not a million-row sort).
+    """
+    out = np.full(len(rows_a), -1, dtype=np.int64)
+    if not len(rows_a) or not len(rows_b):
+        return out
+    last = cols[keys[-1]]
+    # The smaller side first: the big column is looked up among the few values, where a lookup
+    # against another big column sorts both. The bigger side's candidates are then looked up
+    # among themselves (the same rows: a value of the small side occurs on the big side exactly
+    # when it occurs among the big side's candidates). One orphan kernel against ~800k flow
+    # ends of a 1 GB trace: a few ms instead of ~60.
+    a_small = len(rows_a) <= len(rows_b)
+    small, big = (last[rows_a], last[rows_b]) if a_small else (last[rows_b], last[rows_a])
+    in_big = np.flatnonzero(_among(big, small))
+    if not len(in_big):
+        return out
+    in_small = np.flatnonzero(_among(small, big[in_big]))
+    at_a, at_b = (in_small, in_big) if a_small else (in_big, in_small)
+    cand_a, cand_b = rows_a[at_a], rows_b[at_b]
+    dtype = [(f"k{i}", cols[k].dtype) for i, k in enumerate(keys)]
+    both = np.empty(len(cand_a) + len(cand_b), dtype=dtype)
+    for i, k in enumerate(keys):
+        both[f"k{i}"] = np.concatenate([cols[k][cand_a], cols[k][cand_b]])
+    _, inverse = np.unique(both, return_inverse=True)
+    inverse = inverse.ravel()
+    last_b = np.full(inverse.max() + 1, -1, dtype=np.int64)
+    last_b[inverse[len(cand_a):]] = cand_b  # repeated keys: the last assignment wins (rows_b ascends)
+    out[at_a] = last_b[inverse[:len(cand_a)]]
+    return out
+
+
+def _among(values: np.ndarray, few: np.ndarray) -> np.ndarray:
+    """``np.isin(values, few)`` for a short ``few``: a binary search of each value among them,
+    sorted. np.isin sorts ``values`` with them once ``few`` passes a few dozen (the V100-grown
+    rank's 211 orphan kernels against 221k flow ends: 4.2 ms against 1.1). NaN matches nothing,
+    as in np.isin."""
+    if not len(few):
+        return np.zeros(len(values), dtype=bool)
+    few = np.sort(few)
+    at = np.searchsorted(few, values)
+    np.minimum(at, len(few) - 1, out=at)
+    return few[at] == values
