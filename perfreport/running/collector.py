@@ -9,8 +9,11 @@ once they are done; what the command makes afterwards is collected as before. Me
 ``gc.callbacks`` on the hta_sampled-grown 1 GB ``compare`` (2026-11-29): the parent's passes
 took 241 ms (three full ones: 13, 81 and 52 ms), 74 ms with the imports frozen (14 and 12 ms).
 
-Only in the console script's process and the children it forks (:func:`own_the_collector`): a
-program that imports perfreport (a notebook, the tests) keeps its collector as it is.
+:func:`imports` and :func:`collect_no_more` act only in the console script's process and the
+children it forks (:func:`own_the_collector`): a program that imports perfreport (a notebook,
+the tests) keeps its collector as it is. Drawing figures pauses the collector in any process
+(:func:`paused`), and the forked children that draw or lay out a page stop it
+(:func:`no_collection`): they exit when done.
 """
 
 from __future__ import annotations
