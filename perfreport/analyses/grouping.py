@@ -98,12 +98,10 @@ def distinct_rows(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _dense(column: np.ndarray) -> tuple[np.ndarray, int]:
-    """(per value its number among the column's distinct values in sorted order, how many)."""
-    lo, hi = int(column.min()), int(column.max())
-    if hi - lo <= 4 * len(column) + 4096:
-        uniq, dense = distinct_codes(column.astype(np.int64) - lo - 1, hi - lo + 1)
-    else:
-        uniq, dense = np.unique(column, return_inverse=True)
+    """(per value its number among the column's distinct values in sorted order, how many):
+    :func:`presence_codes` where the range allows it, else a sort."""
+    found = presence_codes(column)
+    uniq, dense = found if found is not None else np.unique(column, return_inverse=True)
     return dense.ravel().astype(np.int64, copy=False), len(uniq)
 
 

@@ -233,11 +233,11 @@ class FigureDrawing:
         the group in ``svgs`` (under its key, and its prefix under ``key + "#prefix"``, as
         :func:`perfreport.report.html.context` does). A figure a child did not send is drawn here."""
         indices = self._groups[group]
-        with paused(), phase("render:figures (drawn here)"):  # (perfreport.running.collector)
-            for i in indices:
-                if i in self._mine:
-                    self._store(i, draw_svg(*self.jobs[i]), svgs)
-        with paused():
+        with paused():  # (perfreport.running.collector)
+            with phase("render:figures (drawn here)"):
+                for i in indices:
+                    if i in self._mine:
+                        self._store(i, draw_svg(*self.jobs[i]), svgs)
             self._take_early([i for i in indices if i in self._early_of], svgs)
         for child, share in self._children:
             theirs = [i for i in indices if i in share]
