@@ -30,6 +30,8 @@ from .units import format_pct, format_us
 FORMAT_HELP = ("report formats, comma-separated: html,pdf,md,json,junit or all (default: all installed); "
                "also benchmark-json (github-action-benchmark) and bmf (Bencher) for compare")
 APPENDIX_HELP = "make the PDF the whole report (default: a brief of the first pages; the HTML has everything)"
+FULL_TABLES_HELP = ("keep every collective call in report.json (default: each rank's first 20,000; the summaries "
+                    "count them all)")
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 TABLE_ROWS = 40
 """Findings listed in the terminal; the rest are in report.json."""
@@ -56,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     store_argument(p)
     run_arguments(p)
     p.add_argument("--pdf-appendix", action="store_true", help=APPENDIX_HELP)
+    p.add_argument("--full-tables", action="store_true", help=FULL_TABLES_HELP)
     limit_argument(p)
     p.set_defaults(run=cmd_analyze)
 
@@ -79,6 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     store_argument(p)
     run_arguments(p)
     p.add_argument("--pdf-appendix", action="store_true", help=APPENDIX_HELP)
+    p.add_argument("--full-tables", action="store_true", help=FULL_TABLES_HELP)
     limit_argument(p)
     p.set_defaults(run=cmd_compare)
 
@@ -166,7 +170,7 @@ def compare_one(args: argparse.Namespace, labels: list[str], formats, renderer) 
         progress.phase("writing reports")
         collect_no_more()  # the reports are the command's last stage (perfreport.running.collector)
         with phase("report: document"):
-            document = report_document(comparison)
+            document = report_document(comparison, args.full_tables)
         document["command"] = reproduce_command(args)
         document["candidate"]["commit"] = os.environ.get("GITHUB_SHA") or None  # the commit CI checked out
         out = Path(args.out)
@@ -249,7 +253,7 @@ def compare_setups(args: argparse.Namespace, labels: list[str], formats, rendere
                                    progress=progress)
         progress.phase("writing reports")
         collect_no_more()  # the reports are the command's last stage (perfreport.running.collector)
-        document = multi_document([report_document(c) for c in comparisons], labels, command=reproduce_command(args))
+        document = multi_document([report_document(c, args.full_tables) for c in comparisons], labels, command=reproduce_command(args))
         out = Path(args.out)
         report = build_report(document)
     finally:
@@ -389,7 +393,7 @@ def analyze_to(args: argparse.Namespace, formats, renderer) -> int:
         collect_no_more()  # the reports are the command's last stage (perfreport.running.collector)
         out = Path(args.out)
         with phase("report: document"):
-            document = summary_document(analysis)
+            document = summary_document(analysis, args.full_tables)
         document["command"] = reproduce_command(args)
         text = JsonChunks(document)  # report.json, encoded as it is written
         report = None  # report.json alone is written from the document: no report to build

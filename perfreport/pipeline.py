@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import __version__
+from .documents.call_rows import CALL_ROWS, cut_tables
 from .documents.jsondoc import Records
 from .analyses.attribution import Explanation, explain
 from .analyses.collectives import collectives_per_step
@@ -160,9 +161,12 @@ def rank_metadata(traces: TraceSet) -> list[dict]:
     return out
 
 
-def summary_document(analysis: Analysis) -> dict:
+def summary_document(analysis: Analysis, full_tables: bool = False) -> dict:
     """The document of ``analyze`` (``report.json``, docs/analysis-document.md): every table as
-    records, per rank, plus provenance and, for a partial job, which ranks are missing."""
+    records, per rank, plus provenance and, for a partial job, which ranks are missing. A
+    per-call table keeps each rank's first :data:`~perfreport.documents.call_rows.CALL_ROWS`
+    calls unless ``full_tables`` (:mod:`perfreport.documents.call_rows`)."""
+    tables, cut = cut_tables(analysis.tables, None if full_tables else CALL_ROWS)
     with phase("diagnosis"):
         diagnosis = diagnose(analysis.tables)
     with phase("series"):
@@ -178,7 +182,8 @@ def summary_document(analysis: Analysis) -> dict:
         "files": [{"rank": t.rank, "file": t.meta.path, "sha256": analysis.checksums.get(t.rank)}
                   for t in analysis.traces],
         "diagnosis": diagnosis,
-        **{name: Records(df) for name, df in analysis.tables.items()},
+        **{name: Records(df) for name, df in tables.items()},
+        "tables_cut": cut,
         "series": series,
         "memory_note": memory_note(analysis.traces),
         "rank_coverage": rank_coverage([t.rank for t in analysis.traces],
@@ -463,15 +468,16 @@ def judged_steps(side, run: int | None = None) -> list[int] | None:
     return steps or None
 
 
-def report_document(comparison: Comparison) -> dict:
-    """The content of ``report.json`` (schema: docs/report-schema.md)."""
+def report_document(comparison: Comparison, full_tables: bool = False) -> dict:
+    """The content of ``report.json`` (schema: docs/report-schema.md); ``full_tables`` as for
+    :func:`summary_document`."""
     c = comparison
     return compare_document(
         verdict=c.verdict, config=c.config,
         explanation=None if c.explanation is None else {**c.explanation.to_dict(), "lines": c.explanation.lines()},
         explanation_note=c.explanation_note,
-        baseline=side_record(c.baseline, summary_document(c.baseline), c.baseline_ref),
-        candidate=side_record(c.candidate, summary_document(c.candidate), None),
+        baseline=side_record(c.baseline, summary_document(c.baseline, full_tables), c.baseline_ref),
+        candidate=side_record(c.candidate, summary_document(c.candidate, full_tables), None),
         timings_s={"baseline_load": c.baseline.load_s, "baseline_analyze": c.baseline.analyze_s,
                    "candidate_load": c.candidate.load_s, "candidate_analyze": c.candidate.analyze_s,
                    "gate": c.gate_s},

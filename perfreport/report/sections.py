@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from ..documents.call_rows import cut_text
 from ..documents.jsondoc import table_columns
 from .blocks import (
     TOP_ROWS, Side, make_section, order_key, per_step_worth_drawing, pivot_bars, records, series_figure, side_label,
@@ -250,6 +251,7 @@ def collectives_section(sides: Sequence[Side]) -> Section | None:
         Paragraph("Calls run by GPU kernels and by the host (gloo: kernel column = the op, 0 kernels, size "
                   "unknown). Exposed time: call time not overlapped by computation kernels. Bus bandwidth uses the "
                   "NCCL-tests factor for the group size. Skew: how far apart the ranks start the same call."),
+        *calls_cut_paragraphs(sides),
         table("collective_summary", "Collectives per rank and kind", sides, "collective_summary",
               ["rank", ("kind", "kind", "text"), ("process_group", "group", "name"), "count", ("total_us", "total"),
                ("exposed_us", "exposed"), ("exposed_pct", "exposed %"), ("msg_bytes_mean", "message mean"),
@@ -266,6 +268,16 @@ def collectives_section(sides: Sequence[Side]) -> Section | None:
                ("late_start_us_median", "late start median"), ("wall_excess_pct", "step excess %"),
                ("is_straggler", "straggler", "bool")], mark=lambda r: bool(r.get("is_straggler"))),
     )
+
+
+def calls_cut_paragraphs(sides: Sequence[Side]) -> list[Paragraph]:
+    """Where report.json keeps only a rank's first calls (``tables_cut``), one sentence per side."""
+    out = []
+    for side in sides:
+        text = cut_text(list(side.doc.get("tables_cut") or ()))
+        if text:
+            out.append(Paragraph(f"{side.label}: {text}" if side.label else text))
+    return out
 
 
 def steps_section(sides: Sequence[Side]) -> Section | None:
