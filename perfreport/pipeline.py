@@ -179,7 +179,7 @@ def summary_document(analysis: Analysis, full_tables: bool = False) -> dict:
         "timings_s": {"load": round(analysis.load_s, 3), "analyze": round(analysis.analyze_s, 3)},
         "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "ranks": rank_metadata(analysis.traces),
-        "files": [{"rank": t.rank, "file": t.meta.path, "sha256": analysis.checksums.get(t.rank)}
+        "files": [{"rank": t.rank, "file": t.meta.path, "checksum": analysis.checksums.get(t.rank)}
                   for t in analysis.traces],
         "diagnosis": diagnosis,
         **{name: Records(df) for name, df in tables.items()},

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .load.files import sha256_file
+from .load.checksums import algorithm_of, file_checksum
 from .storing.atomic import atomic_write_text
 from .documents.jsondoc import table_columns
 from .errors import PerfreportError
@@ -59,7 +59,7 @@ class Pick:
     step: int
     wall_us: float
     file: str
-    sha256: str
+    checksum: str  # ALGORITHM:HEX (a bare hex digest: SHA-256, as older reports wrote it); "" if none
     why: str
 
     @property
@@ -165,7 +165,7 @@ def _pick(document: Mapping, side: str, row: dict, why: str) -> Pick:
     files = ((document.get(side) or {}).get("analyses") or {}).get("files") or []
     entry = next((f for f in files if isinstance(f, Mapping) and f.get("rank") == row["rank"]), {})
     return Pick(side, row["rank"], row["step"], row["wall_us"], str(entry.get("file") or ""),
-                str(entry.get("sha256") or ""), why)
+                str(entry.get("checksum") or entry.get("sha256") or ""), why)
 
 
 # --- writing ---------------------------------------------------------------------------------
@@ -199,8 +199,16 @@ def _load_rank(pick: Pick) -> RankTrace:
     if not pick.file or not path.is_file():
         raise PerfreportError(f"{pick.file or '(no file)'}: the {pick.side}'s rank {pick.rank} trace named in "
                               "report.json is not here (run step-trace where compare ran)")
-    if pick.sha256 and sha256_file(path) != pick.sha256:
-        raise PerfreportError(f"{path}: changed since the report was made (SHA-256 differs from report.json)")
+    if pick.checksum:
+        algorithm = algorithm_of(pick.checksum)
+        try:
+            actual = file_checksum(path, algorithm)
+        except ValueError:
+            raise PerfreportError(f"{path}: report.json gives its checksum in an unknown algorithm "
+                                  f"({algorithm[:40]!r})") from None
+        if actual.split(":", 1)[1] != pick.checksum.rsplit(":", 1)[-1]:
+            raise PerfreportError(f"{path}: changed since the report was made (its {algorithm} checksum differs "
+                                  "from report.json)")
     traces = load(str(path), workers=1)
     return next(iter(traces))
 

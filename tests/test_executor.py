@@ -310,7 +310,7 @@ def test_a_url_through_fsspec_gives_the_local_results(tmp_path, capsys):
     capsys.readouterr()
     a, b = _summary(tmp_path / "url"), _summary(tmp_path / "path")
     assert a["source"] == url and a["files"][0]["file"].startswith("file://")
-    assert [f["sha256"] for f in a["files"]] == [f["sha256"] for f in b["files"]]
+    assert [f["checksum"] for f in a["files"]] == [f["checksum"] for f in b["files"]]
     for key in set(a) - {"source", "files", "ranks"}:
         assert a[key] == b[key], key
 

@@ -17,6 +17,7 @@ import pytest
 from perfreport.errors import TraceError
 from perfreport.limits import current as current_limits
 from perfreport.load import head_start
+from perfreport.load.checksums import file_checksum
 from perfreport.load.discover import discover
 from perfreport.timing import recording
 
@@ -60,7 +61,7 @@ def test_the_task_claims_the_head_start_and_records_its_phases():
     assert claimed is not None
     trace, sha, began = claimed
     own, own_sha = head_start.load_hashed(rank_file, current_limits())
-    assert sha == own_sha and len(sha) == 64
+    assert sha == own_sha == file_checksum(rank_file.path) and sha.startswith("xxh3_128:") and len(sha) == 41
     assert trace.meta.rank == own.meta.rank and len(trace.ts) == len(own.ts) > 1000
     assert began <= time.perf_counter()
     phases = {p["phase"]: p for p in timings.records()}

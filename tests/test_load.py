@@ -383,29 +383,38 @@ def test_the_uncompressed_size_of_a_gzip_is_its_text_size_small_or_past_4_gib(tm
     assert uncompressed_size(plain) == 2
 
 
-def test_the_checksum_of_a_file_is_its_sha256_mapped_or_read(tmp_path, monkeypatch):
-    """Provenance in every report: the SHA-256 of the bytes as stored, whether the file is hashed
-    from a mapping in steps (a last step shorter than the others, a step longer than the file),
-    or read because it cannot be mapped (empty, a pipe)."""
+def test_the_checksum_of_a_file_is_of_its_bytes_mapped_or_read(tmp_path, monkeypatch):
+    """Provenance in every report: the XXH3-128 (a store: the SHA-256) of the bytes as stored,
+    read in blocks (a last block shorter than the others, a block longer than the file), from a
+    file, an empty one or a pipe."""
+    import importlib
     import threading
 
-    from perfreport.load import files
+    import xxhash
+
+    files = importlib.import_module("perfreport.load.checksums")
 
     real = next(TRACES.glob("**/*.json.gz"))
     odd = tmp_path / "odd.json"
     odd.write_bytes(np.random.default_rng(3).bytes(3 * 4096 + 17))
     empty = tmp_path / "empty.json"
     empty.write_bytes(b"")
-    for step in (4096, files.HASH_STEP):
-        monkeypatch.setattr(files, "HASH_STEP", step)
+    for step in (4096, files.HASH_BLOCK):
+        monkeypatch.setattr(files, "HASH_BLOCK", step)
         for path in (real, odd, empty):
-            assert files.sha256_file(path) == hashlib.sha256(path.read_bytes()).hexdigest(), (path, step)
+            data = path.read_bytes()
+            assert files.hex_digest(path, "sha256") == hashlib.sha256(data).hexdigest(), (path, step)
+            assert files.file_checksum(path) == f"xxh3_128:{xxhash.xxh3_128(data).hexdigest()}", (path, step)
+            assert files.bytes_checksum(data) == files.file_checksum(path)
     fifo = tmp_path / "pipe.json"
     os.mkfifo(fifo)
     writer = threading.Thread(target=lambda: fifo.write_bytes(odd.read_bytes()))
     writer.start()
-    assert files.sha256_file(fifo) == hashlib.sha256(odd.read_bytes()).hexdigest()
+    assert files.file_checksum(fifo) == f"xxh3_128:{xxhash.xxh3_128(odd.read_bytes()).hexdigest()}"
     writer.join(5)
+    assert [files.algorithm_of(c) for c in ("xxh3_128:ab", "sha256:ab", "ab" * 32)] == ["xxh3_128", "sha256", "sha256"]
+    with pytest.raises(ValueError, match="unknown checksum algorithm 'md5'"):
+        files.file_checksum(odd, "md5")
 
 
 def test_id_table_converts_the_same_whether_it_converts_every_text_or_only_those_used() -> None:

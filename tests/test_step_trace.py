@@ -12,6 +12,7 @@ import pytest
 from perfreport.analyses.steps import profiler_steps
 from perfreport.errors import PerfreportError
 from perfreport.load import load
+from perfreport.load.checksums import file_checksum
 from perfreport.step_trace import MAX_BYTES, pick_steps, write_step_traces
 
 from .conftest import demo_comparison_json
@@ -49,7 +50,8 @@ def test_picks_the_candidate_step_furthest_from_the_baseline_median_and_a_typica
         (slowest["rank"], slowest["step"], slowest["wall_us"])
     typical = min(base, key=lambda r: abs(r["wall_us"] - median))
     assert (picks["baseline"].step, picks["baseline"].wall_us) == (typical["step"], typical["wall_us"])
-    assert picks["candidate"].file.endswith(".pt.trace.json.gz") and len(picks["candidate"].sha256) == 64
+    assert picks["candidate"].file.endswith(".pt.trace.json.gz")
+    assert picks["candidate"].checksum == file_checksum(Path(picks["candidate"].file))  # xxh3_128:…
     assert pick_steps({**document, "kind": "perfreport.analysis"}) == {}
 
 
@@ -101,9 +103,17 @@ def test_a_step_over_the_size_bound_is_cut_and_says_where(report, tmp_path):
 def test_a_changed_or_missing_trace_file_is_one_clear_error(report, tmp_path):
     folder, document = report
     doc = json.loads(json.dumps(document))
-    doc["candidate"]["analyses"]["files"][0]["sha256"] = "0" * 64
+    entry = doc["candidate"]["analyses"]["files"][0]
+    for wrong, algorithm in (({"checksum": "xxh3_128:" + "0" * 32}, "xxh3_128"), ({"sha256": "0" * 64}, "sha256")):
+        entry.pop("checksum", None)
+        entry.update(wrong)  # (an older report wrote a bare SHA-256 under "sha256")
+        (tmp_path / "report.json").write_text(json.dumps(doc))
+        with pytest.raises(PerfreportError, match=f"changed since the report was made \\(its {algorithm} checksum"):
+            write_step_traces(tmp_path)
+    entry.pop("sha256")
+    entry["checksum"] = "md5:" + "0" * 32
     (tmp_path / "report.json").write_text(json.dumps(doc))
-    with pytest.raises(PerfreportError, match="changed since the report was made"):
+    with pytest.raises(PerfreportError, match="unknown algorithm \\('md5'\\)"):
         write_step_traces(tmp_path)
     doc["baseline"]["analyses"]["files"][0]["file"] = str(tmp_path / "gone.json.gz")
     (tmp_path / "report.json").write_text(json.dumps(doc))

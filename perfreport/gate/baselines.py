@@ -57,6 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
+from ..load.checksums import algorithm_of, bytes_checksum
 from ..load.files import GZIP_MAGIC
 from ..storing.atomic import atomic_dir, atomic_write, checkpoint, clean_stale_temps, store_lock, trash_dir
 from ..documents.jsondoc import json_text
@@ -94,15 +95,16 @@ class RankPayload:
 
 @dataclass(frozen=True, slots=True)
 class SourceState:
-    """Size, modification time and sha256 of a rank file when it was loaded."""
+    """Size, modification time and checksum (ALGORITHM:HEX, :mod:`perfreport.load.checksums`)
+    of a rank file when it was loaded."""
 
     size: int
     mtime_ns: int
-    sha256: str | None
+    checksum: str | None
 
 
 def source_state(path: str) -> SourceState | None:
-    """The size and mtime of a local rank file (its sha256 is added once it is computed); None
+    """The size and mtime of a local rank file (its checksum is added once it is computed); None
     for a URL or a file that cannot be read (its loading says why)."""
     if "://" in path:
         return None
@@ -229,20 +231,19 @@ def save_rank(folder: Path, payload: RankPayload, options: Any = None) -> dict:
     """Write one rank's file (gzip), column cache and, with ``options``, its digest under
     ``folder``; its manifest entry."""
     source = payload.meta.path
-    data, sha = _read_unchanged(source, payload.source)
+    data = _read_unchanged(source, payload.source)
     if data[:2] != GZIP_MAGIC:
         data = gzip.compress(data, compresslevel=6, mtime=0)
-        sha = None
     rel = f"traces/rank-{payload.rank}.json.gz"
     (folder / rel).write_bytes(data)
-    sha = sha or hashlib.sha256(data).hexdigest()
+    sha = hashlib.sha256(data).hexdigest()  # the store's own checksum (the analysed file's may be XXH3)
     cache_rel = f"cache/rank-{payload.rank}.cols"
     (folder / cache_rel).write_bytes(payload.cache)
     digest_sha = None
     if payload.digest is not None and options is not None:
         from ..running.digest_cache import encode, path_for
 
-        encoded = encode(dataclasses.replace(payload.digest, sha256=sha), options)
+        encoded = encode(dataclasses.replace(payload.digest, checksum=f"sha256:{sha}"), options)
         path_for(folder / cache_rel).write_bytes(encoded)
         digest_sha = hashlib.sha256(encoded).hexdigest()
     meta = {f.name: getattr(payload.meta, f.name) for f in dataclasses.fields(TraceMeta) if f.name != "path"}
@@ -256,26 +257,24 @@ def save_rank(folder: Path, payload: RankPayload, options: Any = None) -> dict:
     }
 
 
-def _read_unchanged(source: str, loaded: SourceState | None) -> tuple[bytes, str | None]:
+def _read_unchanged(source: str, loaded: SourceState | None) -> bytes:
     """The bytes of a rank file, refused (BaselineError) when the file changed while it was
     copied (size or mtime before and after the read differ) or since it was loaded and analysed
-    (size, mtime or sha256 differ from ``loaded``): a baseline must hold the file its analyses
+    (size, mtime or checksum differ from ``loaded``): a baseline must hold the file its analyses
     describe, never a half-written one."""
     before = source_state(source)
     checkpoint("baseline.copy")
     data = _read_source(source)
     after = source_state(source)
     changed = before != after or (before is not None and len(data) != before.size)
-    sha = None
     if loaded is not None and not changed:
-        sha = hashlib.sha256(data).hexdigest() if loaded.sha256 is not None else None
         changed = (before is not None and (before.size, before.mtime_ns) != (loaded.size, loaded.mtime_ns)) or \
-            (sha is not None and sha != loaded.sha256)
+            (loaded.checksum is not None and bytes_checksum(data, algorithm_of(loaded.checksum)) != loaded.checksum)
     if changed:
         raise BaselineError(f"{source}: the file changed while it was being stored (size, modification time or "
-                            f"sha256 differ from when it was read); nothing was saved: save again once the file "
+                            f"checksum differ from when it was read); nothing was saved: save again once the file "
                             f"is complete")
-    return data, sha
+    return data
 
 
 def _read_source(source: str) -> bytes:

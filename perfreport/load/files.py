@@ -1,6 +1,6 @@
 """Reading a trace file's bytes within limits: a plain ``.json`` memory-mapped, a ``.json.gz``
-decompressed (ISA-L when installed) with a bound against gzip bombs; its uncompressed size and
-checksum without reading it twice."""
+decompressed (ISA-L when installed) with a bound against gzip bombs; its uncompressed size
+without reading it (checksums: :mod:`perfreport.load.checksums`)."""
 
 from __future__ import annotations
 
@@ -171,32 +171,3 @@ def uncompressed_size(path: Path) -> int:
 _GZIP_SLACK = 1 << 16
 """Bytes a gzip file may hold beyond its deflated text: header (with a file name and extra
 field), trailer and the blocks' own overhead (~5 bytes per 64 KB is in ``isize >> 10``)."""
-
-
-def sha256_file(path: Path) -> str:
-    """The SHA-256 of the file's bytes (as stored: a ``.json.gz`` is hashed compressed).
-
-    A regular file is hashed from a read-only mapping, :data:`HASH_STEP` bytes at a time, each
-    step's pages handed back once hashed: no copy out of the page cache (``read`` copies every
-    byte once more), so 0.64 instead of 0.68-0.69 CPU s per GB (the 1 GB A100-grown rank, median
-    of 3), with at most one step resident. What cannot be mapped (empty, a pipe) is read."""
-    import hashlib  # OpenSSL: a few MB of RSS, only paid by the commands that need checksums
-
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        mapped = _mapped(f)
-        if mapped is None:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                h.update(block)
-            return h.hexdigest()
-    with mapped, memoryview(mapped) as view:
-        for start in range(0, len(mapped), HASH_STEP):
-            with view[start:start + HASH_STEP] as step:
-                h.update(step)  # (hashlib lets the GIL go for it: the scan goes on beside)
-            if hasattr(mmap, "MADV_DONTNEED"):
-                mapped.madvise(mmap.MADV_DONTNEED, start, min(HASH_STEP, len(mapped) - start))
-    return h.hexdigest()
-
-
-HASH_STEP = 4 << 20
-"""Bytes of a mapped file hashed per step (see :func:`sha256_file`)."""

@@ -4,7 +4,7 @@
 (pandas, the analyses, the report builders) before it reads a byte. :func:`begin` starts loading
 the file on a thread first; the C scanner runs with the GIL released, so the file is read and
 scanned while the main thread imports, and the file's checksum is hashed on a third thread
-(hashlib releases the GIL too). The per-rank task then :func:`claim`\\ s the loaded rank instead
+(the hasher releases the GIL too). The per-rank task then :func:`claim`\\ s the loaded rank instead
 of loading it again. On a 2-core machine this takes the imports and the checksum off a 200 MB
 rank's critical path.
 
@@ -30,16 +30,16 @@ from .discover import RankFile
 
 
 def load_hashed(rank_file: RankFile, limits: Limits) -> tuple[RankTrace, str]:
-    """The rank and the SHA-256 of its file (provenance in the report), hashed on a second thread
-    while the rank loads: hashlib and the scanner both release the GIL, so on a spare core the
-    checksum costs no wall time (~0.5 s per GB)."""
+    """The rank and its file's checksum (provenance in the report:
+    :mod:`perfreport.load.checksums`), hashed on a second thread while the rank loads: the
+    hasher and the scanner both release the GIL."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from ..load.files import sha256_file
+    from ..load.checksums import file_checksum
     from .kineto import load_rank_file
 
-    with ThreadPoolExecutor(1, thread_name_prefix="perfreport-sha256") as pool:
-        checksum = pool.submit(_timed, sha256_file, rank_file.path)
+    with ThreadPoolExecutor(1, thread_name_prefix="perfreport-checksum") as pool:
+        checksum = pool.submit(_timed, file_checksum, rank_file.path)
         trace = load_rank_file(rank_file, limits)
         with phase("wait for checksum"):
             sha, wall, cpu = checksum.result()

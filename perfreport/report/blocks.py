@@ -30,7 +30,7 @@ MAX_BARS = 48
 
 NAME_KEYS = frozenset({
     "name", "key", "kernel", "launch", "aten_op", "kernel_sequence", "operator", "pattern", "file", "source",
-    "gpu_name", "op", "note", "collective", "process_group", "pg_name", "sha256",
+    "gpu_name", "op", "note", "collective", "process_group", "pg_name", "checksum",
 })
 """Columns holding strings from a trace (or a path): escaped and shortened when shown."""
 ID_KEYS = frozenset({"rank", "stream", "step", "iteration", "min_rank", "max_rank", "first_step", "last_step",

@@ -322,7 +322,7 @@ def metadata_section(sides: Sequence[Side], extra: Sequence[str] = ()) -> Sectio
               ["rank", ("gpu_name", "GPU"), "world_size", ("schema_version", "trace schema", "text"),
                ("rank_source", "rank from"), ("json_bytes", "JSON size", "bytes"), "file"], collapsed=False),
         table("files", "Files and checksums", sides, "files",
-              ["rank", "file", ("sha256", "SHA-256")], collapsed=False),
+              ["rank", "file", ("checksum", "checksum (algorithm:hex)")], collapsed=False),
     )
 
 

@@ -219,7 +219,7 @@ class Assembler:
         self.ranks[rank] = DigestTrace(self.strings(d.meta), memo, d.n_events)
         self.load_s += d.load_s
         self.analyze_s += d.analyze_s
-        self.checksums[rank] = d.sha256
+        self.checksums[rank] = d.checksum
         self.worker_peak_rss = max(self.worker_peak_rss, d.worker_peak_rss)
         self.rank_timings.append({"rank": rank, "pid": d.pid, "peak_rss_bytes": d.worker_peak_rss,
                                   "wall_s": round(d.load_s + d.analyze_s, 4), "phases": d.timings})

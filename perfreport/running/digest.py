@@ -144,7 +144,7 @@ class RankDigest:
     meta: TraceMeta
     tables: dict[str, pd.DataFrame]
     memo: dict[Hashable, Any]
-    sha256: str | None
+    checksum: str | None  # of the rank file, ALGORITHM:HEX (perfreport.load.checksums); None: not hashed
     n_events: int
     load_s: float
     analyze_s: float
@@ -235,7 +235,7 @@ def spare_core(spare: bool = True) -> Iterator[None]:
         _spare_core.reset(token)
 
 
-def digest(trace: RankTrace, options: AnalysisOptions = AnalysisOptions(), *, sha256: str | None = None,
+def digest(trace: RankTrace, options: AnalysisOptions = AnalysisOptions(), *, checksum: str | None = None,
            load_s: float = 0.0) -> RankDigest:
     """Analyse one loaded rank alone and keep what the parent needs (see the module doc)."""
     from ..analyses import ANALYSES
@@ -276,7 +276,7 @@ def digest(trace: RankTrace, options: AnalysisOptions = AnalysisOptions(), *, sh
         with phase("gate inputs"):
             op_efficiency_steps(trace)  # the gate's achieved-throughput samples
             _precompute_gate(one, options)
-    return RankDigest(meta=trace.meta, tables=tables, memo=_digest_memo(trace, options), sha256=sha256,
+    return RankDigest(meta=trace.meta, tables=tables, memo=_digest_memo(trace, options), checksum=checksum,
                       n_events=trace.n_events, load_s=load_s, analyze_s=time.perf_counter() - t0)
 
 

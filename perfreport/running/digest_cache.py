@@ -29,7 +29,7 @@ from .. import __version__
 from .digest import AnalysisOptions, RankDigest
 from ..model import TraceMeta
 
-FORMAT = 1
+FORMAT = 2
 NUMERIC_KINDS = "biuf"
 _PLAIN = (str, int, float, bool)
 _FINGERPRINT: list[str] = []
@@ -64,7 +64,7 @@ def encode(d: RankDigest, options: AnalysisOptions) -> bytes:
         "meta": {f.name: getattr(d.meta, f.name) for f in dataclasses.fields(TraceMeta)},
         "tables": {k: _value(v) for k, v in d.tables.items()},
         "memo": [[_value(k), _value(v)] for k, v in d.memo.items()],
-        "sha256": d.sha256, "n_events": d.n_events,
+        "checksum": d.checksum, "n_events": d.n_events,
     })
 
 
@@ -77,7 +77,7 @@ def decode(data: bytes, options: AnalysisOptions, path: str) -> RankDigest | Non
             return None
         meta = TraceMeta(**{**doc["meta"], "path": path})
         return RankDigest(meta=meta, tables={k: _restore(v) for k, v in doc["tables"].items()},
-                          memo={_restore(k): _restore(v) for k, v in doc["memo"]}, sha256=doc["sha256"],
+                          memo={_restore(k): _restore(v) for k, v in doc["memo"]}, checksum=doc["checksum"],
                           n_events=int(doc["n_events"]), load_s=0.0, analyze_s=0.0)
     except (msgspec.DecodeError, KeyError, TypeError, ValueError, AttributeError):
         return None  # derived data: anything unexpected means "recompute"

@@ -101,7 +101,7 @@ def _cached_or_analysed(job: RankJob, options: AnalysisOptions, use_digest_cache
     if job.cache is not None and use_digest_cache and job.digest_sha256:
         with phase("read cached analyses"):
             from_cache = _cached_digest(job, options)
-        if from_cache is not None and from_cache.sha256 == job.sha256:  # of this very rank file
+        if from_cache is not None and from_cache.checksum == _stored_checksum(job):  # of this very rank file
             from ..gate.baselines import verify_file
 
             with phase("verify stored columns"):
@@ -149,15 +149,15 @@ def _analyse(job: RankJob, options: AnalysisOptions, limits: Limits | None, t0: 
         from ..gate.baselines import source_state
 
         source = source_state(job.path)  # before loading: the copy stored later must be this file
-    trace, sha, began = _load(job, limits or current_limits())
+    trace, checksum, began = _load(job, limits or current_limits())
     # then the freed heap goes back before the next rank (a small rank's stays for it in a worker)
     with reusing_freed_pages(trace.n_events, more_ranks=_started is not None):
-        result = digest(trace, options, sha256=sha, load_s=time.perf_counter() - min(t0, began))
+        result = digest(trace, options, checksum=checksum, load_s=time.perf_counter() - min(t0, began))
         stored = None
         if payload:
             from ..gate.baselines import rank_payload
 
-            source = dataclasses.replace(source, sha256=sha) if source is not None and job.cache is None else None
+            source = dataclasses.replace(source, checksum=checksum) if source is not None and job.cache is None else None
             from ..timing import phase
 
             with phase("baseline columns"):
@@ -182,7 +182,7 @@ def _load(job: RankJob, limits: Limits) -> tuple[RankTrace, str | None, float]:
         with phase("read stored columns"):
             data = verify_file(Path(job.cache), job.cache_sha256)
         with phase("decode"):
-            return decode_columns(data, _meta(job.meta_entry, Path(job.path)), Path(job.cache)), job.sha256, began
+            return decode_columns(data, _meta(job.meta_entry, Path(job.path)), Path(job.cache)), _stored_checksum(job), began
     if "://" in job.path:
         return *_load_remote(job, limits), began
     path = Path(job.path)
@@ -193,19 +193,25 @@ def _load(job: RankJob, limits: Limits) -> tuple[RankTrace, str | None, float]:
             verify_file(path, job.sha256)
     rank_file = RankFile(path, job.rank_hint, job.hint_source)
     if job.sha256 or not path.is_file():
-        return load_rank_file(rank_file, limits), job.sha256, began
+        return load_rank_file(rank_file, limits), _stored_checksum(job), began
     early = head_start.claim(rank_file, limits)
     if early is not None:
         return early
     return *head_start.load_hashed(rank_file, limits), began
 
 
+def _stored_checksum(job: RankJob) -> str | None:
+    """The checksum of a stored baseline's rank file as a digest carries it (its manifest's
+    SHA-256); None for a trace file analysed where it lies (hashed while it loads)."""
+    return f"sha256:{job.sha256}" if job.sha256 else None
+
+
 def _load_remote(job: RankJob, limits: Limits):
     """A trace on object storage: copied to a local temporary file by fsspec, loaded, removed."""
-    import hashlib
     import shutil
     import tempfile
 
+    from ..load.checksums import file_checksum
     from ..load.kineto import load_rank_file
     from ..load.discover import RankFile
     from ..timing import phase
@@ -217,14 +223,12 @@ def _load_remote(job: RankJob, limits: Limits):
     suffix = ".json.gz" if job.path.endswith(".gz") else ".json"
     with tempfile.TemporaryDirectory(prefix="perfreport-") as tmp:
         local = Path(tmp) / f"rank{suffix}"
-        h = hashlib.sha256()
         with phase("download"), fsspec.open(job.path, "rb") as src, open(local, "wb") as dst:
-            for block in iter(lambda: src.read(1 << 22), b""):
-                h.update(block)
-                dst.write(block)
+            shutil.copyfileobj(src, dst, 1 << 22)
+        checksum = file_checksum(local)
         trace = load_rank_file(RankFile(local, job.rank_hint, job.hint_source), limits)
         shutil.rmtree(tmp, ignore_errors=True)
-    return dataclasses.replace(trace, meta=dataclasses.replace(trace.meta, path=job.path)), h.hexdigest()
+    return dataclasses.replace(trace, meta=dataclasses.replace(trace.meta, path=job.path)), checksum
 
 
 def run(jobs: Sequence[RankJob], options: AnalysisOptions, executor: Executor = Executor(),
