@@ -178,6 +178,26 @@ def kernel_class(name: str, category: str) -> str:
 
 
 # --- codes ------------------------------------------------------------------------------------
+def sorted_unique(values) -> np.ndarray:
+    """``np.unique(values)``, for integers and booleans by a sort. numpy 2.3+ finds the distinct
+    values of an integer array (without ``return_*``) in a hash table: 0.10-0.14 s for 204,580
+    distinct step numbers, which a sort orders in 1 ms. Other kinds go to ``np.unique``.
+
+    >>> sorted_unique(np.array([3, 1, 3, 2]))
+    array([1, 2, 3])
+    """
+    a = np.asarray(values)
+    if a.dtype.kind not in "iub":
+        return np.unique(a)
+    a = np.sort(a, axis=None)
+    if len(a) < 2:
+        return a
+    new = np.empty(len(a), dtype=bool)
+    new[0] = True
+    np.not_equal(a[1:], a[:-1], out=new[1:])
+    return a[new]
+
+
 def distinct_codes(codes: np.ndarray, n_codes: int) -> tuple[np.ndarray, np.ndarray]:
     """``np.unique(codes, return_inverse=True)`` for integer codes in [-1, n_codes) (string
     codes, -1 for none): a presence table over the code range instead of a sort, linear in
@@ -455,7 +475,7 @@ class RankTrace:
 
     def step_numbers(self) -> np.ndarray:
         """Sorted distinct profiler step numbers in the trace (memoised: a per-rank summary)."""
-        return self.memo("step_numbers", lambda: np.unique(self.step_name_numbers()[self.name[self.steps()]]))
+        return self.memo("step_numbers", lambda: sorted_unique(self.step_name_numbers()[self.name[self.steps()]]))
 
     def kernel_classes(self, rows: np.ndarray) -> np.ndarray:
         """kernel_class() of each row in ``rows`` (object array of the class names)."""

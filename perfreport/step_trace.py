@@ -39,7 +39,7 @@ from .storing.atomic import atomic_write_text
 from .documents.jsondoc import table_columns
 from .errors import PerfreportError
 from .load.fields import ARG_FIELDS, INT_MISSING
-from .model import DENSE_ARGS, TEXT_ID_BASE, RankTrace
+from .model import DENSE_ARGS, TEXT_ID_BASE, RankTrace, sorted_unique
 
 FOLDER = "step-traces"
 INDEX = "index.json"
@@ -145,7 +145,7 @@ def _wanted_steps(judged) -> np.ndarray | list[int]:
     (173,000 a side on a many-step job)."""
     if judged and not set(map(type, judged)) - {int}:
         try:
-            return np.unique(np.array(judged, dtype=np.int64))
+            return sorted_unique(np.array(judged, dtype=np.int64))
         except OverflowError:
             pass
     return sorted({int(s) for s in judged if isinstance(s, (int, float))})
@@ -225,7 +225,7 @@ def step_rows(trace: RankTrace, step: int) -> np.ndarray:
         end = max(end, float(np.nanmax(trace.ts[gpu] + trace.dur[gpu]))) if gpu.any() else end
         in_step = in_step | (trace.gpu_side() & (trace.ts < end) & (trace.ts + trace.dur > start))
     flows = np.isin(trace.ph, trace.codes(("s", "f", "t")))
-    ids = np.unique(trace.flow_id[in_step & flows & (trace.flow_id >= 0)])
+    ids = sorted_unique(trace.flow_id[in_step & flows & (trace.flow_id >= 0)])
     rows = np.flatnonzero(in_step | (flows & np.isin(trace.flow_id, ids) & (trace.flow_id >= 0)))
     rows = rows[np.argsort(trace.ts[rows], kind="stable")]
     meta = np.flatnonzero(trace.ph == trace.code("M"))

@@ -52,7 +52,7 @@ from ..documents.jsondoc import scalar_list
 from ..errors import TraceError
 from ..model import COMMUNICATION, COMPUTATION, GPU_SIDE_CATEGORIES, KERNEL_CLASS_NAMES, MEMORY
 from ..model import OTHER as MODEL_OTHER
-from ..model import RankTrace, TraceSet, distinct_codes, tuples_in
+from ..model import RankTrace, TraceSet, distinct_codes, sorted_unique, tuples_in
 from ..units import format_bytes, pct, us_to_ms
 from .callstack import call_stack, stack_levels
 from .collectives import rank_collectives
@@ -615,7 +615,7 @@ def explain(baseline: TraceSet, candidate: TraceSet, *, exact_names: bool = Fals
 
 
 def _steps_of(side: _Side) -> tuple[int, ...]:
-    return tuple(int(s) for s in np.unique(side.samples["step"].to_numpy())) if len(side.samples) else ()
+    return tuple(int(s) for s in sorted_unique(side.samples["step"].to_numpy())) if len(side.samples) else ()
 
 
 def rank_pairs(baseline: TraceSet, candidate: TraceSet) -> list[tuple[int, int]]:

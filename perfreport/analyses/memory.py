@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ConfigError
-from ..model import RankTrace, TraceSet
+from ..model import RankTrace, TraceSet, sorted_unique
 from .callstack import call_stack, cpu_events, operators
 from .grouping import distinct_rows
 from .nesting import thread_ids
@@ -167,7 +167,7 @@ def downsample_peaks(group: np.ndarray, allocated: np.ndarray, reserved: np.ndar
         _first_in_bucket_by(bucket, -res),
         starts + sizes - 1,
     ])
-    return np.unique(keep)
+    return sorted_unique(keep)
 
 
 def memory_timeline(traces: TraceSet, max_points: int = TIMELINE_MAX_POINTS) -> pd.DataFrame:

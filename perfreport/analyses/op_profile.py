@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..model import TraceSet
+from ..model import TraceSet, sorted_unique
 from .diff import KINDS, PROFILE_COLUMNS, _common_steps, _empty, _Pairs, _rank_pairs
 from .grouping import Grouped
 
@@ -121,7 +121,7 @@ class OpProfileFold:
         else:  # (a missing key: the strings' grouping drops it)
             g = Grouped({"kind": kind, "key": names[code]}, ["kind", "key"])
         keys = names[code[g.first]]
-        distinct_names = np.unique(g.ids * len(self.keys) + code[g.rows]) // len(self.keys)  # (group, raw name)
+        distinct_names = sorted_unique(g.ids * len(self.keys) + code[g.rows]) // len(self.keys)  # (group, raw name)
         out = pd.DataFrame({"kind": np.array(KINDS, dtype=object)[kind[g.first]], "key": keys,
                             "count": g.sum(sums.count[keep]), "dur_us": g.sum(sums.dur_us[keep])})
         out["names"] = np.bincount(distinct_names, minlength=g.n)

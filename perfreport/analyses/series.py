@@ -35,7 +35,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..model import RankTrace, TraceSet
+from ..model import RankTrace, TraceSet, sorted_unique
 from ..units import us_to_ms
 from .memory import memory_timeline
 from .memory_bw import bw_change_points
@@ -81,7 +81,7 @@ def downsample(x: np.ndarray, y: np.ndarray, max_points: int = MAX_POINTS) -> np
     by_min = np.lexsort((np.arange(n), lo, bucket))
     starts = np.flatnonzero(first)
     keep = np.concatenate([by_max[starts], by_min[starts], [0, n - 1]])
-    return np.unique(keep)
+    return sorted_unique(keep)
 
 
 def steps_downsample(x: np.ndarray, y: np.ndarray, max_points: int = MAX_POINTS) -> tuple[np.ndarray, np.ndarray,

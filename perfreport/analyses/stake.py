@@ -42,7 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..model import CLASS_INDEX, COMMUNICATION, GPU_SIDE_CATEGORIES, MEMORY, RankTrace, TraceSet, distinct_codes
+from ..model import CLASS_INDEX, COMMUNICATION, GPU_SIDE_CATEGORIES, MEMORY, RankTrace, TraceSet, distinct_codes, sorted_unique
 from ..units import pct
 from .attribution import _host_ops, part_order, sorted_ranks
 from .callstack import call_stack, stack_levels
@@ -152,7 +152,7 @@ def _layers(trace: RankTrace, steps: np.ndarray) -> list[tuple]:
 def _distinct(values: np.ndarray) -> np.ndarray:
     """``np.unique(values)`` of a column that comes in long runs (a thread's events): only the
     runs' first values are sorted."""
-    return np.unique(values[np.r_[True, values[1:] != values[:-1]]] if len(values) else values)
+    return sorted_unique(values[np.r_[True, values[1:] != values[:-1]]] if len(values) else values)
 
 
 def _cpu_collective_key(name: str) -> str:
@@ -352,7 +352,7 @@ def _rank_table(rank: int, parts: _Parts) -> pd.DataFrame:
     appearance; the rest in numpy on the few groups: by kind, then µs per step (largest first),
     then key, ties kept in that order (the stable sort pandas did on the strings)."""
     p = parts.frame
-    steps = np.unique(p["step"].to_numpy())
+    steps = sorted_unique(p["step"].to_numpy())
     n = len(steps)
     step_us = float(p["time_us"].sum()) / n
     step_us_median = float(np.median(p.groupby("step", sort=False)["time_us"].sum().to_numpy()))

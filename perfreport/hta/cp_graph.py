@@ -29,6 +29,7 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
+from ..model import sorted_unique
 from . import options
 from ._frame import SymbolTable
 from .cp_gpu import NodeLookup, gpu_edges
@@ -141,7 +142,7 @@ class CPGraph:
 
     # ---------------------------------------------------------------- graph facts
     def number_of_nodes(self) -> int:
-        return len(np.unique(np.concatenate([self._src, self._dst])))
+        return len(sorted_unique(np.concatenate([self._src, self._dst])))
 
     def number_of_edges(self) -> int:
         return len(self._src)
@@ -149,7 +150,7 @@ class CPGraph:
     @property
     def nodes(self) -> list[int]:
         """Node ids present in the graph (those on at least one edge)."""
-        return np.unique(np.concatenate([self._src, self._dst])).tolist()
+        return sorted_unique(np.concatenate([self._src, self._dst])).tolist()
 
     @cached_property
     def edges(self) -> "EdgeView":

@@ -20,6 +20,7 @@ import msgspec
 import numpy as np
 import pandas as pd
 
+from ..model import sorted_unique
 from ..storing.atomic import atomic_write
 from ..analyses.stragglers import COMM_KERNEL_PREFIXES, late_start_counts
 from .call_graph import HtaCallGraph, call_graph_for_rank
@@ -110,7 +111,7 @@ class SequencesMixin:
         known: dict[str, int] = {}
         for trace in self.t.traceset:
             keep = np.isfinite(trace.dur) & (trace.cat >= 0) & (trace.cat != trace.code("Trace"))
-            codes = np.unique(np.concatenate([trace.name[keep], trace.cat[keep]]))
+            codes = sorted_unique(np.concatenate([trace.name[keep], trace.cat[keep]]))
             for s in trace.strings[codes[codes >= 0]]:
                 known[s] = sym[s]
         return known
@@ -126,7 +127,7 @@ class SequencesMixin:
                    for i, s in enumerate(table) if s.startswith("ProfilerStep")}
         found: set[int] = set()
         for frame in self.t.traces.values():
-            present = np.unique(frame["name"].to_numpy(np.int64))
+            present = sorted_unique(frame["name"].to_numpy(np.int64))
             found.update(numbers[i] for i in present.tolist() if i in numbers)
         found.discard(-1)
         return sorted(found)

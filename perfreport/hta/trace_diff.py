@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from ..load import load
-from ..model import TraceSet
+from ..model import TraceSet, sorted_unique
 from ._frame import FRAME_COLUMNS, SymbolTable, raw_frame
 from . import _plots
 from .trace import FrameAccess, HtaTrace, meta_dict
@@ -128,7 +128,7 @@ class LabeledTrace:
     def _extract_iterations(self) -> pd.DataFrame:
         """(symbol, id, iteration) of each ``ProfilerStep…`` name of the events (HTA's table)."""
         table = self.t.symbol_table.get_sym_table()
-        used = np.unique(np.concatenate([f["name"].to_numpy() for f in self.t.traces.values()] or [np.empty(0, int)]))
+        used = sorted_unique(np.concatenate([f["name"].to_numpy() for f in self.t.traces.values()] or [np.empty(0, int)]))
         rows = []
         for i in used:  # distinct names, not events
             s = table[i]

@@ -25,6 +25,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..model import sorted_unique
+
 
 def m4_indices(x: np.ndarray, y: np.ndarray, columns: int) -> np.ndarray | None:
     """Indices (ascending) of the points of the line (``y`` NaN for a gap) that draw it over
@@ -49,7 +51,7 @@ def m4_indices(x: np.ndarray, y: np.ndarray, columns: int) -> np.ndarray | None:
     group = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(at)]))
     lowest = _first_per_group(values == np.minimum.reduceat(values, starts)[group], group)
     highest = _first_per_group(values == np.maximum.reduceat(values, starts)[group], group)
-    return np.unique(np.concatenate([at[starts], at[ends], at[lowest], at[highest], np.flatnonzero(gap_start)]))
+    return sorted_unique(np.concatenate([at[starts], at[ends], at[lowest], at[highest], np.flatnonzero(gap_start)]))
 
 
 def _first_per_group(hit: np.ndarray, group: np.ndarray) -> np.ndarray:
