@@ -41,6 +41,7 @@ COMMON_CLOCK_COLUMNS = {"memory_timeline": ("ts_us",), "memory_peaks": ("peak_al
 DIGEST_KEYS = frozenset({
     "step_spans", "profiler_steps", "step_numbers", "span_us", "collectives", "class_name_totals", "comm_kernels",
     "rank_step_metrics", "op_pairs", "series", "memory_facts", "step_parts", "invocations", "op_efficiency",
+    "collectives_per_step",
     "op_efficiency_steps",
 })
 """Memo keys (first element of a tuple key) a digest carries: what the cross-rank analyses read."""
