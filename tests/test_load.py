@@ -573,3 +573,31 @@ def test_step_name_table_reads_each_profiler_step_name_once():
                "ProfilerStep#", f"ProfilerStep#{2**64}", "ProfilerStep#007"]
     table = step_name_table(strings)
     assert table.tolist() == [3, 4, 12, -1, -1, -1, 2**63 - 1, 7, -1]  # the last slot: code -1 (no name)
+
+
+def test_the_c_step_name_table_is_the_regular_expressions():
+    """ASCII names read in C, the rest (Unicode spaces and digits) left to the reference: every
+    table equal, on names at the edges and on a real trace's strings."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from perfreport.load import columns
+
+    if columns._decode is None:
+        pytest.skip("the _decode extension is not built")
+
+    edges = ["ProfilerStep#0", "ProfilerStep # 7", "ProfilerStep\t#\x1c9x", "ProfilerStep\n#\n3", "ProfilerStep#",
+             "ProfilerStep#a1", "ProfilerStep", "profilerStep#3", f"ProfilerStep#{2**63}", f"ProfilerStep#{2**63 - 1}",
+             "ProfilerStep#٣", "ProfilerStep#1٣", "ProfilerStep\u2003#4", "ProfilerStepé#1", "xProfilerStep#1", "",
+             "ProfilerStep#12.5", "ProfilerStep#-1", "ProfilerStep#007", "ProfilerStep#\x85 1"]
+    real = list(next(iter(load_cached(str(TRACES / "hta_a100_nccl_rank0of2")))).strings)
+    for strings in (edges, real, []):
+        c_table = columns.names_step_table(strings, use_c=True)
+        assert c_table.tolist() == step_name_table(strings).tolist() and c_table.flags.writeable
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.lists(st.builds(lambda a, b, c: a + b + c, st.sampled_from(["ProfilerStep", "Profiler", ""]),
+                              st.text(alphabet=" \t#0123456789٣\u2003x", max_size=8), st.text(max_size=3))))
+    def same(strings):
+        assert columns.names_step_table(strings, use_c=True).tolist() == step_name_table(strings).tolist()
+    same()
