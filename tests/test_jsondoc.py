@@ -131,6 +131,33 @@ def test_table_rows_are_written_as_the_dicts_would_be(columns, monkeypatch):
         json_bytes({"t": Records(surrogate).tolist()}))
 
 
+def test_rows_put_together_from_their_columns_are_the_structs_bytes(monkeypatch):
+    """Plain columns (numbers, text, None) are encoded a column at a time and their rows put
+    together in C: the bytes of the rows encoded one by one (Structs) and of the dicts, text
+    with quotes, escapes, commas and brackets, every float msgspec writes, in slices of 7."""
+    from perfreport.documents import jsondoc, layout
+
+    if layout.rows_from_columns is None:
+        pytest.skip("the _layout extension is not built")
+    rng = np.random.default_rng(11)
+    texts = ['a"b', "c\\d", "e,f", "[g]", "{h}", "µ😀", "\n\t", "", "\x00\x1f", ",", "]", '"', None]
+    floats = [np.nan, np.inf, -np.inf, -0.0, 1e300, 5e-324, 0.1, 123456789.123, -2.5]
+    n = 50
+    frame = pd.DataFrame({
+        "i": rng.integers(-2**62, 2**62, n), "f": rng.choice(floats, n), "b": rng.random(n) < 0.5,
+        "t": pd.Series([texts[k] for k in rng.integers(0, len(texts), n)], dtype=object),
+        'q"k': pd.Series([texts[k] for k in rng.integers(0, len(texts) - 1, n)], dtype="str"),
+        "big": pd.Series([10**30 if k else None for k in rng.integers(0, 2, n)], dtype=object)})
+    monkeypatch.setattr(_RowsJson, "CHUNK", 7)
+    doc = {"t": Records(frame)}
+    with_c = b"".join(JsonChunks(doc))
+    monkeypatch.setattr(jsondoc, "rows_from_columns", None)
+    assert with_c == b"".join(JsonChunks(doc)) == json_bytes({"t": Records(frame).tolist()})
+    for bad in ((b'"a":',), (b"[1,2]",), 3), ((b'"a":',), (b"[1,[2]]",), 2), ((b'"a":',), (b'[1,"x]',), 2):
+        with pytest.raises(ValueError):
+            layout.rows_from_columns(*bad, b",")
+
+
 @pytest.mark.parametrize("numpy_cell", [False, True])  # plain Python cells are checked in C, others one by one
 def test_object_cells_that_are_not_finite_are_null(numpy_cell):
     cells = [math.inf, -math.inf, math.nan, None, 2, "s", True, 0.5] + [np.float64("inf")] * numpy_cell

@@ -23,6 +23,17 @@
  * (unbalanced or mismatched brackets, a string that does not end, whitespace) raises
  * ValueError. ``layout.py`` holds the same passes in Python for an install without a compiler;
  * the tests hold the two to the same bytes.
+ *
+ *     rows(keys, columns, n, sep) -> bytes
+ *
+ * A table's rows as objects, ``{"k0":v0,"k1":v1}`` joined by ``sep``, from its columns each
+ * encoded alone: ``keys[i]`` is column i's name as a JSON string and a ':', ``columns[i]`` its
+ * ``n`` values as a compact JSON array of scalars (what msgspec encodes from a list). The bytes
+ * are those of the rows encoded one by one (jsondoc.RecordsWriter's msgspec Structs, the
+ * reference): each value's text is copied as the column's encoding holds it. Why: making a
+ * Struct per row was a third of writing a table of a row per step (0.19 of 0.79 s for the
+ * gloo-only pair grown to 1 GB, 204,580 steps a side). A column that is not an array of n
+ * scalars raises ValueError (the caller takes the Structs' way).
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -240,10 +251,115 @@ static PyObject *layout(PyObject *self, PyObject *args)
     return out;
 }
 
+
+/* The end of the scalar at p (a string, or a number/literal up to ',' or ']'), or NULL. */
+static const char *scalar_end(const char *p, const char *end)
+{
+    if (p >= end)
+        return NULL;
+    if (*p == '"') {
+        for (p++; p < end; p++) {
+            if (*p == '\\')
+                p++;
+            else if (*p == '"')
+                return p + 1;
+        }
+        return NULL;
+    }
+    if (*p == '[' || *p == '{' || *p == ',' || *p == ']')
+        return NULL;
+    while (p < end && *p != ',' && *p != ']')
+        p++;
+    return p;
+}
+
+static PyObject *rows(PyObject *self, PyObject *args)
+{
+    PyObject *keys, *columns;
+    Py_ssize_t n;
+    Py_buffer sep;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "O!O!ny*", &PyTuple_Type, &keys, &PyTuple_Type, &columns, &n, &sep))
+        return NULL;
+    Py_ssize_t k = PyTuple_GET_SIZE(keys), total = 0;
+    PyObject *out = NULL;
+    const char **at = NULL; /* per column: where its next value starts */
+    const char **ends = NULL;
+    if (k == 0 || PyTuple_GET_SIZE(columns) != k || n <= 0) {
+        PyErr_SetString(PyExc_ValueError, "rows: as many columns as keys, and rows, are needed");
+        goto done;
+    }
+    at = PyMem_Calloc((size_t)k, sizeof *at);
+    ends = PyMem_Calloc((size_t)k, sizeof *ends);
+    if (!at || !ends) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t c = 0; c < k; c++) {
+        PyObject *key = PyTuple_GET_ITEM(keys, c), *col = PyTuple_GET_ITEM(columns, c);
+        if (!PyBytes_Check(key) || !PyBytes_Check(col)) {
+            PyErr_SetString(PyExc_TypeError, "rows: keys and columns are bytes");
+            goto done;
+        }
+        const char *p = PyBytes_AS_STRING(col), *e = p + PyBytes_GET_SIZE(col);
+        if (e - p < 2 || p[0] != '[' || e[-1] != ']') {
+            PyErr_SetString(PyExc_ValueError, "rows: a column is not a JSON array");
+            goto done;
+        }
+        /* each value's text, its separators left out, and the key before it in every row */
+        total += (e - p - 2) - (n - 1) + n * PyBytes_GET_SIZE(key);
+        at[c] = p + 1;
+        ends[c] = e - 1;
+    }
+    total += n * (2 + (k - 1)) + (n - 1) * sep.len; /* braces, commas between members, separators */
+    out = PyBytes_FromStringAndSize(NULL, total);
+    if (!out)
+        goto done;
+    char *o = PyBytes_AS_STRING(out), *o_end = o + total;
+    for (Py_ssize_t r = 0; r < n; r++) {
+        if (r) {
+            memcpy(o, sep.buf, (size_t)sep.len);
+            o += sep.len;
+        }
+        *o++ = '{';
+        for (Py_ssize_t c = 0; c < k; c++) {
+            PyObject *key = PyTuple_GET_ITEM(keys, c);
+            const char *p = at[c], *q = scalar_end(p, ends[c]);
+            Py_ssize_t klen = PyBytes_GET_SIZE(key);
+            if (!q || (r + 1 < n ? (q >= ends[c] || *q != ',') : q != ends[c]) ||
+                o + klen + (q - p) + 2 > o_end) {
+                PyErr_Format(PyExc_ValueError, "rows: column %zd does not hold %zd scalars", c, n);
+                Py_CLEAR(out);
+                goto done;
+            }
+            if (c)
+                *o++ = ',';
+            memcpy(o, PyBytes_AS_STRING(key), (size_t)klen);
+            o += klen;
+            memcpy(o, p, (size_t)(q - p));
+            o += q - p;
+            at[c] = q + 1;
+        }
+        *o++ = '}';
+    }
+    if (o != o_end) {
+        PyErr_SetString(PyExc_ValueError, "rows: the columns' lengths do not add up");
+        Py_CLEAR(out);
+    }
+done:
+    PyMem_Free(at);
+    PyMem_Free(ends);
+    PyBuffer_Release(&sep);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"layout", layout, METH_VARARGS,
      "layout(compact, depth=0) -> bytes: compact JSON with every container that holds another\n"
      "one laid out a member per line, indented two spaces a level from depth; the others as they are."},
+    {"rows", rows, METH_VARARGS,
+     "rows(keys, columns, n, sep) -> bytes: n rows as JSON objects joined by sep, from each column's\n"
+     "compact JSON array of scalars and its key ('\"name\":')."},
     {NULL, NULL, 0, NULL},
 };
 

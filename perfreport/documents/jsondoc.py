@@ -17,7 +17,7 @@ import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
-from .layout import INDENT, laid_out
+from .layout import INDENT, laid_out, rows_from_columns
 
 
 class Records(Sequence):
@@ -412,6 +412,7 @@ class _RowsJson:
                                              rename=dict(zip(fields, names)), gc=False)
             except (TypeError, ValueError):  # pragma: no cover - names msgspec refuses: the dicts
                 self.row = None
+        self.keys = tuple(_compact(name) + b":" for name in names) if self.row is not None else ()
 
     def rows(self, start: int, stop: int, indent: bytes) -> bytes:
         """The JSON of rows ``start:stop`` as :func:`json_bytes` lays them out when each row's
@@ -429,10 +430,17 @@ class _RowsJson:
         text = None
         if self.row is not None and len(part.columns):
             values = [_column_values(column) for _, column in part.items()]
+            plain = all(_plain_cells(column, v) for (_, column), v in zip(part.items(), values))
+            if plain and len(part) and rows_from_columns is not None:
+                try:  # each column encoded alone, the rows put together in C: the Structs' bytes
+                    encode = _lines_encoder().encode
+                    return rows_from_columns(self.keys, tuple(encode(v) for v in values), len(part), b",\n" + indent)
+                except (TypeError, ValueError, UnicodeEncodeError):
+                    pass  # (a lone surrogate, an odd cell: the Structs say what they make of it)
             # a list, not the iterator: msgspec 0.22's encode_lines kept every item of an iterator
             structs = list(itertools.starmap(self.row, zip(*values)))
             try:
-                if all(_plain_cells(column, v) for (_, column), v in zip(part.items(), values)):
+                if plain:
                     return _lines_encoder().encode_lines(structs)[:-1].replace(b"\n", b",\n" + indent)
                 text = _compact(structs)
             except (TypeError, UnicodeEncodeError):  # a lone surrogate, an odd cell: the dicts' way

@@ -22,6 +22,10 @@ except ImportError:  # the extension is optional: no compiler at install time
 INDENT = 2
 """Spaces per level."""
 
+rows_from_columns = getattr(_layout, "rows", None)
+"""``rows(keys, columns, n, sep)`` of the C extension (see ``_layout.c``), or None without it:
+:class:`~perfreport.documents.jsondoc._RowsJson` then makes a msgspec Struct per row."""
+
 
 def laid_out(compact: bytes, depth: int = 0, use_c: bool | None = None) -> bytes:
     """``compact`` JSON (no whitespace outside strings, as msgspec encodes it) laid out as the
