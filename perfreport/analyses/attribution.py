@@ -705,12 +705,17 @@ def _collectives(traces: TraceSet, ranks: list[int], side: _Side) -> pd.DataFram
     if calls.empty:
         return pd.DataFrame(columns=list(_COLLECTIVE_FIELDS))
     n = max(len(side.samples), 1)
-    algorithm = (calls["algorithm"] + "_" + calls["protocol"]).str.strip("_")
-    g = calls.assign(algorithm=algorithm).groupby("kind")
+    g = calls.groupby("kind")
+    # the algorithms of each kind, named from its distinct (algorithm, protocol) pairs, not from
+    # every call (a gloo rank's 2 M calls: 0.6 s of the attribution's 1.2)
+    pairs = calls[["kind", "algorithm", "protocol"]].drop_duplicates()
+    names = (pairs["algorithm"] + "_" + pairs["protocol"]).str.strip("_")
+    algorithms = names.groupby(pairs["kind"]).agg(lambda v: tuple(sorted({x for x in v if x})))
+    count = g.size() / n
     return pd.DataFrame({
-        "count": g.size() / n,
+        "count": count,
         "msg_bytes": g["msg_bytes"].mean(),
-        "algorithms": g["algorithm"].agg(lambda v: tuple(sorted({x for x in v if x}))),  # per kind
+        "algorithms": algorithms.reindex(count.index),  # per kind
         "dur_us": g["dur_us"].sum() / n,
         "exposed_us": g["exposed_us"].sum() / n,
     })
