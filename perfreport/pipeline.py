@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import __version__
-from .documents.call_rows import CALL_ROWS, cut_tables
+from .documents import table_rows
 from .documents.jsondoc import Records
 from .analyses.attribution import Explanation, explain
 from .analyses.collectives import collectives_per_step
@@ -164,9 +164,10 @@ def rank_metadata(traces: TraceSet) -> list[dict]:
 def summary_document(analysis: Analysis, full_tables: bool = False) -> dict:
     """The document of ``analyze`` (``report.json``, docs/analysis-document.md): every table as
     records, per rank, plus provenance and, for a partial job, which ranks are missing. A
-    per-call table keeps each rank's first :data:`~perfreport.documents.call_rows.CALL_ROWS`
-    calls unless ``full_tables`` (:mod:`perfreport.documents.call_rows`)."""
-    tables, cut = cut_tables(analysis.tables, None if full_tables else CALL_ROWS)
+    per-call table keeps each rank's first calls and a per-step table its first steps unless
+    ``full_tables`` (:mod:`perfreport.documents.table_rows`)."""
+    tables, cut = (analysis.tables, []) if full_tables else \
+        table_rows.cut_tables(analysis.tables, table_rows.CALL_ROWS, table_rows.STEP_ROWS)
     with phase("diagnosis"):
         diagnosis = diagnose(analysis.tables)
     with phase("series"):

@@ -145,10 +145,14 @@ def step_time_figure(sides: Sequence[Side], judged: Mapping[str, Sequence[int]])
     if not per_step_worth_drawing(lines):
         return None
     multi = any(len(set(table_columns(s.doc.get("step_metrics"), ("rank",))[0])) > 1 for s in sides)
+    kept = [c.get("steps_kept") for s in sides for c in s.doc.get("tables_cut") or ()
+            if isinstance(c, dict) and c.get("table") == "step_metrics" and isinstance(c.get("steps_kept"), int)]
     return LineFigure("step_time_judged", "Step time per step" + (" (slowest rank)" if multi else ""),
                       "profiler step", "step time", "step", "us", (Panel("", tuple(lines)),), "line",
                       note="Faded points: steps the gate did not judge (warm-up). The last step of each run is "
-                           "left out (the profiler cuts it short).")
+                           "left out (the profiler cuts it short)."
+                           + (f" Each rank's first {min(kept):,} steps only (report.json's per-step tables)."
+                              if kept else ""))
 
 
 def slowest_per_step(steps: list, values: list) -> tuple[list[int], list[float]]:

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ..documents.call_rows import cut_text
+from ..documents.table_rows import cut_text, steps_cut_text
 from ..documents.jsondoc import table_columns
 from .blocks import (
     TOP_ROWS, Side, make_section, order_key, per_step_worth_drawing, pivot_bars, records, series_figure, side_label,
@@ -251,7 +251,7 @@ def collectives_section(sides: Sequence[Side]) -> Section | None:
         Paragraph("Calls run by GPU kernels and by the host (gloo: kernel column = the op, 0 kernels, size "
                   "unknown). Exposed time: call time not overlapped by computation kernels. Bus bandwidth uses the "
                   "NCCL-tests factor for the group size. Skew: how far apart the ranks start the same call."),
-        *calls_cut_paragraphs(sides),
+        *cut_paragraphs(sides, cut_text),
         table("collective_summary", "Collectives per rank and kind", sides, "collective_summary",
               ["rank", ("kind", "kind", "text"), ("process_group", "group", "name"), "count", ("total_us", "total"),
                ("exposed_us", "exposed"), ("exposed_pct", "exposed %"), ("msg_bytes_mean", "message mean"),
@@ -270,11 +270,13 @@ def collectives_section(sides: Sequence[Side]) -> Section | None:
     )
 
 
-def calls_cut_paragraphs(sides: Sequence[Side]) -> list[Paragraph]:
-    """Where report.json keeps only a rank's first calls (``tables_cut``), one sentence per side."""
+def cut_paragraphs(sides: Sequence[Side], text_of) -> list[Paragraph]:
+    """Where report.json keeps only a rank's first calls or steps (``tables_cut``, said by
+    ``text_of``: :func:`~perfreport.documents.table_rows.cut_text` or ``steps_cut_text``), one
+    sentence per side."""
     out = []
     for side in sides:
-        text = cut_text(list(side.doc.get("tables_cut") or ()))
+        text = text_of(list(side.doc.get("tables_cut") or ()))
         if text:
             out.append(Paragraph(f"{side.label}: {text}" if side.label else text))
     return out
@@ -283,6 +285,7 @@ def calls_cut_paragraphs(sides: Sequence[Side]) -> list[Paragraph]:
 def steps_section(sides: Sequence[Side]) -> Section | None:
     return make_section(
         "steps", "Step time", 2, "wall time of every profiler step",
+        *cut_paragraphs(sides, steps_cut_text),
         series_figure("step_time", "Step time per profiler step", sides, "step_time", "profiler step",
                       "step time", one_panel=True),
         table("profiler_steps", "Profiler steps", sides, "profiler_steps",

@@ -1,0 +1,148 @@
+"""What report.json keeps of the tables that grow with a trace's calls and steps.
+
+Two kinds of table grow without bound:
+
+- ``collectives`` has a row per collective call of every rank. A gloo rank makes a dozen calls
+  a step, so on a long trace the table outgrows the trace itself: the gloo-only rank grown to
+  1 GB made 2,045,796 calls, 653 MB of its 810 MB report.json.
+- the per-step tables (:data:`PER_STEP_TABLES`: ``step_metrics``, ``profiler_steps`` and every
+  ``*_per_step`` / ``*_by_step`` table) have a row (or a few) per profiler step. The trace
+  grown to 1 GB from the triton example has 345,319 steps: a ``compare`` of it wrote a 1.68 GB
+  report.json, 5.2 of its 14.5 s (2.3 s of it the file system taking the bytes).
+
+Every other table is an aggregate (per kind, per rank, per op) or already bounded
+(``memory_timeline``, the series), and the tables that summarise calls and steps
+(``collective_summary``, ``step_times``, ``time_at_stake`` …), the gate and the diagnosis use
+every call and every step whatever report.json keeps.
+
+So report.json keeps each rank's first :data:`CALL_ROWS` calls (in time order) and the rows of
+its first :data:`STEP_ROWS` steps (by step number; rows outside any step, step -1, stay), and
+its ``tables_cut`` names every table and rank cut: the table, the rank, its rows and the rows
+kept (and for a per-step table its steps and the steps kept). No real trace we hold comes near
+either bound. ``--full-tables`` keeps every row; the Python API (``perfreport.analyses``)
+always returns whole tables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+from ..model import sorted_unique
+
+CALL_ROWS = 20_000
+"""Calls of one rank report.json keeps of each per-call table: every call of every real trace we
+hold (the most on one rank: 135, our FSDP gloo recording, 27 a step), so a job like it keeps
+its calls for 740 steps; 20,000 rows are ~6.5 MB of JSON a rank."""
+
+STEP_ROWS = 50_000
+"""Steps of one rank report.json keeps of each per-step table: every step of every real trace we
+hold (the most: 8 steps a rank) and of most grown ones (the MI250 minitoy grown to 1 GB has
+37,529); a step's rows in all the per-step tables are ~2.5 kB of JSON."""
+
+PER_CALL_TABLES = ("collectives",)
+"""The tables with a row per call, in time order within each rank."""
+
+PER_STEP_TABLES = ("profiler_steps", "step_metrics")
+"""The per-step tables besides those named ``*_per_step`` / ``*_by_step`` (:func:`is_per_step`)."""
+
+STEP_COLUMNS = ("step", "iteration")
+"""A per-step table's step number column (the first of these it has)."""
+
+
+def is_per_step(name: str) -> bool:
+    """Whether the table ``name`` has a row (or a few) per profiler step."""
+    return name in PER_STEP_TABLES or name.endswith(("_per_step", "_by_step"))
+
+
+def cut_tables(tables: Mapping[str, pd.DataFrame], call_rows: int | None = CALL_ROWS,
+               step_rows: int | None = STEP_ROWS) -> tuple[dict[str, pd.DataFrame], list[dict]]:
+    """``tables`` with each per-call table cut to its first ``call_rows`` rows per rank and each
+    per-step table to the rows of its first ``step_rows`` steps per rank (None: as they are),
+    and one ``tables_cut`` entry per table and rank cut."""
+    out, cut = dict(tables), []
+    for name, frame in tables.items():
+        if frame is None or "rank" not in frame.columns:
+            continue
+        if name in PER_CALL_TABLES and call_rows is not None and len(frame) > call_rows:
+            kept, entries = _first_calls(frame, call_rows)
+        elif is_per_step(name) and step_rows is not None and len(frame) > step_rows:
+            column = next((c for c in STEP_COLUMNS if c in frame.columns), None)
+            if column is None:
+                continue
+            kept, entries = _first_steps(frame, column, step_rows)
+        else:
+            continue
+        if entries:
+            out[name] = frame[kept].reset_index(drop=True)
+            cut += [{"table": name, **entry} for entry in entries]
+    return out, cut
+
+
+def _first_calls(frame: pd.DataFrame, limit: int) -> tuple[np.ndarray, list[dict]]:
+    """Mask of each rank's first ``limit`` rows (in table order), and the entries of the ranks
+    cut."""
+    codes, ranks = pd.factorize(frame["rank"].to_numpy(), sort=True)
+    counts = np.bincount(codes, minlength=len(ranks))
+    if counts.max(initial=0) <= limit:
+        return np.ones(len(frame), dtype=bool), []
+    order = np.argsort(codes, kind="stable")
+    place = np.empty(len(codes), dtype=np.int64)
+    place[order] = np.arange(len(codes)) - np.repeat(np.cumsum(counts) - counts, counts)
+    return place < limit, [{"rank": int(r), "rows": int(n), "kept": limit}
+                           for r, n in zip(ranks, counts) if n > limit]
+
+
+def _first_steps(frame: pd.DataFrame, column: str, limit: int) -> tuple[np.ndarray, list[dict]]:
+    """Mask of the rows of each rank's first ``limit`` steps (by number; rows of step < 0 kept),
+    and the entries of the ranks cut."""
+    rank = frame["rank"].to_numpy()
+    step = frame[column].to_numpy()
+    keep = np.ones(len(frame), dtype=bool)
+    entries = []
+    for r in sorted_unique(rank):  # a loop over ranks
+        mine = rank == r
+        steps = sorted_unique(step[mine & (step >= 0)])
+        if len(steps) <= limit:
+            continue
+        dropped = mine & (step > steps[limit - 1])
+        keep &= ~dropped
+        entries.append({"rank": int(r), "rows": int(mine.sum()), "kept": int(mine.sum() - dropped.sum()),
+                        "steps": int(len(steps)), "steps_kept": limit})
+    return keep, entries
+
+
+def cut_text(cut: list[dict]) -> str | None:
+    """The sentence a report says about the per-call tables in ``tables_cut``; None when none
+    was cut."""
+    calls = [c for c in cut if c.get("table") in PER_CALL_TABLES]
+    if not calls:
+        return None
+    ranks = ", ".join(f"rank {c['rank']} made {c['rows']:,}" for c in calls[:4])
+    more = f" and {len(calls) - 4} more ranks" if len(calls) > 4 else ""
+    return (f"report.json keeps each rank's first {calls[0]['kept']:,} collective calls ({ranks}{more}); the "
+            "summaries count every call, and --full-tables keeps them all.")
+
+
+def steps_cut_text(cut: list[dict]) -> str | None:
+    """The sentence a report says about the per-step tables in ``tables_cut``; None when none
+    was cut."""
+    steps: dict[int, int] = {}  # per rank: its steps (the most any table holds: step_metrics leaves the last out)
+    kept = None
+    for c in cut:
+        if is_per_step(str(c.get("table"))) and "steps" in c:
+            steps[c["rank"]] = max(steps.get(c["rank"], 0), c["steps"])
+            kept = c["steps_kept"]
+    if not steps:
+        return None
+    ranks = ", ".join(f"rank {r} has {n:,}" for r, n in list(steps.items())[:4])
+    more = f" and {len(steps) - 4} more ranks" if len(steps) > 4 else ""
+    return (f"report.json's per-step tables, and the figures and tables drawn from them here, keep each rank's "
+            f"first {kept:,} profiler steps ({ranks}{more}); the step time series, the summaries, "
+            "the gate and the diagnosis use every step, and --full-tables keeps them all.")
+
+
+__all__ = ["CALL_ROWS", "PER_CALL_TABLES", "PER_STEP_TABLES", "STEP_ROWS", "cut_tables", "cut_text", "is_per_step",
+           "steps_cut_text"]

@@ -1,0 +1,145 @@
+"""perfreport.documents.table_rows: report.json keeps each rank's first calls of the per-call
+``collectives`` table and the rows of its first steps of the per-step tables, says which ranks
+were cut and by how much, and keeps every row with ``--full-tables``; checked against the raw
+gloo and ProfilerStep events of our FSDP recording."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from perfreport.cli import main
+from perfreport.documents import table_rows
+from perfreport.documents.table_rows import cut_tables, cut_text, steps_cut_text
+
+FSDP_GLOO = Path(__file__).parent / "data" / "recorded" / "setups" / "fsdp_full_w2_gloo"
+
+
+def _raw_gloo_calls() -> dict[int, list[float]]:
+    """Per rank: the durations (µs) of its gloo collective spans in start order, from the JSON."""
+    out = {}
+    for rank in (0, 1):
+        with gzip.open(FSDP_GLOO / f"rank{rank}.pt.trace.json.gz") as f:
+            events = json.load(f)["traceEvents"]
+        calls = sorted((e["ts"], float(e["dur"])) for e in events if e.get("ph") == "X"
+                       and str(e.get("name", "")).startswith("gloo:") and e.get("cat") != "gpu_user_annotation")
+        out[rank] = [dur for _, dur in calls]
+    return out
+
+
+def test_each_rank_keeps_its_first_rows_in_table_order():
+    rng = np.random.default_rng(7)
+    ranks = rng.choice([3, 0, 5], size=40, p=[0.5, 0.4, 0.1])
+    frame = pd.DataFrame({"rank": ranks, "ts_us": np.arange(40.0)})
+    summary = pd.DataFrame({"rank": [0]})
+    counts = pd.Series(ranks).value_counts()
+    limit = int(counts.sort_values().iloc[1]) - 1  # cuts the two busiest ranks, not the least busy
+    out, cut = cut_tables({"collectives": frame, "summary": summary}, limit, None)
+    want = frame[frame.groupby("rank").cumcount() < limit].reset_index(drop=True)
+    pd.testing.assert_frame_equal(out["collectives"], want)
+    assert out["summary"] is summary
+    assert cut == [{"table": "collectives", "rank": int(r), "rows": int(counts[r]), "kept": limit}
+                   for r in sorted(counts.index) if counts[r] > limit]
+    assert len(cut) == 2
+    assert cut_tables({"collectives": frame}, None, None)[0]["collectives"] is frame
+    assert cut_tables({"collectives": frame}, int(counts.max()), 1) == ({"collectives": frame}, [])
+
+
+def test_cut_text_names_the_ranks_cut():
+    cut = [{"table": "collectives", "rank": r, "rows": 30_000 + r, "kept": 20_000} for r in range(6)]
+    assert cut_text([]) is None
+    text = cut_text(cut)
+    assert text.startswith("report.json keeps each rank's first 20,000 collective calls (rank 0 made 30,000, ")
+    assert "rank 3 made 30,003 and 2 more ranks)" in text and "--full-tables" in text
+
+
+def test_report_json_keeps_the_first_calls_of_a_gloo_job(tmp_path, monkeypatch):
+    raw = _raw_gloo_calls()
+    assert [len(raw[r]) for r in (0, 1)] == [135, 135]
+    monkeypatch.setattr(table_rows, "CALL_ROWS", 100)
+    assert main(["analyze", str(FSDP_GLOO), "--out", str(tmp_path / "cut"), "--format", "json,md", "-q"]) == 0
+    doc = json.loads((tmp_path / "cut" / "report.json").read_text())
+    assert doc["tables_cut"] == [{"table": "collectives", "rank": r, "rows": 135, "kept": 100} for r in (0, 1)]
+    for rank, durs in raw.items():
+        rows = [c for c in doc["collectives"] if c["rank"] == rank]
+        assert [c["dur_us"] for c in rows] == pytest.approx(durs[:100])  # the first 100 calls, in time order
+        summary = [s for s in doc["collective_summary"] if s["rank"] == rank]
+        assert sum(s["count"] for s in summary) == 135  # the summaries count every call
+    md = (tmp_path / "cut" / "report.md").read_text()
+    assert "report.json keeps each rank's first 100 collective calls (rank 0 made 135, rank 1 made 135)" in md
+
+    assert main(["analyze", str(FSDP_GLOO), "--out", str(tmp_path / "all"), "--format", "json,md", "-q",
+                 "--full-tables"]) == 0
+    doc = json.loads((tmp_path / "all" / "report.json").read_text())
+    assert doc["tables_cut"] == [] and len(doc["collectives"]) == 270
+    assert "collective calls (rank" not in (tmp_path / "all" / "report.md").read_text()
+
+
+def test_a_comparison_cuts_each_side(tmp_path, monkeypatch):
+    monkeypatch.setattr(table_rows, "CALL_ROWS", 120)
+    out = tmp_path / "cmp"
+    assert main(["compare", str(FSDP_GLOO), str(FSDP_GLOO), "--out", str(out), "--format", "json", "-q"]) in (0, 1)
+    doc = json.loads((out / "report.json").read_text())
+    for side in ("baseline", "candidate"):
+        analyses = doc[side]["analyses"]
+        assert analyses["tables_cut"] == [{"table": "collectives", "rank": r, "rows": 135, "kept": 120} for r in (0, 1)]
+        assert len(analyses["collectives"]) == 240
+
+
+def test_each_rank_keeps_the_rows_of_its_first_steps():
+    """A per-step table (a row or a few per step, the step column named step or iteration) keeps
+    the rows of each rank's first steps by number, and those outside any step (-1); other
+    tables stay whole."""
+    steps = np.array([5, 1, -1, 3, 3, 2, 4, 1, 2, 9, -1])
+    ranks = np.array([0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1])
+    per_step = pd.DataFrame({"rank": ranks, "step": steps, "v": np.arange(11.0)})
+    by_step = per_step.rename(columns={"step": "iteration"})
+    other = pd.DataFrame({"rank": ranks, "step": steps})
+    out, cut = cut_tables({"idle_breakdown_per_step": per_step, "launch_stats_by_step": by_step, "op_steps": other},
+                          None, 2)
+    assert out["op_steps"] is other
+    assert out["idle_breakdown_per_step"]["v"].tolist() == [1.0, 2.0, 3.0, 4.0, 5.0, 7.0, 8.0, 10.0]  # 0: 1, 3; 1: 1, 2
+    assert out["launch_stats_by_step"]["v"].tolist() == out["idle_breakdown_per_step"]["v"].tolist()
+    assert cut == [{"table": t, "rank": r, "rows": n, "kept": 4, "steps": k, "steps_kept": 2}
+                   for t in ("idle_breakdown_per_step", "launch_stats_by_step") for r, n, k in ((0, 5, 3), (1, 6, 4))]
+    text = steps_cut_text(cut)
+    assert "keep each rank's first 2 profiler steps (rank 0 has 3, rank 1 has 4)" in text
+    assert cut_text(cut) is None and steps_cut_text([]) is None
+
+
+def _raw_step_counts() -> dict[int, int]:
+    """Per rank: its ProfilerStep#N spans in the raw JSON."""
+    out = {}
+    for rank in (0, 1):
+        with gzip.open(FSDP_GLOO / f"rank{rank}.pt.trace.json.gz") as f:
+            events = json.load(f)["traceEvents"]
+        out[rank] = len({e["name"] for e in events if e.get("ph") == "X" and str(e.get("name", "")).startswith(
+            "ProfilerStep#") and e.get("cat") != "gpu_user_annotation"})
+    return out
+
+
+def test_report_json_keeps_the_first_steps_of_a_job(tmp_path, monkeypatch):
+    raw = _raw_step_counts()
+    assert raw == {0: 5, 1: 5}
+    monkeypatch.setattr(table_rows, "STEP_ROWS", 3)
+    assert main(["analyze", str(FSDP_GLOO), "--out", str(tmp_path / "cut"), "--format", "json,md,html", "-q"]) == 0
+    doc = json.loads((tmp_path / "cut" / "report.json").read_text())
+    steps_cut = [c for c in doc["tables_cut"] if "steps" in c]
+    assert {c["table"] for c in steps_cut} >= {"profiler_steps", "step_metrics", "launch_stats_by_step"}
+    assert all(c["steps"] <= raw[c["rank"]] and c["steps_kept"] == 3 and c["kept"] < c["rows"] for c in steps_cut)
+    assert [c["steps"] for c in steps_cut if c["table"] == "profiler_steps"] == [raw[0], raw[1]]
+    for rank in (0, 1):
+        kept = sorted(r["step"] for r in doc["profiler_steps"] if r["rank"] == rank)
+        assert kept == sorted(kept)[:3] and len(kept) == 3
+    assert [r["steps"] for r in doc["step_times"]] == [raw[0], raw[1]]  # the summaries count every step
+    html = (tmp_path / "cut" / "report.html").read_text()
+    assert "keep each rank&#39;s first 3 profiler steps (rank 0 has 5, rank 1 has 5)" in html
+    assert main(["analyze", str(FSDP_GLOO), "--out", str(tmp_path / "all"), "--format", "json", "-q",
+                 "--full-tables"]) == 0
+    whole = json.loads((tmp_path / "all" / "report.json").read_text())
+    assert whole["tables_cut"] == [] and len(whole["profiler_steps"]) == sum(raw.values())
