@@ -76,6 +76,53 @@ class Records(Sequence):
         return f"Records({len(self)} rows)"
 
 
+class Floats(Sequence):
+    """Numbers of a document (a check's samples) held as float64 in one bytes object, 8 bytes a
+    value where a tuple of Python floats takes 32: the 15 checks of a compare of two ranks of
+    345,319 steps each keep 10 M samples, 330 MB as floats. Read as Python floats (NaN as
+    itself); the JSON encoder writes them as a list (NaN as null), and a plain document keeps
+    them as they are. Immutable and hashable, and equal to a list or tuple of the same numbers,
+    as the tuple it stands in for."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self, values=()) -> None:
+        import numpy as np
+
+        self._data = np.ascontiguousarray(values, dtype=np.float64).ravel().tobytes()
+
+    def array(self):
+        """The numbers as a read-only float64 array (no copy)."""
+        import numpy as np
+
+        return np.frombuffer(self._data, dtype=np.float64)
+
+    def tolist(self) -> list[float]:
+        return self.array().tolist()
+
+    def __len__(self) -> int:
+        return len(self._data) // 8
+
+    def __getitem__(self, index):
+        return self.array()[index].tolist()
+
+    def __iter__(self) -> Iterator[float]:
+        return iter(self.tolist())
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, Floats):
+            return self._data == other._data
+        if isinstance(other, (list, tuple)):
+            return self.tolist() == list(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._data)
+
+    def __repr__(self) -> str:
+        return f"Floats({len(self)} values)"
+
+
 def table_columns(table, keys: Sequence[str]) -> list[list]:
     """The values of ``keys`` in the rows of a document table (a list of row dicts, or
     :class:`Records`), a list per key, as reading the rows gives them (None where a row lacks
@@ -208,8 +255,8 @@ def _plain(value, keep_records: bool = False):
             return floats
         plain = scalar_list(value)
         return plain if plain is not None else [_plain(v, keep_records) for v in value]
-    if isinstance(value, Records):
-        return value if keep_records else value.tolist()
+    if isinstance(value, (Records, Floats)):
+        return value if keep_records else _plain(value.tolist())
     if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):  # numpy scalar / array
         return _plain(value.tolist())
     if isinstance(value, float) and not math.isfinite(value):

@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..config import Waiver
+from ..documents.jsondoc import Floats
 from ..units import format_us
 from .metrics import Metric
 
@@ -58,8 +59,8 @@ class Evidence:
     interval_of: str | None = None
     confidence_pct: float | None = None
     significant: bool | None = None
-    baseline_values: tuple[float, ...] = ()
-    candidate_values: tuple[float, ...] = ()
+    baseline_values: Floats | tuple[float, ...] = ()
+    candidate_values: Floats | tuple[float, ...] = ()
     sample_kind: str = "step"
     baseline_runs: int | None = None
     candidate_runs: int | None = None
@@ -157,9 +158,8 @@ def make_check(*, family: str, name: str, metric: Metric, subject: str | None, r
         b_val, c_val = values
     delta = c_val - b_val if b_val is not None and c_val is not None else None
     delta_pct = 100.0 * delta / abs(b_val) if delta is not None and b_val else None
-    # Python floats made in C (a check of a many-step job keeps tens of thousands of samples)
-    evidence = replace(evidence, baseline_values=tuple(np.asarray(b, dtype=np.float64).ravel().tolist()),
-                       candidate_values=tuple(np.asarray(c, dtype=np.float64).ravel().tolist()))
+    # kept as float64 (a check of a many-step job keeps hundreds of thousands of samples)
+    evidence = replace(evidence, baseline_values=Floats(b), candidate_values=Floats(c))
     return Check(id=check_id(family, name, subject, rank), family=family, name=name, metric=metric.column,
                  label=metric.label, unit=metric.unit, worse=metric.worse, subject=subject, rank=rank,
                  aggregation=aggregation, level=level, status=status, baseline_value=b_val, candidate_value=c_val,

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import __version__
-from ..documents.jsondoc import finite_float_list, json_text, scalar_list
+from ..documents.jsondoc import Floats, finite_float_list, json_text, scalar_list
 from ..config import Config
 from ..gate.checks import detectable_text
 from ..gate.verdict import Check, Verdict
@@ -53,7 +53,7 @@ def check_record(check: Check) -> dict:
             "p_value": e.p_value, "alpha": e.alpha, "method": e.method,
             "interval": list(e.interval) if e.interval else None, "interval_of": e.interval_of,
             "confidence_pct": e.confidence_pct, "significant": e.significant,
-            "baseline_values": list(e.baseline_values), "candidate_values": list(e.candidate_values),
+            "baseline_values": _samples(e.baseline_values), "candidate_values": _samples(e.candidate_values),
             "sample_kind": e.sample_kind, "baseline_runs": e.baseline_runs, "candidate_runs": e.candidate_runs,
             "baseline_steps": e.baseline_steps, "candidate_steps": e.candidate_steps,
             "noise_width": e.noise_width, "noise_widths": e.noise_widths,
@@ -148,6 +148,12 @@ def compare_document(*, verdict: Verdict, config: Config, explanation: Mapping[s
     })
     document["headline"] = headline(document)
     return document
+
+
+def _samples(values) -> Floats | list:
+    """A check's samples as the document holds them: :class:`Floats` as they are (encoded as a
+    list when written; NaN as null), anything else as a list."""
+    return values if isinstance(values, Floats) else list(values)
 
 
 def render(document: Mapping[str, Any]) -> str:
