@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 
 import numpy as np
 import pandas as pd
@@ -317,3 +318,20 @@ def test_a_cleaned_long_list_is_not_read_again() -> None:
     assert plain_document({"samples": samples})["samples"] is not samples  # not cleaned before: a new list
     assert json_bytes(plain) == json_bytes({"check": {"samples": [0.5] * 100 + [None, None, -0.0],
                                                       "steps": list(range(100))}})
+
+
+def test_floats_are_the_numbers_of_a_list_in_an_eighth_of_the_memory():
+    """A check's samples: equal to the list and tuple of the same numbers, hashable, written as
+    that list (NaN and inf as null), kept as they are by a plain document, and 8 bytes a value."""
+    from perfreport.documents.jsondoc import Floats
+
+    values = [1.5, math.nan, -0.0, math.inf, 2.0**-1074, 1e300]
+    f = Floats(np.array(values))
+    finite = [v for v in values if math.isfinite(v)]
+    assert Floats(finite) == finite == list(Floats(finite)) and Floats(finite) == tuple(finite)
+    assert math.isnan(f[1]) and f[3] == math.inf and len(f) == 6 and f.array().dtype == np.float64
+    assert f == Floats(values) and hash(f) == hash(Floats(values)) and f != Floats(values[:5])
+    assert json_bytes({"v": f}) == json_bytes({"v": [1.5, None, -0.0, None, 2.0**-1074, 1e300]})
+    plain = plain_document({"v": f, "t": (f,)})
+    assert plain["v"] is f and plain["t"][0] is f
+    assert sys.getsizeof(Floats(np.zeros(100_000))._data) < 100_000 * 9
