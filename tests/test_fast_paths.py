@@ -266,3 +266,18 @@ def test_sorted_unique_is_numpys_unique(trace) -> None:
                    np.array([np.nan, 1.0, np.nan])):
         got, want = sorted_unique(values), np.unique(values)
         assert got.dtype == want.dtype and np.array_equal(got, want, equal_nan=want.dtype.kind == "f")
+
+
+def test_codes_where_without_step_names_is_the_full_loop(trace, monkeypatch) -> None:
+    """The prefixes asked with ``no_step_names`` match no ProfilerStep#N name: leaving those out
+    gives the codes of the loop over every string."""
+    import perfreport.model as model
+    from perfreport.analyses.launch import ATEN_PREFIX
+    from perfreport.analyses.stragglers import COMM_KERNEL_PREFIXES
+
+    monkeypatch.setattr(model, "STEP_NAMES_SKIPPED_FROM", 0)
+    assert (trace.step_name_numbers()[:-1] >= 0).any()  # the trace has step names to leave out
+    for predicate in (lambda s: model.CPU_COLLECTIVE.search(s) is not None, lambda s: s.startswith("gloo:"),
+                      lambda s: s.startswith(ATEN_PREFIX), lambda s: s.startswith(COMM_KERNEL_PREFIXES)):
+        want = trace.codes_where(predicate)
+        assert trace.codes_where(predicate, no_step_names=True).tolist() == want.tolist()

@@ -262,7 +262,8 @@ def _ancestors(trace: RankTrace, k_rows: np.ndarray) -> tuple[np.ndarray, np.nda
         prev = chain[:, j - 1]
         chain[:, j] = np.where(prev >= 0, stack.parent[np.clip(prev, 0, None)], -1)
     safe = np.clip(chain, 0, None)  # only the chains' cells are looked at: no mask over all events
-    is_op = np.isin(trace.name[safe], trace.codes_where(lambda s: COLLECTIVE_OP.search(s) is not None)) \
+    is_op = np.isin(trace.name[safe], trace.codes_where(lambda s: COLLECTIVE_OP.search(s) is not None,
+                                                           no_step_names=True)) \
         & ~trace.gpu_side()[safe]
     op_cell = (chain >= 0) & is_op
     op_cell[:, 0] = False

@@ -335,7 +335,7 @@ def _aten_instances(trace: RankTrace) -> tuple[pd.DataFrame, np.ndarray]:
 def _build_aten_instances(trace: RankTrace) -> tuple[pd.DataFrame, np.ndarray]:
     empty = (pd.DataFrame(columns=list(ATEN_INSTANCE_COLUMNS)), np.empty(0, dtype=np.int64))
     launch_rows, gpu_rows = launch_gpu_ops(trace)
-    aten_codes = trace.codes_where(lambda s: s.startswith(ATEN_PREFIX))
+    aten_codes = trace.codes_where(lambda s: s.startswith(ATEN_PREFIX), no_step_names=True)
     aten = np.flatnonzero(trace.name_in(aten_codes))
     aten = aten[trace.complete[aten] & np.isfinite(trace.dur[aten])]
     if not len(aten) or not len(launch_rows) or not len(gpu_rows):

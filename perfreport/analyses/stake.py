@@ -239,7 +239,7 @@ def _claims(ws: np.ndarray, we: np.ndarray, layers: list[tuple]) -> _Claims:
     ok = rest > 0
     parts.append((len(layers), order[ok], np.zeros(int(ok.sum()), dtype=np.int64), rest[ok]))
     return _Claims(window=np.concatenate([p[1] for p in parts]),
-                   layer=np.repeat([p[0] for p in parts], [len(p[1]) for p in parts]).astype(np.int64),
+                   layer=np.repeat(np.array([p[0] for p in parts], dtype=np.int64), [len(p[1]) for p in parts]),
                    code=np.concatenate([p[2] for p in parts]), time=np.concatenate([p[3] for p in parts]))
 
 

@@ -105,7 +105,7 @@ def _comm_kernels(trace: RankTrace) -> tuple[np.ndarray, ...]:
 
 
 def _compute_comm_kernels(trace: RankTrace) -> tuple[np.ndarray, ...]:
-    names = trace.codes_where(lambda s: s.startswith(COMM_KERNEL_PREFIXES))
+    names = trace.codes_where(lambda s: s.startswith(COMM_KERNEL_PREFIXES), no_step_names=True)
     rows = np.flatnonzero(trace.kernels())
     rows = rows[trace.name_in(names, rows) & (trace.iteration[rows] >= 0) & np.isfinite(trace.dur[rows])]
     return (np.full(len(rows), trace.rank, dtype=np.int64), trace.iteration[rows], trace.decode(trace.name[rows]),
