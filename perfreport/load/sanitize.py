@@ -47,13 +47,13 @@ def drop_absurd(result: ScanResult, limits: Limits) -> tuple[ScanResult, dict[st
     separates from the others (:func:`_apart`). One event at ts -1e15 would otherwise stretch the
     rank's span over decades; a long trace without such a gap keeps every event.
     """
-    strings = {s: i for i, s in enumerate(result.strings)}
+    x_code, m_code = _code(result.strings, "X"), _code(result.strings, "M")  # (no dict of a table of 345,000 names)
     ph = result.top["ph"]
     ts_ns, dur = result.top["ts"], result.top["dur"]
     limit_ns = limits.max_span_us * 1000.0
-    if plausible(ph, ts_ns, dur, strings.get("X", -2), strings.get("M", -2), limits.max_span_us, limit_ns):
+    if plausible(ph, ts_ns, dur, x_code, m_code, limits.max_span_us, limit_ns):
         return result, {}
-    complete = ph == strings.get("X", -2)
+    complete = ph == x_code
     has_ts = ts_ns != INT_MISSING
     complete_ts = complete & has_ts
     with np.errstate(invalid="ignore"):  # NaN comparisons are False, which is what is meant
@@ -64,7 +64,7 @@ def drop_absurd(result: ScanResult, limits: Limits) -> tuple[ScanResult, dict[st
             "with a negative duration": complete_ts & (dur < 0),
             f"with a duration over {limits.max_span_s:g} s": complete_ts & (dur > limits.max_span_us),
         }
-    timed = has_ts & (ph != strings.get("M", -2))
+    timed = has_ts & (ph != m_code)
     if _spread(ts_ns, timed) > limit_ns:  # else no gap can be that long: no sort needed
         reasons[f"starting more than {limits.max_span_s:g} s from the others"] = _apart(ts_ns, timed, complete_ts,
                                                                                        limit_ns)
@@ -130,6 +130,14 @@ def _apart(ts_ns: np.ndarray, timed: np.ndarray, complete: np.ndarray, limit_ns:
     bulk = np.lexsort((-np.arange(n_runs), n_timed, n_complete))[-1]  # most complete, most timed, earliest
     far[rows[run != bulk]] = True
     return far
+
+
+def _code(strings: list[str], text: str) -> int:
+    """The code of ``text`` in the scanner's string table (its texts are distinct), -2 if absent."""
+    try:
+        return strings.index(text)
+    except ValueError:
+        return -2
 
 
 def keep_rows(result: ScanResult, keep: np.ndarray) -> ScanResult:
