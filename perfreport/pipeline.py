@@ -15,7 +15,7 @@ import pandas as pd
 
 from . import __version__
 from .documents import table_rows
-from .documents.jsondoc import Records
+from .documents.cells import Records
 from .analyses.attribution import Explanation, explain
 from .analyses.collectives import collectives_per_step
 from .analyses.coverage import rank_coverage

@@ -36,7 +36,7 @@ import numpy as np
 
 from .load.checksums import algorithm_of, file_checksum
 from .storing.atomic import atomic_write_text
-from .documents.jsondoc import table_columns
+from .documents.cells import table_columns
 from .errors import PerfreportError
 from .load.fields import ARG_FIELDS, INT_MISSING
 from .model import DENSE_ARGS, TEXT_ID_BASE, RankTrace, sorted_unique

@@ -12,7 +12,8 @@ import pandas as pd
 import pytest
 
 from perfreport.storing.atomic import atomic_files
-from perfreport.documents.jsondoc import JsonChunks, Records, _RowsJson, json_bytes, json_text, plain_document
+from perfreport.documents.cells import Records
+from perfreport.documents.jsondoc import JsonChunks, _RowsJson, json_bytes, json_text, plain_document
 
 from .conftest import TRACES
 
@@ -217,7 +218,7 @@ def test_members_encoded_ahead_are_not_encoded_again():
     [7] * 70 + [np.int64(2)],  # a numpy value among them: item by item (unwrapped)
 ])
 def test_long_float_lists_are_cleaned_as_item_by_item(values):
-    from perfreport.documents.jsondoc import finite_float_list
+    from perfreport.documents.cells import finite_float_list
     from perfreport.report.json_report import _clean
 
     def by_item(v, unwrap):
@@ -233,7 +234,7 @@ def test_long_float_lists_are_cleaned_as_item_by_item(values):
     assert fast is None or fast == want
     assert (fast is not None) == (len(values) >= 64 and all(type(x) is float for x in values))
     from perfreport.analyses.attribution import _json_ready
-    from perfreport.documents.jsondoc import scalar_list
+    from perfreport.documents.cells import scalar_list
 
     whole = scalar_list(values)
     assert (whole is not None) == (len(values) >= 64 and all(type(x) in (int, str, bool, type(None)) for x in values))
@@ -244,7 +245,7 @@ def test_long_float_lists_are_cleaned_as_item_by_item(values):
 
 
 def test_table_columns_are_the_rows_values():
-    from perfreport.documents.jsondoc import table_columns
+    from perfreport.documents.cells import table_columns
 
     frame = pd.DataFrame({"a": [1, 2, 3], "b": [0.5, math.nan, math.inf], "c": ["x", None, "z"]})
     rows = Records(frame).tolist()
@@ -323,7 +324,7 @@ def test_a_cleaned_long_list_is_not_read_again() -> None:
 def test_floats_are_the_numbers_of_a_list_in_an_eighth_of_the_memory():
     """A check's samples: equal to the list and tuple of the same numbers, hashable, written as
     that list (NaN and inf as null), kept as they are by a plain document, and 8 bytes a value."""
-    from perfreport.documents.jsondoc import Floats
+    from perfreport.documents.cells import Floats
 
     values = [1.5, math.nan, -0.0, math.inf, 2.0**-1074, 1e300]
     f = Floats(np.array(values))

@@ -290,7 +290,7 @@ def test_report_schema_validates_both_documents() -> None:
 def test_a_build_makes_each_table_into_rows_once(monkeypatch, tmp_path_factory):
     """Sections read a table several times; inside a build each Records table is made into
     rows once, and the report is the one built from the plain JSON rows."""
-    from perfreport.documents.jsondoc import Records
+    from perfreport.documents.cells import Records
     from perfreport.report import blocks
 
     analysis = analyze(write_trace(Path(tmp_path_factory.mktemp("kept")), tiny_events()), workers=1)
@@ -312,7 +312,7 @@ def test_long_tables_cut_in_numpy_are_the_rows_sorted_as_dicts(seed, monkeypatch
     rows sorted as dicts give: stable, missing (NaN, inf) last, top-N largest first."""
     import pandas as pd
 
-    from perfreport.documents.jsondoc import Records
+    from perfreport.documents.cells import Records
     from perfreport.report import blocks
     from perfreport.report.blocks import Side, table
 
@@ -342,7 +342,7 @@ def test_a_report_built_from_tables_is_the_report_built_from_their_json() -> Non
     a time: the step-time and launch figures, the step trace's pick) is the report of its JSON."""
     import dataclasses
 
-    from perfreport.documents.jsondoc import Records
+    from perfreport.documents.cells import Records
 
     recorded = TRACES.parent / "recorded"  # our H100 recordings: steps enough for every figure
     doc = report_document(compare(recorded / "repeat_base" / "run1", recorded / "sync_each_step" / "run1", workers=1))
@@ -360,7 +360,7 @@ def test_the_launch_figure_plots_every_step_of_its_table_and_marks_the_outliers(
     out): a point per step in step order at the step's delay p95, crossed where the step has
     runtime or launch-delay outliers."""
     from perfreport.analyses import ANALYSES
-    from perfreport.documents.jsondoc import Records
+    from perfreport.documents.cells import Records
     from perfreport.report.blocks import Side
     from perfreport.report.sections import launch_figure
 
@@ -382,7 +382,7 @@ def test_the_step_time_figure_plots_each_steps_slowest_rank_and_fades_the_unjudg
     run: a point per step in step order at the slowest rank's step time (the table's maximum
     over ranks), the steps the gate did not judge faded."""
     from perfreport.analyses import ANALYSES
-    from perfreport.documents.jsondoc import Records
+    from perfreport.documents.cells import Records
     from perfreport.report.blocks import Side
     from perfreport.report.overview import step_time_figure
 

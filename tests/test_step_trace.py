@@ -149,7 +149,7 @@ def _pick_by_rows(document):
     """pick_steps as first written, a dict per step and Python's min and max: the reference."""
     import math
 
-    from perfreport.documents.jsondoc import table_columns
+    from perfreport.documents.cells import table_columns
 
     x = document.get("explanation") or {}
     rows = {}

@@ -48,7 +48,7 @@ from functools import reduce
 import numpy as np
 import pandas as pd
 
-from ..documents.jsondoc import scalar_list
+from ..documents.cells import scalar_list
 from ..errors import TraceError
 from ..model import COMMUNICATION, COMPUTATION, GPU_SIDE_CATEGORIES, KERNEL_CLASS_NAMES, MEMORY
 from ..model import OTHER as MODEL_OTHER

@@ -29,7 +29,7 @@
  * A table's rows as objects, ``{"k0":v0,"k1":v1}`` joined by ``sep``, from its columns each
  * encoded alone: ``keys[i]`` is column i's name as a JSON string and a ':', ``columns[i]`` its
  * ``n`` values as a compact JSON array of scalars (what msgspec encodes from a list). The bytes
- * are those of the rows encoded one by one (jsondoc.RecordsWriter's msgspec Structs, the
+ * are those of the rows encoded one by one (jsondoc._RowsJson's msgspec Structs, the
  * reference): each value's text is copied as the column's encoding holds it. Why: making a
  * Struct per row was a third of writing a table of a row per step (0.19 of 0.79 s for the
  * gloo-only pair grown to 1 GB, 204,580 steps a side). A column that is not an array of n

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..config import Waiver
-from ..documents.jsondoc import Floats
+from ..documents.cells import Floats
 from ..units import format_us
 from .metrics import Metric
 

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from ..documents.jsondoc import Records
+from ..documents.cells import Records
 from .model import Bar, BarFigure, Block, Column, Line, LineFigure, Panel, Section, Table
 
 TOP_ROWS = 15
@@ -81,7 +81,7 @@ def _column(spec) -> Column:
 
 def records(side: Side, name: str) -> list[dict]:
     """The rows of table ``name`` of a side's document (a list from report.json, or
-    :class:`perfreport.documents.jsondoc.Records` fresh from the analyses); [] when absent or not a table.
+    :class:`perfreport.documents.cells.Records` fresh from the analyses); [] when absent or not a table.
     Inside :func:`rows_kept` a Records table is made into rows once and its rows are shared by
     every reader (read-only, as Records rows are)."""
     rows = side.doc.get(name)
@@ -203,7 +203,7 @@ def _first_rows(table: Any, sort: Sequence[str], descending: bool, limit: int) -
     and its length; None where that needs the rows themselves (a short table, a text or missing
     sort column). A job of 37,000 steps has tables of as many rows per side, of which a report
     shows :data:`MAX_ROWS`. Sorting the numbers in numpy instead of 37,000 dicts by a key
-    function, and the checks' samples cleaned in C (:func:`~perfreport.documents.jsondoc.finite_float_list`),
+    function, and the checks' samples cleaned in C (:func:`~perfreport.documents.cells.finite_float_list`),
     took the report's build of a compare of two such 1 GB ranks from 1.40 to 0.62 s."""
     import numpy as np
 

@@ -16,7 +16,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import __version__
-from ..documents.jsondoc import Floats, finite_float_list, json_text, scalar_list
+from ..documents.cells import Floats, finite_float_list, scalar_list
+from ..documents.jsondoc import json_text
 from ..config import Config
 from ..gate.checks import detectable_text
 from ..gate.verdict import Check, Verdict

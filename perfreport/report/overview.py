@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ..documents.jsondoc import table_columns
+from ..documents.cells import table_columns
 from ..units import format_us
 from .blocks import Side, per_step_worth_drawing, records
 from .findings import FindingGroup

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..documents.table_rows import cut_text, steps_cut_text
-from ..documents.jsondoc import table_columns
+from ..documents.cells import table_columns
 from .blocks import (
     TOP_ROWS, Side, make_section, order_key, per_step_worth_drawing, pivot_bars, records, series_figure, side_label,
     stacked_bars, table,
