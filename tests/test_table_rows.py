@@ -103,6 +103,8 @@ def test_each_rank_keeps_the_rows_of_its_first_steps():
     out, cut = cut_tables({"idle_breakdown_per_step": per_step, "launch_stats_by_step": by_step, "op_steps": other},
                           None, 2)
     assert out["op_steps"] is other
+    assert [table_rows.is_per_step(n) for n in ("straggler_steps", "step_metrics", "op_steps", "step_times")] == \
+        [True, True, False, False]
     assert out["idle_breakdown_per_step"]["v"].tolist() == [1.0, 2.0, 3.0, 4.0, 5.0, 7.0, 8.0, 10.0]  # 0: 1, 3; 1: 1, 2
     assert out["launch_stats_by_step"]["v"].tolist() == out["idle_breakdown_per_step"]["v"].tolist()
     assert cut == [{"table": t, "rank": r, "rows": n, "kept": 4, "steps": k, "steps_kept": 2}

@@ -5,8 +5,8 @@ Two kinds of table grow without bound:
 - ``collectives`` has a row per collective call of every rank. A gloo rank makes a dozen calls
   a step, so on a long trace the table outgrows the trace itself: the gloo-only rank grown to
   1 GB made 2,045,796 calls, 653 MB of its 810 MB report.json.
-- the per-step tables (:data:`PER_STEP_TABLES`: ``step_metrics``, ``profiler_steps`` and every
-  ``*_per_step`` / ``*_by_step`` table) have a row (or a few) per profiler step. The trace
+- the per-step tables (:data:`PER_STEP_TABLES`: ``step_metrics``, ``profiler_steps``,
+  ``straggler_steps`` and every ``*_per_step`` / ``*_by_step`` table) have a row (or a few) per profiler step. The trace
   grown to 1 GB from the triton example has 345,319 steps: a ``compare`` of it wrote a 1.68 GB
   report.json, 5.2 of its 14.5 s (2.3 s of it the file system taking the bytes).
 
@@ -45,7 +45,7 @@ hold (the most: 8 steps a rank) and of most grown ones (the MI250 minitoy grown 
 PER_CALL_TABLES = ("collectives",)
 """The tables with a row per call, in time order within each rank."""
 
-PER_STEP_TABLES = ("profiler_steps", "step_metrics")
+PER_STEP_TABLES = ("profiler_steps", "step_metrics", "straggler_steps")
 """The per-step tables besides those named ``*_per_step`` / ``*_by_step`` (:func:`is_per_step`)."""
 
 STEP_COLUMNS = ("step", "iteration")
