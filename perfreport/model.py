@@ -380,7 +380,8 @@ class RankTrace:
         """Codes of the strings for which ``predicate(str)`` holds (a loop over the table only).
         ``no_step_names``: the predicate holds for no ``ProfilerStep#N`` name (a prefix other
         than theirs), so those are not asked: a trace of 345,319 steps has as many names, and
-        a regular expression over all of them took 0.05 s a call."""
+        the collectives' regular expression over all of them took 0.058 s a call (a prefix test
+        0.032 s), 0.2 ms without them."""
         strings = self.strings
         if no_step_names and len(strings) > STEP_NAMES_SKIPPED_FROM:
             others = np.flatnonzero(self.step_name_numbers()[:-1] < 0).tolist()

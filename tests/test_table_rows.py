@@ -145,3 +145,31 @@ def test_report_json_keeps_the_first_steps_of_a_job(tmp_path, monkeypatch):
                  "--full-tables"]) == 0
     whole = json.loads((tmp_path / "all" / "report.json").read_text())
     assert whole["tables_cut"] == [] and len(whole["profiler_steps"]) == sum(raw.values())
+
+
+def _raw_step_numbers() -> dict[int, list[int]]:
+    """Per rank: the N of its ProfilerStep#N spans in the raw JSON, ascending."""
+    out = {}
+    for rank in (0, 1):
+        with gzip.open(FSDP_GLOO / f"rank{rank}.pt.trace.json.gz") as f:
+            events = json.load(f)["traceEvents"]
+        out[rank] = sorted({int(e["name"].split("#")[1]) for e in events if e.get("ph") == "X" and str(
+            e.get("name", "")).startswith("ProfilerStep#") and e.get("cat") != "gpu_user_annotation"})
+    return out
+
+
+def test_a_comparisons_step_figure_draws_the_kept_steps_and_says_so(tmp_path, monkeypatch):
+    """The first screen's step-time figure is drawn from step_metrics: with each rank's first 3
+    steps kept, it draws those (the raw trace's first three ProfilerStep numbers) and its note
+    says so."""
+    from perfreport.report import build_report
+
+    first = {rank: steps[:3] for rank, steps in _raw_step_numbers().items()}
+    assert first[0] == first[1] and len(_raw_step_numbers()[0]) == 5
+    monkeypatch.setattr(table_rows, "STEP_ROWS", 3)
+    out = tmp_path / "cmp"
+    assert main(["compare", str(FSDP_GLOO), str(FSDP_GLOO), "--out", str(out), "--format", "json", "-q"]) in (0, 1)
+    figure = next(b for b in build_report(json.loads((out / "report.json").read_text())).overview
+                  if getattr(b, "id", None) == "step_time_judged")
+    assert figure.note.endswith("Each rank's first 3 steps only (report.json's per-step tables).")
+    assert [list(line.x) for panel in figure.panels for line in panel.lines] == [first[0], first[0]]

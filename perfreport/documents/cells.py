@@ -69,10 +69,11 @@ class Records(Sequence):
 class Floats(Sequence):
     """Numbers of a document (a check's samples) held as float64 in one bytes object, 8 bytes a
     value where a tuple of Python floats takes 32: the 15 checks of a compare of two ranks of
-    345,319 steps each keep 10 M samples, 330 MB as floats. Read as Python floats (NaN as
-    itself); the JSON encoder writes them as a list (NaN as null), and a plain document keeps
-    them as they are. Immutable and hashable, and equal to a list or tuple of the same numbers,
-    as the tuple it stands in for."""
+    345,319 steps each keep ~10 M samples (15 x 2 x 345,319), and its verdict, which made them
+    Python floats, raised the parent's peak by 451-456 MB (to 1,342-1,354 MB; 1,041-1,047 MB
+    since). Read as Python floats (NaN as itself); the JSON encoder writes them as a list (NaN
+    as null), and a plain document keeps them as they are. Immutable and hashable, and equal to
+    a list or tuple of the same numbers, as the tuple it stands in for."""
 
     __slots__ = ("_data",)
 

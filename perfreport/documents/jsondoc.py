@@ -37,8 +37,10 @@ def _plain(value, keep_records: bool = False):
             return floats
         plain = scalar_list(value)
         return plain if plain is not None else [_plain(v, keep_records) for v in value]
-    if isinstance(value, (Records, Floats)):
-        return value if keep_records else _plain(value.tolist())
+    if isinstance(value, Records):
+        return value if keep_records else value.tolist()  # (its rows are made JSON-ready)
+    if isinstance(value, Floats):
+        return value if keep_records else _plain(value.tolist())  # (NaN and inf as None)
     if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):  # numpy scalar / array
         return _plain(value.tolist())
     if isinstance(value, float) and not math.isfinite(value):

@@ -30,7 +30,6 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from ..model import sorted_unique
 
 CALL_ROWS = 20_000
 """Calls of one rank report.json keeps of each per-call table: every call of every real trace we
@@ -97,21 +96,34 @@ def _first_calls(frame: pd.DataFrame, limit: int) -> tuple[np.ndarray, list[dict
 
 def _first_steps(frame: pd.DataFrame, column: str, limit: int) -> tuple[np.ndarray, list[dict]]:
     """Mask of the rows of each rank's first ``limit`` steps (by number; rows of step < 0 kept),
-    and the entries of the ranks cut."""
-    rank = frame["rank"].to_numpy()
+    and the entries of the ranks cut: each rank's distinct steps in one sort of the (rank,
+    step) pairs, its last kept step the ``limit``-th of them."""
+    codes, ranks = pd.factorize(frame["rank"].to_numpy(), sort=True)
     step = frame[column].to_numpy()
-    keep = np.ones(len(frame), dtype=bool)
-    entries = []
-    for r in sorted_unique(rank):  # a loop over ranks
-        mine = rank == r
-        steps = sorted_unique(step[mine & (step >= 0)])
-        if len(steps) <= limit:
-            continue
-        dropped = mine & (step > steps[limit - 1])
-        keep &= ~dropped
-        entries.append({"rank": int(r), "rows": int(mine.sum()), "kept": int(mine.sum() - dropped.sum()),
-                        "steps": int(len(steps)), "steps_kept": limit})
-    return keep, entries
+    counted = step >= 0
+    r, s = codes[counted], step[counted]
+    order = np.lexsort((s, r))
+    r, s = r[order], s[order]
+    new = np.ones(len(r), dtype=bool)
+    new[1:] = (r[1:] != r[:-1]) | (s[1:] != s[:-1])
+    r, s = r[new], s[new]
+    n_steps = np.bincount(r, minlength=len(ranks))
+    cut = np.flatnonzero(n_steps > limit)
+    if not len(cut):
+        return np.ones(len(frame), dtype=bool), []
+    last = np.full(len(ranks), np.inf)
+    last[cut] = s[(np.cumsum(n_steps) - n_steps)[cut] + limit - 1]
+    keep = ~counted | (step <= last[codes])
+    rows = np.bincount(codes, minlength=len(ranks))
+    kept = np.bincount(codes, weights=keep, minlength=len(ranks))
+    return keep, [{"rank": int(ranks[i]), "rows": int(rows[i]), "kept": int(kept[i]), "steps": int(n_steps[i]),
+                   "steps_kept": limit} for i in cut]
+
+
+def _ranks_listed(counts: list[tuple[int, int]], verb: str) -> str:
+    """"rank 0 made 135, rank 1 made 135": the first four ranks, and how many more."""
+    text = ", ".join(f"rank {r} {verb} {n:,}" for r, n in counts[:4])
+    return text + (f" and {len(counts) - 4} more ranks" if len(counts) > 4 else "")
 
 
 def cut_text(cut: list[dict]) -> str | None:
@@ -120,9 +132,8 @@ def cut_text(cut: list[dict]) -> str | None:
     calls = [c for c in cut if c.get("table") in PER_CALL_TABLES]
     if not calls:
         return None
-    ranks = ", ".join(f"rank {c['rank']} made {c['rows']:,}" for c in calls[:4])
-    more = f" and {len(calls) - 4} more ranks" if len(calls) > 4 else ""
-    return (f"report.json keeps each rank's first {calls[0]['kept']:,} collective calls ({ranks}{more}); the "
+    ranks = _ranks_listed([(c["rank"], c["rows"]) for c in calls], "made")
+    return (f"report.json keeps each rank's first {calls[0]['kept']:,} collective calls ({ranks}); the "
             "summaries count every call, and --full-tables keeps them all.")
 
 
@@ -137,10 +148,9 @@ def steps_cut_text(cut: list[dict]) -> str | None:
             kept = c["steps_kept"]
     if not steps:
         return None
-    ranks = ", ".join(f"rank {r} has {n:,}" for r, n in list(steps.items())[:4])
-    more = f" and {len(steps) - 4} more ranks" if len(steps) > 4 else ""
+    ranks = _ranks_listed(list(steps.items()), "has")
     return (f"report.json's per-step tables, and the figures and tables drawn from them here, keep each rank's "
-            f"first {kept:,} profiler steps ({ranks}{more}); the step time series, the summaries, "
+            f"first {kept:,} profiler steps ({ranks}); the step time series, the summaries, "
             "the gate and the diagnosis use every step, and --full-tables keeps them all.")
 
 

@@ -1,10 +1,11 @@
 """Checksums of trace files: which file a report describes, and whether a stored one is intact.
 
 A checksum is written as ``ALGORITHM:HEX``. A trace file analysed where it lies is named by
-its XXH3-128 (``xxh3_128:…``, the ``xxhsum -H2`` of the file): 0.03 CPU s per GB where SHA-256
-took 0.64, and on two cores that hash ran beside the scan of the other side, so it was the
-command's time: a 1 GB ``compare`` took 4.55-4.65 s with SHA-256 and 3.86-3.96 s with none (3
-alternating runs), a 200 MB ``analyze`` 0.66-0.73 against 0.60-0.63 s (5). It tells files apart
+its XXH3-128 (``xxh3_128:…``, the ``xxhsum -H2`` of the file): 0.11 CPU s per GB read from the
+page cache (the hash itself 0.03) where SHA-256 took 0.64, and on two cores that hash ran beside
+the scan of the other side, so it was the command's time: the A100-grown 1 GB ``compare`` took
+4.55-4.65 s with SHA-256, 4.14-4.25 s with XXH3 and 3.86-3.96 s with no checksum (3 runs each),
+a 200 MB ``analyze`` 0.66-0.73 s with SHA-256 against 0.60-0.63 s with none (5). It tells files apart
 and says when a file changed since its report (``step-trace`` checks it); it is not a defence
 against a file forged to collide, which is what a store needs: a stored baseline's files keep
 SHA-256 (``sha256:…``, their manifest's ``sha256``), verified before every use.
