@@ -203,6 +203,23 @@ def sorted_unique(values) -> np.ndarray:
     return a[new]
 
 
+def sorted_union(a, b) -> np.ndarray:
+    """``np.union1d(a, b)`` through :func:`sorted_unique`: numpy 2.3+'s ``union1d`` of integers
+    goes through the same hash table (0.24 s for 345,319 step numbers; a sort: 3 ms)."""
+    return sorted_unique(np.concatenate([np.ravel(a), np.ravel(b)]))
+
+
+def sorted_intersection(a, b) -> np.ndarray:
+    """``np.intersect1d(a, b)``: each side made distinct by :func:`sorted_unique` first
+    (numpy 2.3+'s own ``intersect1d`` of integers: 0.44 s for two sets of 345,319 step numbers;
+    this: 8 ms).
+
+    >>> sorted_intersection(np.array([3, 1, 3, 2]), np.array([2, 3, 4]))
+    array([2, 3])
+    """
+    return np.intersect1d(sorted_unique(a), sorted_unique(b), assume_unique=True)
+
+
 def distinct_codes(codes: np.ndarray, n_codes: int) -> tuple[np.ndarray, np.ndarray]:
     """``np.unique(codes, return_inverse=True)`` for integer codes in [-1, n_codes) (string
     codes, -1 for none): a presence table over the code range instead of a sort, linear in

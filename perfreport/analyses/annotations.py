@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..model import RankTrace, TraceSet
+from ..model import RankTrace, TraceSet, sorted_unique
 from .nesting import thread_ids
 
 GPU_ANNOTATION_CATEGORY = "gpu_user_annotation"
@@ -37,7 +37,7 @@ def innermost_overlapping(k_ts: np.ndarray, k_end: np.ndarray, k_group: np.ndarr
     best_priority = np.full(len(k_ts), np.iinfo(np.int64).min, dtype=np.int64)
     if len(k_ts) == 0 or len(a_ts) == 0:
         return best
-    for group in np.unique(a_group):  # loop over groups (streams), not events
+    for group in sorted_unique(a_group):  # loop over groups (streams), not events
         a_sel = np.flatnonzero(a_group == group)
         k_sel = np.flatnonzero(k_group == group)
         if len(k_sel) == 0:

@@ -52,7 +52,7 @@ from ..documents.cells import scalar_list
 from ..errors import TraceError
 from ..model import COMMUNICATION, COMPUTATION, GPU_SIDE_CATEGORIES, KERNEL_CLASS_NAMES, MEMORY
 from ..model import OTHER as MODEL_OTHER
-from ..model import RankTrace, TraceSet, distinct_codes, sorted_unique, tuples_in
+from ..model import RankTrace, TraceSet, distinct_codes, sorted_intersection, sorted_unique, tuples_in
 from ..units import format_bytes, pct, us_to_ms
 from .callstack import call_stack, stack_levels
 from .collectives import rank_collectives
@@ -416,7 +416,7 @@ def _side(traces: TraceSet, ranks: list[int], exact: bool, steps: Sequence[int] 
     windows = {r: w[np.isfinite(w["start_us"]) & np.isfinite(w["end_us"])] for r, w in windows.items()}
     if steps is not None:  # the caller's choice of samples (the gate's, after warm-up removal)
         windows = {r: w[w["step"].isin(list(steps))] for r, w in windows.items()}
-    common = reduce(np.intersect1d, [w["step"].to_numpy() for w in windows.values()]) if windows else np.empty(0)
+    common = reduce(sorted_intersection, [w["step"].to_numpy() for w in windows.values()]) if windows else np.empty(0)
     samples, parts = [], []
     for r in ranks:  # a loop over ranks
         w = windows[r]

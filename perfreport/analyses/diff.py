@@ -33,7 +33,13 @@ from functools import reduce
 import numpy as np
 import pandas as pd
 
-from ..model import CPU_OP_CATEGORIES, RankTrace, TraceSet, distinct_codes
+from ..model import (
+    CPU_OP_CATEGORIES,
+    RankTrace,
+    TraceSet,
+    distinct_codes,
+    sorted_intersection,
+)
 from .grouping import code_sums, sorted_codes
 
 KINDS = ("cpu_op", "gpu")
@@ -182,7 +188,7 @@ def _common_steps(traces: TraceSet) -> np.ndarray:
     per_rank = [t.step_numbers() for t in traces]
     if not per_rank:
         return np.empty(0, dtype=np.int64)
-    return reduce(np.intersect1d, per_rank)
+    return reduce(sorted_intersection, per_rank)
 
 
 _GROUP_COLUMNS = ["rank", "step", "kind", "key", "name", "count", "dur_us"]

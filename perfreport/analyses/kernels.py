@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..model import COMMUNICATION, COMPUTATION, KERNEL_CLASS_NAMES, MEMORY, RankTrace, TraceSet
+from ..model import COMMUNICATION, COMPUTATION, KERNEL_CLASS_NAMES, MEMORY, RankTrace, TraceSet, sorted_unique
 from .grouping import Grouped, string_keys
 from .intervals import union
 from .segments import Segments, overlap_times, segment_union
@@ -262,7 +262,7 @@ def _metric_rows(rank: int, names: tuple[np.ndarray, np.ndarray], durations: np.
     totals = pd.Series(pairs.sum("dur"), index=pairs.frame({})["pair"].to_numpy())  # per (class, name)
     group = totals.index.to_numpy()
     folded = key.copy()
-    for c in np.unique(cls):  # a loop over the classes: fold each one's small names into "others"
+    for c in sorted_unique(cls):  # a loop over the classes: fold each one's small names into "others"
         of_class = totals[(group // len(labels)) == c]
         if len(of_class) > num_kernels:
             of_class.index = of_class.index.to_numpy() % len(labels)

@@ -244,7 +244,7 @@ def enclosing_ops(trace: RankTrace, rows: np.ndarray) -> np.ndarray:
     lo = np.searchsorted(node_tid, ev_tid, side="left")
     hi = np.searchsorted(node_tid, ev_tid, side="right")
     cand = np.full(len(rows), -1, dtype=np.int64)
-    for th in np.unique(ev_tid):  # a loop over threads
+    for th in sorted_unique(ev_tid):  # a loop over threads
         m = ev_tid == th
         a, b = lo[m][0], hi[m][0]
         p = a + np.searchsorted(node_ts[a:b], t[m], side="right") - 1

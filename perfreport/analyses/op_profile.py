@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..model import TraceSet, sorted_unique
+from ..model import TraceSet, sorted_intersection, sorted_unique
 from .diff import KINDS, PROFILE_COLUMNS, _common_steps, _empty, _Pairs, _rank_pairs
 from .grouping import Grouped
 
@@ -83,7 +83,7 @@ class OpProfileFold:
         none), and per name over its whole trace (step -1; None: the caller knows the ranks
         share a step)."""
         steps = np.asarray(steps, dtype=np.int64)
-        self.common = steps if self.common is None else np.intersect1d(self.common, steps)
+        self.common = steps if self.common is None else sorted_intersection(self.common, steps)
         self.ranks += 1
         self.without_whole += whole is None
         for sums, pairs in ((self.steps, own), (self.whole, whole)):

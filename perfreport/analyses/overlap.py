@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..model import COMMUNICATION, COMPUTATION, TraceSet
+from ..model import COMMUNICATION, COMPUTATION, TraceSet, sorted_union
 from ..units import pct, pcts
 from .intervals import merged_intersection_length, union
 from .kernels import CLASSES, WorkUnions, gpu_work_step_unions, gpu_work_unions, host_collective_spans
@@ -57,7 +57,7 @@ def _step_frame(trace) -> pd.DataFrame:
     (:mod:`~perfreport.analyses.segments`)."""
     u = gpu_work_step_unions(trace)
     h_s, h_e, h_step = host_collective_spans(trace)
-    steps = np.union1d(u.steps, h_step).astype(np.int64)
+    steps = sorted_union(u.steps, h_step).astype(np.int64)
     n = len(steps)
     gpu_k = np.searchsorted(steps, u.steps)  # each GPU step's place among all steps
     comm_gpu = u.by_class[CLASSES.index(COMMUNICATION)]

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from ..config import RelativeCheck
-from ..model import COLLECTIVE, COMPUTATION, MEMORY
+from ..model import COLLECTIVE, COMPUTATION, MEMORY, sorted_unique
 from .checks import (FAIL, INCONCLUSIVE, PASS, WARN, Check, Evidence, Note, Threshold, evidence_text, format_value,
                      make_check)
 from .comparison import MEMORY_KEY, Comparison
@@ -141,7 +141,7 @@ def _top_kernels(cmp: Comparison, top: int) -> list[str]:
 
 
 def _runs(runs: np.ndarray | None) -> int:
-    return int(len(np.unique(runs))) if runs is not None and len(runs) else 1
+    return int(len(sorted_unique(runs))) if runs is not None and len(runs) else 1
 
 
 def _too_few(cmp: Comparison, g: Group) -> bool:
