@@ -31,7 +31,8 @@ FORMAT_HELP = ("report formats, comma-separated: html,pdf,md,json,junit or all (
                "also benchmark-json (github-action-benchmark) and bmf (Bencher) for compare")
 APPENDIX_HELP = "make the PDF the whole report (default: a brief of the first pages; the HTML has everything)"
 FULL_TABLES_HELP = ("keep every row of report.json's per-call and per-step tables (default: each rank's first 20,000 "
-                    "collective calls and first 50,000 steps; the summaries, the gate and the diagnosis use them all)")
+                    "collective calls and first 10,000 steps, and a check's first 10,000 samples a side; the "
+                    "summaries, the gate and the diagnosis use them all)")
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 TABLE_ROWS = 40
 """Findings listed in the terminal; the rest are in report.json."""

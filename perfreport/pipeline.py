@@ -471,7 +471,8 @@ def judged_steps(side, run: int | None = None) -> list[int] | None:
 
 def report_document(comparison: Comparison, full_tables: bool = False) -> dict:
     """The content of ``report.json`` (schema: docs/report-schema.md); ``full_tables`` as for
-    :func:`summary_document`."""
+    :func:`summary_document`, and for each check's samples (one per step: the first
+    ``STEP_ROWS`` of each side kept, as its per-step tables keep its first steps)."""
     c = comparison
     return compare_document(
         verdict=c.verdict, config=c.config,
@@ -479,6 +480,7 @@ def report_document(comparison: Comparison, full_tables: bool = False) -> dict:
         explanation_note=c.explanation_note,
         baseline=side_record(c.baseline, summary_document(c.baseline, full_tables), c.baseline_ref),
         candidate=side_record(c.candidate, summary_document(c.candidate, full_tables), None),
+        sample_rows=None if full_tables else table_rows.STEP_ROWS,
         timings_s={"baseline_load": c.baseline.load_s, "baseline_analyze": c.baseline.analyze_s,
                    "candidate_load": c.candidate.load_s, "candidate_analyze": c.candidate.analyze_s,
                    "gate": c.gate_s},

@@ -173,3 +173,30 @@ def test_a_comparisons_step_figure_draws_the_kept_steps_and_says_so(tmp_path, mo
                   if getattr(b, "id", None) == "step_time_judged")
     assert figure.note.endswith("Each rank's first 3 steps only (report.json's per-step tables).")
     assert [list(line.x) for panel in figure.panels for line in panel.lines] == [first[0], first[0]]
+
+
+def test_a_comparison_keeps_each_checks_first_samples(tmp_path, monkeypatch):
+    """A check's samples (a step each) are cut like the per-step tables: the first STEP_ROWS of
+    each side, the counts still counting every sample, and the dashboards' range left out (the
+    smallest and largest of the first samples are not the candidate's); --full-tables keeps them."""
+    from perfreport.report.interop import benchmark_json
+
+    args = ["compare", str(FSDP_GLOO), str(FSDP_GLOO), "--format", "json", "-q"]
+    assert main([*args, "--out", str(tmp_path / "all"), "--full-tables"]) in (0, 1)
+    monkeypatch.setattr(table_rows, "STEP_ROWS", 2)
+    assert main([*args, "--out", str(tmp_path / "cut")]) in (0, 1)
+    whole, cut = (json.loads((tmp_path / d / "report.json").read_text()) for d in ("all", "cut"))
+    longer = 0
+    for w, c in zip(whole["checks"], cut["checks"], strict=True):
+        assert w["id"] == c["id"]
+        for side in ("baseline", "candidate"):
+            full, kept = w["evidence"][f"{side}_values"], c["evidence"][f"{side}_values"]
+            assert len(full) == w["evidence"][f"{side}_samples"] == c["evidence"][f"{side}_samples"]
+            assert kept == full[:2]
+            longer += len(full) > 2
+    assert longer  # some check has more than two samples a side: the cut is exercised
+    ranged = {e["name"]: "range" in e for e in benchmark_json(whole)}
+    assert any(ranged.values())
+    relative = [c for c in cut["checks"] if c["family"] == "relative" and c["candidate_value"] is not None]
+    assert relative and all(c["evidence"]["candidate_samples"] > 2 for c in relative)  # every one cut
+    assert not any("range" in e for e in benchmark_json(cut))

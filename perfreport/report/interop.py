@@ -11,7 +11,9 @@ judged (one entry per rank for per-rank checks), so the dashboard's line and per
 speak of one number. A metric where *lower* is worse (communication overlap) is exported as its
 complement ("non-overlapped communication") so that smaller is better throughout, as
 ``customSmallerIsBetter`` and Bencher's default thresholds assume. Range and bounds are the
-smallest and largest per-step sample of the candidate.
+smallest and largest per-step sample of the candidate; they are left out where report.json kept
+only a check's first samples (past ``STEP_ROWS`` steps: ``--full-tables`` keeps them all), as
+the smallest and largest of those would not be the candidate's.
 """
 
 from __future__ import annotations
@@ -31,9 +33,11 @@ def _entries(document: Mapping) -> Iterator[tuple[str, str, float, float | None,
         if not isinstance(value, (int, float)) or not math.isfinite(value):
             continue
         unit = "pct" if c.get("unit") in ("pct", "pp") else "us"
-        samples = [v for v in (c.get("evidence") or {}).get("candidate_values") or []
-                   if isinstance(v, (int, float)) and math.isfinite(v)]
-        lower, upper = (min(samples), max(samples)) if samples else (None, None)
+        evidence = c.get("evidence") or {}
+        values = evidence.get("candidate_values") or []
+        samples = [v for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
+        cut = isinstance(evidence.get("candidate_samples"), int) and len(values) < evidence["candidate_samples"]
+        lower, upper = (min(samples), max(samples)) if samples and not cut else (None, None)  # cut: not the range
         name = str(c.get("title") or c.get("label") or c.get("name"))
         if c.get("subject") and str(c["subject"]) not in name:
             name = f"{name} [{c['subject']}]"

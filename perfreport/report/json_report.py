@@ -26,8 +26,10 @@ REPORT_SCHEMA_VERSION = 1
 KIND = "perfreport.compare"
 
 
-def check_record(check: Check) -> dict:
-    """One check as JSON-ready data (NaN and inf become null)."""
+def check_record(check: Check, sample_rows: int | None = None) -> dict:
+    """One check as JSON-ready data (NaN and inf become null). ``sample_rows``: each side's
+    samples kept (the first ones; None: all of them); ``baseline_samples`` and
+    ``candidate_samples`` count them all, so a list shorter than its count says it was cut."""
     e = check.evidence
     record = _clean({
         "id": check.id,
@@ -54,7 +56,8 @@ def check_record(check: Check) -> dict:
             "p_value": e.p_value, "alpha": e.alpha, "method": e.method,
             "interval": list(e.interval) if e.interval else None, "interval_of": e.interval_of,
             "confidence_pct": e.confidence_pct, "significant": e.significant,
-            "baseline_values": _samples(e.baseline_values), "candidate_values": _samples(e.candidate_values),
+            "baseline_values": _samples(e.baseline_values, sample_rows),
+            "candidate_values": _samples(e.candidate_values, sample_rows),
             "sample_kind": e.sample_kind, "baseline_runs": e.baseline_runs, "candidate_runs": e.candidate_runs,
             "baseline_steps": e.baseline_steps, "candidate_steps": e.candidate_steps,
             "noise_width": e.noise_width, "noise_widths": e.noise_widths,
@@ -125,8 +128,10 @@ def side_record(analysis: Any, analyses: Mapping[str, Any], stored: Any = None) 
 
 def compare_document(*, verdict: Verdict, config: Config, explanation: Mapping[str, Any] | None,
                  baseline: Mapping[str, Any], candidate: Mapping[str, Any], explanation_note: str | None = None,
-                 timings_s: Mapping[str, float] | None = None, now: _dt.datetime | None = None) -> dict:
-    """The report document (see the module docstring and docs/report-schema.md)."""
+                 timings_s: Mapping[str, float] | None = None, now: _dt.datetime | None = None,
+                 sample_rows: int | None = None) -> dict:
+    """The report document (see the module docstring and docs/report-schema.md); ``sample_rows``
+    as for :func:`check_record`."""
     now = now or _dt.datetime.now(_dt.timezone.utc)
     counts = verdict.counts()
     document = _clean({
@@ -139,7 +144,7 @@ def compare_document(*, verdict: Verdict, config: Config, explanation: Mapping[s
         "summary": {"checks": len(verdict.checks), **counts, "findings": len(verdict.findings)},
         "findings": [c.id for c in verdict.findings],
         "notes": [{"kind": n.kind, "message": n.message} for n in verdict.notes],
-        "checks": [check_record(c) for c in verdict.checks],
+        "checks": [check_record(c, sample_rows) for c in verdict.checks],
         "explanation": dict(explanation) if explanation is not None else None,
         "explanation_note": explanation_note,
         "config": {"source": config.source, **config.to_dict()},
@@ -151,9 +156,12 @@ def compare_document(*, verdict: Verdict, config: Config, explanation: Mapping[s
     return document
 
 
-def _samples(values) -> Floats | list:
-    """A check's samples as the document holds them: :class:`Floats` as they are (encoded as a
-    list when written; NaN as null), anything else as a list."""
+def _samples(values, limit: int | None = None) -> Floats | list:
+    """A check's samples as the document holds them, the first ``limit`` of them (None: all):
+    :class:`Floats` as they are (encoded as a list when written; NaN as null), anything else as
+    a list."""
+    if limit is not None and len(values) > limit:
+        values = Floats(values.array()[:limit]) if isinstance(values, Floats) else list(values)[:limit]
     return values if isinstance(values, Floats) else list(values)
 
 
