@@ -136,6 +136,58 @@ def step_name_table(strings: Iterable[str]) -> np.ndarray:
     return out
 
 
+class StringCodes(Mapping):
+    """Text -> code of a rank's string table, without a dict entry per ``ProfilerStep#N`` name
+    until one is asked for. Every step has a name of its own: the triton example grown to 1 GB
+    has 345,319, and a dict of every string took 0.08 s of its decode, while the analyses ask
+    for a few other names (``"X"``, a category, ``record_param_comms``) and step names almost
+    never (a restarted numbering: :mod:`perfreport.load.restarts`). ``step_numbers`` is the
+    table's :func:`step_name_table`; a name it marks as a step is looked up among the step
+    names, made into a dict on the first such question. Codes added later (``codes[text] =
+    code``) join the other names."""
+
+    __slots__ = ("_plain", "_step_codes", "_steps", "_strings")
+
+    def __init__(self, strings: np.ndarray, step_numbers: np.ndarray) -> None:
+        strings = np.asarray(strings, dtype=object)
+        is_step = np.asarray(step_numbers[:len(strings)]) >= 0
+        plain = np.flatnonzero(~is_step) if is_step.any() else np.arange(len(strings))
+        self._plain: dict[str, int] = dict(zip(strings[plain].tolist(), plain.tolist()))
+        self._step_codes = np.flatnonzero(is_step)
+        self._strings = strings
+        self._steps: dict[str, int] | None = None if len(self._step_codes) else {}
+
+    def _step_names(self) -> dict[str, int]:
+        if self._steps is None:
+            self._steps = dict(zip(self._strings[self._step_codes].tolist(), self._step_codes.tolist()))
+        return self._steps
+
+    def get(self, text, default=None):
+        code = self._plain.get(text)
+        if code is None and isinstance(text, str) and text.startswith("ProfilerStep"):
+            code = self._step_names().get(text)
+        return default if code is None else code
+
+    def __getitem__(self, text) -> int:
+        code = self.get(text)
+        if code is None:
+            raise KeyError(text)
+        return code
+
+    def __contains__(self, text) -> bool:
+        return self.get(text) is not None
+
+    def __setitem__(self, text: str, code: int) -> None:
+        self._plain[text] = code
+
+    def __len__(self) -> int:
+        return len(self._plain) + len(self._step_codes)
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._plain
+        yield from self._step_names()
+
+
 # --- kernel classes -----------------------------------------------------------------------
 COMPUTATION, COMMUNICATION, MEMORY, OTHER = "COMPUTATION", "COMMUNICATION", "MEMORY", "OTHER"
 KERNEL_CLASS_NAMES = np.array([COMPUTATION, COMMUNICATION, MEMORY, OTHER], dtype=object)

@@ -119,3 +119,30 @@ def test_gpu_busy_share_of_a_step_stays_within_100_pct():
     share = step_times(traces)["gpu_busy_pct"].iloc[0]
     assert share == pytest.approx(100 * steps["gpu_busy_in_step_us"].sum() / steps["wall_us"].sum())
     assert 95.0 < share <= 100.0  # saturated GPU: 97.4 %
+
+
+def test_string_codes_answer_as_the_dict_of_every_string():
+    """model.StringCodes (a rank's text -> code, step names looked up on demand) answers every
+    question the plain dict of the string table does, before and after a code is added."""
+    from perfreport.model import StringCodes, step_name_table
+
+    strings = ["X", "ProfilerStep#3", "cudaLaunchKernel", "ProfilerStep#10", "ProfilerStepX", "ProfilerStep #4", "i"]
+    plain = {s: i for i, s in enumerate(strings)}
+    codes = StringCodes(np.array(strings, dtype=object), step_name_table(strings))
+    asked = [*strings, "ProfilerStep#5", "nope", "", "ProfilerStep#03"]
+    assert [codes.get(t, -1) for t in asked] == [plain.get(t, -1) for t in asked]
+    assert [t in codes for t in asked] == [t in plain for t in asked]
+    assert len(codes) == len(plain) and sorted(codes) == sorted(plain) and dict(codes) == plain
+    with pytest.raises(KeyError):
+        codes["ProfilerStep#5"]
+    codes["ProfilerStep#5"] = plain["ProfilerStep#5"] = len(strings)  # a restarted numbering adds a name
+    assert codes["ProfilerStep#5"] == 7 and len(codes) == 8 and dict(codes) == plain
+    no_steps = StringCodes(np.array(["a", "b"], dtype=object), step_name_table(["a", "b"]))
+    assert dict(no_steps) == {"a": 0, "b": 1} and no_steps.get("ProfilerStep#1") is None
+
+
+def test_a_loaded_rank_finds_its_step_names():
+    trace = next(iter(load_cached(str(TRACES / "odd_a100_triton_example"))))  # a step name per step
+    names = [t for t in trace.strings.tolist() if t.startswith("ProfilerStep#")]
+    assert names and all(trace.code(t) == trace.strings.tolist().index(t) for t in names)
+    assert trace.code("ProfilerStep#999999") == -1 and trace.code("X") == trace.strings.tolist().index("X")
