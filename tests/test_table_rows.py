@@ -139,6 +139,11 @@ def test_report_json_keeps_the_first_steps_of_a_job(tmp_path, monkeypatch):
         kept = sorted(r["step"] for r in doc["profiler_steps"] if r["rank"] == rank)
         assert kept == sorted(kept)[:3] and len(kept) == 3
     assert [r["steps"] for r in doc["step_times"]] == [raw[0], raw[1]]  # the summaries count every step
+    first = _raw_step_numbers()
+    for rank in (0, 1):  # the GPU annotations' ProfilerStep#N rows (torch 2.4+): those of the first 3 steps
+        named = sorted(int(r["name"].split("#")[1]) for r in doc["gpu_user_annotation_breakdown"]
+                       if r["rank"] == rank and r["name"].startswith("ProfilerStep#"))
+        assert named == first[rank][:3]
     html = (tmp_path / "cut" / "report.html").read_text()
     assert "keep each rank&#39;s first 3 profiler steps (rank 0 has 5, rank 1 has 5)" in html
     assert main(["analyze", str(FSDP_GLOO), "--out", str(tmp_path / "all"), "--format", "json", "-q",
@@ -200,3 +205,18 @@ def test_a_comparison_keeps_each_checks_first_samples(tmp_path, monkeypatch):
     relative = [c for c in cut["checks"] if c["family"] == "relative" and c["candidate_value"] is not None]
     assert relative and all(c["evidence"]["candidate_samples"] > 2 for c in relative)  # every one cut
     assert not any("range" in e for e in benchmark_json(cut))
+
+
+def test_the_gpu_annotations_step_rows_are_cut_by_the_number_in_their_name():
+    """gpu_user_annotation_breakdown has a row per annotation name, and torch 2.4+ names one per
+    step (ProfilerStep#N): those rows are kept for each rank's first steps by N, the other names'
+    rows (and a missing name) all stay."""
+    names = ["ProfilerStep#7", "Optimizer.step#SGD.step", "ProfilerStep#2", "ProfilerStep#10", None,
+             "ProfilerStep#3", "ProfilerStep#2", "ProfilerStep#5", "## forward ##"]
+    frame = pd.DataFrame({"rank": [0, 0, 0, 0, 0, 1, 1, 1, 1], "name": names, "sum_us": np.arange(9.0)})
+    out, cut = cut_tables({"gpu_user_annotation_breakdown": frame}, None, 2)
+    assert out["gpu_user_annotation_breakdown"]["sum_us"].tolist() == [0.0, 1.0, 2.0, 4.0, 5.0, 6.0, 8.0]
+    assert cut == [{"table": "gpu_user_annotation_breakdown", "rank": r, "rows": n, "kept": n - 1, "steps": 3,
+                    "steps_kept": 2} for r, n in ((0, 5), (1, 4))]  # ProfilerStep#10 and #5: each rank's third
+    assert "first 2 profiler steps (rank 0 has 3, rank 1 has 3)" in steps_cut_text(cut)
+    assert cut_tables({"gpu_user_annotation_breakdown": frame}, None, 3)[1] == []

@@ -30,6 +30,8 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from ..model import step_name_table
+
 
 CALL_ROWS = 20_000
 """Calls of one rank report.json keeps of each per-call table: every call of every real trace we
@@ -53,6 +55,12 @@ PER_STEP_TABLES = ("profiler_steps", "step_metrics", "straggler_steps")
 STEP_COLUMNS = ("step", "iteration")
 """A per-step table's step number column (the first of these it has)."""
 
+STEP_NAMED_TABLES = {"gpu_user_annotation_breakdown": "name"}
+"""Tables with a row per distinct name, where every ``ProfilerStep#N`` is a name of its own
+(torch 2.4+ writes each step as a GPU annotation too, so the MI250 minitoy grown to 1 GB has
+18,765 rows there): their step rows are cut like a per-step table's, by the N of the name
+(:func:`perfreport.model.step_name_table`); the other names' rows stay."""
+
 
 def is_per_step(name: str) -> bool:
     """Whether the table ``name`` has a row (or a few) per profiler step."""
@@ -75,6 +83,10 @@ def cut_tables(tables: Mapping[str, pd.DataFrame], call_rows: int | None = CALL_
             if column is None:
                 continue
             kept, entries = _first_steps(frame, column, step_rows)
+        elif name in STEP_NAMED_TABLES and step_rows is not None and len(frame) > step_rows \
+                and STEP_NAMED_TABLES[name] in frame.columns:
+            named = frame[["rank"]].assign(step=_named_steps(frame[STEP_NAMED_TABLES[name]]))
+            kept, entries = _first_steps(named, "step", step_rows)
         else:
             continue
         if entries:
@@ -123,6 +135,13 @@ def _first_steps(frame: pd.DataFrame, column: str, limit: int) -> tuple[np.ndarr
                    "steps_kept": limit} for i in cut]
 
 
+def _named_steps(names: pd.Series) -> np.ndarray:
+    """The N of each ``ProfilerStep#N`` name, -1 for any other (a row outside any step)."""
+    which, distinct = pd.factorize(names.to_numpy(dtype=object), use_na_sentinel=True)
+    table = step_name_table(str(text) for text in distinct)  # (its last slot, -1, for a missing name)
+    return table[which]
+
+
 def _ranks_listed(counts: list[tuple[int, int]], verb: str) -> str:
     """"rank 0 made 135, rank 1 made 135": the first four ranks, and how many more."""
     text = ", ".join(f"rank {r} {verb} {n:,}" for r, n in counts[:4])
@@ -146,7 +165,7 @@ def steps_cut_text(cut: list[dict]) -> str | None:
     steps: dict[int, int] = {}  # per rank: its steps (the most any table holds: step_metrics leaves the last out)
     kept = None
     for c in cut:
-        if is_per_step(str(c.get("table"))) and "steps" in c:
+        if (is_per_step(str(c.get("table"))) or c.get("table") in STEP_NAMED_TABLES) and "steps" in c:
             steps[c["rank"]] = max(steps.get(c["rank"], 0), c["steps"])
             kept = c["steps_kept"]
     if not steps:
@@ -157,5 +176,5 @@ def steps_cut_text(cut: list[dict]) -> str | None:
             "the gate and the diagnosis use every step, and --full-tables keeps them all.")
 
 
-__all__ = ["CALL_ROWS", "PER_CALL_TABLES", "PER_STEP_TABLES", "STEP_ROWS", "cut_tables", "cut_text", "is_per_step",
+__all__ = ["CALL_ROWS", "PER_CALL_TABLES", "PER_STEP_TABLES", "STEP_NAMED_TABLES", "STEP_ROWS", "cut_tables", "cut_text", "is_per_step",
            "steps_cut_text"]
