@@ -499,11 +499,14 @@ def test_first_gpu_event_of_launches_in_c_equals_numpy(seed: int) -> None:
     ts[rng.random(n) < 0.05] = np.nan
     has = np.flatnonzero(corr != -1)
     by_numpy = columns.link_by_correlation(SparseColumn(has, corr[has]), cpu_side, gpu_side)
-    by_c = by_numpy.copy()
+    assert by_numpy.dtype == np.int32  # the rows fit: made at the width the model keeps
+    by_c, wide = by_numpy.copy(), by_numpy.astype(np.int64)  # (int64: a rank past 2**31 - 1 events)
     assert seed == 0 or (by_numpy >= 0).sum() > 10
     columns.link_first_gpu_events(ts, gpu_side, by_c, use_c=True)
+    columns.link_first_gpu_events(ts, gpu_side, wide, use_c=True)
     columns.link_first_gpu_events(ts, gpu_side, by_numpy, use_c=False)
     np.testing.assert_array_equal(by_c, by_numpy)
+    np.testing.assert_array_equal(wide, by_numpy)
     assert seed == 0 or (cpu_side & (by_numpy >= 0)).sum() > 5  # launches got their first event
 
 

@@ -31,6 +31,7 @@
  *
  * Each launch's first GPU event (columns.link_first_gpu_events): in numpy a lexsort of the
  * linked GPU rows by (launch, start), here one pass that keeps each launch's earliest event.
+ * ``group`` (the linked column) is int64 or int32 (module attribute GROUPS_INT32).
  * (The correlation join before it stays in numpy: correlation ids are sparse, so a hash table
  * of them missed the cache at every row and lost to numpy's sort of the nearly sorted ids,
  * 75-85 against 45 CPU ms at 1 GB.)
@@ -142,16 +143,20 @@ static inline int starts_before(double a, double b) { return a < b || (isnan(b) 
 /* For each row i with rows[i] and group[i] >= 0 (a GPU event linked to its launch, group[i]),
  * in file order: group[group[i]] becomes the earliest such row of that group by ts, the first
  * in file order among equal times. group[g] of a group row g is -1 before the pass. */
-static void first_pass(int64_t *group, const uint8_t *rows, const double *ts, Py_ssize_t n)
-{
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (!rows[i] || group[i] < 0)
-            continue;
-        int64_t g = group[i], best = group[g];
-        if (best < 0 || starts_before(ts[i], ts[best]))
-            group[g] = i;
+/* first_pass for int64 or int32 groups (the linked column is int32 when its rows fit). */
+#define FIRST_PASS(NAME, T)                                                                    \
+    static void NAME(T *group, const uint8_t *rows, const double *ts, Py_ssize_t n)              \
+    {                                                                                          \
+        for (Py_ssize_t i = 0; i < n; i++) {                                                   \
+            if (!rows[i] || group[i] < 0)                                                      \
+                continue;                                                                      \
+            int64_t g = group[i], best = group[g];                                             \
+            if (best < 0 || starts_before(ts[i], ts[best]))                                    \
+                group[g] = (T)i;                                                               \
+        }                                                                                      \
     }
-}
+FIRST_PASS(first_pass, int64_t)
+FIRST_PASS(first_pass32, int32_t)
 
 /* Buffers of objs[0..count), each n items of size[k] bytes, those with writable[k] writable.
  * n is the length of objs[0] in items of size[0]. Returns n, or -1 with an exception set and
@@ -181,15 +186,26 @@ static PyObject *first_of_groups(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OOO", &objs[0], &objs[1], &objs[2]))
         return NULL;
     static const char *names[3] = {"group", "rows", "ts"};
-    static const Py_ssize_t size[3] = {8, 1, 8};
+    Py_buffer probe;
+    if (PyObject_GetBuffer(objs[1], &probe, PyBUF_C_CONTIGUOUS) < 0) /* rows: one byte an event */
+        return NULL;
+    Py_ssize_t events = probe.len;
+    PyBuffer_Release(&probe);
+    if (PyObject_GetBuffer(objs[0], &probe, PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
+    Py_ssize_t width = events ? probe.len / events : 8; /* group: int64, or int32 */
+    PyBuffer_Release(&probe);
+    if (width != 4)
+        width = 8; /* (a wrong length is reported by open_columns) */
+    const Py_ssize_t size[3] = {width, 1, 8};
     static const int writable[3] = {1, 0, 0};
     Py_buffer views[3];
     Py_ssize_t n = open_columns(objs, names, size, writable, 3, views);
     if (n < 0)
         return NULL;
-    const int64_t *group = views[0].buf;
     for (Py_ssize_t i = 0; i < n; i++) {
-        if (group[i] >= n) { /* a row outside the columns: refuse rather than write there */
+        int64_t g = width == 4 ? ((const int32_t *)views[0].buf)[i] : ((const int64_t *)views[0].buf)[i];
+        if (g >= n) { /* a row outside the columns: refuse rather than write there */
             for (int k = 0; k < 3; k++)
                 PyBuffer_Release(&views[k]);
             PyErr_SetString(PyExc_ValueError, "first_of_groups: a group row is outside the columns");
@@ -197,7 +213,10 @@ static PyObject *first_of_groups(PyObject *self, PyObject *args)
         }
     }
     Py_BEGIN_ALLOW_THREADS
-    first_pass(views[0].buf, views[1].buf, views[2].buf, n);
+    if (width == 4)
+        first_pass32(views[0].buf, views[1].buf, views[2].buf, n);
+    else
+        first_pass(views[0].buf, views[1].buf, views[2].buf, n);
     Py_END_ALLOW_THREADS
     for (int k = 0; k < 3; k++)
         PyBuffer_Release(&views[k]);
@@ -404,5 +423,10 @@ static struct PyModuleDef decode_module = {
 
 PyMODINIT_FUNC PyInit__decode(void)
 {
-    return PyModule_Create(&decode_module);
+    PyObject *m = PyModule_Create(&decode_module);
+    if (m && PyModule_AddIntConstant(m, "GROUPS_INT32", 1) < 0) { /* first_of_groups takes int32 groups */
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }
