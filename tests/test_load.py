@@ -476,7 +476,12 @@ def test_step_of_starts_in_c_equals_numpy(seed: int) -> None:
     by_c = columns.step_of_starts(ts, starts, ends, numbers, skip, use_c=True)
     by_numpy = columns.step_of_starts(ts, starts, ends, numbers, skip, use_c=False)
     np.testing.assert_array_equal(by_c, by_numpy)
+    assert by_c.dtype == np.int32  # the numbers fit: written at the width the model keeps
     assert (by_numpy >= 0).sum() > 10 and (by_numpy == -1).sum() > 20  # both outcomes exercised
+    big = numbers + 2**31  # numbers past int32: the C pass writes int64, as numpy
+    wide = columns.step_of_starts(ts, starts, ends, big, skip, use_c=True)
+    assert wide.dtype == np.int64
+    np.testing.assert_array_equal(wide, columns.step_of_starts(ts, starts, ends, big, skip, use_c=False))
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -541,6 +546,42 @@ def test_plausible_times_in_c_agree_with_drop_absurd(seed: int, monkeypatch) -> 
     _, dropped = sanitize.drop_absurd(result, limits)
     assert by_c == (breakage is None)
     assert by_c <= (not dropped)  # "plausible" never hides an event numpy would drop
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_plausible_in_c_finds_the_gaps_drop_absurd_would(seed: int, monkeypatch) -> None:
+    """Starts spread over more than max_span_s pass the C check exactly when no gap between
+    neighbouring starts is longer than it (a long trace, one run): then numpy's drop_absurd
+    drops nothing; with such a gap (a stray start, or two stretches apart) it does not pass,
+    and numpy finds the rows apart. Gaps of just under, at and just over the limit."""
+    from perfreport.limits import Limits
+    from perfreport.load import sanitize
+    from perfreport.load.fields import INT_MISSING, ScanResult
+
+    if sanitize._decode is None:
+        pytest.skip("the _decode extension is not built")
+    limits = Limits(max_span_s=10.0)
+    limit_ns = int(limits.max_span_us * 1000)
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(50, 400))
+    gaps = rng.integers(0, limit_ns // 3, n - 1)  # a long run of close starts
+    kind = seed % 4
+    at = int(rng.integers(1, n - 1))
+    gaps[at] = [limit_ns - 1, limit_ns, limit_ns + 1, limit_ns * 50][kind] if seed < 8 else gaps[at]
+    ts = 10**15 + np.concatenate([[0], np.cumsum(gaps)]).astype(np.int64)
+    ts = ts[rng.permutation(n)]  # out of order, as threads interleave
+    ph = rng.choice(np.array([0, 1, 2], dtype=np.int32), n, p=[0.7, 0.1, 0.2])  # "X", "M", "i"
+    ts[(ph == 1) & (rng.random(n) < 0.5)] = INT_MISSING
+    dur = rng.uniform(0, 100, n)
+    assert float(ts[ts != INT_MISSING].max()) - float(ts[ts != INT_MISSING].min()) > limit_ns  # spread past it
+    by_c = sanitize.plausible(ph, ts, dur, 0, 1, limits.max_span_us, float(limit_ns), use_c=True)
+    monkeypatch.setattr(sanitize, "_decode", None)
+    _, dropped = sanitize.drop_absurd(ScanResult(n_events=n, top={"ph": ph, "ts": ts, "dur": dur}, args={},
+                                                 strings=["X", "M", "i"]), limits)
+    assert by_c == (not dropped)
+    if seed < 8:  # the planted gap decides, unless the metadata events that lost their ts held it
+        timed = np.sort(ts[(ts != INT_MISSING) & (ph != 1)]).astype(np.float64)
+        assert by_c == bool((np.diff(timed) <= limit_ns).all())
 
 
 @pytest.mark.parametrize("case", ["complete", "no_complete", "no_times", "negative", "empty"])
