@@ -69,3 +69,30 @@ def test_span_order_of_events_in_many_runs_equals_lexsort(seed: int) -> None:
     assert np.count_nonzero(start[1:] < start[:-1]) > 1000
     expected = np.lexsort((key2, start, group))
     np.testing.assert_array_equal(span_order(group, start, key2, use_c=True), expected)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_span_order_of_operators_written_as_they_end_equals_lexsort(seed: int) -> None:
+    """Operators listed when they end (a parent after its children, on a few threads): the
+    default path's stable sorts by start and by thread give lexsort's order; with equal starts
+    (a parent starting with its first child) the longer first, as lexsort."""
+    rng = np.random.default_rng(seed)
+    starts, ends, tids = [], [], []
+    t = 0.0
+    for _ in range(400):  # nests of a parent and its children, each child listed before the parent
+        kids = int(rng.integers(1, 8))
+        parent_start = t
+        for k in range(kids):
+            s = t + (0.0 if (k == 0 and seed % 2) else float(rng.integers(1, 3)))  # odd seeds: ties
+            e = s + float(rng.integers(1, 5))
+            starts.append(s), ends.append(e), tids.append(int(rng.integers(0, 3)))
+            t = e
+        starts.append(parent_start), ends.append(t + 1.0), tids.append(tids[-1])
+        t += 2.0
+    start, end, tid = np.array(starts), np.array(ends), np.array(tids) * 7 + 100
+    assert np.count_nonzero(start[1:] < start[:-1]) > span_order.__globals__["MANY_DESCENTS"]
+    expected = np.lexsort((-end, start, tid))
+    np.testing.assert_array_equal(span_order(tid, start, -end), expected)
+    np.testing.assert_array_equal(span_order(tid, start, -end, use_c=False), expected)
+    if ordering._nest is not None:
+        np.testing.assert_array_equal(span_order(tid, start, -end, use_c=True), expected)
