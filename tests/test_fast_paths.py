@@ -222,7 +222,7 @@ def test_time_at_stake_on_integers_equals_the_string_groupby(trace) -> None:
     frame = pd.DataFrame({"rank": 0, "step": rng.integers(0, 5, 300), "kind": [triples[i][0] for i in pick],
                           "key": [triples[i][1] for i in pick], "runs_on": [triples[i][2] for i in pick],
                           "time_us": rng.choice([1.0, 2.5, 0.1, 3.0], 300)})
-    synthetic = _Parts.from_frame(frame, pick.astype(np.int64), triples)
+    synthetic = _Parts(0, frame["step"].to_numpy(), frame["time_us"].to_numpy(), pick.astype(np.int64), triples)
     for p in (parts, synthetic):
         got = _rank_table(7, p)
         want = _time_at_stake_reference(7, p.frame)

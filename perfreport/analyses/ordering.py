@@ -53,8 +53,8 @@ def _by_start_then_group(ids: np.ndarray, start: np.ndarray) -> np.ndarray | Non
     so a parent follows its children, and where they nest deeply the starts go down at every
     other event: the 2021 TensorBoard plugin's trace grown to 1 GB lists its 1,969,277 aten
     ops with 910,792 descents, which the C extension's radix sort ordered in 0.08-0.12 s and
-    numpy's timsort (runs of nearly sorted starts) orders in 6 ms, the groups' radix sort (a
-    few threads: small integers) in 20 more."""
+    these two sorts in 0.026-0.027 s (numpy's timsort of the nearly sorted starts 6 ms of it,
+    then a radix sort of the few threads' small integers)."""
     order = np.argsort(start, kind="stable")
     ordered = start[order]
     if len(ordered) > 1 and (ordered[1:] == ordered[:-1]).any():

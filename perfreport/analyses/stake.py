@@ -295,12 +295,6 @@ class _Parts:
     triple: np.ndarray
     triples: list[tuple[str, str, str]]
 
-    @classmethod
-    def from_frame(cls, frame: pd.DataFrame, triple: np.ndarray, triples: list[tuple[str, str, str]]) -> "_Parts":
-        """Parts given as a frame of PART_COLUMNS (tests), ``triple`` its rows' positions in ``triples``."""
-        return cls(int(frame["rank"].iloc[0]) if len(frame) else 0, frame["step"].to_numpy(),
-                   frame["time_us"].to_numpy(np.float64), triple, triples)
-
     @functools.cached_property
     def frame(self) -> pd.DataFrame:
         if not len(self.step):

@@ -41,10 +41,9 @@ its calls for 740 steps; 20,000 rows are ~6.5 MB of JSON a rank."""
 STEP_ROWS = 10_000
 """Steps of one rank report.json keeps of each per-step table, and samples of each side of a
 check (a sample is a step): every step of every real trace we hold (the most: 8 steps a rank).
-A step's rows in all the per-step tables are ~2.5 kB of JSON and its samples ~0.2 kB, so 10,000
-steps are ~27 MB a rank. 50,000 (the first bound) left the compare of the triton example grown to
-1 GB (345,319 steps a side) a 304 MB report.json: 123 MB of tables a side and 75 MB of samples,
-its encoding 0.86-0.93 s of the parent's time, on top of the 0.2-0.3 s its writing takes."""
+50,000 (the first bound) left the compare of the triton example grown to 1 GB (345,319 steps a
+side) a 304 MB report.json: 123 MB of tables a side and 75 MB of samples, its encoding 0.86-0.93
+s of the parent's time, on top of the 0.2-0.3 s its writing takes; with 10,000 it is 54 MB."""
 
 PER_CALL_TABLES = ("collectives",)
 """The tables with a row per call, in time order within each rank."""

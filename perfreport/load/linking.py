@@ -5,6 +5,8 @@ each launch's first GPU event in one pass, numpy is the reference."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 
 from ..model import RUNTIME_CATEGORIES, SparseColumn
@@ -18,7 +20,7 @@ _FLOW_CATEGORIES = ("ac2g", "async", "async_cpu_to_gpu")
 """Categories of the CPU->GPU launch flow arrows (modern, June-2021, and 2022 spellings)."""
 
 
-def name_mask(column: np.ndarray, codes: dict[str, int], names) -> np.ndarray:
+def name_mask(column: np.ndarray, codes: Mapping[str, int], names) -> np.ndarray:
     """Where the string-code ``column`` holds one of ``names``: one gather through a boolean
     table indexed by code (code -1, missing, reads the last slot: False). np.isin would sort
     or build its table over the column's value range first: ~4x slower on millions of rows."""
@@ -32,7 +34,7 @@ def code_mask(column: np.ndarray, wanted: list[int], n_codes: int) -> np.ndarray
     return table[column]
 
 
-def link_cpu_gpu(cols: dict[str, np.ndarray], correlation: SparseColumn, codes: dict[str, int],
+def link_cpu_gpu(cols: dict[str, np.ndarray], correlation: SparseColumn, codes: Mapping[str, int],
                   complete: np.ndarray, gpu_side: np.ndarray) -> np.ndarray:
     """Row of the partner of each event: GPU event -> its CPU launch; launch -> its first GPU event.
 
@@ -81,9 +83,9 @@ def link_by_correlation(corr: SparseColumn, cpu_side: np.ndarray, gpu_side: np.n
 
 def linked_dtype(n_events: int) -> type:
     """The linked column's integers: int32 while the rows fit, as :func:`~perfreport.model.narrow`
-    leaves it (made so from the start: the V100-grown 1 GB rank's int64 column and its int32
-    copy were 61 MB of fresh pages, ~15,000 page faults of the decode's ~64,000), int64 past
-    2**31 - 1 events, or where a C extension built before it took int32 does the linking."""
+    leaves it (made so from the start, not as an int64 column copied to int32: the V100-grown
+    1 GB rank's decode made 53,700 page faults instead of 63,600), int64 past 2**31 - 1 events,
+    or where a C extension built before it took int32 does the linking."""
     c_ok = _decode is None or getattr(_decode, "GROUPS_INT32", 0)
     return np.int32 if c_ok and n_events < np.iinfo(np.int32).max else np.int64
 
@@ -162,7 +164,7 @@ def _link_by_flows(cols, codes, cpu_side: np.ndarray, unlinked: np.ndarray, link
     linked[gpu[ok]] = cpu_of_gpu[ok]
 
 
-def _flow_rows(cols, codes: dict[str, int], phase: str) -> np.ndarray:
+def _flow_rows(cols, codes: Mapping[str, int], phase: str) -> np.ndarray:
     """Rows (ascending) of the launch flow events of ``phase`` (``s`` or ``f``) with a flow id:
     the phase is tested on every row, the category and id on those rows only."""
     rows = np.flatnonzero(cols["ph"] == codes.get(phase, -2))

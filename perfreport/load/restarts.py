@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..model import step_name_table
+from ..model import StringCodes, step_name_table
 
 STEP_NAME_FORMAT = "ProfilerStep#{}"
 
@@ -57,7 +57,7 @@ def restart_note(restarts: int, first: int, last: int) -> str:
             f"steps numbered on in time order, {first}–{last}")
 
 
-def numbered_on(cols, step_rows: np.ndarray, strings: np.ndarray, codes: dict[str, int],
+def numbered_on(cols, step_rows: np.ndarray, strings: np.ndarray, codes: StringCodes | dict[str, int],
                  step_numbers: np.ndarray) -> tuple[np.ndarray, np.ndarray, str | None]:
     """(strings, step-number table, the note) once step numbers that start again are numbered on
     (see the module's doc): the spans renamed ``ProfilerStep#N`` with their new numbers

@@ -88,9 +88,9 @@ def plausible(ph: np.ndarray, ts_ns: np.ndarray, dur: np.ndarray, x_code: int, m
     the usual case in one pass (numpy: a boolean column per reason, all found empty, ~0.05
     CPU s at 1 GB), and a rank that runs for longer than ``max_span_s`` in one more, where no
     gap between neighbouring starts is that long (numpy sorted every start to find that: the
-    triton example grown to 1 GB spans 53 days, and its drop_absurd took 0.17 s). False (or no
-    extension, or columns of other types): drop_absurd looks itself, and stays the one
-    definition of what is dropped. ``use_c`` forces the check (tests)."""
+    triton example grown to 1 GB, 345,319 steps of 13.3 s, spans 53 days: its drop_absurd took
+    0.175 s). False (or no extension, or columns of other types): drop_absurd looks itself, and
+    stays the one definition of what is dropped. ``use_c`` forces the check (tests)."""
     if use_c is None:
         use_c = _decode is not None and (ph.dtype, ts_ns.dtype, dur.dtype) == (np.int32, np.int64, np.float64)
     if not use_c:
