@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from ..model import RankTrace, TraceSet
-from ..units import pct
+from ..units import pct, pcts
 from .grouping import Grouped
 from .launch import launch_gpu_ops
 
@@ -164,7 +164,7 @@ def _summary(seg: pd.DataFrame, keys: list[str], max_queue_length: int) -> pd.Da
         "span_us": span,
         "mean_queue_length": mean,
         "max_queue_length": g.max("queue_length").astype(np.int64),
-        "empty_pct": [pct(e, s) for e, s in zip(g.sum(np.where(queue <= 0, length, 0.0)).tolist(), span.tolist())],
+        "empty_pct": pcts(g.sum(np.where(queue <= 0, length, 0.0)), span),
         "full_us": g.sum(np.where(queue >= max_queue_length, length, 0.0)),
     })
     return out[cols]
