@@ -114,6 +114,23 @@ def test_each_rank_keeps_the_rows_of_its_first_steps():
     assert cut_text(cut) is None and steps_cut_text([]) is None
 
 
+@pytest.mark.parametrize("high", [30, 10**9])  # a narrow range of steps (presence table) and a wide one (sort)
+@pytest.mark.parametrize("ranks", [[4], [2, 0, 7]])
+def test_first_steps_match_each_ranks_sorted_distinct_steps(high, ranks):
+    rng = np.random.default_rng(high + len(ranks))
+    rank = rng.choice(ranks, size=500)
+    step = rng.integers(-1, high, size=500)
+    keep, cut = table_rows._first_steps(pd.DataFrame({"rank": rank, "iteration": step}), "iteration", 5)
+    for r in sorted(set(ranks)):
+        mine = rank == r
+        distinct = sorted(set(step[mine & (step >= 0)].tolist()))
+        kept = set(distinct[:5])
+        assert keep[mine].tolist() == [s < 0 or s in kept for s in step[mine].tolist()]
+        entry = [c for c in cut if c["rank"] == r]
+        assert entry == ([{"rank": r, "rows": int(mine.sum()), "kept": int(keep[mine].sum()),
+                           "steps": len(distinct), "steps_kept": 5}] if len(distinct) > 5 else [])
+
+
 def _raw_step_counts() -> dict[int, int]:
     """Per rank: its ProfilerStep#N spans in the raw JSON."""
     out = {}

@@ -30,7 +30,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from ..model import step_name_table
+from ..model import sorted_unique, step_name_table
 
 
 CALL_ROWS = 20_000
@@ -110,17 +110,33 @@ def _first_calls(frame: pd.DataFrame, limit: int) -> tuple[np.ndarray, list[dict
 
 def _first_steps(frame: pd.DataFrame, column: str, limit: int) -> tuple[np.ndarray, list[dict]]:
     """Mask of the rows of each rank's first ``limit`` steps (by number; rows of step < 0 kept),
-    and the entries of the ranks cut: each rank's distinct steps in one sort of the (rank,
-    step) pairs, its last kept step the ``limit``-th of them."""
-    codes, ranks = pd.factorize(frame["rank"].to_numpy(), sort=True)
+    and the entries of the ranks cut: each rank's distinct steps as the distinct integers
+    ``rank code * width + step`` (a presence table over their range where it is not much wider
+    than the rows, else a sort), its last kept step the ``limit``-th of them. A lexsort of the
+    (rank, step) pairs took 27 ms for the million rows of a 345,319-step rank's idle table."""
+    rank = frame["rank"].to_numpy()
+    if len(rank) and (rank == rank[0]).all():  # one rank: no factorize
+        codes, ranks = np.zeros(len(rank), dtype=np.int64), rank[:1]
+    else:
+        codes, ranks = pd.factorize(rank, sort=True)
     step = frame[column].to_numpy()
     counted = step >= 0
-    r, s = codes[counted], step[counted]
-    order = np.lexsort((s, r))
-    r, s = r[order], s[order]
-    new = np.ones(len(r), dtype=bool)
-    new[1:] = (r[1:] != r[:-1]) | (s[1:] != s[:-1])
-    r, s = r[new], s[new]
+    s = step[counted].astype(np.int64)
+    if not len(s):
+        return np.ones(len(frame), dtype=bool), []
+    low = int(s.min())
+    width = int(s.max()) - low + 1
+    key = s - low
+    if len(ranks) > 1:
+        key += codes[counted].astype(np.int64) * width
+    span = len(ranks) * width
+    if span <= 4 * len(key) + 4096:
+        present = np.zeros(span, dtype=bool)
+        present[key] = True
+        distinct = np.flatnonzero(present)
+    else:
+        distinct = sorted_unique(key)
+    r, s = distinct // width, distinct % width + low
     n_steps = np.bincount(r, minlength=len(ranks))
     cut = np.flatnonzero(n_steps > limit)
     if not len(cut):
@@ -129,7 +145,7 @@ def _first_steps(frame: pd.DataFrame, column: str, limit: int) -> tuple[np.ndarr
     last[cut] = s[(np.cumsum(n_steps) - n_steps)[cut] + limit - 1]
     keep = ~counted | (step <= last[codes])
     rows = np.bincount(codes, minlength=len(ranks))
-    kept = np.bincount(codes, weights=keep, minlength=len(ranks))
+    kept = np.bincount(codes[keep], minlength=len(ranks))
     return keep, [{"rank": int(ranks[i]), "rows": int(rows[i]), "kept": int(kept[i]), "steps": int(n_steps[i]),
                    "steps_kept": limit} for i in cut]
 
