@@ -34,9 +34,12 @@ class Comparison:
         self.stats = config.stats
         self.notes: list[Note] = []
         """Notes the checks found on the way (kernel variants with unchanged time)."""
+        self._step_medians: dict = {}
+        """The baseline's median step times, by aggregation (:func:`~.metrics.aggregate`)."""
 
     def groups(self, b_values: pd.Series, c_values: pd.Series, aggregation: str, worse: str) -> list[Group]:
-        return aggregate(self.b.steps, self.c.steps, b_values, c_values, aggregation, worse, self.pairs)
+        return aggregate(self.b.steps, self.c.steps, b_values, c_values, aggregation, worse, self.pairs,
+                         self._step_medians)
 
     def pooled(self, column: str) -> Group:
         """Every (rank, step) of ``column`` pooled over ranks: the samples of a ``mean`` check
