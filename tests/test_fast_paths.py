@@ -268,6 +268,34 @@ def test_sorted_unique_is_numpys_unique(trace) -> None:
         assert got.dtype == want.dtype and np.array_equal(got, want, equal_nan=want.dtype.kind == "f")
 
 
+def test_search_sorted_in_c_is_numpys_searchsorted(trace) -> None:
+    """The galloping search gives numpy's answers on a real trace's columns (steps' windows
+    searched by kernel starts, arg rows by event rows) and on edge values in any key order:
+    NaN (numpy sorts it last), -0.0 and 0.0, infinities, ties, keys before and after all."""
+    from perfreport import model
+
+    if model._sorted is None:
+        pytest.skip("the _sorted extension is not built")
+    kernels = np.flatnonzero(trace.is_cat(KERNEL_CATEGORIES))
+    windows = np.sort(trace.ts[trace.steps()])
+    col = next(c for c in trace.args.values() if len(c.rows) > 100)
+    rng = np.random.default_rng(5)
+    cases = [(windows, trace.ts[kernels]), (windows, rng.permutation(trace.ts[kernels])),
+             (col.rows.astype(np.int64), np.arange(trace.n_events, dtype=np.int64))]
+    values = np.array([-np.inf, -1.0, -0.0, 0.0, 2.5, 2.5, 7.0, np.inf, np.nan, np.nan])
+    for _ in range(300):
+        a = np.sort(rng.choice(values, rng.integers(0, 12)))
+        cases.append((a, rng.choice(np.r_[values, 1.0, 9.0], rng.integers(64, 200))))
+        ints = np.sort(rng.integers(-3, 4, rng.integers(0, 12)))
+        cases.append((ints, rng.integers(-5, 6, rng.integers(64, 200))))
+    for a, v in cases:
+        for side in ("left", "right"):
+            got = model.search_sorted(a, v, side)
+            assert got.dtype == np.int64
+            np.testing.assert_array_equal(got, np.searchsorted(a, v, side))
+    assert model.search_sorted(np.arange(3.0), np.array([1.0]), "right").tolist() == [2]  # (a few keys: numpy's)
+
+
 def test_codes_where_without_step_names_is_the_full_loop(trace, monkeypatch) -> None:
     """The prefixes asked with ``no_step_names`` match no ProfilerStep#N name: leaving those out
     gives the codes of the loop over every string."""

@@ -50,7 +50,7 @@ import pandas as pd
 
 from ..documents.cells import scalar_list
 from ..errors import TraceError
-from ..model import COMMUNICATION, COMPUTATION, GPU_SIDE_CATEGORIES, KERNEL_CLASS_NAMES, MEMORY
+from ..model import COMMUNICATION, COMPUTATION, GPU_SIDE_CATEGORIES, KERNEL_CLASS_NAMES, MEMORY, search_sorted
 from ..model import OTHER as MODEL_OTHER
 from ..model import RankTrace, TraceSet, distinct_codes, sorted_intersection, sorted_unique, tuples_in
 from ..units import format_bytes, pct, us_to_ms
@@ -100,7 +100,7 @@ class _Points:
     def at(cls, bounds: np.ndarray, x: np.ndarray, j: np.ndarray | None = None) -> "_Points":
         """``j``: the points' ``searchsorted(bounds, x, side="right") - 1`` when known."""
         if j is None:
-            j = np.searchsorted(bounds, x, side="right") - 1
+            j = search_sorted(bounds, x, side="right") - 1
         jc = np.clip(j, 0, max(len(bounds) - 1, 0))
         return cls(jc, j < 0, x - bounds[jc] if len(bounds) else np.zeros(len(x)))
 
@@ -189,7 +189,7 @@ def _gpu_parts(trace: RankTrace, ws: np.ndarray, we: np.ndarray, exact: bool) ->
     ws_s, we_s = ws[order], we[order]
     ev, win, lo, hi = window_overlaps(ws_s, we_s, s, e)
     # an overlap ends at an event's edge (a bound: its position is known) or a window's
-    jws, jwe = (np.searchsorted(bounds, x, side="right") - 1 for x in (ws_s, we_s))
+    jws, jwe = (search_sorted(bounds, x, side="right") - 1 for x in (ws_s, we_s))
     at_lo = _Points.at(bounds, lo, np.where(s[ev] >= ws_s[win], si[ev], jws[win]))
     at_hi = _Points.at(bounds, hi, np.where(e[ev] <= we_s[win], ei[ev], jwe[win]))
     cls_ev = cls[ev]
@@ -262,7 +262,7 @@ def _host_ops(trace: RankTrace, steps: np.ndarray) -> tuple[np.ndarray, np.ndarr
     child, number = _step_children(trace)
     if not len(steps):
         return np.empty(0, np.int64), np.empty(0, np.int64)
-    pos = np.clip(np.searchsorted(steps, number), 0, len(steps) - 1)
+    pos = np.clip(search_sorted(steps, number), 0, len(steps) - 1)
     ok = steps[pos] == number
     return child[ok], pos[ok]
 
@@ -283,9 +283,9 @@ def _step_children(trace: RankTrace) -> tuple[np.ndarray, np.ndarray]:
             return np.empty(0, np.int64), np.empty(0, np.int64)
         rows = np.sort(np.concatenate(candidates))
         parent = stack.parent[rows]
-        at = np.minimum(np.searchsorted(step_rows, parent), len(step_rows) - 1)  # step_rows ascend
+        at = np.minimum(search_sorted(step_rows, parent), len(step_rows) - 1)  # step_rows ascend
         rows = rows[(parent >= 0) & (step_rows[at] == parent) & ~trace.is_cat(GPU_SIDE_CATEGORIES)[rows]]
-        return rows, numbers[np.searchsorted(step_rows, stack.parent[rows])]
+        return rows, numbers[search_sorted(step_rows, stack.parent[rows])]
 
     return trace.memo("step_children", compute)
 

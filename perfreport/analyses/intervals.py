@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..model import search_sorted
 from .nesting import _nest
 
 
@@ -87,8 +88,8 @@ def window_candidates(ws_sorted: np.ndarray, we_sorted: np.ndarray, starts: np.n
     some that only touch or miss (a caller that measures each pair's overlap drops those at no
     cost), without the overlaps' bounds: two searches of the intervals among the windows."""
     reach = np.maximum.accumulate(we_sorted) if len(we_sorted) else we_sorted
-    first = np.searchsorted(reach, starts, side="right")
-    last = np.searchsorted(ws_sorted, ends, side="left") - 1
+    first = search_sorted(reach, starts, side="right")
+    last = search_sorted(ws_sorted, ends, side="left") - 1
     n = last - first + 1
     if len(n) and n.max() <= 1:  # the usual case, steps that do not overlap: one window at most each
         ev = np.flatnonzero(n == 1)

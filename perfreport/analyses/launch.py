@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..model import RankTrace, TraceSet, distinct_codes
+from ..model import RankTrace, TraceSet, distinct_codes, search_sorted
 from .grouping import Grouped, run_ids, string_keys, value_order
 from .nesting import _nest
 from .ordering import span_order
@@ -145,7 +145,7 @@ def rank_launches(trace: RankTrace, runtime_cutoff_us: float = RUNTIME_CUTOFF_US
 def _rank_launches(trace: RankTrace, runtime_cutoff_us: float, launch_delay_cutoff_us: float) -> pd.DataFrame:
     launch_rows, gpu_rows = launch_gpu_ops(trace)
     n = len(launch_rows)
-    owner = np.searchsorted(launch_rows, trace.linked[gpu_rows])  # each GPU op's launch, a launch row (ascending)
+    owner = search_sorted(launch_rows, trace.linked[gpu_rows])  # each GPU op's launch, a launch row (ascending)
     g_start = trace.ts[gpu_rows]
     g_dur = trace.dur[gpu_rows]
     ops = np.bincount(owner, minlength=n)

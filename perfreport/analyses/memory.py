@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ConfigError
-from ..model import RankTrace, TraceSet, sorted_unique
+from ..model import RankTrace, TraceSet, search_sorted, sorted_unique
 from .callstack import call_stack, cpu_events, operators
 from .grouping import distinct_rows
 from .nesting import thread_ids
@@ -107,7 +107,7 @@ def _memory_events(trace: RankTrace) -> pd.DataFrame:
                       "step": trace.iteration[rows], "bytes": nbytes})
     f = f.sort_values(["device", "ts_us", "row"], kind="stable").reset_index(drop=True)
     order = f["row"].to_numpy()
-    pos = np.searchsorted(rows, order)  # rows ascending: position of each sorted event
+    pos = search_sorted(rows, order)  # rows ascending: position of each sorted event
     alloc, res = total_alloc[pos], total_res[pos]
     totals = pd.Series(alloc >= 0).groupby(f["device"].to_numpy()).transform("all").to_numpy()
     running = f.groupby("device", sort=False)["bytes"].cumsum().to_numpy()

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..model import COMMUNICATION, COMPUTATION, TraceSet, sorted_union
+from ..model import COMMUNICATION, COMPUTATION, TraceSet, search_sorted, sorted_union
 from ..units import pct, pcts
 from .intervals import merged_intersection_length, union
 from .kernels import CLASSES, WorkUnions, gpu_work_step_unions, gpu_work_unions, host_collective_spans
@@ -59,10 +59,10 @@ def _step_frame(trace) -> pd.DataFrame:
     h_s, h_e, h_step = host_collective_spans(trace)
     steps = sorted_union(u.steps, h_step).astype(np.int64)
     n = len(steps)
-    gpu_k = np.searchsorted(steps, u.steps)  # each GPU step's place among all steps
+    gpu_k = search_sorted(steps, u.steps)  # each GPU step's place among all steps
     comm_gpu = u.by_class[CLASSES.index(COMMUNICATION)]
     comp = u.by_class[CLASSES.index(COMPUTATION)].regrouped(gpu_k, n)
-    comm = segment_union(np.concatenate([gpu_k[comm_gpu.group], np.searchsorted(steps, h_step)]), n,
+    comm = segment_union(np.concatenate([gpu_k[comm_gpu.group], search_sorted(steps, h_step)]), n,
                          np.concatenate([comm_gpu.starts, h_s]), np.concatenate([comm_gpu.ends, h_e]))
     comm_us, compute_us = comm.lengths(), comp.lengths()
     overlap = intersection_lengths(comm, comp)

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..model import search_sorted
+
 
 @dataclass(frozen=True)
 class Segments:
@@ -49,7 +51,7 @@ class Segments:
         """The same intervals in ``n`` groups, group ``k`` now ``place[k]`` (ascending): a step's
         unions among more steps."""
         group = place[self.group]
-        return Segments(group, self.starts, self.ends, np.searchsorted(group, np.arange(n + 1), side="left"))
+        return Segments(group, self.starts, self.ends, search_sorted(group, np.arange(n + 1), side="left"))
 
     def first_start(self) -> np.ndarray:
         """Each group's earliest start (NaN when empty)."""
@@ -69,7 +71,7 @@ class Segments:
 def positions_in(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(the position of each value among the ascending ``keys``, whether it is one of them): the
     group of each interval, by its step, among the steps listed."""
-    pos = np.searchsorted(keys, values)
+    pos = search_sorted(keys, values)
     if len(keys) == 0:
         return pos, np.zeros(len(values), dtype=bool)
     return pos, (pos < len(keys)) & (keys[np.minimum(pos, len(keys) - 1)] == values)
@@ -100,7 +102,7 @@ def segment_union(group: np.ndarray, n: int, starts: np.ndarray, ends: np.ndarra
     first = np.flatnonzero(new)
     last = np.append(first[1:], len(s)) - 1
     merged_group = g[first]
-    bounds = np.searchsorted(merged_group, np.arange(n + 1), side="left")
+    bounds = search_sorted(merged_group, np.arange(n + 1), side="left")
     return Segments(merged_group, s[first], reach[last], bounds)
 
 

@@ -35,7 +35,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..model import RankTrace, TraceSet, sorted_unique
+from ..model import RankTrace, TraceSet, search_sorted, sorted_unique
 from ..units import us_to_ms
 from .memory import memory_timeline
 from .memory_bw import bw_change_points
@@ -111,7 +111,7 @@ def steps_downsample(x: np.ndarray, y: np.ndarray, max_points: int = MAX_POINTS)
     edges[-1] = x[-1]
     grid, value = _grid(x, y, edges)
     start, dur, v = grid[:-1], np.diff(grid), value[:-1]
-    seg_bucket = np.minimum(np.searchsorted(edges, start, side="right") - 1, buckets - 1)
+    seg_bucket = np.minimum(search_sorted(edges, start, side="right") - 1, buckets - 1)
     finite = np.isfinite(v)
     on = finite & (v != 0)
     busy = np.bincount(seg_bucket, weights=np.where(on, dur, 0.0), minlength=buckets)
@@ -121,10 +121,10 @@ def steps_downsample(x: np.ndarray, y: np.ndarray, max_points: int = MAX_POINTS)
     lo, hi = np.full(buckets, np.inf), np.full(buckets, -np.inf)
     np.minimum.at(lo, seg_bucket[finite], v[finite])
     np.maximum.at(hi, seg_bucket[finite], v[finite])
-    point_bucket = np.minimum(np.searchsorted(edges, x, side="right") - 1, buckets - 1)
+    point_bucket = np.minimum(search_sorted(edges, x, side="right") - 1, buckets - 1)
     merged = np.bincount(point_bucket, minlength=buckets) > 3
     left = edges[:-1]
-    at_edge = y[np.searchsorted(x, left, side="right") - 1]
+    at_edge = y[search_sorted(x, left, side="right") - 1]
     mean = np.divide(area, busy, out=np.zeros(buckets), where=busy > 0)
     pulse = merged & (busy > 0)
     starts_late = pulse & (first_on > left)
@@ -158,7 +158,7 @@ def _grid(x: np.ndarray, y: np.ndarray, edges: np.ndarray) -> tuple[np.ndarray, 
     if not np.isfinite(x[-1]):
         grid = np.sort(np.concatenate([x, edges]), kind="stable")
         grid = grid[np.r_[True, grid[1:] != grid[:-1]]]
-        return grid, y[np.searchsorted(x, grid, side="right") - 1]
+        return grid, y[search_sorted(x, grid, side="right") - 1]
     merged = np.concatenate([x, edges])
     order = np.argsort(merged, kind="stable")  # two sorted runs: a linear merge
     ordered = merged[order]

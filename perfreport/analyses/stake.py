@@ -43,7 +43,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..model import CLASS_INDEX, COMMUNICATION, GPU_SIDE_CATEGORIES, MEMORY, RankTrace, TraceSet, distinct_codes, sorted_unique
+from ..model import (CLASS_INDEX, COMMUNICATION, GPU_SIDE_CATEGORIES, MEMORY, RankTrace, TraceSet, distinct_codes,
+                     search_sorted, sorted_unique)
 from ..units import pct
 from .attribution import _host_ops, part_order, sorted_ranks
 from .callstack import call_stack, stack_levels
@@ -125,12 +126,12 @@ def _layers(trace: RankTrace, steps: np.ndarray) -> list[tuple]:
 
     coll_rows = cpu_rows(np.flatnonzero(trace.cpu_collectives()))  # ascending
     parent = stack.parent[coll_rows]
-    at = np.minimum(np.searchsorted(coll_rows, parent), max(len(coll_rows) - 1, 0))
+    at = np.minimum(search_sorted(coll_rows, parent), max(len(coll_rows) - 1, 0))
     outer = coll_rows[~((parent >= 0) & (coll_rows[at] == parent))] if len(coll_rows) else coll_rows  # outermost only
     layers.append(_layer("communication", "CPU", *spans(outer), _labels(trace, trace.name[outer], _cpu_collective_key)))
     syncs = cpu_rows(np.flatnonzero(trace.is_name(SYNC_CALLS)))
     starts = np.sort(s, kind="stable")  # nearly sorted: timsort
-    nxt = np.searchsorted(starts, trace.ts[syncs] + trace.dur[syncs], side="left")
+    nxt = search_sorted(starts, trace.ts[syncs] + trace.dur[syncs], side="left")
     has = nxt < len(starts)
     syncs = syncs[has]
     layers.append(_layer("sync", "CPU", trace.ts[syncs], starts[nxt[has]], _labels(trace, trace.name[syncs], str)))
@@ -236,7 +237,7 @@ def _claims(ws: np.ndarray, we: np.ndarray, layers: list[tuple]) -> _Claims:
         parts.append((i, order[win[ok]], _keys(keys)[0][ev[ok]], time[ok]))
     unclaimed = np.flatnonzero(free)
     cum_free = np.r_[0.0, np.cumsum(seg[unclaimed])]
-    rest = cum_free[np.searchsorted(unclaimed, iwe_s)] - cum_free[np.searchsorted(unclaimed, iws_s)]
+    rest = cum_free[search_sorted(unclaimed, iwe_s)] - cum_free[search_sorted(unclaimed, iws_s)]
     ok = rest > 0
     parts.append((len(layers), order[ok], np.zeros(int(ok.sum()), dtype=np.int64), rest[ok]))
     return _Claims(window=np.concatenate([p[1] for p in parts]),
@@ -272,7 +273,7 @@ def _layer_claim(si: np.ndarray, ei: np.ndarray, free: np.ndarray, seg: np.ndarr
     claimed = np.flatnonzero(claim)
     cum = np.r_[0.0, np.cumsum((1.0 / active[claimed].astype(np.float64)) * seg[claimed])]
     free &= ~claim
-    return lambda k: cum[np.searchsorted(claimed, k)]
+    return lambda k: cum[search_sorted(claimed, k)]
 
 
 def stake_parts(trace: RankTrace) -> pd.DataFrame:

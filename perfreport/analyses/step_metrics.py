@@ -38,6 +38,7 @@ import pandas as pd
 
 from ..model import (
     CLASS_INDEX, COMMUNICATION, COMPUTATION, MEMORY, SYNC_CATEGORIES, RankTrace, TraceSet, distinct_codes,
+    search_sorted,
 )
 from ..units import us_to_ms
 from .grouping import Grouped
@@ -92,7 +93,7 @@ def sample_of(trace: RankTrace, rows: np.ndarray, steps: np.ndarray) -> np.ndarr
     it = trace.iteration[rows]
     if len(steps) == 0:
         return np.full(len(rows), -1, dtype=np.int64)
-    pos = np.clip(np.searchsorted(steps, it), 0, len(steps) - 1)
+    pos = np.clip(search_sorted(steps, it), 0, len(steps) - 1)
     return np.where((steps[pos] == it) & (it != WHOLE_TRACE_STEP), pos, -1)
 
 

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from ...model import RankTrace, distinct_codes
+from ...model import RankTrace, distinct_codes, search_sorted
 
 TC_PATTERN = re.compile(
     r"h884|s884|h1688|s1688|hmma|i8816|16816|dgrad_1x1_stride_2x2|first_layer_wgrad_kernel|conv1x1|"
@@ -61,7 +61,7 @@ def args_at(trace: RankTrace, keys: Sequence[tuple[str, Any]], rows: np.ndarray)
             if col_rows is col.rows or (len(col_rows) == len(col.rows) and np.array_equal(col_rows, col.rows)):
                 break
         else:
-            pos = np.minimum(np.searchsorted(col.rows, rows), len(col.rows) - 1)  # as RankTrace.arg
+            pos = np.minimum(search_sorted(col.rows, rows), len(col.rows) - 1)  # as RankTrace.arg
             hit = col.rows[pos] == rows
             at = pos[hit]
             searched.append((col.rows, hit, at))
@@ -160,7 +160,7 @@ def kernel_metrics(trace: RankTrace) -> dict[str, np.ndarray]:
 def metrics_of(trace: RankTrace, rows: np.ndarray) -> dict[str, np.ndarray]:
     """:func:`kernel_metrics` at ``rows`` (a subset of the GPU work rows, ascending or not)."""
     table = kernel_metrics(trace)
-    pos = np.minimum(np.searchsorted(table["rows"], rows), max(len(table["rows"]) - 1, 0))
+    pos = np.minimum(search_sorted(table["rows"], rows), max(len(table["rows"]) - 1, 0))
     if len(rows) and not np.array_equal(table["rows"][pos], rows):
         raise ValueError("metrics_of: rows outside the GPU work rows")
     return {k: v[pos] for k, v in table.items() if k != "rows"}
