@@ -10,8 +10,9 @@
  *
  *     search(a, v, right, out) -> None
  *
- * with ``a`` sorted (float64 or int64, as numpy sorts: NaN last), ``v`` of a's dtype, ``right``
- * the side, and ``out`` (int64, len(v)) written with np.searchsorted(a, v, side)'s answers.
+ * with ``a`` sorted (as numpy sorts: NaN last), ``a`` and ``v`` both float64 or both integers
+ * (int32 or int64, either width each: compared as int64, as numpy casts them), ``right`` the
+ * side, and ``out`` (int64, len(v)) written with np.searchsorted(a, v, side)'s answers.
  * Floats compare as numpy's sort does: NaN above every number, equal to NaN.
  */
 
@@ -24,19 +25,20 @@
 #define LESS_F(a, b) ((a) < (b) || ((b) != (b) && (a) == (a)))
 #define LESS_I(a, b) ((a) < (b))
 
-/* pred(i): a[i] lies before v's answer (left: a[i] < v; right: not v < a[i]); true for a prefix. */
-#define DEFINE_SEARCH(NAME, T, LESS)                                                                   \
-static void NAME(const T *a, Py_ssize_t n, const T *v, Py_ssize_t m, int right, int64_t *out)         \
+/* pred(i): a[i] lies before v's answer (left: a[i] < v; right: not v < a[i]); true for a prefix.
+ * TA, TV: the element types of a and v (integers of either width compare as int64). */
+#define DEFINE_SEARCH(NAME, TA, TV, TK, LESS)                                                           \
+static void NAME(const TA *a, Py_ssize_t n, const TV *v, Py_ssize_t m, int right, int64_t *out)       \
 {                                                                                                     \
     Py_ssize_t pos = 0;                                                                               \
     for (Py_ssize_t k = 0; k < m; k++) {                                                              \
-        const T key = v[k];                                                                           \
+        const TK key = (TK)v[k];                                                                      \
         Py_ssize_t lo, hi;                                                                            \
-        if (pos < n && (right ? !LESS(key, a[pos]) : LESS(a[pos], key))) {                            \
+        if (pos < n && (right ? !LESS(key, (TK)a[pos]) : LESS((TK)a[pos], key))) {                    \
             /* the answer is after pos: gallop up */                                                  \
             Py_ssize_t step = 1, bound = pos + 1;                                                     \
             lo = pos + 1;                                                                             \
-            while (bound < n && (right ? !LESS(key, a[bound]) : LESS(a[bound], key))) {               \
+            while (bound < n && (right ? !LESS(key, (TK)a[bound]) : LESS((TK)a[bound], key))) {       \
                 lo = bound + 1;                                                                       \
                 bound = lo + step;                                                                    \
                 step <<= 1;                                                                           \
@@ -46,7 +48,7 @@ static void NAME(const T *a, Py_ssize_t n, const T *v, Py_ssize_t m, int right, 
             /* the answer is at or before pos: gallop down */                                         \
             Py_ssize_t step = 1, bound = pos - 1;                                                     \
             hi = pos;                                                                                 \
-            while (bound >= 0 && !(right ? !LESS(key, a[bound]) : LESS(a[bound], key))) {             \
+            while (bound >= 0 && !(right ? !LESS(key, (TK)a[bound]) : LESS((TK)a[bound], key))) {     \
                 hi = bound;                                                                           \
                 bound = hi - 1 - step;                                                                \
                 step <<= 1;                                                                           \
@@ -55,7 +57,7 @@ static void NAME(const T *a, Py_ssize_t n, const T *v, Py_ssize_t m, int right, 
         }                                                                                             \
         while (lo < hi) {                                                                             \
             Py_ssize_t mid = lo + (hi - lo) / 2;                                                      \
-            if (right ? !LESS(key, a[mid]) : LESS(a[mid], key))                                       \
+            if (right ? !LESS(key, (TK)a[mid]) : LESS((TK)a[mid], key))                               \
                 lo = mid + 1;                                                                         \
             else                                                                                      \
                 hi = mid;                                                                             \
@@ -64,8 +66,28 @@ static void NAME(const T *a, Py_ssize_t n, const T *v, Py_ssize_t m, int right, 
     }                                                                                                 \
 }
 
-DEFINE_SEARCH(search_f64, double, LESS_F)
-DEFINE_SEARCH(search_i64, int64_t, LESS_I)
+DEFINE_SEARCH(search_f64, double, double, double, LESS_F)
+DEFINE_SEARCH(search_i64_i64, int64_t, int64_t, int64_t, LESS_I)
+DEFINE_SEARCH(search_i32_i64, int32_t, int64_t, int64_t, LESS_I)
+DEFINE_SEARCH(search_i64_i32, int64_t, int32_t, int64_t, LESS_I)
+DEFINE_SEARCH(search_i32_i32, int32_t, int32_t, int64_t, LESS_I)
+
+/* The element kind of a buffer: 'f' float64, '4' int32, '8' int64, 0 anything else. */
+static char kind_of(const Py_buffer *view)
+{
+    const char *f = view->format;
+    if (f[0] == '=' || f[0] == '@')  /* native order, said explicitly */
+        f++;
+    if (f[1] != '\0')
+        return 0;
+    if (f[0] == 'd' && view->itemsize == 8)
+        return 'f';
+    if ((f[0] == 'i' || f[0] == 'l' || f[0] == 'q') && view->itemsize == 4)
+        return '4';
+    if ((f[0] == 'l' || f[0] == 'q') && view->itemsize == 8)
+        return '8';
+    return 0;
+}
 
 static void release(Py_buffer *views, int n)
 {
@@ -91,22 +113,28 @@ static PyObject *search(PyObject *self, PyObject *args)
             return NULL;
         }
     }
-    const char *fa = views[0].format, *fv = views[1].format, *fo = views[2].format;
-    int is_f = strcmp(fa, "d") == 0 && strcmp(fv, "d") == 0;
-    int is_i = (strcmp(fa, "l") == 0 || strcmp(fa, "q") == 0) && (strcmp(fv, "l") == 0 || strcmp(fv, "q") == 0);
-    int out_ok = (strcmp(fo, "l") == 0 || strcmp(fo, "q") == 0) && views[2].len == views[1].len;
-    if (!(is_f || is_i) || !out_ok || views[0].itemsize != 8 || views[1].itemsize != 8) {
+    char ka = kind_of(&views[0]), kv = kind_of(&views[1]), ko = kind_of(&views[2]);
+    int ok = ka && kv && (ka == 'f') == (kv == 'f') && ko == '8' && views[2].len / 8 == views[1].len / views[1].itemsize;
+    if (!ok) {
         release(views, 3);
-        PyErr_SetString(PyExc_ValueError, "search: expected a and v both float64 or both int64, and an int64 out "
-                                          "as long as v");
+        PyErr_SetString(PyExc_ValueError, "search: expected a and v both float64 or both int32/int64, and an int64 "
+                                          "out as long as v");
         return NULL;
     }
-    Py_ssize_t n = views[0].len / 8, m = views[1].len / 8;
+    Py_ssize_t n = views[0].len / views[0].itemsize, m = views[1].len / views[1].itemsize;
+    const void *a = views[0].buf, *v = views[1].buf;
+    int64_t *out = views[2].buf;
     Py_BEGIN_ALLOW_THREADS
-    if (is_f)
-        search_f64(views[0].buf, n, views[1].buf, m, right, views[2].buf);
+    if (ka == 'f')
+        search_f64(a, n, v, m, right, out);
+    else if (ka == '8' && kv == '8')
+        search_i64_i64(a, n, v, m, right, out);
+    else if (ka == '4' && kv == '8')
+        search_i32_i64(a, n, v, m, right, out);
+    else if (ka == '8' && kv == '4')
+        search_i64_i32(a, n, v, m, right, out);
     else
-        search_i64(views[0].buf, n, views[1].buf, m, right, views[2].buf);
+        search_i32_i32(a, n, v, m, right, out);
     Py_END_ALLOW_THREADS
     release(views, 3);
     Py_RETURN_NONE;

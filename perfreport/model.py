@@ -287,17 +287,27 @@ def search_sorted(a: np.ndarray, v, side: str = "left") -> np.ndarray:
     gallops from there, where numpy bisects the whole array for every key. Millions of
     interval starts searched among 173,000 step windows: 0.013 s against numpy's 0.08-0.17 s;
     keys in random order cost both about the same. numpy answers where the extension is not
-    built, for other dtypes (both sides float64 or both int64 go to C), non-contiguous or
-    multi-dimensional arrays and a few keys."""
+    built, for other dtypes (both sides float64, or int32 / int64 each, go to C), non-contiguous
+    or multi-dimensional arrays and a few keys."""
     if _sorted is None or not isinstance(v, np.ndarray) or v.ndim != 1 or len(v) < SEARCH_IN_C_FROM \
-            or not isinstance(a, np.ndarray) or a.ndim != 1 or a.dtype != v.dtype \
-            or a.dtype not in (np.float64, np.int64) or not (a.flags.c_contiguous and v.flags.c_contiguous):
+            or not isinstance(a, np.ndarray) or a.ndim != 1 or not _searchable(a.dtype, v.dtype) \
+            or not (a.flags.c_contiguous and v.flags.c_contiguous):
         return np.searchsorted(a, v, side)
     if side not in ("left", "right"):
         raise ValueError(f"side must be 'left' or 'right', not {side!r}")
     out = np.empty(len(v), dtype=np.int64)
     _sorted.search(a, v, side == "right", out)
     return out
+
+
+def _searchable(a: np.dtype, v: np.dtype) -> bool:
+    """Whether the C search takes these dtypes: both float64, or both int32 / int64 (native)."""
+    if a == np.float64:
+        return v == np.float64
+    return a in _SEARCH_INTS and v in _SEARCH_INTS
+
+
+_SEARCH_INTS = (np.dtype(np.int32), np.dtype(np.int64))
 
 
 def distinct_codes(codes: np.ndarray, n_codes: int) -> tuple[np.ndarray, np.ndarray]:

@@ -281,13 +281,17 @@ def test_search_sorted_in_c_is_numpys_searchsorted(trace) -> None:
     col = next(c for c in trace.args.values() if len(c.rows) > 100)
     rng = np.random.default_rng(5)
     cases = [(windows, trace.ts[kernels]), (windows, rng.permutation(trace.ts[kernels])),
-             (col.rows.astype(np.int64), np.arange(trace.n_events, dtype=np.int64))]
+             (col.rows, np.arange(trace.n_events, dtype=np.int64)), (col.rows, trace.iteration)]
     values = np.array([-np.inf, -1.0, -0.0, 0.0, 2.5, 2.5, 7.0, np.inf, np.nan, np.nan])
     for _ in range(300):
         a = np.sort(rng.choice(values, rng.integers(0, 12)))
         cases.append((a, rng.choice(np.r_[values, 1.0, 9.0], rng.integers(64, 200))))
         ints = np.sort(rng.integers(-3, 4, rng.integers(0, 12)))
-        cases.append((ints, rng.integers(-5, 6, rng.integers(64, 200))))
+        keys = rng.integers(-5, 6, rng.integers(64, 200))
+        for a_type, v_type in ((np.int64, np.int64), (np.int32, np.int64), (np.int64, np.int32), (np.int32, np.int32)):
+            cases.append((ints.astype(a_type), keys.astype(v_type)))
+    wide = np.sort(rng.integers(-2**31, 2**31 - 1, 50)).astype(np.int32)  # int32 rows against int64 keys past them
+    cases.append((wide, np.sort(rng.integers(-2**40, 2**40, 500))))
     for a, v in cases:
         for side in ("left", "right"):
             got = model.search_sorted(a, v, side)
