@@ -120,7 +120,12 @@ def _integral(bounds: np.ndarray, rate: np.ndarray):
     integral summed once however often it is evaluated."""
     if len(bounds) == 0:
         return lambda p: np.zeros(len(p.j))
-    cum = np.concatenate([[0.0], np.cumsum(rate * np.diff(bounds))])
+    cum = np.empty(len(bounds))  # [0, running sum]: summed in place, no copy of the sum behind a 0
+    cum[0] = 0.0
+    seg = np.diff(bounds)
+    seg *= rate
+    np.cumsum(seg, out=cum[1:])
+    del seg
     r = np.append(rate, 0.0)
     return lambda p: np.where(p.before, 0.0, cum[p.j] + r[p.j] * p.offset)
 
@@ -317,7 +322,11 @@ def _idle_parts(trace: RankTrace, steps: np.ndarray, ws: np.ndarray, we: np.ndar
             delta = np.bincount(starts, minlength=len(bounds) + 1) - np.bincount(ends, minlength=len(bounds) + 1)
             out[:] = (np.cumsum(delta)[: len(bounds) - 1] > 0).astype(np.float64)
     busy_at = _integral(bounds, busy)  # each running integral summed once for both calls below
-    comm_at = _integral(bounds, (1.0 - busy) * coll)
+    if len(c_s):
+        comm_at = _integral(bounds, (1.0 - busy) * coll)
+    else:  # no collective on the host: its integral is 0 everywhere (a pass over every bound saved)
+        def comm_at(p: _Points) -> np.ndarray:
+            return np.zeros(len(p.j))
 
     def idle(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(idle time, of which host communication) in each [a, b)."""
