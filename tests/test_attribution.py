@@ -352,11 +352,11 @@ def test_c_class_claims_equal_the_numpy_path(monkeypatch, run: str) -> None:
         bounds, (si, ei) = sorted_edges(s, e)
         n_cls = len(attribution.PRIORITY)
         in_c = attribution._class_claim(cls, si, ei, bounds, n_cls)
-        parts_c = attribution._step_parts(trace, False)
+        parts_c = attribution._step_parts(trace, False).frame()
         with monkeypatch.context() as m:
             m.setattr(attribution, "_nest", None)
             in_numpy = attribution._class_claim(cls, si, ei, bounds, n_cls)
-            parts_numpy = attribution._step_parts(trace, False)
+            parts_numpy = attribution._step_parts(trace, False).frame()
         for got, want in zip(in_c, in_numpy):
             assert got.shape == want.shape and got.dtype == want.dtype
             assert np.array_equal(got.view(np.int64) if got.dtype == np.float64 else got,

@@ -230,6 +230,26 @@ def test_time_at_stake_on_integers_equals_the_string_groupby(trace) -> None:
         pd.testing.assert_frame_equal(got[list(want.columns)], want, check_exact=True)
 
 
+@pytest.mark.parametrize("job", JOBS, ids=lambda p: p.name)
+def test_attribution_means_on_pair_codes_equal_the_string_groupby(job) -> None:
+    """The attribution's per-(kind, key) means over a side's ranks, grouped by the pairs' sorted
+    places, are the groupby of the (kind, key) strings of the ranks' step_parts tables put
+    together, to the last bit (the gloo job: two ranks, each numbering its pairs its own way)."""
+    from perfreport.analyses import attribution
+
+    traces = load_cached(str(job))
+    ranks = list(traces)
+    steps = attribution.step_parts(ranks[0])["step"].drop_duplicates().to_numpy()[1::2]  # every other sample
+    for exact in (False, True):
+        side = attribution._side(traces, list(traces.rank_ids), exact, steps.tolist())
+        frame = pd.concat([attribution.step_parts(t, side.samples["step"].unique(), exact) for t in ranks],
+                          ignore_index=True)
+        want = frame.groupby(["kind", "key"])[["time_us", "overlapped_us"]].sum() / len(side.samples)
+        got = attribution._means(side)
+        assert len(got) > 3
+        pd.testing.assert_frame_equal(got, want, check_exact=True, check_index_type=False)
+
+
 def test_running_max_per_run_in_c_is_numpy_s(trace) -> None:
     """The C pass gives numpy's accumulate per run to the bit: NaN from its first one on in a
     run, and of equal values the later (-0.0 then 0.0 gives 0.0), on the GPU events' ends of a

@@ -43,6 +43,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from typing import NamedTuple
 from functools import reduce
 
 import numpy as np
@@ -355,29 +356,70 @@ def _idle_parts(trace: RankTrace, steps: np.ndarray, ws: np.ndarray, we: np.ndar
                   pairs=pairs)
 
 
+class CodedParts(NamedTuple):
+    """:func:`step_parts`' rows as columns: each row's step, its (kind, key) as a position in
+    ``pairs`` (the rank's few distinct pairs), its µs; rows in the table's order. What a rank's
+    worker keeps and sends (a memo of the digest): the table's two text columns, a string per
+    row, cost the parent a hash of every row to group them again (the attribution's means: 0.37
+    of its 0.56 s on HTA's trace_compare tiny grown to 1 GB, 173,318 steps a side), and the
+    worker the frame itself. A plain tuple (a digest cache's) is one, too: ``CodedParts(*t)``."""
+
+    rank: int
+    step: np.ndarray
+    pair: np.ndarray
+    pairs: tuple[tuple[str, str], ...]
+    time_us: np.ndarray
+    overlapped_us: np.ndarray
+
+    def select(self, steps: np.ndarray | None) -> "CodedParts":
+        """The rows of ``steps`` (None: all)."""
+        if steps is None:
+            return self
+        keep = np.isin(self.step, np.asarray(steps, dtype=np.int64))
+        return self._replace(step=self.step[keep], pair=self.pair[keep], time_us=self.time_us[keep],
+                             overlapped_us=self.overlapped_us[keep])
+
+    def frame(self) -> pd.DataFrame:
+        """The rows as :func:`step_parts`' table (PART_COLUMNS)."""
+        if not len(self.pairs):
+            return pd.DataFrame({c: pd.Series(dtype=object if c in ("kind", "key") else np.float64)
+                                 for c in PART_COLUMNS})
+        kind_key = np.empty((len(self.pairs), 2), dtype=object)
+        kind_key[:] = self.pairs
+        which = kind_key[self.pair]
+        return pd.DataFrame({"rank": np.full(len(self.step), self.rank, dtype=np.int64), "step": self.step,
+                             "kind": which[:, 0], "key": which[:, 1], "time_us": self.time_us,
+                             "overlapped_us": self.overlapped_us}, columns=list(PART_COLUMNS))
+
+
 def step_parts(trace: RankTrace, steps: np.ndarray | None = None, exact: bool = False) -> pd.DataFrame:
     """The parts of each sample's step time on one rank: (rank, step, kind, key, time_us,
     overlapped_us), summed per key; ``steps`` restricts the samples (default: all of
     :func:`step_windows`). ``overlapped_us`` is communication time hidden under computation
     (not a part of the step time; 0 for other kinds). Parts of a sample sum to its step time.
 
-    Memoised over all the rank's samples (a per-rank summary: rows per step and key, what a
-    worker process sends back); ``steps`` picks from it (each step's parts are its own).
+    Made from :func:`coded_step_parts` (memoised over all the rank's samples); ``steps`` picks
+    from it (each step's parts are its own).
     """
-    full = trace.memo(("step_parts", bool(exact)), lambda: _step_parts(trace, exact))
-    if steps is None:
-        return full.copy(deep=False)
-    return full[full["step"].isin(np.asarray(steps, dtype=np.int64))].reset_index(drop=True)
+    return coded_step_parts(trace, exact).select(steps).frame()
 
 
-def _step_parts(trace: RankTrace, exact: bool) -> pd.DataFrame:
+def coded_step_parts(trace: RankTrace, exact: bool = False) -> CodedParts:
+    """:func:`step_parts` of all the rank's samples as :class:`CodedParts`, memoised (a
+    per-rank summary: rows per step and key, what a worker process sends back)."""
+    value = trace.memo(("step_parts", bool(exact)), lambda: _step_parts(trace, exact))
+    return value if isinstance(value, CodedParts) else CodedParts(*value)
+
+
+def _step_parts(trace: RankTrace, exact: bool) -> CodedParts:
     windows = step_windows(trace)
     windows = windows[np.isfinite(windows["start_us"]) & np.isfinite(windows["end_us"])]
     numbers = windows["step"].to_numpy(dtype=np.int64)
     ws, we = windows["start_us"].to_numpy(np.float64), windows["end_us"].to_numpy(np.float64)
     gpu, idle = _gpu_parts(trace, ws, we, exact), _idle_parts(trace, numbers, ws, we)
     if not len(gpu.time) and not len(idle.time):
-        return pd.DataFrame({c: pd.Series(dtype=object if c in ("kind", "key") else np.float64) for c in PART_COLUMNS})
+        empty = np.empty(0, dtype=np.int64)
+        return CodedParts(trace.rank, empty, empty.astype(np.int32), (), np.empty(0), np.empty(0))
     # one id per distinct (kind, key) over both sides' few pairs, so the parts are summed by
     # integer key (pandas' sum, in the rows' order: the sums a groupby on the strings gives)
     ids, distinct = pd.factorize(pd.Series(gpu.pairs + idle.pairs, dtype=object))
@@ -389,13 +431,9 @@ def _step_parts(trace: RankTrace, exact: bool) -> pd.DataFrame:
     group = sums.index.to_numpy(np.int64)
     order = part_order(group, n_ids, list(distinct))
     group = group[order]
-    kind_key = np.empty((len(distinct), 2), dtype=object)
-    kind_key[:] = list(distinct)
-    which = kind_key[group % n_ids]
-    return pd.DataFrame({"rank": np.full(len(group), trace.rank, dtype=np.int64), "step": group // n_ids,
-                         "kind": which[:, 0], "key": which[:, 1],
-                         "time_us": sums["time_us"].to_numpy(np.float64)[order],
-                         "overlapped_us": sums["overlapped_us"].to_numpy(np.float64)[order]}, columns=list(PART_COLUMNS))
+    return CodedParts(trace.rank, group // n_ids, (group % n_ids).astype(np.int32),
+                      tuple((str(kind), str(key)) for kind, key in distinct),
+                      sums["time_us"].to_numpy(np.float64)[order], sums["overlapped_us"].to_numpy(np.float64)[order])
 
 
 def part_order(group: np.ndarray, n_ids: int, distinct: list[tuple[str, ...]]) -> np.ndarray:
@@ -417,7 +455,7 @@ def sorted_ranks(distinct: list) -> np.ndarray:
 @dataclass(frozen=True, slots=True)
 class _Side:
     samples: pd.DataFrame  # rank, step, step_time_us
-    parts: pd.DataFrame  # PART_COLUMNS
+    parts: CodedParts  # the samples' parts over the ranks (rank -1), their pairs sorted as the strings sort
 
 
 def _side(traces: TraceSet, ranks: list[int], exact: bool, steps: Sequence[int] | None = None) -> _Side:
@@ -433,16 +471,41 @@ def _side(traces: TraceSet, ranks: list[int], exact: bool, steps: Sequence[int] 
             w = w[w["step"].isin(common)]
         samples.append(pd.DataFrame({"rank": r, "step": w["step"].to_numpy(np.int64),
                                      "step_time_us": (w["end_us"] - w["start_us"]).to_numpy(np.float64)}))
-        parts.append(step_parts(traces[r], w["step"].to_numpy(np.int64), exact))
-    return _Side(pd.concat(samples, ignore_index=True), pd.concat(parts, ignore_index=True))
+        parts.append(coded_step_parts(traces[r], exact).select(w["step"].to_numpy(np.int64)))
+    return _Side(pd.concat(samples, ignore_index=True), _joined(parts))
+
+
+def _joined(parts: list[CodedParts]) -> CodedParts:
+    """The ranks' parts one after the other (rank -1), each pair renumbered as its place among
+    all the ranks' pairs in sorted order (the order a groupby on the strings gives its groups)."""
+    pairs = tuple(sorted({p for part in parts for p in part.pairs}))
+    place = {p: i for i, p in enumerate(pairs)}
+    renumbered = [np.array([place[p] for p in part.pairs], dtype=np.int64)[part.pair] for part in parts
+                  if len(part.pairs)]
+
+    def joined(columns: list[np.ndarray], dtype) -> np.ndarray:
+        return np.concatenate(columns) if columns else np.empty(0, dtype=dtype)
+
+    kept = [part for part in parts if len(part.pairs)]  # (a rank without parts has no pairs either)
+    return CodedParts(-1, joined([p.step for p in kept], np.int64), joined(renumbered, np.int64), pairs,
+                      joined([p.time_us for p in kept], np.float64), joined([p.overlapped_us for p in kept], np.float64))
 
 
 def _means(side: _Side) -> pd.DataFrame:
-    n = len(side.samples)
-    if not n or side.parts.empty:
+    """Per (kind, key): the parts' µs per sample. Grouped by the pairs' sorted places, which are
+    the groups (and the order, and the sums: pandas' over the rows in order) of a groupby on
+    the (kind, key) strings, without hashing every row's strings."""
+    n, parts = len(side.samples), side.parts
+    if not n or not len(parts.pair):
         return pd.DataFrame(columns=["time_us", "overlapped_us"], index=pd.MultiIndex.from_arrays(
             [[], []], names=["kind", "key"]), dtype=np.float64)
-    return side.parts.groupby(["kind", "key"])[["time_us", "overlapped_us"]].sum() / n
+    sums = pd.DataFrame({"time_us": parts.time_us, "overlapped_us": parts.overlapped_us}).groupby(
+        parts.pair, sort=True).sum()
+    which = sums.index.to_numpy(np.int64)
+    kinds = np.array([kind for kind, _ in parts.pairs], dtype=object)
+    keys = np.array([key for _, key in parts.pairs], dtype=object)
+    sums.index = pd.MultiIndex.from_arrays([kinds[which], keys[which]], names=["kind", "key"])
+    return sums / n
 
 
 # --- results ------------------------------------------------------------------------------------
