@@ -9,7 +9,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ..model import RUNTIME_CATEGORIES, SparseColumn
+from ..model import RUNTIME_CATEGORIES, SparseColumn, search_sorted
 
 try:
     from . import _decode  # type: ignore[attr-defined]
@@ -70,7 +70,7 @@ def link_by_correlation(corr: SparseColumn, cpu_side: np.ndarray, gpu_side: np.n
     if len(gpu_rows) and len(cpu_rows):
         order = np.argsort(cpu_ids, kind="stable")
         cpu_sorted, cpu_corr = cpu_rows[order], cpu_ids[order]
-        pos = np.searchsorted(cpu_corr, gpu_ids, side="right") - 1  # last CPU row wins
+        pos = search_sorted(cpu_corr, gpu_ids, side="right") - 1  # last CPU row wins (ids nearly in order)
         ok = (pos >= 0) & (cpu_corr[np.maximum(pos, 0)] == gpu_ids)
         linked[gpu_rows[ok]] = cpu_sorted[pos[ok]]
         if ts is not None:
