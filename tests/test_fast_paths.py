@@ -26,8 +26,11 @@ def trace(request):
 
 
 def test_sorted_codes_are_pandas_sorted_factorize(trace) -> None:
+    names = trace.decode(trace.name)  # texts in runs (a thread's ops), and runs with missing values
+    runs = np.repeat(np.array(["pg1", "", None, np.nan, "pg0", "pg1"], dtype=object), [3000, 2000, 500, 700, 1, 4000])
     for column in (trace.iteration, trace.stream, trace.tid, trace.name, trace.iteration[:0],
-                   np.array([2**62, -5, 2**62]), trace.dur):  # ranges wide and narrow, floats (pandas' own)
+                   np.array([2**62, -5, 2**62]), trace.dur,  # ranges wide and narrow, floats (pandas' own)
+                   names, np.sort(names), runs):
         codes, uniq = sorted_codes(column)
         ref_codes, ref_uniq = pd.factorize(column, sort=True)
         np.testing.assert_array_equal(codes, ref_codes)

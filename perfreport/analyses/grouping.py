@@ -301,7 +301,20 @@ def sorted_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if dense is not None:
         uniq, codes = dense
         return codes.astype(np.int64, copy=False), uniq.astype(values.dtype, copy=False)
+    if values.dtype == object and len(values) > RUNS_FROM:
+        # texts that come in long runs (a gloo rank's 2 M collective calls: their process group
+        # is one text, their kind a few): only each run's first text is hashed, 30 -> 10 ms a column
+        cuts = np.flatnonzero(values[1:] != values[:-1]) + 1
+        if 8 * (len(cuts) + 1) <= len(values):
+            first = np.r_[0, cuts]
+            codes, uniq = pd.factorize(values[first], sort=True)
+            return np.repeat(codes.astype(np.int64, copy=False), np.diff(first, append=len(values))), uniq
     return pd.factorize(values, sort=True)
+
+
+RUNS_FROM = 4096
+"""Texts from which :func:`sorted_codes` looks for runs of one text (below, the hash of every
+row costs less than the look)."""
 
 
 def presence_codes(values: np.ndarray, n_values: int | None = None) -> tuple[np.ndarray, np.ndarray] | None:
