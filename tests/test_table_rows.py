@@ -55,29 +55,61 @@ def test_cut_text_names_the_ranks_cut():
     assert cut_text([]) is None
     text = cut_text(cut)
     assert text.startswith("report.json keeps each rank's first 20,000 collective calls (rank 0 made 30,000, ")
-    assert "rank 3 made 30,003 and 2 more ranks)" in text and "--full-tables" in text
+    assert "rank 3 made 30,003 and 2 more ranks)" in text and "--full-tables" in text and "skew" not in text
+    skew = [{"table": "collective_skew", "rows": 41_000, "kept": 20_000, "largest": "skew_us"}]
+    assert cut_text(skew).startswith("report.json keeps the 20,000 calls of largest start skew across ranks "
+                                     "(of 41,000 matched); ")
+
+
+def test_matched_calls_keep_those_of_largest_skew_in_their_order():
+    skew = pd.DataFrame({"kind": "all_reduce", "step": np.arange(6), "skew_us": [3.0, np.nan, 9.0, 3.0, 1.0, 7.0]})
+    out, cut = cut_tables({"collective_skew": skew}, 3, None)
+    assert out["collective_skew"]["step"].tolist() == [0, 2, 5]  # 9, 7 and the first of the two 3s, in table order
+    assert cut == [{"table": "collective_skew", "rows": 6, "kept": 3, "largest": "skew_us"}]
+    assert cut_tables({"collective_skew": skew}, 6, None)[1] == [] and cut_tables({"collective_skew": skew}, None)[1] == []
 
 
 def test_report_json_keeps_the_first_calls_of_a_gloo_job(tmp_path, monkeypatch):
+    """Each rank's first calls in time order, and of the calls matched across the two ranks
+    those of largest start skew, which the report lists: checked against the gloo spans of the
+    raw JSON (each rank's durations; each matched call's skew, its two ranks' starts apart)."""
     raw = _raw_gloo_calls()
     assert [len(raw[r]) for r in (0, 1)] == [135, 135]
     monkeypatch.setattr(table_rows, "CALL_ROWS", 100)
     assert main(["analyze", str(FSDP_GLOO), "--out", str(tmp_path / "cut"), "--format", "json,md", "-q"]) == 0
     doc = json.loads((tmp_path / "cut" / "report.json").read_text())
-    assert doc["tables_cut"] == [{"table": "collectives", "rank": r, "rows": 135, "kept": 100} for r in (0, 1)]
+    assert doc["tables_cut"] == [{"table": "collectives", "rank": r, "rows": 135, "kept": 100} for r in (0, 1)] + [
+        {"table": "collective_skew", "rows": 135, "kept": 100, "largest": "skew_us"}]
     for rank, durs in raw.items():
         rows = [c for c in doc["collectives"] if c["rank"] == rank]
         assert [c["dur_us"] for c in rows] == pytest.approx(durs[:100])  # the first 100 calls, in time order
         summary = [s for s in doc["collective_summary"] if s["rank"] == rank]
         assert sum(s["count"] for s in summary) == 135  # the summaries count every call
+    starts = _raw_gloo_starts()
+    skews = sorted((abs(a - b) for a, b in zip(starts[0], starts[1])), reverse=True)  # the i-th call of each rank
+    kept = [r["skew_us"] for r in doc["collective_skew"]]
+    assert len(kept) == 100 and sorted(kept, reverse=True) == pytest.approx(skews[:100], abs=1e-3)
     md = (tmp_path / "cut" / "report.md").read_text()
-    assert "report.json keeps each rank's first 100 collective calls (rank 0 made 135, rank 1 made 135)" in md
+    assert ("report.json keeps each rank's first 100 collective calls (rank 0 made 135, rank 1 made 135) and "
+            "the 100 calls of largest start skew across ranks (of 135 matched)") in md
 
     assert main(["analyze", str(FSDP_GLOO), "--out", str(tmp_path / "all"), "--format", "json,md", "-q",
                  "--full-tables"]) == 0
     doc = json.loads((tmp_path / "all" / "report.json").read_text())
-    assert doc["tables_cut"] == [] and len(doc["collectives"]) == 270
+    assert doc["tables_cut"] == [] and len(doc["collectives"]) == 270 and len(doc["collective_skew"]) == 135
+    assert sorted((r["skew_us"] for r in doc["collective_skew"]), reverse=True) == pytest.approx(skews, abs=1e-3)
     assert "collective calls (rank" not in (tmp_path / "all" / "report.md").read_text()
+
+
+def _raw_gloo_starts() -> dict[int, list[float]]:
+    """Per rank: the start times (µs) of its gloo collective spans in start order, from the JSON."""
+    out = {}
+    for rank in (0, 1):
+        with gzip.open(FSDP_GLOO / f"rank{rank}.pt.trace.json.gz") as f:
+            events = json.load(f)["traceEvents"]
+        out[rank] = sorted(float(e["ts"]) for e in events if e.get("ph") == "X"
+                           and str(e.get("name", "")).startswith("gloo:") and e.get("cat") != "gpu_user_annotation")
+    return out
 
 
 def test_a_comparison_cuts_each_side(tmp_path, monkeypatch):
@@ -87,8 +119,9 @@ def test_a_comparison_cuts_each_side(tmp_path, monkeypatch):
     doc = json.loads((out / "report.json").read_text())
     for side in ("baseline", "candidate"):
         analyses = doc[side]["analyses"]
-        assert analyses["tables_cut"] == [{"table": "collectives", "rank": r, "rows": 135, "kept": 120} for r in (0, 1)]
-        assert len(analyses["collectives"]) == 240
+        assert analyses["tables_cut"] == [{"table": "collectives", "rank": r, "rows": 135, "kept": 120} for r in (0, 1)] \
+            + [{"table": "collective_skew", "rows": 135, "kept": 120, "largest": "skew_us"}]
+        assert len(analyses["collectives"]) == 240 and len(analyses["collective_skew"]) == 120
 
 
 def test_each_rank_keeps_the_rows_of_its_first_steps():

@@ -2,9 +2,10 @@
 
 Two kinds of table grow without bound:
 
-- ``collectives`` has a row per collective call of every rank. A gloo rank makes a dozen calls
-  a step, so on a long trace the table outgrows the trace itself: the gloo-only rank grown to
-  1 GB made 2,045,796 calls, 653 MB of its 810 MB report.json.
+- ``collectives`` has a row per collective call of every rank, and ``collective_skew`` one per
+  call matched across ranks. A gloo rank makes a dozen calls a step, so on a long trace the
+  table outgrows the trace itself: the gloo-only rank grown to 1 GB made 2,045,796 calls, 653
+  MB of its 810 MB report.json.
 - the per-step tables (:data:`PER_STEP_TABLES`: ``step_metrics``, ``profiler_steps``,
   ``straggler_steps`` and every ``*_per_step`` / ``*_by_step`` table) have a row (or a few) per profiler step. The trace
   grown to 1 GB from the triton example has 345,319 steps: a ``compare`` of it wrote a 1.68 GB
@@ -15,10 +16,12 @@ Every other table is an aggregate (per kind, per rank, per op) or already bounde
 (``collective_summary``, ``step_times``, ``time_at_stake`` …), the gate and the diagnosis use
 every call and every step whatever report.json keeps.
 
-So report.json keeps each rank's first :data:`CALL_ROWS` calls (in time order) and the rows of
-its first :data:`STEP_ROWS` steps (by step number; rows outside any step, step -1, stay), and
+So report.json keeps each rank's first :data:`CALL_ROWS` calls (in time order), the job's
+:data:`CALL_ROWS` matched calls of largest skew (:data:`LARGEST_CALL_TABLES`) and the rows of each
+rank's first :data:`STEP_ROWS` steps (by step number; rows outside any step, step -1, stay), and
 its ``tables_cut`` names every table and rank cut: the table, the rank, its rows and the rows
-kept (and for a per-step table its steps and the steps kept). No real trace we hold comes near
+kept (and for a per-step table its steps and the steps kept; for a table of matched calls no
+rank, and the column whose largest values were kept, ``largest``). No real trace we hold comes near
 either bound. ``--full-tables`` keeps every row; the Python API (``perfreport.analyses``)
 always returns whole tables.
 """
@@ -48,6 +51,11 @@ s of the parent's time, on top of the 0.2-0.3 s its writing takes; with 10,000 i
 PER_CALL_TABLES = ("collectives",)
 """The tables with a row per call, in time order within each rank."""
 
+LARGEST_CALL_TABLES = {"collective_skew": "skew_us"}
+"""The tables with a row per call matched across ranks (no rank column), and the column whose
+largest values report.json keeps: the report shows the largest skews, and a cut by time would
+have dropped them (the straggler evidence and the summaries are computed from every call)."""
+
 PER_STEP_TABLES = ("profiler_steps", "step_metrics", "straggler_steps")
 """The per-step tables besides those named ``*_per_step`` / ``*_by_step`` (:func:`is_per_step`)."""
 
@@ -68,11 +76,18 @@ def is_per_step(name: str) -> bool:
 
 def cut_tables(tables: Mapping[str, pd.DataFrame], call_rows: int | None = CALL_ROWS,
                step_rows: int | None = STEP_ROWS) -> tuple[dict[str, pd.DataFrame], list[dict]]:
-    """``tables`` with each per-call table cut to its first ``call_rows`` rows per rank and each
-    per-step table to the rows of its first ``step_rows`` steps per rank (None: as they are),
-    and one ``tables_cut`` entry per table and rank cut."""
+    """``tables`` with each per-call table cut to its first ``call_rows`` rows per rank, each
+    table of matched calls to its ``call_rows`` rows of largest value (:data:`LARGEST_CALL_TABLES`)
+    and each per-step table to the rows of its first ``step_rows`` steps per rank (None: as
+    they are), and one ``tables_cut`` entry per table and rank cut (per table, for matched calls)."""
     out, cut = dict(tables), []
     for name, frame in tables.items():
+        if frame is not None and name in LARGEST_CALL_TABLES and call_rows is not None and len(frame) > call_rows \
+                and LARGEST_CALL_TABLES[name] in frame.columns:
+            out[name] = frame[_largest(frame[LARGEST_CALL_TABLES[name]].to_numpy(np.float64), call_rows)]
+            out[name] = out[name].reset_index(drop=True)
+            cut.append({"table": name, "rows": len(frame), "kept": call_rows, "largest": LARGEST_CALL_TABLES[name]})
+            continue
         if frame is None or "rank" not in frame.columns:
             continue
         if name in PER_CALL_TABLES and call_rows is not None and len(frame) > call_rows:
@@ -92,6 +107,15 @@ def cut_tables(tables: Mapping[str, pd.DataFrame], call_rows: int | None = CALL_
             out[name] = frame[kept].reset_index(drop=True)
             cut += [{"table": name, **entry} for entry in entries]
     return out, cut
+
+
+def _largest(values: np.ndarray, limit: int) -> np.ndarray:
+    """Mask of the ``limit`` rows of largest ``values`` (NaN the smallest; of equal values the
+    earlier rows), which stay in their order."""
+    order = np.argsort(-np.where(np.isnan(values), -np.inf, values), kind="stable")
+    keep = np.zeros(len(values), dtype=bool)
+    keep[order[:limit]] = True
+    return keep
 
 
 def _first_calls(frame: pd.DataFrame, limit: int) -> tuple[np.ndarray, list[dict]]:
@@ -167,11 +191,18 @@ def cut_text(cut: list[dict]) -> str | None:
     """The sentence a report says about the per-call tables in ``tables_cut``; None when none
     was cut."""
     calls = [c for c in cut if c.get("table") in PER_CALL_TABLES]
-    if not calls:
+    skews = [c for c in cut if c.get("table") == "collective_skew"]
+    if not calls and not skews:
         return None
-    ranks = _ranks_listed([(c["rank"], c["rows"]) for c in calls], "made")
-    return (f"report.json keeps each rank's first {calls[0]['kept']:,} collective calls ({ranks}); the "
-            "summaries count every call, and --full-tables keeps them all.")
+    parts = []
+    if calls:
+        ranks = _ranks_listed([(c["rank"], c["rows"]) for c in calls], "made")
+        parts.append(f"each rank's first {calls[0]['kept']:,} collective calls ({ranks})")
+    if skews:
+        parts.append(f"the {skews[0]['kept']:,} calls of largest start skew across ranks (of {skews[0]['rows']:,} "
+                     "matched)")
+    return (f"report.json keeps {' and '.join(parts)}; the summaries and the straggler evidence count every "
+            "call, and --full-tables keeps them all.")
 
 
 def steps_cut_text(cut: list[dict]) -> str | None:
