@@ -78,9 +78,9 @@ def give_back() -> None:
 
 @contextmanager
 def reusing_freed_pages(n_events: int, more_ranks: bool = False) -> Iterator[None]:
-    """Inside the block, freed blocks up to two columns of ``n_events`` (16 bytes per event) stay
-    in the heap, and up to four columns of free memory stay on its top, so the analyses'
-    temporaries reuse pages already there (see the module's doc); after it, the freed heap is
+    """Inside the block, freed blocks up to :data:`KEPT_COLUMNS` columns of ``n_events`` (8 bytes
+    per event each) stay in the heap, and twice as much free memory stays on its top, so the
+    analyses' temporaries reuse pages already there (see the module's doc); after it, the freed heap is
     given back (:func:`give_back`, for every rank: a worker's next rank starts from a trimmed
     heap, 141-146 MB at the peak of a worker of 16 ranks x 50 MB, 171 MB without).
 
@@ -130,9 +130,21 @@ def keep_freed_pages(n_events: int) -> bool:
     column = 8 * max(n_events, 0)
     tune = _LIBC is not None and _owned and 2 * column > GLIBC_DYNAMIC_MAX
     if tune:
-        _LIBC.mallopt(M_MMAP_THRESHOLD, 2 * column)
-        _LIBC.mallopt(M_TRIM_THRESHOLD, 4 * column)
+        _LIBC.mallopt(M_MMAP_THRESHOLD, KEPT_COLUMNS * column)
+        _LIBC.mallopt(M_TRIM_THRESHOLD, 2 * KEPT_COLUMNS * column)
     return tune
+
+
+KEPT_COLUMNS = 8
+"""Blocks up to this many 8-byte columns of a rank stay in the heap when freed (and twice as
+much free memory on its top): the analyses' largest temporaries (a sort of every interval's
+edges, a step's parts) are several columns long, and at two columns (the first setting) each
+was mapped fresh and unmapped again. One digest of HTA's trace_compare tiny grown to 1 GB (2.9 M
+events): 84,000 -> 52,000-53,000 page faults; the triton example's (4.5 M): 67,000 -> 47,000;
+the V100-grown rank's 57,000-59,000 -> 50,000-51,000, the A100's 42,000 -> 36,000-37,000; their
+peaks 15-29 MB higher (1,110-1,194 MB at most). Their `compare`s, alternating with two columns:
+tiny 6.93-7.18 -> 6.40-6.51 s (4 pairs), the others within the noise (triton 6.10-6.84 against
+6.12-7.16, A100 3.71-3.77 against 3.65-3.89)."""
 
 
 KEEP_FOR_NEXT_RANK = 500_000
