@@ -2200,28 +2200,6 @@ static const char *parse_event(Scan *S, const char *p)
 }
 
 #define PRESIZE_AFTER 4096 /* events scanned before the columns are sized for the whole array */
-#define HUGE_FROM ((size_t)4 << 20) /* blocks from which the columns ask for huge pages (numpy's bound) */
-
-/* Ask the kernel to back a presized column with transparent huge pages (2 MiB), as numpy asks
- * for its own arrays of 4 MiB and more: the columns of a 1 GB rank are a few hundred MB written
- * once from start to end, and in 4 KiB pages each page is a fault of its own. The V100-grown
- * 1 GB rank's scan: 96,600 -> 34,600 page faults, 0.25-0.38 -> 0.14-0.16 s in the kernel,
- * 0.91-1.38 -> 0.84-0.85 s; the A100 1 GB rank's 0.69-0.92 -> 0.63-0.64 s; the same peak (2
- * alternating pairs each, transparent huge pages in "madvise" mode). Only the whole 2 MiB pages
- * inside the block; where the system has no huge pages (or says "never") nothing changes. */
-static void advise_huge_pages(const Buf *b)
-{
-#if defined(MADV_HUGEPAGE)
-    const uintptr_t huge = (uintptr_t)1 << 21;
-    if (b->cap < HUGE_FROM)
-        return;
-    uintptr_t lo = ((uintptr_t)b->data + huge - 1) & ~(huge - 1), hi = ((uintptr_t)b->data + b->cap) & ~(huge - 1);
-    if (hi > lo)
-        (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE); /* advice: a refusal changes nothing */
-#else
-    (void)b;
-#endif
-}
 
 /* Reserve room in ``b`` for ``count`` more values of ``size`` bytes, if memory allows. */
 static void reserve_values(Buf *b, double count, size_t size)
@@ -2232,9 +2210,7 @@ static void reserve_values(Buf *b, double count, size_t size)
         GIL_ENTER;
         PyErr_Clear(); /* only a hint: the columns still grow by doubling */
         GIL_LEAVE;
-        return;
     }
-    advise_huge_pages(b);
 }
 
 /* Size every column for the whole events array, extrapolated from the first events: the bytes
