@@ -236,11 +236,17 @@ def test_a_comparison_keeps_each_checks_first_samples(tmp_path, monkeypatch):
     smallest and largest of the first samples are not the candidate's); --full-tables keeps them."""
     from perfreport.report.interop import benchmark_json
 
-    args = ["compare", str(FSDP_GLOO), str(FSDP_GLOO), "--format", "json", "-q"]
+    args = ["compare", str(FSDP_GLOO), str(FSDP_GLOO), "--format", "json,md", "-q"]
     assert main([*args, "--out", str(tmp_path / "all"), "--full-tables"]) in (0, 1)
     monkeypatch.setattr(table_rows, "STEP_ROWS", 2)
     assert main([*args, "--out", str(tmp_path / "cut")]) in (0, 1)
     whole, cut = (json.loads((tmp_path / d / "report.json").read_text()) for d in ("all", "cut"))
+    most = max(w["evidence"][f"{side}_samples"] for w in whole["checks"] for side in ("baseline", "candidate")
+               if len(w["evidence"][f"{side}_values"] or []) > 2)
+    said = (f"report.json keeps each check's first 2 samples a side (a side here has up to {most:,}); "
+            "the verdicts use every sample")
+    assert said in (tmp_path / "cut" / "report.md").read_text()  # the report says so, with the largest count
+    assert "samples a side" not in (tmp_path / "all" / "report.md").read_text()
     longer = 0
     for w, c in zip(whole["checks"], cut["checks"], strict=True):
         assert w["id"] == c["id"]

@@ -205,6 +205,24 @@ def cut_text(cut: list[dict]) -> str | None:
             "call, and --full-tables keeps them all.")
 
 
+def samples_cut_text(checks: list[dict]) -> str | None:
+    """The sentence a comparison report says where report.json keeps only each check's first
+    samples a side (a side's ``*_values`` list shorter than its ``*_samples`` count:
+    :func:`perfreport.report.json_report.check_record`); None when no check was cut."""
+    kept, most = None, 0
+    for check in checks:
+        e = check.get("evidence") if isinstance(check, dict) else None
+        for side in ("baseline", "candidate"):
+            n, values = (e or {}).get(f"{side}_samples"), (e or {}).get(f"{side}_values")
+            if isinstance(n, int) and hasattr(values, "__len__") and not isinstance(values, (str, dict)) \
+                    and len(values) < n:  # (a list, or the document's Floats before it is written)
+                kept, most = len(values), max(most, n)
+    if kept is None:
+        return None
+    return (f"report.json keeps each check's first {kept:,} samples a side (a side here has up to {most:,}); "
+            "the verdicts use every sample, and --full-tables keeps them all.")
+
+
 def steps_cut_text(cut: list[dict]) -> str | None:
     """The sentence a report says about the per-step tables in ``tables_cut``; None when none
     was cut."""

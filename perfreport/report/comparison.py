@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from ..documents.table_rows import samples_cut_text
 from .blocks import MAX_ROWS, TOP_ROWS, Side, make_section, records, table
 from .findings import FindingGroup
 from .model import STATUSES, Check, Column, Headline, Paragraph, Section, Table, Verdict
@@ -100,17 +101,21 @@ def findings_table(tid: str, title: str, groups: Sequence[FindingGroup], *, coll
 
 def checks_sections(groups: Sequence[FindingGroup]) -> list[Section]:
     """Findings that failed, warned or were inconclusive (open), then the passed and waived
-    ones as one compact folded table."""
+    ones as one compact folded table; the first says so where report.json keeps only each
+    check's first samples."""
     findings = [g for g in groups if g.counted and g.status != "pass"]
     rest = [g for g in groups if not g.counted or g.status == "pass"]
+    cut = samples_cut_text([c for g in groups for c in g.checks])
+    said = (Paragraph(cut),) if cut else ()
     out = []
     if findings:
         out.append(Section("checks", "Findings", (
-            findings_table("findings", "Failed, warned and inconclusive findings", findings, collapsed=False),), 0,
-            "findings beyond their thresholds"))
+            *said, findings_table("findings", "Failed, warned and inconclusive findings", findings, collapsed=False)),
+            0, "findings beyond their thresholds"))
+        said = ()
     table_rest = findings_table("passed", "Passed and waived checks", rest, collapsed=True)
     if table_rest is not None:
-        out.append(Section("passed", "Passed and waived checks", (table_rest,), 1 if findings else 0,
+        out.append(Section("passed", "Passed and waived checks", (*said, table_rest), 1 if findings else 0,
                            f"{len(rest)} findings within their thresholds, or waived"))
     return out
 
