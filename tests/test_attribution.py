@@ -338,25 +338,25 @@ def test_c_class_claims_equal_the_numpy_path(monkeypatch, run: str) -> None:
     same step parts, on traces with communication under computation and fractional µs."""
     import pandas as pd
 
-    from perfreport.analyses import attribution
+    from perfreport.analyses import step_parts as parts
     from perfreport.analyses.intervals import sorted_edges
 
-    if not hasattr(attribution._nest, "class_claim"):
+    if not hasattr(parts._nest, "class_claim"):
         pytest.skip("the C extension was not built")
     traces = load_cached(str(Path(TRACES).parent / run))
     for trace in traces:
         rows = trace.gpu_work_rows()
         rows = rows[trace.dur[rows] > 0]
         s, e = trace.ts[rows], trace.ts[rows] + trace.dur[rows]
-        cls = attribution._PRIORITY_OF_CLASS[trace.gpu_class()[rows]]
+        cls = parts._PRIORITY_OF_CLASS[trace.gpu_class()[rows]]
         bounds, (si, ei) = sorted_edges(s, e)
-        n_cls = len(attribution.PRIORITY)
-        in_c = attribution._class_claim(cls, si, ei, bounds, n_cls)
-        parts_c = attribution._step_parts(trace, False).frame()
+        n_cls = len(parts.PRIORITY)
+        in_c = parts._class_claim(cls, si, ei, bounds, n_cls)
+        parts_c = parts._step_parts(trace, False).frame()
         with monkeypatch.context() as m:
-            m.setattr(attribution, "_nest", None)
-            in_numpy = attribution._class_claim(cls, si, ei, bounds, n_cls)
-            parts_numpy = attribution._step_parts(trace, False).frame()
+            m.setattr(parts, "_nest", None)
+            in_numpy = parts._class_claim(cls, si, ei, bounds, n_cls)
+            parts_numpy = parts._step_parts(trace, False).frame()
         for got, want in zip(in_c, in_numpy):
             assert got.shape == want.shape and got.dtype == want.dtype
             assert np.array_equal(got.view(np.int64) if got.dtype == np.float64 else got,

@@ -10,7 +10,7 @@ import pytest
 from perfreport.analyses import grouping
 from perfreport.analyses.grouping import Grouped, sorted_codes
 from perfreport.analyses.idle import _first_seen_codes, coded_gaps
-from perfreport.analyses.attribution import _first_running, part_order
+from perfreport.analyses.step_parts import _first_running, part_order
 from perfreport.analyses.intervals import window_candidates, window_overlaps
 from perfreport.analyses.step_metrics import step_windows
 from perfreport.model import GPU_SIDE_CATEGORIES, KERNEL_CATEGORIES

@@ -46,7 +46,7 @@ import pandas as pd
 from ..model import (CLASS_INDEX, COMMUNICATION, GPU_SIDE_CATEGORIES, MEMORY, RankTrace, TraceSet, distinct_codes,
                      search_sorted, sorted_unique)
 from ..units import pct
-from .attribution import _host_ops, part_order, sorted_ranks
+from .step_parts import _host_ops, part_order, sorted_ranks
 from .callstack import call_stack, stack_levels
 from .collectives import collective_kind
 from .diff import normalize_kernel_name

@@ -290,7 +290,7 @@ def _step_parts_early(trace: RankTrace, options: AnalysisOptions) -> None:
     runs); the other 1 GB ranks' within -42/+47 MB, at most 0.96 x their JSON."""
     if not (options.gate and options.attribution):
         return
-    from ..analyses.attribution import coded_step_parts
+    from ..analyses.step_parts import coded_step_parts
 
     with phase("gate inputs: step parts"):
         for exact in {False, bool(options.exact_kernel_names)}:
@@ -433,7 +433,7 @@ def _forget_after(trace: RankTrace, one: TraceSet, step: str, options: AnalysisO
 
 def _precompute_gate(one: TraceSet, options: AnalysisOptions) -> None:
     """The per-rank parts of the gate's inputs and of the explanation, with the run's settings."""
-    from ..analyses.attribution import coded_step_parts
+    from ..analyses.step_parts import coded_step_parts
     from ..analyses.invocations import rank_invocations
     from ..analyses.diff import _rank_pairs
     from ..analyses.step_metrics import step_metrics
