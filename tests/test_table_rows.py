@@ -243,6 +243,7 @@ def test_a_comparison_keeps_each_checks_first_samples(tmp_path, monkeypatch):
     whole, cut = (json.loads((tmp_path / d / "report.json").read_text()) for d in ("all", "cut"))
     most = max(w["evidence"][f"{side}_samples"] for w in whole["checks"] for side in ("baseline", "candidate")
                if len(w["evidence"][f"{side}_values"] or []) > 2)
+    assert most == max(_raw_step_counts().values()) - 1  # a sample a judged step: each rank's ProfilerSteps, the last out
     said = (f"report.json keeps each check's first 2 samples a side (a side here has up to {most:,}); "
             "the verdicts use every sample")
     assert said in (tmp_path / "cut" / "report.md").read_text()  # the report says so, with the largest count

@@ -14,7 +14,7 @@ rank, added up to more than the work itself on traces below ~100 MB.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -62,6 +62,15 @@ def run_ids(codes: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarr
         firsts.append(runs[first])
         next_id += len(first)
     return ids, np.concatenate(firsts)
+
+
+def tuple_columns(tuples: Sequence[tuple], which: np.ndarray) -> np.ndarray:
+    """``tuples[i]`` for each ``i`` of ``which``, as an object matrix (a column per member): the
+    strings of coded keys (a part's (kind, key)), gathered, not looked up row by row."""
+    width = len(tuples[0]) if len(tuples) else 0
+    table = np.empty((len(tuples), width), dtype=object)
+    table[:] = tuples
+    return table[which]
 
 
 def distinct_rows(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -50,6 +50,7 @@ from .step_parts import _host_ops, part_order, sorted_ranks
 from .callstack import call_stack, stack_levels
 from .collectives import collective_kind
 from .diff import normalize_kernel_name
+from .grouping import tuple_columns
 from .intervals import sorted_edges, window_candidates
 from .nesting import _nest
 from .memory_bw import direction_of
@@ -301,9 +302,7 @@ class _Parts:
         if not len(self.step):
             return pd.DataFrame({c: pd.Series(dtype=object if c in ("kind", "key", "runs_on") else np.float64)
                                  for c in PART_COLUMNS})
-        labels = np.empty((len(self.triples), 3), dtype=object)
-        labels[:] = self.triples
-        which = labels[self.triple]
+        which = tuple_columns(self.triples, self.triple)
         return pd.DataFrame({"rank": np.full(len(self.step), self.rank, dtype=np.int64), "step": self.step,
                              "kind": which[:, 0], "key": which[:, 1], "runs_on": which[:, 2],
                              "time_us": self.time_us}, columns=list(PART_COLUMNS))
@@ -380,9 +379,7 @@ def _rank_table(rank: int, parts: _Parts) -> pd.DataFrame:
     position = np.arange(len(order)) - np.repeat(starts, np.diff(np.r_[starts, len(order)]))
     top, rest = position < TOP_KEYS, position >= TOP_KEYS
     other = pd.Series(us_per_step[rest]).groupby(kind_of[rest], sort=False).sum()  # per kind, kinds in order
-    labels = np.empty((len(parts.triples), 3), dtype=object)
-    labels[:] = parts.triples
-    which = labels[triple[top]]
+    which = tuple_columns(parts.triples, triple[top])
     value = np.r_[us_per_step[top], other.to_numpy(np.float64)]
     n_other = len(other)
     return pd.DataFrame({

@@ -34,7 +34,7 @@ from ..model import OTHER as MODEL_OTHER
 from ..model import RankTrace, distinct_codes
 from .callstack import call_stack, stack_levels
 from .diff import normalize_kernel_name
-from .grouping import distinct_rows
+from .grouping import distinct_rows, tuple_columns
 from .intervals import sorted_edges, window_overlaps
 from .memory_bw import direction_of
 from .nesting import _nest
@@ -353,9 +353,7 @@ class CodedParts(NamedTuple):
         if not len(self.pairs):
             return pd.DataFrame({c: pd.Series(dtype=object if c in ("kind", "key") else np.float64)
                                  for c in PART_COLUMNS})
-        kind_key = np.empty((len(self.pairs), 2), dtype=object)
-        kind_key[:] = self.pairs
-        which = kind_key[self.pair]
+        which = tuple_columns(self.pairs, self.pair)
         return pd.DataFrame({"rank": np.full(len(self.step), self.rank, dtype=np.int64), "step": self.step,
                              "kind": which[:, 0], "key": which[:, 1], "time_us": self.time_us,
                              "overlapped_us": self.overlapped_us}, columns=list(PART_COLUMNS))

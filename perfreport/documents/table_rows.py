@@ -82,15 +82,16 @@ def cut_tables(tables: Mapping[str, pd.DataFrame], call_rows: int | None = CALL_
     they are), and one ``tables_cut`` entry per table and rank cut (per table, for matched calls)."""
     out, cut = dict(tables), []
     for name, frame in tables.items():
-        if frame is not None and name in LARGEST_CALL_TABLES and call_rows is not None and len(frame) > call_rows \
+        if frame is None:
+            continue
+        if name in LARGEST_CALL_TABLES and call_rows is not None and len(frame) > call_rows \
                 and LARGEST_CALL_TABLES[name] in frame.columns:
-            out[name] = frame[_largest(frame[LARGEST_CALL_TABLES[name]].to_numpy(np.float64), call_rows)]
-            out[name] = out[name].reset_index(drop=True)
-            cut.append({"table": name, "rows": len(frame), "kept": call_rows, "largest": LARGEST_CALL_TABLES[name]})
+            column = LARGEST_CALL_TABLES[name]
+            kept = _largest(frame[column].to_numpy(np.float64), call_rows)
+            entries = [{"rows": len(frame), "kept": call_rows, "largest": column}]
+        elif "rank" not in frame.columns:
             continue
-        if frame is None or "rank" not in frame.columns:
-            continue
-        if name in PER_CALL_TABLES and call_rows is not None and len(frame) > call_rows:
+        elif name in PER_CALL_TABLES and call_rows is not None and len(frame) > call_rows:
             kept, entries = _first_calls(frame, call_rows)
         elif is_per_step(name) and step_rows is not None and len(frame) > step_rows:
             column = next((c for c in STEP_COLUMNS if c in frame.columns), None)
@@ -191,7 +192,7 @@ def cut_text(cut: list[dict]) -> str | None:
     """The sentence a report says about the per-call tables in ``tables_cut``; None when none
     was cut."""
     calls = [c for c in cut if c.get("table") in PER_CALL_TABLES]
-    skews = [c for c in cut if c.get("table") == "collective_skew"]
+    skews = [c for c in cut if c.get("table") in LARGEST_CALL_TABLES]
     if not calls and not skews:
         return None
     parts = []

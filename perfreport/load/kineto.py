@@ -25,7 +25,7 @@ from ..load.files import read_trace_bytes
 from ..errors import TraceError
 from ..limits import Limits
 from ..limits import current as current_limits
-from ..running.heap import keep_freed_pages
+from ..running.heap import hugepage_switch, keep_freed_pages
 from ..timing import phase
 from ..model import RankTrace, TraceMeta
 from .columns import build_rank_trace, ts_origin_us
@@ -81,8 +81,7 @@ def _plain_pages() -> Iterator[None]:
     spend 0.4-0.6 s in the kernel instead of 0.2 s (measured both ways, same run). The decode
     writes each column once, so it gains nothing from huge pages. numpy's setting is restored
     afterwards; without the (private) switch, nothing changes."""
-    switch = getattr(getattr(np, "_core", None), "multiarray", None)
-    switch = getattr(switch, "_set_madvise_hugepage", None)
+    switch = hugepage_switch()
     if switch is None:
         yield
         return

@@ -68,15 +68,20 @@ def plain_pages() -> bool:
     took 3.44-3.85 s with them (0.86-1.25 s in the kernel) against 2.85-2.96 s without (0.29-0.30
     s), free memory 4-5 GB of 24. With most memory free they saved 0.1-0.3 s of such a digest;
     a run must not depend on it. The loader's own columns were measured the same way (its scan:
-    1.19-1.56 against 0.87-0.98 s), and its decode already ran on plain pages
+    1.19-1.56 against 0.87-0.98 s), and its decode runs on plain pages in any process
     (:func:`perfreport.load.kineto._plain_pages`)."""
-    import numpy as np
-
-    switch = getattr(getattr(getattr(np, "_core", None), "multiarray", None), "_set_madvise_hugepage", None)
+    switch = hugepage_switch()
     if switch is None:
         return False
     switch(False)
     return True
+
+
+def hugepage_switch():
+    """numpy's (private) ``_set_madvise_hugepage(enabled) -> previous``, None where it has none."""
+    import numpy as np
+
+    return getattr(getattr(getattr(np, "_core", None), "multiarray", None), "_set_madvise_hugepage", None)
 
 
 def one_arena() -> None:
@@ -163,7 +168,7 @@ edges, a step's parts) are several columns long, and at two columns (the first s
 was mapped fresh and unmapped again. One digest of HTA's trace_compare tiny grown to 1 GB (2.9 M
 events): 84,000 -> 52,000-53,000 page faults; the triton example's (4.5 M): 67,000 -> 47,000;
 the V100-grown rank's 57,000-59,000 -> 50,000-51,000, the A100's 42,000 -> 36,000-37,000; their
-peaks 15-29 MB higher (1,110-1,194 MB at most). Their `compare`s, alternating with two columns:
+peaks 15 MB lower to 29 MB higher (1,110-1,194 MB at most, 2 runs each). Their `compare`s, alternating with two columns:
 tiny 6.93-7.18 -> 6.40-6.51 s (4 pairs), the others within the noise (triton 6.10-6.84 against
 6.12-7.16, A100 3.71-3.77 against 3.65-3.89)."""
 
