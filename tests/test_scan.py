@@ -657,6 +657,23 @@ def test_numbers_at_every_digit_count():
     both("[" + ", ".join(events) + "]")
 
 
+def test_decimals_beside_the_exact_mantissa_bound():
+    """'f' values written digits.digits take a shortcut while their digits, read as one
+    integer, are at most 2**53 (then one division by an exact power of ten rounds correctly);
+    decimals just below, at and above that bound, and zeros of every sign and length, match
+    the reference (Python's float)."""
+    bound = 2**53
+    texts = []
+    for m in (bound - 1, bound, bound + 1, bound + 3, 10**16 - 1, 10**17 + 7):
+        digits = str(m)
+        texts += [digits[:k] + "." + digits[k:] for k in (1, 5, len(digits) - 1)]
+    texts += ["0.0", "0.000", "-0.0", "-0.000", "0.1", "93.758", "-2.5", "1712195495527227.2"]
+    values = [t for text in texts for t in (text, "-" + text.lstrip("-"))]
+    res = both("[" + ", ".join(f'{{"dur": {v}}}' for v in values) + "]")
+    assert [float(v) for v in values] == res.top["dur"].tolist()
+    assert [math.copysign(1.0, float(v)) for v in values] == [math.copysign(1.0, d) for d in res.top["dur"]]
+
+
 def test_small_integer_fast_paths():
     """Plain integers take a shortcut in 'f' (up to 15 digits), 'i' (18) and 'n' (18, value at
     most INT64_MAX // 1000) fields; values on both sides of each bound match the reference."""

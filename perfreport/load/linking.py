@@ -217,6 +217,6 @@ def _among(values: np.ndarray, few: np.ndarray) -> np.ndarray:
     if not len(few):
         return np.zeros(len(values), dtype=bool)
     few = np.sort(few)
-    at = np.searchsorted(few, values)
+    at = search_sorted(few, values)  # values mostly come in file order: each search starts at the last
     np.minimum(at, len(few) - 1, out=at)
     return few[at] == values
