@@ -7,10 +7,12 @@ import math
 from collections import defaultdict
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from perfreport.analyses.memory_bw import (
     TRANSFER_COLUMNS,
+    direction_codes,
     direction_of,
     memory_bw_by_direction,
     memory_bw_by_step,
@@ -19,6 +21,7 @@ from perfreport.analyses.memory_bw import (
     transfers,
 )
 from perfreport.load import load
+from perfreport.model import TraceSet
 
 from .conftest import TRACES, load_cached
 from .test_launch import cpu, gpu, raw_events, tiny_events, write_trace
@@ -118,3 +121,18 @@ def test_series_matches_brute_force():
         levels = [sum(b for s, e, b in spans if s <= t < e) for t in times]
         assert ours["ts_us"].tolist() == pytest.approx(times)
         assert ours["bw_gbps"].tolist() == pytest.approx(levels, abs=1e-9)
+
+
+def test_direction_codes_are_the_texts_factorized():
+    """The bandwidth tables group by each transfer's direction code (kept from the rank's event
+    names), not its text: on ranks of three real traces whose directions differ (V100: HtoD,
+    DtoH, DtoD, memsets; B200 and A100 others), put together as one trace set, the codes and
+    their labels are what ``pd.factorize`` gives the table's direction column, sorted."""
+    ranks = [next(iter(load_cached(str(TRACES / job)))) for job in
+             ("hta_v100_ns_resolution", "tracelens_b200_eager_rank0of8", "hta_a100_rank0of16_cudagraph_triton")]
+    traces = TraceSet(ranks={i: r for i, r in enumerate(ranks)}, source="")
+    codes, labels = direction_codes(traces)
+    want_codes, want_labels = pd.factorize(transfers(traces)["direction"], sort=True)
+    assert len(set(want_labels)) >= 3 and len(codes) == len(transfers(traces)) > 0
+    assert list(labels) == list(want_labels)
+    assert np.array_equal(codes, want_codes)

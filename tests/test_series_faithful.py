@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from perfreport.analyses.queue import queue_length_series
-from perfreport.analyses.series import MAX_POINTS, steps_downsample, time_series
+from perfreport.analyses.series import MAX_POINTS, _per_bucket, steps_downsample, time_series
 from perfreport.documents.jsondoc import json_text
 from perfreport.pipeline import run_jobs, summary_document, trace_jobs
 from perfreport.report import build_report
@@ -130,3 +130,19 @@ def test_every_line_plot_has_a_legend_and_no_plot_is_empty(one_step_report) -> N
                 assert 'id="fig-' + f.id + '-legend_1"' in svg, f.id
     queue = next(f for s in report.sections for f in s.figures if f.id == "queue_length")
     assert sum(len(p.lines) for p in queue.panels) > 16  # two columns, still every line named
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_per_bucket_reductions_equal_ufunc_at(seed):
+    """A bucket's lowest and highest value and its first busy start, as the pulse line reads
+    them: one reduceat over each run of ascending buckets gives what ``ufunc.at`` gives,
+    signed zeros, empty buckets and no values at all included."""
+    rng = np.random.default_rng(seed)
+    n, buckets = int(rng.integers(0, 2000)), int(rng.integers(1, 50))
+    bucket = np.sort(rng.integers(0, buckets, n))
+    values = rng.choice(np.array([0.0, -0.0, 1.5, -2.0, 7.25, 1e300]), n)
+    for ufunc, empty in ((np.minimum, np.inf), (np.maximum, -np.inf)):
+        want = np.full(buckets, empty)
+        ufunc.at(want, bucket, values)
+        got = _per_bucket(ufunc, bucket, values, buckets, empty)
+        assert np.array_equal(got, want) and np.array_equal(np.signbit(got), np.signbit(want))

@@ -137,11 +137,14 @@ class Grouped:
     """
 
     def __init__(self, frame: pd.DataFrame | Mapping[str, np.ndarray], keys: list[str],
-                 value_orders: Mapping[str, np.ndarray] | None = None):
+                 value_orders: Mapping[str, np.ndarray] | None = None,
+                 codes: Mapping[str, tuple[np.ndarray, np.ndarray]] | None = None):
         """``frame``: a DataFrame, or a mapping of column name to equal-length arrays (no frame
         needs to be built just to group). ``value_orders``: per column, its rows' stable sort
         order by value (:func:`value_order`), when another grouping of the same frame already
-        has it: the medians and quantiles then sort only by group."""
+        has it: the medians and quantiles then sort only by group. ``codes``: per key column,
+        :func:`sorted_codes` of it where the caller already has them (texts kept as codes)."""
+        codes = codes or {}
         self._value_orders = value_orders or {}
         self.keys = list(keys)
         self._frame = frame
@@ -149,11 +152,11 @@ class Grouped:
         combined = np.zeros(n, dtype=np.int64)
         valid = np.ones(n, dtype=bool)
         for k in self.keys:  # mixed-radix code of the key tuple, in sorted key order
-            codes, uniq = sorted_codes(self._column(k))
-            valid &= codes >= 0
+            key_codes, uniq = codes[k] if k in codes else sorted_codes(self._column(k))
+            valid &= key_codes >= 0
             if len(uniq) and int(combined.max(initial=0)) > (2**62) // (len(uniq) + 1):
                 combined = np.unique(combined, return_inverse=True)[1].ravel()  # keep the code within int64
-            combined = combined * max(len(uniq), 1) + codes
+            combined = combined * max(len(uniq), 1) + key_codes
         self.rows = np.flatnonzero(valid)
         self._every_row = len(self.rows) == n
         if not self._every_row:

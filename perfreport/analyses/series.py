@@ -116,11 +116,9 @@ def steps_downsample(x: np.ndarray, y: np.ndarray, max_points: int = MAX_POINTS)
     on = finite & (v != 0)
     busy = np.bincount(seg_bucket, weights=np.where(on, dur, 0.0), minlength=buckets)
     area = np.bincount(seg_bucket, weights=np.where(on, dur * np.where(finite, v, 0.0), 0.0), minlength=buckets)
-    first_on = np.full(buckets, np.inf)
-    np.minimum.at(first_on, seg_bucket[on], start[on])
-    lo, hi = np.full(buckets, np.inf), np.full(buckets, -np.inf)
-    np.minimum.at(lo, seg_bucket[finite], v[finite])
-    np.maximum.at(hi, seg_bucket[finite], v[finite])
+    first_on = _per_bucket(np.minimum, seg_bucket[on], start[on], buckets, np.inf)
+    lo = _per_bucket(np.minimum, seg_bucket[finite], v[finite], buckets, np.inf)
+    hi = _per_bucket(np.maximum, seg_bucket[finite], v[finite], buckets, -np.inf)
     point_bucket = np.minimum(search_sorted(edges, x, side="right") - 1, buckets - 1)
     merged = np.bincount(point_bucket, minlength=buckets) > 3
     left = edges[:-1]
@@ -146,6 +144,17 @@ def steps_downsample(x: np.ndarray, y: np.ndarray, max_points: int = MAX_POINTS)
         band = {"x": edges, "lo": np.where(merged & np.isfinite(lo), lo, np.nan),
                 "hi": np.where(merged & np.isfinite(hi), hi, np.nan)}
     return xs, ys, band
+
+
+def _per_bucket(ufunc: np.ufunc, bucket: np.ndarray, values: np.ndarray, n: int, empty: float) -> np.ndarray:
+    """``ufunc.at(np.full(n, empty), bucket, values)`` for ``bucket`` in ascending order (the
+    segments of a line come in time order): one ``reduceat`` over each bucket's run of values,
+    where ``ufunc.at`` took 3-4 ms a call on a line of a million segments."""
+    out = np.full(n, empty)
+    if len(bucket):
+        heads = np.flatnonzero(np.r_[True, bucket[1:] != bucket[:-1]])
+        out[bucket[heads]] = ufunc.reduceat(values, heads)
+    return out
 
 
 def _grid(x: np.ndarray, y: np.ndarray, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

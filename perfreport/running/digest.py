@@ -72,7 +72,7 @@ LAST_READER = {
     "efficiency_kernel_owner": "op_efficiency", "efficiency_owner_calls": "op_efficiency",
     "gpu_work_rows": "kernel_efficiency", "kernels": "kernel_efficiency", "efficiency_kernel_metrics": "kernel_efficiency",
     "stragglers": "stragglers", "straggler_steps": "straggler_steps", "queue_length_series": "series",
-    "transfers": "series", "memory_events": "memory_note",
+    "transfers": "series", "transfer_rows": "series", "transfer_directions": "series", "memory_events": "memory_note",
     # category masks (1 byte per event each), by their full memo key: the CPU operators' mask is
     # read to the digest's end, the others are not
     ("cat", RUNTIME_CATEGORIES): "time_at_stake", ("cat", GPU_ACTIVITY_CATEGORIES): "time_at_stake",
