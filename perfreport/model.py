@@ -322,11 +322,22 @@ def distinct_codes(codes: np.ndarray, n_codes: int) -> tuple[np.ndarray, np.ndar
     if len(codes) == 0 or n_codes > 4 * len(codes) + 4096:
         uniq, inverse = np.unique(codes, return_inverse=True)
         return uniq, inverse.ravel()
-    shifted = codes.astype(np.int64) + 1  # -1 -> slot 0
+    # -1 (none) reads the tables' last slot (a negative index), so the codes index them as they
+    # are, not through a shifted copy; narrower integers are cast once for both lookups. One
+    # digest of a rank of 173,000 steps: 0.164 -> 0.099 s in 71 calls.
+    at = codes if codes.dtype == np.intp else codes.astype(np.intp)
     present = np.zeros(n_codes + 1, dtype=bool)
-    present[shifted] = True
-    uniq = np.flatnonzero(present)
-    return (uniq - 1).astype(codes.dtype), (np.cumsum(present) - 1)[shifted]
+    present[at] = True
+    none = bool(present[n_codes])
+    seen = present[:n_codes]
+    position = np.empty(n_codes + 1, dtype=np.int64)  # of each code among the distinct ones
+    np.cumsum(seen, out=position[:n_codes])
+    position[:n_codes] -= 0 if none else 1
+    position[n_codes] = 0
+    uniq = np.flatnonzero(seen)
+    if none:
+        uniq = np.r_[-1, uniq]
+    return uniq.astype(codes.dtype), position[at]
 
 
 def tuples_in(rows: Sequence[np.ndarray], among: Sequence[np.ndarray]) -> np.ndarray:

@@ -287,15 +287,18 @@ def test_args_held_as_columns_are_kept_once_and_read_as_args() -> None:
     assert t.arg("External id", np.nan).dtype == np.float64
 
 
+@pytest.mark.parametrize("dtype, lowest", [(np.int32, -1), (np.int64, -1), (np.int64, 0), (np.uint16, 0)])
 @pytest.mark.parametrize("n, n_codes", [(1000, 50), (10, 100_000), (0, 5), (5000, 3)])
-def test_distinct_codes_equals_np_unique(n: int, n_codes: int) -> None:
-    codes = np.random.default_rng(n).integers(-1, n_codes, n).astype(np.int32)
+def test_distinct_codes_equals_np_unique(n: int, n_codes: int, dtype, lowest: int) -> None:
+    """Codes of any integer width, with and without -1 (no string; it reads the table's last
+    slot), over ranges narrower and far wider than their count."""
+    codes = np.random.default_rng(n).integers(lowest, n_codes, n).astype(dtype)
     uniq, inverse = distinct_codes(codes, n_codes)
     expected_uniq, expected_inverse = np.unique(codes, return_inverse=True)
     assert uniq.dtype == expected_uniq.dtype
     np.testing.assert_array_equal(uniq, expected_uniq)
     np.testing.assert_array_equal(inverse, expected_inverse.ravel())
-    if n:
+    if n and lowest < 0:
         assert -1 in uniq.tolist() or n < 50  # the "no string" code is among them
 
 

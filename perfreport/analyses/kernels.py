@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from ..model import COMMUNICATION, COMPUTATION, KERNEL_CLASS_NAMES, MEMORY, RankTrace, TraceSet, sorted_unique
-from .grouping import Grouped, string_keys
+from .grouping import Grouped, sorted_codes, string_keys
 from .intervals import union
 from .segments import Segments, overlap_times, segment_union
 
@@ -84,7 +84,7 @@ def gpu_work_step_unions(trace: RankTrace) -> StepUnions:
     def compute() -> StepUnions:
         rows, starts, ends, _ = gpu_work(trace)
         classes = gpu_work_classes(trace)
-        steps, step = np.unique(trace.iteration[rows], return_inverse=True)
+        step, steps = sorted_codes(trace.iteration[rows])  # np.unique's, through a presence table
         n = len(steps)
         by_class = tuple(segment_union(step[mine], n, starts[mine], ends[mine])
                          for mine in (classes == bit for bit in range(len(CLASSES))))
