@@ -100,6 +100,38 @@ def test_code_sums_are_pandas_grouped_sums_to_the_last_bit(seed: int) -> None:
     assert np.array_equal(sums["dur_us"].view(np.int64), want["dur_us"].to_numpy().view(np.int64))  # -0.0 and all
 
 
+@pytest.mark.parametrize("seed", range(8))
+def test_few_row_sums_are_pandas_grouped_sums_to_the_last_bit(seed: int) -> None:
+    """few_row_sums against ``groupby(key, sort=False).sum()`` sorted by key: bit for bit where
+    every key has one or two rows (NaN skipped, -0.0, infinities, magnitudes where rounding
+    shows, keys in runs (pandas 3.1 then sums by reduceat where no value is NaN) or spread,
+    offset far from 0), and None for a key of three rows or keys over a range far too wide."""
+    from perfreport.analyses.grouping import few_row_sums
+
+    rng = np.random.default_rng(seed)
+    n_keys = int(rng.integers(1, 3000))
+    keys = 10**9 + rng.choice(3 * n_keys, n_keys, replace=False)  # a step x n_ids range, far from 0
+    key = np.concatenate([keys, rng.choice(keys, int(rng.integers(0, n_keys + 1)), replace=False)])
+    if seed % 4 == 0:
+        key = np.sort(key)  # each key's rows one run
+    else:
+        rng.shuffle(key)
+    values = {name: rng.standard_normal(len(key)) * 10.0 ** rng.integers(-5, 17, len(key)) for name in ("a", "b")}
+    for v in values.values():
+        v[rng.random(len(key)) < 0.05] = rng.choice([np.nan, -0.0, np.inf, -np.inf])
+    if seed % 2 == 0:  # some sides have no NaN at all
+        values["a"][np.isnan(values["a"])] = 1.0
+        values["b"][np.isnan(values["b"])] = 2.0
+    want = pd.DataFrame(values).groupby(key, sort=False).sum().sort_index()
+    got = few_row_sums(key, values)
+    assert got is not None
+    np.testing.assert_array_equal(got[0], want.index.to_numpy())
+    for name in values:
+        assert np.array_equal(got[1][name].view(np.int64), want[name].to_numpy().view(np.int64))
+    assert few_row_sums(np.concatenate([key, key[:1], key[:1]]), {"a": np.zeros(len(key) + 2)}) is None  # three rows
+    assert few_row_sums(key * 1000, values) is None  # a range far wider than the keys: pandas' hash
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_tuples_in_is_the_multiindex_membership(seed: int) -> None:
     """tuples_in against ``MultiIndex.isin`` on (run, rank, step)-like tuples: negative steps

@@ -34,7 +34,7 @@ from ..model import OTHER as MODEL_OTHER
 from ..model import RankTrace, distinct_codes
 from .callstack import call_stack, stack_levels
 from .diff import normalize_kernel_name
-from .grouping import distinct_rows, tuple_columns
+from .grouping import distinct_rows, few_row_sums, tuple_columns
 from .intervals import sorted_edges, window_overlaps
 from .memory_bw import direction_of
 from .nesting import _nest
@@ -388,19 +388,23 @@ def _step_parts(trace: RankTrace, exact: bool) -> CodedParts:
         empty = np.empty(0, dtype=np.int64)
         return CodedParts(trace.rank, empty, empty.astype(np.int32), (), np.empty(0), np.empty(0))
     # one id per distinct (kind, key) over both sides' few pairs, so the parts are summed by
-    # integer key (pandas' sum, in the rows' order: the sums a groupby on the strings gives)
+    # integer key (pandas' sums, in the rows' order: the sums a groupby on the strings gives)
     ids, distinct = pd.factorize(pd.Series(gpu.pairs + idle.pairs, dtype=object))
     pair = np.concatenate([ids[:len(gpu.pairs)][gpu.pair], ids[len(gpu.pairs):][idle.pair]])
     n_ids = max(len(distinct), 1)
     key = numbers[np.concatenate([gpu.window, idle.window])] * n_ids + pair
-    sums = pd.DataFrame({"time_us": np.concatenate([gpu.time, idle.time]),
-                         "overlapped_us": np.concatenate([gpu.overlapped, idle.overlapped])}).groupby(key, sort=False).sum()
-    group = sums.index.to_numpy(np.int64)
+    parts = {"time_us": np.concatenate([gpu.time, idle.time]), "overlapped_us": np.concatenate([gpu.overlapped,
+                                                                                               idle.overlapped])}
+    summed = few_row_sums(key, parts)
+    if summed is None:
+        by_key = pd.DataFrame(parts).groupby(key, sort=False).sum()
+        summed = by_key.index.to_numpy(np.int64), {name: by_key[name].to_numpy(np.float64) for name in parts}
+    group, sums = summed
     order = part_order(group, n_ids, list(distinct))
     group = group[order]
     return CodedParts(trace.rank, group // n_ids, (group % n_ids).astype(np.int32),
                       tuple((str(kind), str(key)) for kind, key in distinct),
-                      sums["time_us"].to_numpy(np.float64)[order], sums["overlapped_us"].to_numpy(np.float64)[order])
+                      sums["time_us"][order], sums["overlapped_us"][order])
 
 
 def part_order(group: np.ndarray, n_ids: int, distinct: list[tuple[str, ...]]) -> np.ndarray:
