@@ -352,3 +352,38 @@ def test_samples_below_the_step_come_from_the_digests(tmp_path):
     mixed = compare(long_run, tmp_path / "short", config=config, workers=1)
     assert any(ch.evidence.sample_kind == "kernel invocation" for ch in mixed.verdict.checks if ch.evidence)
     same_calls(mixed.baseline.traces, long_run)
+
+
+def test_gate_inputs_made_while_the_other_side_runs_are_those_made_after(monkeypatch):
+    """A compare makes each side's gate inputs as soon as its ranks are in (here one worker:
+    the baseline's while the candidate's rank is still to come), and the comparison is the one
+    made from inputs made after both sides are in: same report, checks and explanation."""
+    from perfreport import pipeline
+    from perfreport.config import Config
+
+    def document(comparison) -> dict:
+        def clean(d):
+            if isinstance(d, dict):
+                return {k: clean(v) for k, v in d.items() if k not in ("timings", "timings_s", "created_utc")}
+            return [clean(x) for x in d] if isinstance(d, list) else d
+        return clean(json.loads(json_text(pipeline.report_document(comparison))))
+
+    events: list[str] = []
+    real_gate_side, real_run_sides = pipeline.gate_side, pipeline.run_sides
+    monkeypatch.setattr(pipeline, "gate_side", lambda *a, **k: events.append(a[0]) or real_gate_side(*a, **k))
+
+    def run_sides(*args, **kwargs):
+        out = real_run_sides(*args, **kwargs)
+        events.append("ranks done")
+        return out
+
+    monkeypatch.setattr(pipeline, "run_sides", run_sides)
+    runs = TRACES.parent / "recorded" / "repeat_base"
+    ahead = pipeline.compare(runs / "run1", runs / "run2", config=Config(), workers=1)
+    assert events == ["baseline", "candidate", "ranks done"]
+    events.clear()
+    monkeypatch.setattr(pipeline, "run_sides", lambda *a, side_done=None, **k: run_sides(*a, **k))
+    after = pipeline.compare(runs / "run1", runs / "run2", config=Config(), workers=1)
+    assert events == ["ranks done", "baseline", "candidate"]
+    assert len(ahead.verdict.checks) > 5
+    assert document(ahead) == document(after)
