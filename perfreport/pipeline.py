@@ -31,6 +31,7 @@ from .gate.baselines import DEFAULT_STORE, StoredBaseline
 from .gate.baselines import cache_usable, did_you_mean
 from .gate.baselines import read_baseline
 from .gate.baselines import resolve as resolve_baseline
+from .gate.keyed import prepare as prepare_keyed
 from .gate.metrics import SideData, side_data, versions_of
 from .gate.verdict import Verdict, evaluate
 from .load.scanner import scanner_name
@@ -395,6 +396,7 @@ def compare_many(baseline: str | Path, candidates: list[str | Path], *, config: 
             with phase("gate: inputs, a side ahead"):
                 ahead[position] = gate_side(("baseline", "candidate")[position], [analysis.traces], config,
                                             invocations=False)
+                prepare_keyed(ahead[position])
 
     analyses = run_sides(sides, workers=workers, executor=executor, options=options, progress=progress,
                          side_done=side_done)

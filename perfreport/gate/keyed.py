@@ -33,6 +33,25 @@ def keyed_samples(side: SideData, table: str, key_columns: tuple[str, ...], valu
     return wide.reindex(index=index, columns=keys, fill_value=0.0).astype(np.float64)
 
 
+PIVOTS = tuple((table, key_columns, value) for table, key_columns in (("op_steps", ("key",)),
+                                                                      ("collectives_per_step", ("kind", "process_group")))
+               for value in ("count", "dur_us"))
+"""The (table, key columns, value) sample x key tables the structural and relative checks read."""
+
+
+def prepare(side: SideData) -> None:
+    """Make the side's own sample x key tables (:data:`PIVOTS`) and its samples' index now: the
+    checks then only line them up with the other side's keys. A compare makes them while the
+    other side's ranks still run (:func:`perfreport.pipeline.compare_many`)."""
+    if "index" not in side._pivots:
+        side._pivots["index"] = pd.MultiIndex.from_frame(side.steps[SAMPLE])
+    for table, key_columns, value in PIVOTS:
+        frame = _table(side, table)
+        if len(frame) and (table, key_columns, value) not in side._pivots:
+            side._pivots[(table, key_columns, value)] = _pivot_sums(side, table, key_columns,
+                                                                     frame[value].to_numpy(np.float64))
+
+
 def _table(side: SideData, table: str) -> pd.DataFrame:
     """The side's per-step table named ``table`` (empty when the side has none)."""
     frame = {"op_steps": side.ops, "cpu_ops": side.cpu_ops, "collectives_per_step": side.collectives}[table]
@@ -105,4 +124,4 @@ def key_of(frame: pd.DataFrame, key_columns: tuple[str, ...]) -> np.ndarray:
     return key.to_numpy(dtype=object)
 
 
-__all__ = ["keyed_samples", "key_of", "table_keys", "sorted_keys"]
+__all__ = ["PIVOTS", "keyed_samples", "key_of", "prepare", "table_keys", "sorted_keys"]
