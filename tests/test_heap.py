@@ -88,13 +88,13 @@ def test_a_process_that_imports_perfreport_keeps_glibcs_own_rules() -> None:
 
 
 def test_a_rank_within_glibcs_own_rule_sets_nothing_and_gives_back() -> None:
-    """Owned, but two columns within 32 MiB (1 M events, 8 MB columns): glibc's dynamic rule
-    already reuses such blocks, so no threshold is set and the rule goes on after the block (a
-    worker's next ranks load as the first did); the 24 MB freed inside (below a live block) is given back at its end
-    (a worker of 16 ranks x 50 MB peaked at 171 MB without, 141-146 MB with)."""
-    inside, after, held, after_block = _run(own=True, n=1_000_000)
-    assert after < 10, after  # the dynamic threshold still keeps freed 8 MB blocks in the heap
-    assert held - after_block > 15, (held, after_block)
+    """Owned, but a rank below KEEP_FROM_EVENTS (2 MB columns): glibc's dynamic rule already
+    reuses such blocks, so no threshold is set and the rule goes on after the block (a worker's
+    next ranks load as the first did); what is freed inside (below a live block) is given back
+    at its end (a worker of 16 ranks x 50 MB peaked at 171 MB without, 141-146 MB with)."""
+    inside, after, held, after_block = _run(own=True, n=heap.KEEP_FROM_EVENTS - 1)
+    assert after < 10, after  # the dynamic threshold still keeps freed 2 MB blocks in the heap
+    assert held - after_block > 4, (held, after_block)
 
 
 def test_the_parent_gives_back_the_heap_of_each_fold_and_of_the_gate(monkeypatch) -> None:

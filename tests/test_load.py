@@ -487,6 +487,34 @@ def test_step_of_starts_in_c_equals_numpy(seed: int) -> None:
     np.testing.assert_array_equal(wide, columns.step_of_starts(ts, starts, ends, big, skip, use_c=False))
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_code_gathers_and_flow_ids_in_c_equal_numpy(seed: int) -> None:
+    """The C gather of pid / tid codes gives ``table.take``'s column (code -1 reads the last
+    slot; a code out of bounds is an IndexError both ways), and the C flow ids numpy's: -1 where
+    missing, negative ids kept, int64 where an id passes int32."""
+    from perfreport.load.fields import INT_MISSING
+    from perfreport.load import columns
+
+    if columns._decode is None:
+        pytest.skip("the _decode extension is not built")
+    rng = np.random.default_rng(seed)
+    table = rng.integers(-5, 1000, int(rng.integers(1, 50))).astype(np.int32)
+    codes = rng.integers(-1, len(table), int(rng.integers(0, 5000))).astype(np.int32)
+    by_c = columns.take_codes(table, codes, use_c=True)
+    assert by_c.dtype == np.int32
+    np.testing.assert_array_equal(by_c, columns.take_codes(table, codes, use_c=False))
+    for bad in (len(table), -len(table) - 1):
+        for use_c in (True, False):
+            with pytest.raises(IndexError):
+                columns.take_codes(table, np.append(codes, bad).astype(np.int32), use_c=use_c)
+    ids = rng.integers(-3, 10**6, int(rng.integers(0, 5000)))
+    ids[rng.random(len(ids)) < 0.6] = INT_MISSING
+    for column in (ids, np.append(ids, 2**40)):  # the second: an id past int32
+        got, want = columns._flow_ids(column, use_c=True), columns._flow_ids(column, use_c=False)
+        assert got.dtype == want.dtype == (np.int32 if column is ids else np.int64)
+        np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_first_gpu_event_of_launches_in_c_equals_numpy(seed: int) -> None:
     """The C choice of each launch's first GPU event gives numpy's links: after the correlation

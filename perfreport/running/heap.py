@@ -30,8 +30,9 @@ M_ARENA_MAX = -8
 
 GLIBC_DEFAULT = 128 << 10
 """glibc's initial mmap and trim thresholds (bytes)."""
-GLIBC_DYNAMIC_MAX = 32 << 20
-"""The largest mmap threshold glibc's dynamic rule reaches on 64-bit (bytes)."""
+KEEP_FROM_EVENTS = 1 << 18
+"""Ranks of this many events and more (a 2 MB column of 8-byte values) have the thresholds of
+:func:`reusing_freed_pages` set (see there)."""
 
 
 def _libc():
@@ -110,13 +111,18 @@ def reusing_freed_pages(n_events: int, more_ranks: bool = False) -> Iterator[Non
     given back (:func:`give_back`, for every rank: a worker's next rank starts from a trimmed
     heap, 141-146 MB at the peak of a worker of 16 ranks x 50 MB, 171 MB without).
 
-    The thresholds are set only for a rank whose two columns pass 32 MiB (2.1 M events), the
-    most glibc's dynamic threshold reaches: below it glibc already reuses them (the V100-grown
-    200 MB rank, 1 M events: no change in time), and setting them ends that rule for the ranks
-    a worker loads next (16 ranks x 50 MB: 2.93-3.26 s against 2.87-3.13 s when they were set
-    for every rank). Where they are set, glibc's initial thresholds are set again after the block
-    (fixed: ``mallopt`` ends its dynamic rule), so the next rank loads much as the first did:
-    its large blocks mapped, not kept.
+    The thresholds are set only for a rank of :data:`KEEP_FROM_EVENTS` events or more. glibc's
+    dynamic rule keeps a freed block in the heap once a block that large was unmapped, up to
+    32 MiB, so it served ranks below 2.1 M events (the first bound) as long as the decode freed
+    an int64 copy of a column early; since the decode gathers without one (``_decode``'s
+    take_codes and present_ids), the V100-grown 200 MB rank's decode (1 M events) made 16,300
+    page faults on glibc's rule and 10,600 with the thresholds set (0.055 -> 0.045 CPU s; the A100
+    and MI250-grown 200 MB ranks' 0.029-0.033 -> 0.026-0.028 s; peaks within 6 MB). Setting them
+    ends that rule for the ranks a worker loads next, which the 16 ranks x 50 MB (170,000
+    events each) still keep (2.93-3.26 s against 2.87-3.13 s when they were set for every rank).
+    Where they are set, glibc's initial thresholds are set again after the block (fixed:
+    ``mallopt`` ends its dynamic rule), so the next rank loads much as the first did: its large
+    blocks mapped, not kept.
 
     For the analyses of a loaded rank and its decode (which sets the thresholds early:
     :func:`keep_freed_pages`), not for its scan: the scanner's columns grow by ``realloc``, which
@@ -144,8 +150,8 @@ def reusing_freed_pages(n_events: int, more_ranks: bool = False) -> Iterator[Non
 
 def keep_freed_pages(n_events: int) -> bool:
     """Set the thresholds of :func:`reusing_freed_pages` for a rank of ``n_events`` now, and leave
-    them set: whether they were (only in the console script's processes, for a rank past 2.1 M
-    events). The decode of a loaded rank calls it: its temporaries (a gather's int64 indices, a
+    them set: whether they were (only in the console script's processes, for a rank of
+    :data:`KEEP_FROM_EVENTS` events or more). The decode of a loaded rank calls it: its temporaries (a gather's int64 indices, a
     column before it is narrowed to int32: 8 bytes per event each) are then reused from the heap
     instead of mapped fresh and unmapped one after the other, and what the decode frees is there
     for the analyses that follow, in the block that resets the thresholds after them. The V100-
@@ -154,7 +160,7 @@ def keep_freed_pages(n_events: int) -> bool:
     peak unchanged (760-769 against 765 MB); the A100 1 GB rank's decode 0.176-0.192 -> 0.156-0.168
     s. Not for the scan (see :func:`reusing_freed_pages`)."""
     column = 8 * max(n_events, 0)
-    tune = _LIBC is not None and _owned and 2 * column > GLIBC_DYNAMIC_MAX
+    tune = _LIBC is not None and _owned and n_events >= KEEP_FROM_EVENTS
     if tune:
         _LIBC.mallopt(M_MMAP_THRESHOLD, KEPT_COLUMNS * column)
         _LIBC.mallopt(M_TRIM_THRESHOLD, 2 * KEPT_COLUMNS * column)
