@@ -77,20 +77,36 @@ def test_many_high_cardinality_keys_keep_their_order() -> None:
     np.testing.assert_array_equal(g.frame({})[list("abcdefg")].to_numpy(), p.reset_index()[list("abcdefg")].to_numpy())
 
 
+@pytest.mark.parametrize("layout", ["shuffled", "sorted", "sorted, no NaN", "larger groups in order"])
 @pytest.mark.parametrize("seed", range(6))
-def test_code_sums_are_pandas_grouped_sums_to_the_last_bit(seed: int) -> None:
+def test_code_sums_are_pandas_grouped_sums_to_the_last_bit(seed: int, layout: str) -> None:
     """code_sums against ``groupby(code, sort=True).sum()``: the same codes and sums bit for bit
     (pandas compensates its float sums: a plain sum of a group of several rows would differ),
     with groups of one and of many rows, NaN (a group of NaN sums to 0), -0.0, magnitudes from
-    1e-5 to 1e16 (where the compensation shows), and codes sparse or dense in their range."""
+    1e-5 to 1e16 (where the compensation shows), and codes sparse or dense in their range; codes
+    in order with and without NaN (pandas then adds runs by reduceat where it can), and codes
+    out of order whose groups of several rows alone come in order (their rows, summed apart,
+    must still take pandas' compensated path)."""
     from perfreport.analyses.grouping import code_sums
 
     rng = np.random.default_rng(seed)
     n = int(rng.integers(1, 5000))
     span = int(rng.choice([n // 3 + 1, 2 * n, 50 * n]))  # many rows a group / mostly one / a range too wide for a table
     code = rng.integers(0, span, n)
+    if layout.startswith("sorted"):
+        code = np.sort(code)
+    elif layout == "larger groups in order":
+        counts = np.bincount(code, minlength=span)
+        repeated = counts[code] > 1
+        code[repeated] = np.sort(code[repeated])
+        singles = np.flatnonzero(~repeated)
+        code[singles] = code[singles][::-1]  # the one-row groups out of order
     dur = rng.standard_normal(n) * 10.0 ** rng.integers(-5, 17, n)
-    dur[rng.random(n) < 0.05] = np.nan
+    if layout != "sorted, no NaN":
+        dur[rng.random(n) < 0.05] = np.nan
+    if layout == "larger groups in order":  # NaN in one-row groups only: the larger ones' rows have none
+        dur[repeated & np.isnan(dur)] = 1.0
+        dur[singles[:1]] = np.nan
     dur[rng.random(n) < 0.05] = -0.0
     count = rng.integers(0, 1000, n)
     want = pd.DataFrame({"count": count, "dur_us": dur}).groupby(code, sort=True).sum()

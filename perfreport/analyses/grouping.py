@@ -355,22 +355,35 @@ def code_sums(code: np.ndarray, n_codes: int, columns: Mapping[str, np.ndarray])
     Why: pandas hashes every row's code to form the groups, ~0.1 s for the million (op, step)
     sums of a 37,000-step rank, where most groups hold one row. Here the groups come from a
     presence table over the codes (:func:`~perfreport.model.distinct_codes`), a one-row
-    group's sum is its value as pandas gives it (``0.0 + v``, and 0 for NaN), and only the rows
-    of larger groups go through pandas, whose compensated (Kahan) sums over the rows in order
-    a plain sum would not match to the last bit."""
+    group's sum is its value as pandas gives it, and only the rows of larger groups go through
+    pandas, whose float sums a plain sum would not match to the last bit. pandas takes one of two
+    paths for the whole column, and the larger groups are made to take the same one: where the
+    codes come in order and no float is NaN, pandas from 3.1 on adds each group's run by
+    ``np.add.reduceat`` (a one-row group's sum is then its value, -0.0 kept); otherwise its
+    compensated (Kahan) loop adds a group's rows in order from 0.0 (a one-row group's sum is
+    ``0.0 + v``, 0 for NaN), which a subset of rows in order would not get from pandas: it is
+    then handed over after a row of a group of its own, numbered past the others."""
     uniq, group = distinct_codes(code, n_codes)
     n = len(uniq)
     single = np.bincount(group, minlength=n)[group] == 1
+    floats = [np.asarray(v) for v in columns.values() if np.asarray(v).dtype.kind == "f"]
+    by_runs = _sums_runs_by_reduceat() and bool(np.all(code[1:] >= code[:-1])) \
+        and not any(np.isnan(v).any() for v in floats)
     sums: dict[str, np.ndarray] = {}
     for name, values in columns.items():
         values = np.asarray(values)
         out = np.zeros(n, dtype=values.dtype)
         v = values[single]
-        out[group[single]] = np.where(np.isnan(v), 0.0, 0.0 + v) if values.dtype.kind == "f" else v
+        out[group[single]] = v if by_runs or values.dtype.kind != "f" else np.where(np.isnan(v), 0.0, 0.0 + v)
         sums[name] = out
     if not single.all():
         many = ~single
-        grouped = pd.DataFrame({name: np.asarray(v)[many] for name, v in columns.items()}).groupby(group[many]).sum()
+        ids, rows = group[many], {name: np.asarray(v)[many] for name, v in columns.items()}
+        if not by_runs:  # a first row of a group numbered past all: the ids never come in order
+            ids = np.r_[n, ids]
+            rows = {name: np.r_[np.zeros(1, dtype=v.dtype), v] for name, v in rows.items()}
+        grouped = pd.DataFrame(rows).groupby(ids).sum()
+        grouped = grouped[grouped.index.to_numpy() < n]
         at = grouped.index.to_numpy()
         for name in columns:
             sums[name][at] = grouped[name].to_numpy(sums[name].dtype)
