@@ -108,7 +108,7 @@ def run_sides(sides: list[tuple[list[RankJob], str]], *, workers: int | None = N
     With ``side_done``, a side is reduced as soon as its last digest is in, and ``side_done`` is
     called with its position and analysis then: while the other sides' ranks still run, this process (idle
     until their digests come) does the side's own part of what follows (a compare's gate
-    inputs). The two ranks of a 1 GB compare end 0.2-0.3 s apart."""
+    inputs). The two ranks of a 1 GB compare ended 0.18-0.24 s apart in two runs of HTA's tiny pair."""
     executor = executor or Executor(workers=workers)
     options = options or AnalysisOptions()
     jobs = [job for side_jobs, _ in sides for job in side_jobs]

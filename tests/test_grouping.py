@@ -117,12 +117,20 @@ def test_code_sums_are_pandas_grouped_sums_to_the_last_bit(seed: int, layout: st
 
 
 @pytest.mark.parametrize("seed", range(8))
-def test_few_row_sums_are_pandas_grouped_sums_to_the_last_bit(seed: int) -> None:
-    """few_row_sums against ``groupby(key, sort=False).sum()`` sorted by key: bit for bit where
-    every key has one or two rows (NaN skipped, -0.0, infinities, magnitudes where rounding
-    shows, keys in runs (pandas 3.1 then sums by reduceat where no value is NaN) or spread,
-    offset far from 0), and None for a key of three rows or keys over a range far too wide."""
-    from perfreport.analyses.grouping import few_row_sums
+def test_key_sums_are_pandas_grouped_sums_to_the_last_bit(seed: int) -> None:
+    """key_sums against ``groupby(key, sort=False).sum()`` sorted by key, bit for bit: keys of
+    one and two rows (NaN skipped, -0.0, infinities, magnitudes where rounding shows, keys in
+    runs (pandas 3.1 then sums by reduceat where no value is NaN) or spread, offset far from 0),
+    a key of three rows more (pandas' compensated loop on its rows), and keys over a range far
+    wider than their count (numbered by a sort instead of a presence table)."""
+    from perfreport.analyses.grouping import key_sums
+
+    def same_as_pandas(key, values) -> None:
+        want = pd.DataFrame(values).groupby(key, sort=False).sum().sort_index()
+        got = key_sums(key, values)
+        np.testing.assert_array_equal(got[0], want.index.to_numpy())
+        for name in values:
+            assert np.array_equal(got[1][name].view(np.int64), want[name].to_numpy().view(np.int64))
 
     rng = np.random.default_rng(seed)
     n_keys = int(rng.integers(1, 3000))
@@ -138,14 +146,10 @@ def test_few_row_sums_are_pandas_grouped_sums_to_the_last_bit(seed: int) -> None
     if seed % 2 == 0:  # some sides have no NaN at all
         values["a"][np.isnan(values["a"])] = 1.0
         values["b"][np.isnan(values["b"])] = 2.0
-    want = pd.DataFrame(values).groupby(key, sort=False).sum().sort_index()
-    got = few_row_sums(key, values)
-    assert got is not None
-    np.testing.assert_array_equal(got[0], want.index.to_numpy())
-    for name in values:
-        assert np.array_equal(got[1][name].view(np.int64), want[name].to_numpy().view(np.int64))
-    assert few_row_sums(np.concatenate([key, key[:1], key[:1]]), {"a": np.zeros(len(key) + 2)}) is None  # three rows
-    assert few_row_sums(key * 1000, values) is None  # a range far wider than the keys: pandas' hash
+    same_as_pandas(key, values)
+    three = np.concatenate([key, key[:1], key[:1]])  # a key of three rows
+    same_as_pandas(three, {name: np.r_[v, rng.standard_normal(2) * 1e16] for name, v in values.items()})
+    same_as_pandas(key * 1000, values)  # a range far wider than the keys
 
 
 @pytest.mark.parametrize("seed", range(4))

@@ -304,8 +304,8 @@ def explain(baseline: TraceSet, candidate: TraceSet, *, exact_names: bool = Fals
 
 
 def _steps_of(side: _Side) -> tuple[int, ...]:
-    """The side's sampled steps, ascending, as Python ints (``tolist``: 345,319 of them in 5 ms,
-    where an ``int()`` a step took 60 ms)."""
+    """The side's sampled steps, ascending, as Python ints (``tolist``: 345,319 of them in ~6 ms,
+    where an ``int()`` a step took 61 ms a side)."""
     if not len(side.samples):
         return ()
     return tuple(sorted_unique(side.samples["step"].to_numpy().astype(np.int64, copy=False)).tolist())

@@ -353,84 +353,75 @@ def code_sums(code: np.ndarray, n_codes: int, columns: Mapping[str, np.ndarray])
     [0, ``n_codes``) and int64 or float64 columns.
 
     Why: pandas hashes every row's code to form the groups, ~0.1 s for the million (op, step)
-    sums of a 37,000-step rank, where most groups hold one row. Here the groups come from a
-    presence table over the codes (:func:`~perfreport.model.distinct_codes`), a one-row
-    group's sum is its value as pandas gives it, and only the rows of larger groups go through
-    pandas, whose float sums a plain sum would not match to the last bit. pandas takes one of two
-    paths for the whole column, and the larger groups are made to take the same one: where the
-    codes come in order and no float is NaN, pandas from 3.1 on adds each group's run by
-    ``np.add.reduceat`` (a one-row group's sum is then its value, -0.0 kept); otherwise its
-    compensated (Kahan) loop adds a group's rows in order from 0.0 (a one-row group's sum is
-    ``0.0 + v``, 0 for NaN), which a subset of rows in order would not get from pandas: it is
-    then handed over after a row of a group of its own, numbered past the others."""
+    sums of a 37,000-step rank, where most groups hold one or two rows. Here the groups come
+    from a presence table over the codes (:func:`~perfreport.model.distinct_codes`) and are
+    summed as pandas sums them (:func:`_pandas_sums`); its group numbers come in order where
+    the codes do."""
     uniq, group = distinct_codes(code, n_codes)
-    n = len(uniq)
-    single = np.bincount(group, minlength=n)[group] == 1
+    return uniq, _pandas_sums(group, len(uniq), columns, bool(np.all(code[1:] >= code[:-1])))
+
+
+def key_sums(key: np.ndarray, columns: Mapping[str, np.ndarray]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """(the distinct int64 keys, ascending; each column's sum per key): what
+    ``pd.DataFrame(columns).groupby(key, sort=False).sum()`` gives, sorted by key (the step x
+    part keys of a rank's parts, 0.13 s of pandas' hashing for the 2 M parts of a rank of
+    345,000 steps). pandas numbers the groups in order of first appearance, so its numbers come
+    in order where each key's rows are one run."""
+    if not len(key):
+        return key.astype(np.int64), {name: np.asarray(v)[:0] for name, v in columns.items()}
+    lo, hi = int(key.min()), int(key.max())
+    uniq, group = distinct_codes(key - lo, hi - lo + 1)
+    in_order = np.count_nonzero(key[1:] != key[:-1]) + 1 == len(uniq)
+    return uniq.astype(np.int64) + lo, _pandas_sums(group, len(uniq), columns, in_order)
+
+
+def _pandas_sums(group: np.ndarray, n: int, columns: Mapping[str, np.ndarray], in_order: bool) -> dict[str, np.ndarray]:
+    """Each column's sum per group (``group``: each row's group in [0, n)) as pandas' grouped sum
+    gives it, to the last bit, where pandas' group numbers come ``in_order`` or not.
+
+    pandas takes one of two paths. Where its group numbers come in order and no float is NaN,
+    pandas from 3.1 on adds each group's run of rows by ``np.add.reduceat`` (a one-row group's
+    sum is its value, -0.0 kept): done here the same way. Otherwise its compensated (Kahan) loop
+    adds a group's rows in order from 0.0, NaN skipped, which is exactly ``0.0 + v`` for one row
+    and ``(0.0 + first) + second`` for two: computed here for all such groups at once; the rows
+    of larger groups go to pandas, after a row of a group of their own numbered past the others,
+    so that a subset whose groups come in order takes the same loop. Integers sum exactly either
+    way."""
     floats = [np.asarray(v) for v in columns.values() if np.asarray(v).dtype.kind == "f"]
-    by_runs = _sums_runs_by_reduceat() and bool(np.all(code[1:] >= code[:-1])) \
-        and not any(np.isnan(v).any() for v in floats)
-    sums: dict[str, np.ndarray] = {}
+    if in_order and _sums_runs_by_reduceat() and not any(np.isnan(v).any() for v in floats):
+        heads = np.flatnonzero(np.r_[True, group[1:] != group[:-1]]) if len(group) else group
+        sums = {}
+        for name, values in columns.items():
+            values = np.asarray(values)
+            sums[name] = np.zeros(n, dtype=values.dtype)
+            if len(group):
+                sums[name][group[heads]] = np.add.reduceat(values, heads)
+        return sums
+    size = np.bincount(group, minlength=n)[group]
+    rows = np.arange(len(group))
+    first = np.full(n, len(group), dtype=np.int64)
+    np.minimum.at(first, group, rows)  # each group's first row
+    earlier, later = first[group] == rows, (size == 2) & (first[group] != rows)
+    many = size > 2
+    sums = {}
     for name, values in columns.items():
         values = np.asarray(values)
-        out = np.zeros(n, dtype=values.dtype)
-        v = values[single]
-        out[group[single]] = v if by_runs or values.dtype.kind != "f" else np.where(np.isnan(v), 0.0, 0.0 + v)
-        sums[name] = out
-    if not single.all():
-        many = ~single
-        ids, rows = group[many], {name: np.asarray(v)[many] for name, v in columns.items()}
-        if not by_runs:  # a first row of a group numbered past all: the ids never come in order
-            ids = np.r_[n, ids]
-            rows = {name: np.r_[np.zeros(1, dtype=v.dtype), v] for name, v in rows.items()}
-        grouped = pd.DataFrame(rows).groupby(ids).sum()
+        out = sums[name] = np.zeros(n, dtype=values.dtype)
+        if values.dtype.kind != "f":
+            np.add.at(out, group, values)
+            continue
+        for at in (earlier & ~many, later):  # a group's first row, then the second of a two-row one
+            total, add = out[group[at]], values[at]
+            out[group[at]] = np.where(np.isnan(add), total, total + add)
+    if many.any() and floats:
+        ids = np.r_[n, group[many]]  # the extra first row's group, numbered past all: never in order
+        rows_of = {name: np.r_[np.zeros(1, dtype=np.asarray(v).dtype), np.asarray(v)[many]]
+                   for name, v in columns.items() if np.asarray(v).dtype.kind == "f"}
+        grouped = pd.DataFrame(rows_of).groupby(ids).sum()
         grouped = grouped[grouped.index.to_numpy() < n]
-        at = grouped.index.to_numpy()
-        for name in columns:
-            sums[name][at] = grouped[name].to_numpy(sums[name].dtype)
-    return uniq, sums
-
-
-def few_row_sums(key: np.ndarray, columns: Mapping[str, np.ndarray]) -> tuple[np.ndarray, dict[str, np.ndarray]] | None:
-    """(the distinct keys, ascending; each float64 column's sum per key): what
-    ``pd.DataFrame(columns).groupby(key, sort=False).sum()`` gives, sorted by key, where every
-    key has at most two rows; None where that does not hold (the caller asks pandas).
-
-    pandas hashes every row's key (0.13 s for the 2 M parts of a rank of 345,000 steps, where
-    every (step, part) has one or two rows). Its cython sum adds a group's rows in order with a
-    compensation (Kahan) that is exactly ``(0.0 + first) + second`` for two rows and ``0.0 +
-    value`` for one, NaN rows skipped: computed here for all groups at once, the groups found
-    through a presence table over the keys' range. Where each key's rows are one run and no
-    value is NaN, pandas from 3.1 on sums the runs by ``np.add.reduceat`` instead (see
-    :func:`_sums_runs_by_reduceat`): ``first + second`` and ``value``, a -0.0 kept, as here then.
-    Keys spread over a range much wider than their count are left to pandas."""
-    if not len(key):
-        return None
-    lo, hi = int(key.min()), int(key.max())
-    if hi - lo + 1 > 4 * len(key) + 4096:
-        return None
-    uniq, group = distinct_codes(key - lo, hi - lo + 1)
-    counts = np.bincount(group, minlength=len(uniq))
-    if counts.max() > 2:
-        return None
-    values = {name: np.asarray(v, dtype=np.float64) for name, v in columns.items()}
-    runs = np.count_nonzero(key[1:] != key[:-1]) + 1 == len(uniq) and _sums_runs_by_reduceat() \
-        and not any(np.isnan(v).any() for v in values.values())  # pandas' reduceat: no 0.0 to start from
-    rows = np.arange(len(key))
-    first = np.full(len(uniq), len(key), dtype=np.int64)
-    np.minimum.at(first, group, rows)  # each key's earlier row
-    earlier = first[group] == rows
-    sums = {}
-    for name, v in values.items():
-        out = np.zeros(len(uniq))
-        if runs:
-            out[group[earlier]] = v[earlier]
-            out[group[~earlier]] += v[~earlier]
-        else:
-            for at in (earlier, ~earlier):  # each key's earlier row, then its later one (if any)
-                total, add = out[group[at]], v[at]
-                out[group[at]] = np.where(np.isnan(add), total, total + add)
-        sums[name] = out
-    return uniq.astype(np.int64) + lo, sums
+        for name in rows_of:
+            sums[name][grouped.index.to_numpy()] = grouped[name].to_numpy(np.float64)
+    return sums
 
 
 @functools.cache

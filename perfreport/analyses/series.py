@@ -149,7 +149,7 @@ def steps_downsample(x: np.ndarray, y: np.ndarray, max_points: int = MAX_POINTS)
 def _per_bucket(ufunc: np.ufunc, bucket: np.ndarray, values: np.ndarray, n: int, empty: float) -> np.ndarray:
     """``ufunc.at(np.full(n, empty), bucket, values)`` for ``bucket`` in ascending order (the
     segments of a line come in time order): one ``reduceat`` over each bucket's run of values,
-    where ``ufunc.at`` took 3-4 ms a call on a line of a million segments."""
+    where ``ufunc.at`` took 3-4 ms a call on the bandwidth lines of HTA's tiny trace grown to 1 GB."""
     out = np.full(n, empty)
     if len(bucket):
         heads = np.flatnonzero(np.r_[True, bucket[1:] != bucket[:-1]])

@@ -50,7 +50,7 @@ from .step_parts import _host_ops, part_order, sorted_ranks
 from .callstack import call_stack, stack_levels
 from .collectives import collective_kind
 from .diff import normalize_kernel_name
-from .grouping import few_row_sums, tuple_columns
+from .grouping import key_sums, tuple_columns
 from .intervals import sorted_edges, window_candidates
 from .nesting import _nest
 from .memory_bw import direction_of
@@ -331,11 +331,7 @@ def _stake_parts(trace: RankTrace) -> _Parts:
     ids, distinct = pd.factorize(pd.Series(triples, dtype=object))
     n_ids = max(len(distinct), 1)
     key = numbers[claims.window] * n_ids + ids[offset[claims.layer] + claims.code]
-    summed = few_row_sums(key, {"time": claims.time})
-    if summed is None:
-        by_key = pd.Series(claims.time).groupby(key, sort=False).sum()
-        summed = by_key.index.to_numpy(np.int64), {"time": by_key.to_numpy(np.float64)}
-    group, sums = summed
+    group, sums = key_sums(key, {"time": np.asarray(claims.time, dtype=np.float64)})
     distinct = list(distinct)
     rank = sorted_ranks(distinct)
     order = part_order(group, n_ids, distinct)

@@ -34,7 +34,7 @@ from ..model import OTHER as MODEL_OTHER
 from ..model import RankTrace, distinct_codes
 from .callstack import call_stack, stack_levels
 from .diff import normalize_kernel_name
-from .grouping import distinct_rows, few_row_sums, tuple_columns
+from .grouping import distinct_rows, key_sums, tuple_columns
 from .intervals import sorted_edges, window_overlaps
 from .memory_bw import direction_of
 from .nesting import _nest
@@ -393,13 +393,9 @@ def _step_parts(trace: RankTrace, exact: bool) -> CodedParts:
     pair = np.concatenate([ids[:len(gpu.pairs)][gpu.pair], ids[len(gpu.pairs):][idle.pair]])
     n_ids = max(len(distinct), 1)
     key = numbers[np.concatenate([gpu.window, idle.window])] * n_ids + pair
-    parts = {"time_us": np.concatenate([gpu.time, idle.time]), "overlapped_us": np.concatenate([gpu.overlapped,
-                                                                                               idle.overlapped])}
-    summed = few_row_sums(key, parts)
-    if summed is None:
-        by_key = pd.DataFrame(parts).groupby(key, sort=False).sum()
-        summed = by_key.index.to_numpy(np.int64), {name: by_key[name].to_numpy(np.float64) for name in parts}
-    group, sums = summed
+    group, sums = key_sums(key, {"time_us": np.concatenate([gpu.time, idle.time]).astype(np.float64, copy=False),
+                                 "overlapped_us": np.concatenate([gpu.overlapped, idle.overlapped]).astype(
+                                     np.float64, copy=False)})
     order = part_order(group, n_ids, list(distinct))
     group = group[order]
     return CodedParts(trace.rank, group // n_ids, (group % n_ids).astype(np.int32),

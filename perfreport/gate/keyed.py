@@ -20,17 +20,26 @@ from .metrics import SAMPLE, SideData
 def keyed_samples(side: SideData, table: str, key_columns: tuple[str, ...], value: str, keys: list) -> pd.DataFrame:
     """A (run, rank, step) x key table of ``value`` from the op or collective table (0 where a
     key has no row in a sample), over every sample of the side; columns are the ``keys``."""
-    frame = _table(side, table)
-    index = side._pivots.get("index")
-    if index is None:  # the side's samples as a pivot's index, made once (345,319 steps: 10 ms a call)
-        index = side._pivots["index"] = pd.MultiIndex.from_frame(side.steps[SAMPLE])
-    if not len(frame) or not keys:
+    index = _samples_index(side)
+    if not len(_table(side, table)) or not keys:
         return pd.DataFrame(0.0, index=index, columns=pd.Index(keys, dtype=object))
-    wide = side._pivots.get((table, key_columns, value))
-    if wide is None:  # (the structural, relative, variant and host-wait checks ask for the same ones)
-        wide = _pivot_sums(side, table, key_columns, frame[value].to_numpy(np.float64))
-        side._pivots[(table, key_columns, value)] = wide
-    return wide.reindex(index=index, columns=keys, fill_value=0.0).astype(np.float64)
+    return _wide(side, table, key_columns, value).reindex(index=index, columns=keys, fill_value=0.0).astype(np.float64)
+
+
+def _samples_index(side: SideData) -> pd.MultiIndex:
+    """The side's samples as a pivot's index, made once (345,319 steps: 10 ms a call)."""
+    if "index" not in side._pivots:
+        side._pivots["index"] = pd.MultiIndex.from_frame(side.steps[SAMPLE])
+    return side._pivots["index"]
+
+
+def _wide(side: SideData, table: str, key_columns: tuple[str, ...], value: str) -> pd.DataFrame:
+    """The side's sample x key sums of ``value`` (:func:`_pivot_sums`), made once: the
+    structural, relative, variant and host-wait checks ask for the same ones."""
+    if (table, key_columns, value) not in side._pivots:
+        values = _table(side, table)[value].to_numpy(np.float64)
+        side._pivots[(table, key_columns, value)] = _pivot_sums(side, table, key_columns, values)
+    return side._pivots[(table, key_columns, value)]
 
 
 PIVOTS = tuple((table, key_columns, value) for table, key_columns in (("op_steps", ("key",)),
@@ -43,13 +52,10 @@ def prepare(side: SideData) -> None:
     """Make the side's own sample x key tables (:data:`PIVOTS`) and its samples' index now: the
     checks then only line them up with the other side's keys. A compare makes them while the
     other side's ranks still run (:func:`perfreport.pipeline.compare_many`)."""
-    if "index" not in side._pivots:
-        side._pivots["index"] = pd.MultiIndex.from_frame(side.steps[SAMPLE])
+    _samples_index(side)
     for table, key_columns, value in PIVOTS:
-        frame = _table(side, table)
-        if len(frame) and (table, key_columns, value) not in side._pivots:
-            side._pivots[(table, key_columns, value)] = _pivot_sums(side, table, key_columns,
-                                                                     frame[value].to_numpy(np.float64))
+        if len(_table(side, table)):
+            _wide(side, table, key_columns, value)
 
 
 def _table(side: SideData, table: str) -> pd.DataFrame:
