@@ -151,8 +151,11 @@ def test_id_and_row_columns_are_int32_where_they_fit_and_int64_past_it(tmp_path:
     assert [getattr(big, c).dtype for c in ("external_id", "flow_id", "iteration")] == [np.int64] * 3
     assert big.iteration.tolist() == [2**31] * 5 and big.flow_id.max() == 2**40 and big.external_id.max() == 2**33
     assert big.linked.dtype == np.int32 and big.linked.tolist() == small.linked.tolist()
-    for trace in (small, big):
-        assert not any(getattr(trace, c).flags.writeable for c in ("external_id", "flow_id", "linked", "iteration"))
+    for trace in (small, big):  # every loaded column read-only, the scanner's (writable) ones included
+        assert not any(getattr(trace, c).flags.writeable for c in ("ph", "cat", "name", "pid_code", "tid_code", "ids",
+                                                                   "ts", "dur", "external_id", "flow_id", "linked",
+                                                                   "iteration"))
+        assert trace.args and not any(a.rows.flags.writeable or a.values.flags.writeable for a in trace.args.values())
     narrowed = ("external_id", "flow_id", "linked", "iteration")
     wide = dataclasses.replace(small, **{c: getattr(small, c).astype(np.int64) for c in narrowed})
     again = decode_columns(encode_columns(wide), small.meta, tmp_path / "old.cols")
@@ -507,12 +510,46 @@ def test_code_gathers_and_flow_ids_in_c_equal_numpy(seed: int) -> None:
         for use_c in (True, False):
             with pytest.raises(IndexError):
                 columns.take_codes(table, np.append(codes, bad).astype(np.int32), use_c=use_c)
+    reused = codes.copy()
+    got = columns.take_codes(table, reused, use_c=True, reuse=True)
+    assert np.shares_memory(got, reused)  # written over the codes: no new column
+    np.testing.assert_array_equal(got, columns.take_codes(table, codes, use_c=False))
+    frozen = codes.copy()
+    frozen.flags.writeable = False  # a column that may not be written: a new one
+    assert not np.shares_memory(columns.take_codes(table, frozen, use_c=True, reuse=True), frozen)
     ids = rng.integers(-3, 10**6, int(rng.integers(0, 5000)))
     ids[rng.random(len(ids)) < 0.6] = INT_MISSING
     for column in (ids, np.append(ids, 2**40)):  # the second: an id past int32
         got, want = columns._flow_ids(column, use_c=True), columns._flow_ids(column, use_c=False)
         assert got.dtype == want.dtype == (np.int32 if column is ids else np.int64)
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_relative_starts_in_c_equal_numpy(seed: int) -> None:
+    """The C conversion of ns starts into µs since the origin gives numpy's floats bit for bit
+    (NaN where missing, starts before the origin, values past 2**53 ns, a difference that wraps
+    in int64 as numpy's does), in a new column or over the ns column's own memory."""
+    from perfreport.load.fields import INT_MISSING
+    from perfreport.load import columns
+
+    if columns._decode is None:
+        pytest.skip("the _decode extension is not built")
+    rng = np.random.default_rng(seed)
+    origin_us = int(rng.integers(0, 2 * 10**15))
+    ts = origin_us * 1000 + rng.integers(-10**9, 10**13, int(rng.integers(0, 5000)))
+    ts = np.concatenate([ts, [INT_MISSING, origin_us * 1000, origin_us * 1000 + 1, 2**62 + 1, -(2**62) - 7,
+                              np.iinfo(np.int64).max]]).astype(np.int64)
+    ts[rng.random(len(ts)) < 0.05] = INT_MISSING
+    with np.errstate(over="ignore"):
+        want = columns._relative_us(ts, origin_us, use_c=False)
+    got = columns._relative_us(ts, origin_us, use_c=True)
+    assert got.dtype == np.float64 and not np.shares_memory(got, ts)
+    np.testing.assert_array_equal(got.view(np.int64), want.view(np.int64))  # bits: NaN and -0.0 alike
+    reused = ts.copy()
+    in_place = columns._relative_us(reused, origin_us, use_c=True, reuse=True)
+    assert np.shares_memory(in_place, reused)
+    np.testing.assert_array_equal(in_place.view(np.int64), want.view(np.int64))
 
 
 @pytest.mark.parametrize("seed", range(6))

@@ -16,9 +16,10 @@
  * scanned in place, in the same single pass that validates the rest of the document, and every
  * other member comes back in ``members`` as ``(key, (start, end))``, the byte span of its value
  * (duplicate keys are all listed; the last "traceEvents" is the one scanned). Python decodes
- * only those small values. Columns come back as ``Column`` objects: read-only buffers
- * (native-endian float64 / int64 / int32) that own the block the scanner wrote them into, so
- * nothing is copied at the end; Python wraps them with np.frombuffer. This module needs only
+ * only those small values. Columns come back as ``Column`` objects: buffers (native-endian
+ * float64 / int64 / int32) that own the block the scanner wrote them into, so nothing is
+ * copied at the end; Python wraps them with np.frombuffer. They are writable: the decode
+ * converts some in place instead of writing a second column of fresh pages. This module needs only
  * the Python C API.
  *
  * How it works. The parser walks the text once and validates it fully (any malformed or
@@ -2387,9 +2388,11 @@ static int parse_trace_document(Scan *S, PyObject *members)
 /* Result and module                                                                            */
 /* ------------------------------------------------------------------------------------------ */
 
-/* Column: a read-only buffer that owns the PyMem block a column was written into. Handing the
- * scanner's blocks over this way (instead of copying each into a new bytes object) keeps the
- * peak memory of a scan at the JSON text plus one copy of the columns. */
+/* Column: a buffer that owns the PyMem block a column was written into. Handing the scanner's
+ * blocks over this way (instead of copying each into a new bytes object) keeps the peak memory
+ * of a scan at the JSON text plus one copy of the columns. Writable: the decode turns the
+ * starts (int64 ns) into float64 us and the pid / tid string codes into id codes in place
+ * (columns.build_rank_trace), where new columns would page-fault fresh memory. */
 typedef struct {
     PyObject_HEAD
     char *data; /* owned (PyMem), NULL when empty */
@@ -2407,7 +2410,7 @@ static void column_dealloc(PyObject *self)
 static int column_getbuffer(PyObject *self, Py_buffer *view, int flags)
 {
     Column *c = (Column *)self;
-    return PyBuffer_FillInfo(view, self, c->data ? c->data : column_empty, c->len, 1, flags);
+    return PyBuffer_FillInfo(view, self, c->data ? c->data : column_empty, c->len, 0, flags);
 }
 
 static Py_ssize_t column_length(PyObject *self) { return ((Column *)self)->len; }
@@ -2423,7 +2426,7 @@ static PyTypeObject ColumnType = {
     .tp_as_sequence = &column_as_sequence,
     .tp_as_buffer = &column_as_buffer,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "A scanner output column: a read-only buffer of native-endian numbers (use np.frombuffer).",
+    .tp_doc = "A scanner output column: a buffer of native-endian numbers (use np.frombuffer).",
 };
 
 /* A Column taking over ``b``'s block (trimmed to its length); ``b`` is left empty. */

@@ -66,7 +66,10 @@ def ts_origin_us(result: ScanResult, use_c: bool | None = None) -> int:
 
 
 def build_rank_trace(result: ScanResult, meta: TraceMeta) -> RankTrace:
-    """Model columns from scanner columns (all vectorised; loops run over the string table)."""
+    """Model columns from scanner columns (all vectorised; loops run over the string table).
+
+    Consumes ``result``: the starts and the pid / tid codes are converted in their own memory
+    where it is writable (the scanner's columns), so nothing may read it afterwards."""
     strings = np.array(result.strings, dtype=object)
     step_numbers = names_step_table(result.strings)
     codes = StringCodes(strings, step_numbers)  # no dict entry per step name (345,319 on a 1 GB rank)
@@ -92,10 +95,10 @@ def build_rank_trace(result: ScanResult, meta: TraceMeta) -> RankTrace:
         ph=np.asarray(top["ph"]),
         cat=np.asarray(top["cat"]),
         name=np.asarray(top["name"]),
-        pid_code=take_codes(id_code, top["pid"]),  # code -1 takes the last slot
-        tid_code=take_codes(id_code, top["tid"]),
+        pid_code=take_codes(id_code, top["pid"], reuse=True),  # code -1 takes the last slot
+        tid_code=take_codes(id_code, top["tid"], reuse=True),
         ids=ids,
-        ts=_relative_us(top["ts"], meta.ts_origin_us),
+        ts=_relative_us(top["ts"], meta.ts_origin_us, reuse=True),
         dur=np.asarray(top["dur"]),
         external_id=dense_int("External id", fallback="external id"),
         flow_id=flow_id,
@@ -122,6 +125,8 @@ def build_rank_trace(result: ScanResult, meta: TraceMeta) -> RankTrace:
     for name in ("ph", "cat", "name", "pid_code", "tid_code", "ids", "ts", "dur", "external_id", "flow_id", "linked",
                  "iteration"):
         getattr(trace, name).flags.writeable = False
+    for col in trace.args.values():  # the scanner's columns are writable (see its Column): frozen here
+        col.rows.flags.writeable = col.values.flags.writeable = False
     step_numbers.flags.writeable = False
     trace.memo("step_name_numbers", lambda: step_numbers)  # made once: the analyses read it too
     return trace
@@ -151,15 +156,17 @@ def _flow_ids(ids: np.ndarray, use_c: bool | None = None) -> np.ndarray:
     return _scattered(len(ids), [(present, ids[present])])
 
 
-def take_codes(table: np.ndarray, codes: np.ndarray, use_c: bool | None = None) -> np.ndarray:
+def take_codes(table: np.ndarray, codes: np.ndarray, use_c: bool | None = None, reuse: bool = False) -> np.ndarray:
     """``table.take(codes)`` (a code -1 reads the table's last slot): through the C extension
     ``_decode`` for int32 on both sides, where numpy first copies the codes to intp indices
-    (4.5-5.6 -> 2.0-2.1 ms a column of the V100-grown 200 MB rank's 1 M events); numpy, the reference, otherwise. ``use_c`` forces one
-    path (tests)."""
+    (4.5-5.6 -> 2.0-2.1 ms a column of the V100-grown 200 MB rank's 1 M events); numpy, the
+    reference, otherwise. ``reuse``: the result may be written over ``codes`` (when they are
+    writable), which are not read again. ``use_c`` forces one path (tests)."""
     if (use_c if use_c is not None else _decode is not None and hasattr(_decode, "take_codes")) \
             and table.dtype == np.int32 and codes.dtype == np.int32:
-        out = np.empty(len(codes), dtype=np.int32)
-        _decode.take_codes(np.ascontiguousarray(table), np.ascontiguousarray(codes), out)
+        codes = np.ascontiguousarray(codes)
+        out = codes if reuse and codes.flags.writeable else np.empty(len(codes), dtype=np.int32)
+        _decode.take_codes(np.ascontiguousarray(table), codes, out)
         return out
     return table.take(codes)
 
@@ -183,8 +190,18 @@ def _present(col: SparseColumn) -> SparseColumn:
     return SparseColumn(rows=col.rows[keep], values=values[keep])
 
 
-def _relative_us(ts_ns: np.ndarray, origin_us: int) -> np.ndarray:
-    """Exact ns timestamps -> float64 µs since the origin (NaN where missing)."""
+def _relative_us(ts_ns: np.ndarray, origin_us: int, use_c: bool | None = None, reuse: bool = False) -> np.ndarray:
+    """Exact ns timestamps -> float64 µs since the origin (NaN where missing). In one pass of the
+    C extension ``_decode`` where it is built, written over ``ts_ns``' own memory (viewed as
+    float64) when ``reuse`` allows it and the column is writable: a new column's fresh pages
+    cost more than the conversion (V100-grown 200 MB rank, 1 M events: 8 MB, ~2,000 page
+    faults). numpy, the reference, otherwise. ``use_c`` forces one path (tests)."""
+    if (use_c if use_c is not None else _decode is not None and hasattr(_decode, "relative_us")) \
+            and ts_ns.dtype == np.int64:
+        ts_ns = np.ascontiguousarray(ts_ns)
+        out = ts_ns.view(np.float64) if reuse and ts_ns.flags.writeable else np.empty(len(ts_ns), dtype=np.float64)
+        _decode.relative_us(ts_ns, origin_us * 1000, out)
+        return out
     out = np.empty(len(ts_ns), dtype=np.float64)
     np.subtract(ts_ns, origin_us * 1000, out=out)  # exact in int64, then one rounding, into the result
     out /= 1000.0  # in place: no temporary of the column's size

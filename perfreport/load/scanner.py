@@ -22,7 +22,7 @@ _ROWS = np.dtype(f"=i{getattr(_scan, 'ROWS_BYTES', 8)}")
 
 
 def scan_c(events_json) -> ScanResult:
-    """Run the C scanner and wrap its byte buffers as (read-only) numpy columns."""
+    """Run the C scanner and wrap its byte buffers as numpy columns (writable: see build_rank_trace)."""
     return _columns(*_scan.scan(events_json, TOP_FIELDS, ARG_FIELDS))
 
 
@@ -49,7 +49,8 @@ def scan_document(document, release: bool = False) -> tuple[ScanResult, list[tup
 
 
 def _columns(n, top, rows, values, strings) -> ScanResult:
-    """The C scanner's column buffers as (read-only) numpy arrays (no copy: they own them)."""
+    """The C scanner's column buffers as numpy arrays (no copy: they own them; writable, see
+    :func:`~perfreport.load.columns.build_rank_trace`)."""
     return ScanResult(
         n_events=n,
         top={key: np.frombuffer(buf, _DTYPES[kind]) for (key, kind), buf in zip(TOP_FIELDS, top)},
