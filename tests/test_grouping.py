@@ -22,6 +22,7 @@ def frame(seed: int, n: int, missing_names: bool = False) -> pd.DataFrame:
         "name": name,
         "value": value,
         "full": rng.random(n) * 100,  # no value missing: the aggregations' shortcut
+        "none": np.full(n, np.nan),  # every value missing (a gloo rank's message sizes): the other shortcut
         "count": rng.integers(0, 9, n),
         "flag": rng.random(n) < 0.3,
     })
@@ -56,6 +57,9 @@ def test_grouped_equals_pandas_groupby(seed: int, n: int, keys: list[str], missi
         np.testing.assert_array_equal(getattr(g, how)("full"), getattr(p["full"], how)().to_numpy())
     for how in ("sum", "mean", "std"):
         np.testing.assert_allclose(getattr(g, how)("full"), getattr(p["full"], how)().to_numpy(), rtol=1e-9)
+    for how in ("sum", "mean", "std", "median", "max", "min", "count"):
+        np.testing.assert_array_equal(getattr(g, how)("none"), getattr(p["none"], how)().to_numpy())
+    np.testing.assert_array_equal(g.sum("none", min_count=1), p["none"].sum(min_count=1).to_numpy())
     assert g.sum("value").dtype == g.mean("value").dtype == np.float64  # also with no rows at all
     if n > 100:
         assert g.n >= 3 and np.isnan(g.sum("value", min_count=1)).sum() == 0  # groups are big enough here

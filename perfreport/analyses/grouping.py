@@ -213,6 +213,8 @@ class Grouped:
             np.add.at(out, self.ids, v.astype(np.int64))
             return out
         v, missing = self._floats(v)
+        if missing is not None and missing.all():  # nothing to add (a gloo rank's message sizes)
+            return np.full(self.n, np.nan if min_count > 0 else 0.0)
         out = _sums(self.ids, v if missing is None else np.where(missing, 0.0, v), self.n)
         if min_count > 0:
             out = np.where(self._present(missing) >= min_count, out, np.nan)
@@ -220,6 +222,8 @@ class Grouped:
 
     def mean(self, values) -> np.ndarray:
         v, missing = self._floats(self._values(values))
+        if missing is not None and missing.all():  # no value in any group: three passes saved
+            return np.full(self.n, np.nan)
         total = _sums(self.ids, v if missing is None else np.where(missing, 0.0, v), self.n)
         present = self._present(missing)
         with np.errstate(invalid="ignore", divide="ignore"):
