@@ -388,6 +388,11 @@ def test_invalid_utf8_is_replaced_the_same_by_both_scanners():
     assert res.top["name"][0] == res.top["name"][1]  # merged: one text, one code
     assert res.args["stream"].values.tolist() == [INT_MISSING]
     assert len(set(res.strings)) == len(res.strings)
+    # U+FFFD written as valid UTF-8 (or escaped) is a character like any other: distinct texts stay apart
+    valid = '[{"name": "a\ufffd"}, {"name": "b\ufffd"}, {"name": "a\\ufffd"}, {"name": "\u00e9"}]'.encode()
+    kept = unique_strings(scan_c(valid))
+    assert text_of(kept, kept.top["name"]) == ["a\ufffd", "b\ufffd", "a\ufffd", "\u00e9"]
+    assert kept.top["name"].tolist()[:3] == [0, 1, 0] and len(kept.strings) == 3
 
 
 def test_nested_containers():
