@@ -462,21 +462,22 @@ def test_a_pid_or_tid_text_reads_as_int_then_float_would_read_it() -> None:
     assert answers[:5] == [None, 7, 7, -7, 0] and answers[15:17] == [None, None]  # the reference is itself right
 
 
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", range(9))
 def test_step_of_starts_in_c_equals_numpy(seed: int) -> None:
     """The C pass of the step lookup gives numpy's column: events in and out of order, on a
     start or an end exactly, before the first step, NaN starts, skipped rows, steps sharing a
-    start, and gaps between steps."""
+    start, and gaps between steps; from seed 6 thousands of steps, so that the search from the
+    previous event's step takes long strides both ways."""
     from perfreport.load import columns
 
     if columns._decode is None:
         pytest.skip("the _decode extension is not built")
     rng = np.random.default_rng(seed)
-    n_steps = int(rng.integers(1, 12))
-    starts = np.sort(rng.choice(np.arange(0.0, 1000.0, 25.0), n_steps))  # repeats: steps sharing a start
+    n_steps, span = (int(rng.integers(1, 12)), 1000.0) if seed < 6 else (int(rng.integers(1000, 4000)), 100_000.0)
+    starts = np.sort(rng.choice(np.arange(0.0, span, 25.0), n_steps))  # repeats: steps sharing a start
     ends = starts + rng.choice([0.0, 10.0, 25.0, 60.0], n_steps)
     numbers = rng.integers(0, 100, n_steps).astype(np.int64)
-    ts = np.concatenate([np.sort(rng.uniform(-50, 1100, 300)), rng.uniform(-50, 1100, 200), starts, ends])
+    ts = np.concatenate([np.sort(rng.uniform(-50, span + 100, 300)), rng.uniform(-50, span + 100, 200), starts, ends])
     ts[rng.random(len(ts)) < 0.05] = np.nan
     skip = rng.random(len(ts)) < 0.1
     by_c = columns.step_of_starts(ts, starts, ends, numbers, skip, use_c=True)

@@ -13,7 +13,7 @@
  * binary search per event with a branch mispredicted at every level. Here it is one pass that
  * writes only the result, and the search starts from the previous event's step: events come
  * in file order, mostly in time order within a thread, so the step is nearly always the one
- * before, checked with two comparisons.
+ * before, checked with two comparisons, or a few steps away (last_start_at_or_before).
  *
  *     times_plausible(ph, ts, dur, x_code, m_code, max_dur_us, max_spread_ns) -> bool
  *
@@ -97,12 +97,48 @@ static int get_buffer(PyObject *obj, Py_buffer *view, Py_ssize_t count, Py_ssize
 }
 
 /* The position of the last of the n ascending `starts` that is <= t, -1 when none; `hint` is
- * a guess (the previous answer) checked first. t is not NaN. */
+ * a guess (the previous answer) searched from: steps of 1, 2, 4 ... away from it bracket the
+ * answer, then a binary search within the bracket. Events come mostly in time order, so the
+ * answer is nearly always the hint or a step or two away. Where it is not (span events written
+ * after their step's), a binary search among all the steps from the start cost 58 ms on the
+ * triton example grown to 1 GB (345,319 steps); stepping from the hint, 6 ms. t is not NaN. */
 static inline Py_ssize_t last_start_at_or_before(const double *starts, Py_ssize_t n, double t, Py_ssize_t hint)
 {
-    if (hint >= 0 && starts[hint] <= t && (hint + 1 == n || starts[hint + 1] > t))
-        return hint;
-    Py_ssize_t lo = 0, hi = n; /* the answer + 1 is in [lo, hi]: the count of starts <= t */
+    Py_ssize_t lo = 0, hi = n; /* the answer + 1, the count of starts <= t, is in [lo, hi] */
+    if (hint >= 0 && hint < n) {
+        Py_ssize_t step = 1;
+        if (starts[hint] <= t) { /* the count is past the hint: step forward */
+            lo = hint + 1;
+            for (;;) {
+                Py_ssize_t p = hint + step;
+                if (p >= n) {
+                    hi = n;
+                    break;
+                }
+                if (starts[p] > t) {
+                    hi = p;
+                    break;
+                }
+                lo = p + 1;
+                step *= 2;
+            }
+        } else { /* the count is at most the hint: step back */
+            hi = hint;
+            for (;;) {
+                Py_ssize_t p = hint - step;
+                if (p < 0) {
+                    lo = 0;
+                    break;
+                }
+                if (starts[p] <= t) {
+                    lo = p + 1;
+                    break;
+                }
+                hi = p;
+                step *= 2;
+            }
+        }
+    }
     while (lo < hi) {
         Py_ssize_t mid = lo + (hi - lo) / 2;
         if (starts[mid] <= t)
@@ -113,7 +149,6 @@ static inline Py_ssize_t last_start_at_or_before(const double *starts, Py_ssize_
     return lo - 1;
 }
 
-/* The pass of step_numbers into an int64 or (every number fits: the caller checked) int32 out. */
 #define STEP_PASS(NAME, T)                                                                                 \
     static void NAME(const double *starts, const double *ends, const int64_t *numbers, Py_ssize_t n_steps, \
                      const double *ts, const uint8_t *skip, T *out, Py_ssize_t n)                          \
