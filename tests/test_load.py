@@ -441,6 +441,22 @@ def test_id_table_converts_the_same_whether_it_converts_every_text_or_only_those
         np.testing.assert_array_equal(lut_few.take(codes), lut_many.take(codes))
     np.testing.assert_array_equal(lut_many[:4], [7, TEXT_ID_BASE - 1, TEXT_ID_BASE - 2, 1000])
     assert lut_many[-1] == -1  # code -1: missing
+    # converted whole, the step names (one a pid, however odd) are set at once: the same table as
+    # the loop makes, and as many codes for the pid/tid columns as np.unique gives
+    from perfreport.load.columns import _id_codes
+    from perfreport.model import step_name_table
+
+    named = strings + [f"ProfilerStep#{i}" for i in range(200)]
+    steps = step_name_table(named)
+    odd = (np.tile(np.append(pid, len(strings) + 7).astype(np.int32), 400), np.tile(tid, 400))
+    lut_named = _id_table(named, odd, steps)
+    np.testing.assert_array_equal(lut_named, _id_table(named, odd))
+    assert lut_named[len(strings) + 7] == TEXT_ID_BASE - len(strings) - 7
+    for lut in (lut_named, lut_few, lut_many, np.array([-1]), np.array([5, -1, 5, -1])):
+        ids, code = _id_codes(lut)
+        want_ids, want_code = np.unique(lut, return_inverse=True)
+        np.testing.assert_array_equal(ids, want_ids)
+        assert code.dtype == np.int32 and code.tolist() == want_code.ravel().tolist()
 
 
 def test_a_pid_or_tid_text_reads_as_int_then_float_would_read_it() -> None:
