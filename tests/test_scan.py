@@ -125,6 +125,30 @@ def text_of(res: ScanResult, column: np.ndarray) -> list[str | None]:
     return texts(column, res.strings)
 
 
+def test_step_names_keep_one_code_each_in_order_of_appearance() -> None:
+    """The interner keeps "ProfilerStep#N" names apart from the other texts (an array indexed by
+    N from the first step's): a name below the first N, beyond the array's span, with a leading
+    zero, 19 digits or a suffix goes to the hashed table instead, and every text keeps one code,
+    numbered in order of first appearance, through the array's growth, the table's rehashes and
+    a second "traceEvents" array (which starts the numbering again)."""
+    base = 5
+    odd = [f"ProfilerStep#{base - 1}", f"ProfilerStep#{base + 2**22}", f"ProfilerStep#0{base + 1}",
+           "ProfilerStep#1234567890123456789", f"ProfilerStep#{base}x", "ProfilerStep#", "ProfilerStep#-7",
+           f"ProfilerStep#{base + 2**22 - 1}", "ProfilerStep#0", "ProfilerStep#999999999999999999"]
+    names = [f"ProfilerStep#{base}"] + odd
+    names += [n for i in range(3000) for n in (f"ProfilerStep#{base + 1 + i}", f"op{i % 1500}")]  # > 1024 of each
+    names += odd + [f"ProfilerStep#{base + 7}", f"ProfilerStep#{base}", "op3"]  # all seen before
+    events = ", ".join('{"name": "%s"}' % n for n in names)
+    res = both(f"[{events}]")
+    first = list(dict.fromkeys(names))
+    assert res.strings == first  # one code per text, in order of first appearance
+    assert res.top["name"].tolist() == [first.index(n) for n in names]
+    doc = ('{"traceEvents": [{"name": "op9"}, {"name": "ProfilerStep#5"}, {"name": "ProfilerStep#6"}], '
+           f'"traceEvents": [{events}]}}').encode()
+    again, _ = scan_doc(doc)  # the last array counts, numbered from its own first step
+    assert again.strings == first and again.top["name"].tolist() == res.top["name"].tolist()
+
+
 # --------------------------------------------------------------------------------------------
 # real traces
 

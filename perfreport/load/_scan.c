@@ -312,16 +312,34 @@ typedef struct {
     size_t off, len; /* the text is interner.text.data[off : off + len] */
 } InternEntry;
 
+#define RECENT_SLOTS 256 /* Interner.recent: a power of two */
+
+/* The string table: text -> code, in order of first appearance. ``recent`` remembers, by the
+ * top bits of its hash, the code of a text looked up lately: a trace of many steps has a name
+ * of its own per step ("ProfilerStep#N"), so its table outgrows the caches (345,394 texts,
+ * 4 MB of slots and 8 MB of entries on the triton example grown to 1 GB) and each lookup of a
+ * text the text cache missed (a short value followed by a timestamp) read a slot and an entry
+ * from memory. The recent code's entry and text are still cached: one comparison confirms it. */
 typedef struct {
     Buf text;             /* all distinct texts back to back */
     InternEntry *entries; /* entries[code] */
     size_t n, cap;
     int32_t *slots;       /* open addressing, linear probing: a code, or -1 when empty */
     size_t nslots;        /* a power of two, at least twice n */
+    int32_t recent[RECENT_SLOTS]; /* a code, or -1 */
+    size_t n_hashed;      /* codes in the slots: all but the step names below */
+    int32_t *steps;       /* steps[N - step_base]: the code of "ProfilerStep#N", or -1 (see step_entry) */
+    size_t steps_cap;
+    uint64_t step_base;   /* N of the first step name met, -1 (UINT64_MAX) before */
 } Interner;
+
+#define STEP_SPAN (1u << 22) /* step names from step_base to step_base + STEP_SPAN - 1 skip the slots */
+#define NOT_HASHED 0         /* InternEntry.hash of a step name kept in Interner.steps (no text hashes to it) */
 
 static int interner_init(Interner *I)
 {
+    memset(I->recent, 0xFF, sizeof I->recent);
+    I->step_base = UINT64_MAX;
     I->nslots = 1024;
     I->slots = PyMem_RawMalloc(I->nslots * sizeof *I->slots);
     if (!I->slots) {
@@ -337,8 +355,10 @@ static void interner_free(Interner *I)
     buf_free(&I->text);
     PyMem_RawFree(I->entries);
     PyMem_RawFree(I->slots);
+    PyMem_RawFree(I->steps);
     I->entries = NULL;
     I->slots = NULL;
+    I->steps = NULL;
 }
 
 /* Double the slot table and re-insert every code. */
@@ -352,6 +372,8 @@ static int interner_rehash(Interner *I)
     }
     memset(slots, 0xFF, nslots * sizeof *slots);
     for (size_t code = 0; code < I->n; code++) {
+        if (I->entries[code].hash == NOT_HASHED)
+            continue; /* a step name: in I->steps */
         size_t i = I->entries[code].hash & (nslots - 1);
         while (slots[i] >= 0)
             i = (i + 1) & (nslots - 1);
@@ -363,15 +385,70 @@ static int interner_rehash(Interner *I)
     return 0;
 }
 
+/* Where the code of the step name s[0:n] is kept, when it is one kept apart; NULL for any
+ * other text. Every step of a trace has a name of its own ("ProfilerStep#N", N counting up),
+ * so a trace of 345,319 steps interns as many names, each new: in the slots, each took a probe
+ * of a table far larger than the caches (and made it so for every other text). Kept apart, a
+ * name is its N, an index into an array that grows with the steps. Which names are kept apart
+ * depends on the text alone (and on the first step name of the document): "ProfilerStep#"
+ * then 1 to 18 digits without a leading zero, N from step_base to step_base + STEP_SPAN - 1,
+ * so a text is always looked for where it was put. -1 with an exception set on failure. */
+static int step_entry(Interner *I, const char *s, size_t n, int32_t **entry)
+{
+    *entry = NULL;
+    if (n < 14 || n > 13 + 18 || memcmp(s, "ProfilerStep#", 13) != 0 || (s[13] == '0' && n > 14))
+        return 0;
+    uint64_t v = 0;
+    for (size_t k = 13; k < n; k++) {
+        unsigned d = (unsigned)(unsigned char)s[k] - '0';
+        if (d > 9)
+            return 0;
+        v = v * 10 + d;
+    }
+    if (I->step_base == UINT64_MAX)
+        I->step_base = v;
+    if (v < I->step_base || v - I->step_base >= STEP_SPAN)
+        return 0;
+    size_t k = (size_t)(v - I->step_base);
+    if (k >= I->steps_cap) {
+        size_t cap = I->steps_cap ? I->steps_cap : 1024;
+        while (cap <= k)
+            cap *= 2;
+        int32_t *steps = PyMem_RawRealloc(I->steps, cap * sizeof *steps);
+        if (!steps) {
+            no_memory();
+            return -1;
+        }
+        memset(steps + I->steps_cap, 0xFF, (cap - I->steps_cap) * sizeof *steps);
+        I->steps = steps;
+        I->steps_cap = cap;
+    }
+    *entry = &I->steps[k];
+    return 0;
+}
+
 /* The code of text s[0:n], adding it when new. -1 with an exception set on failure. */
 static int32_t intern(Interner *I, const char *s, size_t n)
 {
-    uint64_t h = hash_bytes(s, n);
+    int32_t *step;
+    if (step_entry(I, s, n, &step) < 0)
+        return -1;
+    if (step && *step >= 0)
+        return *step;
+    uint64_t h = step ? NOT_HASHED : hash_bytes(s, n);
+    if (!step && h == NOT_HASHED)
+        h = NOT_HASHED + 1; /* NOT_HASHED marks the step names */
+    int32_t *recent = &I->recent[h >> 56 & (RECENT_SLOTS - 1)]; /* other bits than the slots' */
+    if (!step && *recent >= 0) {
+        const InternEntry *e = &I->entries[*recent];
+        if (e->hash == h && e->len == n && bytes_equal(I->text.data + e->off, s, n))
+            return *recent;
+    }
     size_t mask = I->nslots - 1, i = h & mask;
-    for (int32_t code; (code = I->slots[i]) >= 0; i = (i + 1) & mask) {
+    for (int32_t code; !step && (code = I->slots[i]) >= 0; i = (i + 1) & mask) {
         const InternEntry *e = &I->entries[code];
         if (e->hash == h && e->len == n && bytes_equal(I->text.data + e->off, s, n))
-            return code;
+            return *recent = code;
     }
     if (I->n >= INT32_MAX) {
         GIL_ENTER;
@@ -379,7 +456,7 @@ static int32_t intern(Interner *I, const char *s, size_t n)
         GIL_LEAVE;
         return -1;
     }
-    if ((I->n + 1) * 2 > I->nslots) {
+    if (!step && (I->n_hashed + 1) * 2 > I->nslots) {
         if (interner_rehash(I) < 0)
             return -1;
         mask = I->nslots - 1;
@@ -400,7 +477,12 @@ static int32_t intern(Interner *I, const char *s, size_t n)
     if (buf_append(&I->text, s, n) < 0)
         return -1;
     I->entries[I->n] = (InternEntry){h, off, n};
-    I->slots[i] = (int32_t)I->n;
+    if (step) {
+        *step = (int32_t)I->n;
+    } else {
+        I->slots[i] = (int32_t)I->n;
+        I->n_hashed++;
+    }
     return (int32_t)I->n++;
 }
 
@@ -703,9 +785,13 @@ static void scan_reset(Scan *S)
         S->top_cols[k].len = 0;
     for (Py_ssize_t k = 0; k < S->arg.n; k++)
         S->arg_rows[k].len = S->arg_vals[k].len = 0;
-    S->strings.n = 0;
+    S->strings.n = S->strings.n_hashed = 0;
     S->strings.text.len = 0;
     memset(S->strings.slots, 0xFF, S->strings.nslots * sizeof *S->strings.slots);
+    memset(S->strings.recent, 0xFF, sizeof S->strings.recent);
+    if (S->strings.steps)
+        memset(S->strings.steps, 0xFF, S->strings.steps_cap * sizeof *S->strings.steps);
+    S->strings.step_base = UINT64_MAX; /* the next array's first step name sets it anew */
     memset(S->text_cache, 0, TEXT_CACHE_SLOTS * sizeof *S->text_cache); /* their codes are gone */
     S->n_events = 0;
 }
