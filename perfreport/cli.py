@@ -156,7 +156,7 @@ def compare_one(args: argparse.Namespace, labels: list[str], formats, renderer) 
     with phase("start: import pandas and the analyses"), imports():
         from .config import load_config
         from .report.outputs import early_figures, write_reports
-        from .pipeline import compare, report_document
+        from .pipeline import compare, report_document, summary_document
         from .running.progress import make_progress
         from .report import build_report
 
@@ -164,14 +164,21 @@ def compare_one(args: argparse.Namespace, labels: list[str], formats, renderer) 
     executor = executor_of(args, figures=formats)
     progress = make_progress(args.quiet)
     start_early, early = early_figures(formats, args.pdf_appendix), []
+    summaries: list[tuple[dict, dict]] = []
+
+    def judged(baseline, candidate) -> None:  # the sides' documents, while the attribution's child runs
+        with phase("report: the sides' documents (beside the attribution)"):
+            summaries.append((summary_document(baseline, args.full_tables), summary_document(candidate, args.full_tables)))
+
     try:
         comparison = compare(args.baseline, args.candidate[0], config=config, store=args.store, executor=executor,
                              candidate_runs=args.runs, progress=progress,
-                             analysed=start_early and (lambda b, c: early.extend(filter(None, [start_early(b, c)]))))
+                             analysed=start_early and (lambda b, c: early.extend(filter(None, [start_early(b, c)]))),
+                             judged=judged)
         progress.phase("writing reports")
         collect_no_more()  # the reports are the command's last stage (perfreport.running.collector)
         with phase("report: document"):
-            document = report_document(comparison, args.full_tables)
+            document = report_document(comparison, args.full_tables, summaries[0] if summaries else None)
         document["command"] = reproduce_command(args)
         document["candidate"]["commit"] = os.environ.get("GITHUB_SHA") or None  # the commit CI checked out
         out = Path(args.out)

@@ -387,3 +387,46 @@ def test_gate_inputs_made_while_the_other_side_runs_are_those_made_after(monkeyp
     assert events == ["ranks done", "baseline", "candidate"]
     assert len(ahead.verdict.checks) > 5
     assert document(ahead) == document(after)
+
+
+def test_the_sides_documents_made_beside_the_attribution_are_those_made_after(monkeypatch):
+    """``judged`` is called once, after the verdict and before the attribution is taken, with
+    the two analyses the report describes; the report made from the sides' documents built
+    there equals the one that builds them itself, and so does one whose attribution ran here
+    (no child), after the op sums it reads were let go for the documents."""
+    from perfreport import pipeline
+    from perfreport.config import Config
+
+    def document(comparison, summaries=None) -> dict:
+        def clean(d):
+            if isinstance(d, dict):
+                return {k: clean(v) for k, v in d.items() if k not in ("timings", "timings_s", "created_utc")}
+            return [clean(x) for x in d] if isinstance(d, list) else d
+        return clean(json.loads(json_text(pipeline.report_document(comparison, summaries=summaries))))
+
+    seen: list = []
+
+    def judged(baseline, candidate) -> None:
+        seen.append((baseline, candidate, pipeline.summary_document(baseline), pipeline.summary_document(candidate)))
+
+    runs = TRACES.parent / "recorded" / "repeat_base"
+    comparison = pipeline.compare(runs / "run1", runs / "run2", config=Config(), workers=1, judged=judged)
+    assert len(seen) == 1
+    baseline, candidate, b_doc, c_doc = seen[0]
+    assert baseline is comparison.baseline and candidate is comparison.candidate
+    made_ahead = document(comparison, (b_doc, c_doc))
+    assert made_ahead == document(comparison) and made_ahead["baseline"]["ranks"]
+
+    class Here:  # an attribution whose child could not be made: it runs here, after the documents
+        def __init__(self, fn, name, patience=120.0):
+            self.fn = fn
+
+        def result(self):
+            return self.fn()
+
+        def stop(self):
+            pass
+
+    monkeypatch.setattr(pipeline, "Beside", Here)
+    here = pipeline.compare(runs / "run1", runs / "run2", config=Config(), workers=1, judged=judged)
+    assert here.explanation is not None and document(here) == document(comparison)
