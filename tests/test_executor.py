@@ -354,19 +354,23 @@ def test_samples_below_the_step_come_from_the_digests(tmp_path):
     same_calls(mixed.baseline.traces, long_run)
 
 
+def document(comparison, summaries=None) -> dict:
+    """A comparison's report.json as data, without what differs from run to run (timings, dates)."""
+    from perfreport import pipeline
+
+    def clean(d):
+        if isinstance(d, dict):
+            return {k: clean(v) for k, v in d.items() if k not in ("timings", "timings_s", "created_utc")}
+        return [clean(x) for x in d] if isinstance(d, list) else d
+    return clean(json.loads(json_text(pipeline.report_document(comparison, summaries=summaries))))
+
+
 def test_gate_inputs_made_while_the_other_side_runs_are_those_made_after(monkeypatch):
     """A compare makes each side's gate inputs as soon as its ranks are in (here one worker:
     the baseline's while the candidate's rank is still to come), and the comparison is the one
     made from inputs made after both sides are in: same report, checks and explanation."""
     from perfreport import pipeline
     from perfreport.config import Config
-
-    def document(comparison) -> dict:
-        def clean(d):
-            if isinstance(d, dict):
-                return {k: clean(v) for k, v in d.items() if k not in ("timings", "timings_s", "created_utc")}
-            return [clean(x) for x in d] if isinstance(d, list) else d
-        return clean(json.loads(json_text(pipeline.report_document(comparison))))
 
     events: list[str] = []
     real_gate_side, real_run_sides = pipeline.gate_side, pipeline.run_sides
@@ -396,13 +400,6 @@ def test_the_sides_documents_made_beside_the_attribution_are_those_made_after(mo
     (no child), after the op sums it reads were let go for the documents."""
     from perfreport import pipeline
     from perfreport.config import Config
-
-    def document(comparison, summaries=None) -> dict:
-        def clean(d):
-            if isinstance(d, dict):
-                return {k: clean(v) for k, v in d.items() if k not in ("timings", "timings_s", "created_utc")}
-            return [clean(x) for x in d] if isinstance(d, list) else d
-        return clean(json.loads(json_text(pipeline.report_document(comparison, summaries=summaries))))
 
     seen: list = []
 

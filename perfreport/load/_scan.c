@@ -312,21 +312,17 @@ typedef struct {
     size_t off, len; /* the text is interner.text.data[off : off + len] */
 } InternEntry;
 
-#define RECENT_SLOTS 256 /* Interner.recent: a power of two */
-
-/* The string table: text -> code, in order of first appearance. ``recent`` remembers, by the
- * top bits of its hash, the code of a text looked up lately: a trace of many steps has a name
- * of its own per step ("ProfilerStep#N"), so its table outgrows the caches (345,394 texts,
- * 4 MB of slots and 8 MB of entries on the triton example grown to 1 GB) and each lookup of a
- * text the text cache missed (a short value followed by a timestamp) read a slot and an entry
- * from memory. The recent code's entry and text are still cached: one comparison confirms it. */
+/* The string table: text -> code, in order of first appearance, the codes of most texts found
+ * through hashed slots. A trace of many steps has a name of its own per step ("ProfilerStep#N"):
+ * in the slots they made the table outgrow the caches (345,394 texts, 4 MB of slots and 8 MB of
+ * entries on the triton example grown to 1 GB), each new name a probe of memory. So step names
+ * are kept apart, in an array indexed by N (see step_entry), and the slots hold the rest. */
 typedef struct {
     Buf text;             /* all distinct texts back to back */
     InternEntry *entries; /* entries[code] */
     size_t n, cap;
     int32_t *slots;       /* open addressing, linear probing: a code, or -1 when empty */
-    size_t nslots;        /* a power of two, at least twice n */
-    int32_t recent[RECENT_SLOTS]; /* a code, or -1 */
+    size_t nslots;        /* a power of two, at least twice n_hashed */
     size_t n_hashed;      /* codes in the slots: all but the step names below */
     int32_t *steps;       /* steps[N - step_base]: the code of "ProfilerStep#N", or -1 (see step_entry) */
     size_t steps_cap;
@@ -338,7 +334,6 @@ typedef struct {
 
 static int interner_init(Interner *I)
 {
-    memset(I->recent, 0xFF, sizeof I->recent);
     I->step_base = UINT64_MAX;
     I->nslots = 1024;
     I->slots = PyMem_RawMalloc(I->nslots * sizeof *I->slots);
@@ -427,41 +422,15 @@ static int step_entry(Interner *I, const char *s, size_t n, int32_t **entry)
     return 0;
 }
 
-/* The code of text s[0:n], adding it when new. -1 with an exception set on failure. */
-static int32_t intern(Interner *I, const char *s, size_t n)
+/* Add the new text s[0:n] with hash ``h`` (NOT_HASHED: a step name): its code, -1 with an
+ * exception set on failure. */
+static int32_t add_text(Interner *I, const char *s, size_t n, uint64_t h)
 {
-    int32_t *step;
-    if (step_entry(I, s, n, &step) < 0)
-        return -1;
-    if (step && *step >= 0)
-        return *step;
-    uint64_t h = step ? NOT_HASHED : hash_bytes(s, n);
-    if (!step && h == NOT_HASHED)
-        h = NOT_HASHED + 1; /* NOT_HASHED marks the step names */
-    int32_t *recent = &I->recent[h >> 56 & (RECENT_SLOTS - 1)]; /* other bits than the slots' */
-    if (!step && *recent >= 0) {
-        const InternEntry *e = &I->entries[*recent];
-        if (e->hash == h && e->len == n && bytes_equal(I->text.data + e->off, s, n))
-            return *recent;
-    }
-    size_t mask = I->nslots - 1, i = h & mask;
-    for (int32_t code; !step && (code = I->slots[i]) >= 0; i = (i + 1) & mask) {
-        const InternEntry *e = &I->entries[code];
-        if (e->hash == h && e->len == n && bytes_equal(I->text.data + e->off, s, n))
-            return *recent = code;
-    }
     if (I->n >= INT32_MAX) {
         GIL_ENTER;
         PyErr_SetString(PyExc_OverflowError, "more than 2**31 distinct strings");
         GIL_LEAVE;
         return -1;
-    }
-    if (!step && (I->n_hashed + 1) * 2 > I->nslots) {
-        if (interner_rehash(I) < 0)
-            return -1;
-        mask = I->nslots - 1;
-        for (i = h & mask; I->slots[i] >= 0; i = (i + 1) & mask)
-            ;
     }
     if (I->n == I->cap) {
         size_t cap = I->cap ? I->cap * 2 : 1024;
@@ -477,13 +446,39 @@ static int32_t intern(Interner *I, const char *s, size_t n)
     if (buf_append(&I->text, s, n) < 0)
         return -1;
     I->entries[I->n] = (InternEntry){h, off, n};
-    if (step) {
-        *step = (int32_t)I->n;
-    } else {
-        I->slots[i] = (int32_t)I->n;
+    return (int32_t)I->n++;
+}
+
+/* The code of text s[0:n], adding it when new. -1 with an exception set on failure. */
+static int32_t intern(Interner *I, const char *s, size_t n)
+{
+    int32_t *step;
+    if (step_entry(I, s, n, &step) < 0)
+        return -1;
+    if (step) /* a step name: its array entry, not the slots */
+        return *step >= 0 ? *step : (*step = add_text(I, s, n, NOT_HASHED));
+    uint64_t h = hash_bytes(s, n);
+    if (h == NOT_HASHED)
+        h = NOT_HASHED + 1; /* NOT_HASHED marks the step names */
+    size_t mask = I->nslots - 1, i = h & mask;
+    for (int32_t code; (code = I->slots[i]) >= 0; i = (i + 1) & mask) {
+        const InternEntry *e = &I->entries[code];
+        if (e->hash == h && e->len == n && bytes_equal(I->text.data + e->off, s, n))
+            return code;
+    }
+    if ((I->n_hashed + 1) * 2 > I->nslots) {
+        if (interner_rehash(I) < 0)
+            return -1;
+        mask = I->nslots - 1;
+        for (i = h & mask; I->slots[i] >= 0; i = (i + 1) & mask)
+            ;
+    }
+    int32_t code = add_text(I, s, n, h);
+    if (code >= 0) {
+        I->slots[i] = code;
         I->n_hashed++;
     }
-    return (int32_t)I->n++;
+    return code;
 }
 
 /* The string table as a list of str, in code order. */
@@ -788,7 +783,6 @@ static void scan_reset(Scan *S)
     S->strings.n = S->strings.n_hashed = 0;
     S->strings.text.len = 0;
     memset(S->strings.slots, 0xFF, S->strings.nslots * sizeof *S->strings.slots);
-    memset(S->strings.recent, 0xFF, sizeof S->strings.recent);
     if (S->strings.steps)
         memset(S->strings.steps, 0xFF, S->strings.steps_cap * sizeof *S->strings.steps);
     S->strings.step_base = UINT64_MAX; /* the next array's first step name sets it anew */
