@@ -11,12 +11,12 @@ import numpy as np
 import pandas as pd
 
 from ..config import Config
-from ..model import COLLECTIVE
 from .checks import Evidence, Note
 from .hostwait import HostWait, host_wait_only
 from .keyed import table_keys
+from .matched import SideCalls, matched_calls, side_calls
 from .metrics import HIGHER, Group, Metric, SideData, aggregate
-from .noise import Paired, paired_noise
+from .noise import Paired
 from .stats import bootstrap_interval, mann_whitney_u
 from .variants import Swap, kernel_swaps
 
@@ -59,26 +59,16 @@ class Comparison:
         of a key (normalised name) on a rank in the baseline against the i-th on its paired rank
         in the candidate, over the judged steps in order; ``cls`` or ``key`` select the calls.
         None when a side has no call table or no ranks pair."""
-        tables = (self.b.invocations, self.c.invocations)
         pairs = [(x, y) for x, y in self.pairs if rank is None or y == rank]
-        if any(t is None or not len(t) for t in tables) or not pairs:
+        if self._calls is None or not pairs:
             return None
-        matched = []
-        for table, ranks, to_candidate in ((tables[0], [x for x, _ in pairs], dict(pairs)),
-                                           (tables[1], [y for _, y in pairs], None)):
-            mask = table["rank"].isin(ranks).to_numpy().copy()
-            mask &= (table["cls"] == cls).to_numpy() if cls is not None else (table["cls"] != COLLECTIVE).to_numpy()
-            if key is not None:
-                mask &= (table["key"].astype(str).str.strip() == key).to_numpy()
-            t = table[mask].sort_values(["rank", "key", "run", "step", "call"], kind="stable")
-            t = t.assign(n=t.groupby(["rank", "key"], sort=False).cumcount().to_numpy())
-            if to_candidate:
-                t = t.assign(rank=t["rank"].map(to_candidate))
-            matched.append(t[["rank", "key", "n", "dur_us"]])
-        both = matched[0].merge(matched[1], on=["rank", "key", "n"], suffixes=("_b", "_c"))
-        if not len(both):
-            return None
-        return paired_noise(both["dur_us_b"].to_numpy(), both["dur_us_c"].to_numpy())
+        return matched_calls(*self._calls, pairs, cls=cls, key=key)
+
+    @functools.cached_property
+    def _calls(self) -> tuple[SideCalls, SideCalls] | None:
+        """Both sides' call tables, prepared once for every check's :meth:`paired`."""
+        tables = (self.b.invocations, self.c.invocations)
+        return None if any(t is None or not len(t) for t in tables) else side_calls(tables)
 
     @functools.cached_property
     def host_wait(self) -> HostWait | None:

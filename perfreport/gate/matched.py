@@ -1,0 +1,111 @@
+"""Matched GPU op calls: the i-th call of a key on a rank in the baseline against the i-th call
+of that key on its paired rank in the candidate (the samples of a check whose steps are too few,
+:func:`perfreport.gate.noise.paired_noise`).
+
+A check asks for the calls of one class or one key; a side's invocation table has a row per GPU
+op call (half a million on a 1 GB trace of one step). Filtering, sorting, numbering and joining
+that table in pandas for every check cost 1.3 s of a compare's gate on such a trace (string
+strips and sorts of every row, each time). So each side is prepared once (:class:`SideCalls`):
+keys as codes into one sorted vocabulary shared by both sides, rows sorted as the matching reads
+them; a check is then a mask over sorted integer columns and one search among the few
+(rank, key) groups. The pairs come in the order pandas' sort, per-group count and inner merge
+gave them (the baseline's sorted calls), so the sums over them are the same floats.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..model import COLLECTIVE
+from .noise import Paired, paired_noise
+
+
+@dataclass(frozen=True)
+class SideCalls:
+    """One side's calls sorted by (rank, key, run, step, call), as columns: rank, the key's code
+    in the shared vocabulary (sorted, so codes order as the texts do), the class and duration."""
+
+    rank: np.ndarray
+    key: np.ndarray
+    cls: np.ndarray
+    classes: list[str]
+    """The class of each code in ``cls``."""
+    dur_us: np.ndarray
+    stripped: np.ndarray
+    """The vocabulary's texts without surrounding spaces (a check names its key that way)."""
+
+
+def side_calls(tables: tuple[pd.DataFrame, pd.DataFrame]) -> tuple[SideCalls, SideCalls]:
+    """Both sides' invocation tables prepared for :func:`matched_calls` (one vocabulary)."""
+    factorized = [pd.factorize(t["key"].to_numpy(dtype=object)) for t in tables]
+    vocabulary = sorted({k for _, uniques in factorized for k in uniques.tolist()})
+    position = {k: i for i, k in enumerate(vocabulary)}
+    stripped = np.array([str(k).strip() for k in vocabulary], dtype=object)
+    out = []
+    for table, (codes, uniques) in zip(tables, factorized):
+        key = np.array([position[k] for k in uniques.tolist()], dtype=np.int64)[codes]
+        rank = table["rank"].to_numpy(np.int64)
+        order = np.lexsort((table["call"].to_numpy(), table["step"].to_numpy(), table["run"].to_numpy(), key, rank))
+        cls, classes = pd.factorize(table["cls"].to_numpy(dtype=object))
+        out.append(SideCalls(rank=rank[order], key=key[order], cls=cls[order], classes=classes.tolist(),
+                             dur_us=table["dur_us"].to_numpy(np.float64)[order], stripped=stripped))
+    return out[0], out[1]
+
+
+def matched_calls(b: SideCalls, c: SideCalls, pairs: list[tuple[int, int]], cls: str | None = None,
+                  key: str | None = None) -> Paired | None:
+    """:func:`paired_noise` of the calls matched over the rank ``pairs`` (baseline, candidate):
+    of class ``cls`` (None: every class but collectives), of ``key`` (stripped) if given; None
+    when no call matches."""
+    sides = []
+    for side, ranks in ((b, [x for x, _ in pairs]), (c, [y for _, y in pairs])):
+        rows = np.flatnonzero(_selected(side, ranks, cls, key))
+        rank, code = side.rank[rows], side.key[rows]
+        sides.append((rank, code, _call_number(rank, code), side.dur_us[rows]))
+    (b_rank, b_key, b_n, b_dur), (c_rank, c_key, c_n, c_dur) = sides
+    if not len(b_dur) or not len(c_dur):
+        return None
+    to_candidate = dict(pairs)
+    ranks, inverse = np.unique(b_rank, return_inverse=True)
+    b_rank = np.array([to_candidate[r] for r in ranks.tolist()], dtype=np.int64)[inverse.ravel()]
+    width = len(b.stripped)
+    b_group, c_group = b_rank * width + b_key, c_rank * width + c_key  # the candidate's ascend
+    starts = np.flatnonzero(np.r_[True, c_group[1:] != c_group[:-1]])
+    groups, counts = c_group[starts], np.diff(np.r_[starts, len(c_group)])
+    at = np.minimum(np.searchsorted(groups, b_group), len(groups) - 1)
+    hit = (groups[at] == b_group) & (b_n < counts[at])
+    if not hit.any():
+        return None
+    return paired_noise(b_dur[hit], c_dur[starts[at[hit]] + b_n[hit]])
+
+
+def _selected(side: SideCalls, ranks: list[int], cls: str | None, key: str | None) -> np.ndarray:
+    mask = np.isin(side.rank, np.array(ranks, dtype=np.int64))
+    if cls is not None:
+        mask &= side.cls == _code(side.classes, cls)
+    else:
+        mask &= side.cls != _code(side.classes, COLLECTIVE)
+    if key is not None:
+        mask &= (side.stripped == key)[side.key]
+    return mask
+
+
+def _code(classes: list[str], name: str) -> int:
+    """``name``'s code among ``classes`` (-2, no row's code, where absent)."""
+    return classes.index(name) if name in classes else -2
+
+
+def _call_number(rank: np.ndarray, key: np.ndarray) -> np.ndarray:
+    """Each row's number within its run of equal (rank, key): the rows are sorted by both."""
+    n = len(rank)
+    if not n:
+        return np.empty(0, np.int64)
+    new = np.r_[True, (rank[1:] != rank[:-1]) | (key[1:] != key[:-1])]
+    starts = np.flatnonzero(new)
+    return np.arange(n) - np.repeat(starts, np.diff(np.r_[starts, n]))
+
+
+__all__ = ["SideCalls", "matched_calls", "side_calls"]
