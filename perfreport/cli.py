@@ -12,6 +12,7 @@ usage (one line on stderr naming the file and problem).
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import shlex
 import logging
@@ -114,16 +115,19 @@ def run_arguments(p: argparse.ArgumentParser) -> None:
                         "as 'timings') and more log output (-vv: debug)")
 
 
-def executor_of(args: argparse.Namespace, figures: Sequence[str] = ()):
-    """The executor the run options name; with ``figures`` (report formats) that draw figures,
-    the parent imports matplotlib while the ranks load in worker processes."""
+def executor_of(args: argparse.Namespace, formats: Sequence[str] = ()):
+    """The executor the run options name; with report ``formats``, the parent prepares what
+    they are rendered with (matplotlib, the compiled templates) while the ranks load in worker
+    processes (:func:`perfreport.report.outputs.prepare_renderers`)."""
     from .running.executor import Executor
 
     if args.scheduler and args.executor != "dask":
         raise PerfreportError("--scheduler is for --executor dask")
     meanwhile = None
-    if {"html", "pdf"} & set(figures):
-        from .report.outputs import prefetch_figures as meanwhile
+    if formats:
+        from .report.outputs import prepare_renderers
+
+        meanwhile = functools.partial(prepare_renderers, tuple(formats))
     return Executor(kind=args.executor, workers=args.workers, scheduler=args.scheduler, while_waiting=meanwhile)
 
 
@@ -161,7 +165,7 @@ def compare_one(args: argparse.Namespace, labels: list[str], formats, renderer) 
         from .report import build_report
 
     config = load_config(args.config)
-    executor = executor_of(args, figures=formats)
+    executor = executor_of(args, formats=formats)
     progress = make_progress(args.quiet)
     start_early, early = early_figures(formats, args.pdf_appendix), []
     summaries: list[tuple[dict, dict]] = []
@@ -254,7 +258,7 @@ def compare_setups(args: argparse.Namespace, labels: list[str], formats, rendere
         raise PerfreportError("--run adds runs of one candidate; with several setups (CANDIDATE …) store each "
                               "setup's runs as a baseline instead")
     config = load_config(args.config)
-    executor = executor_of(args, figures=formats)
+    executor = executor_of(args, formats=formats)
     progress = make_progress(args.quiet)
     try:
         comparisons = compare_many(args.baseline, args.candidate, config=config, store=args.store, executor=executor,
@@ -390,7 +394,7 @@ def analyze_to(args: argparse.Namespace, formats, renderer) -> int:
 
     no_junit = "junit" in formats and args.format not in (None, "all")  # asked for: say why there is none
     formats = tuple(f for f in formats if f != "junit")
-    executor = executor_of(args, figures=formats)
+    executor = executor_of(args, formats=formats)
     progress = make_progress(args.quiet)
     try:  # a trace folder/file, or a stored baseline (its verified cache or traces)
         with phase("start: find the rank files"):

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from . import __version__
@@ -40,7 +41,7 @@ from .running.digest import INVOCATIONS_ALWAYS, AnalysisOptions
 from .running.executor import Executor, RankJob, stream
 from .running.heap import give_back
 from .running.forked import Beside
-from .model import TraceSet
+from .model import TraceSet, sorted_unique
 from .running.progress import Progress
 from .timing import phase
 from .report.json_report import compare_document, side_record
@@ -502,8 +503,10 @@ def judged_steps(side, run: int | None = None) -> list[int] | None:
     table = side.steps
     if len(table):
         table = table[table["run"] == (table["run"].max() if run is None else run)]
-    steps = sorted(int(s) for s in table["step"].unique() if s >= 0) if side.has_steps else []
-    return steps or None
+    if not side.has_steps:
+        return None
+    steps = table["step"].to_numpy()
+    return sorted_unique(steps[steps >= 0].astype(np.int64)).tolist() or None  # (345,319 steps: no Python loop)
 
 
 def report_document(comparison: Comparison, full_tables: bool = False,

@@ -32,3 +32,23 @@ def test_templates_ship_inside_the_wheel(tmp_path: Path) -> None:
                if "__pycache__" not in p.parts}
     assert modules and not (modules - names), sorted(modules - names)
     assert "perfreport/report/report-schema.json" in names
+
+
+def test_renderers_prepared_while_the_ranks_load() -> None:
+    """What the parent does while the workers load (the executor's ``while_waiting``): the
+    templates of the formats asked for are compiled into the environments the renderers use,
+    the others are not."""
+    from perfreport.report import templates
+    from perfreport.report.outputs import prepare_renderers
+
+    templates.environment.cache_clear()
+    templates.html_environment.cache_clear()
+    try:
+        prepare_renderers(("md", "json"))
+        assert {name for _, name in templates.environment().cache.keys()} == {"report.md.j2"}
+        assert not templates.html_environment().cache
+        prepare_renderers(("pdf",))
+        assert {name for _, name in templates.html_environment().cache.keys()} == {"report.html.j2", "report.css.j2"}
+    finally:
+        templates.environment.cache_clear()
+        templates.html_environment.cache_clear()

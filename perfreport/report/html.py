@@ -21,6 +21,8 @@ from . import templates
 Figure = BarFigure | LineFigure | WaterfallFigure | RooflineFigure
 
 TEMPLATE = "report.html.j2"
+STYLE_SHEET = "report.css.j2"
+"""Included by :data:`TEMPLATE`."""
 
 
 OVERVIEW_WIDTH_IN = 6.4

@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -343,10 +343,24 @@ def early_figures(formats: Iterable[str], pdf_appendix: bool = False
     return start
 
 
-def prefetch_figures() -> None:
-    """Import what the figures are drawn with, on a thread while the ranks load elsewhere (see
-    :attr:`perfreport.running.executor.Executor.while_waiting`): a third of a second off the end."""
-    import perfreport.report.figures  # noqa: F401
+def prepare_renderers(formats: Sequence[str]) -> None:
+    """Import what the figures are drawn with and compile the templates ``formats`` render
+    with, on a thread while the ranks load elsewhere (see
+    :attr:`perfreport.running.executor.Executor.while_waiting`): a third of a second off the end
+    for matplotlib, 0.10-0.15 s for the templates (the HTML page's with its style sheet, the
+    Markdown's), which the environments keep compiled for the render."""
+    from . import templates
+    from .html import STYLE_SHEET as CSS
+    from .html import TEMPLATE as HTML
+    from .markdown import TEMPLATE as MARKDOWN
+
+    if {"html", "pdf"} & set(formats):
+        import perfreport.report.figures  # noqa: F401
+
+        for name in (HTML, CSS):
+            templates.html_environment().get_template(name)
+    if "md" in formats:
+        templates.environment().get_template(MARKDOWN)
 
 
 def _import_matplotlib() -> None:
