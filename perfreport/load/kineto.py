@@ -33,7 +33,7 @@ from .discover import RankFile
 from .fields import ScanResult
 from .memory import check_memory
 from .sanitize import check_sizes, drop_absurd
-from .scan_py import decode_lenient
+from .scan_py import decode_lenient, not_utf8
 from .scanner import scan, scan_document
 
 UTF8_BOM = b"\xef\xbb\xbf"
@@ -194,7 +194,9 @@ def _split_top_level(path: Path, data) -> dict[str, msgspec.Raw]:
         top = _top_decoder.decode(data)
     except msgspec.ValidationError:
         raise TraceError(path, "not a Kineto trace: the top level is not a JSON object") from None
-    except (msgspec.DecodeError, UnicodeDecodeError) as exc:  # UnicodeDecodeError: a key not UTF-8
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+        if not_utf8(exc):  # only the keys are decoded here (one wording whichever msgspec says it)
+            raise TraceError(path, "invalid JSON (a top-level key is not UTF-8 text)") from None
         raise TraceError(path, f"invalid JSON ({_short(exc)}){_literal_hint(data, exc)}") from None
     except RecursionError:
         raise TraceError(path, "invalid JSON (nested too deep)") from None

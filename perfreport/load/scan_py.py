@@ -32,7 +32,9 @@ def _object(raw: msgspec.Raw) -> dict[str, msgspec.Raw]:
     """An object's members as raw values; keys that are not UTF-8 are decoded with replacement."""
     try:
         return _args_decoder.decode(raw)
-    except UnicodeDecodeError:
+    except (UnicodeDecodeError, msgspec.DecodeError) as exc:
+        if not not_utf8(exc):
+            raise
         return _args_decoder.decode(_replace_invalid_utf8(raw))
 
 
@@ -47,8 +49,16 @@ def decode_lenient(raw: bytes):
     """``msgspec.json.decode`` where invalid UTF-8 in strings is replaced instead of fatal."""
     try:
         return msgspec.json.decode(raw)
-    except UnicodeDecodeError:
+    except (UnicodeDecodeError, msgspec.DecodeError) as exc:
+        if not not_utf8(exc):
+            raise
         return msgspec.json.decode(_replace_invalid_utf8(raw))
+
+
+def not_utf8(exc: Exception) -> bool:
+    """Whether msgspec refused a text for invalid UTF-8: up to 0.19 it raised Python's
+    ``UnicodeDecodeError``, from 0.20 a ``DecodeError`` saying so (0.23 on a clean install)."""
+    return isinstance(exc, UnicodeDecodeError) or "UTF-8" in str(exc)
 
 
 def minify(raw: bytes) -> str:
