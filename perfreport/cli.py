@@ -124,7 +124,7 @@ def executor_of(args: argparse.Namespace, formats: Sequence[str] = ()):
     if args.scheduler and args.executor != "dask":
         raise PerfreportError("--scheduler is for --executor dask")
     meanwhile = None
-    if formats:
+    if {"html", "pdf", "md"} & set(formats):  # (json and junit need nothing prepared)
         from .report.outputs import prepare_renderers
 
         meanwhile = functools.partial(prepare_renderers, tuple(formats))

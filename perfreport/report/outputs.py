@@ -350,17 +350,17 @@ def prepare_renderers(formats: Sequence[str]) -> None:
     for matplotlib, 0.10-0.15 s for the templates (the HTML page's with its style sheet, the
     Markdown's), which the environments keep compiled for the render."""
     from . import templates
-    from .html import STYLE_SHEET as CSS
-    from .html import TEMPLATE as HTML
-    from .markdown import TEMPLATE as MARKDOWN
 
     if {"html", "pdf"} & set(formats):
         import perfreport.report.figures  # noqa: F401
 
-        for name in (HTML, CSS):
+        from .html import STYLE_SHEET, TEMPLATE
+        for name in (TEMPLATE, STYLE_SHEET):
             templates.html_environment().get_template(name)
     if "md" in formats:
-        templates.environment().get_template(MARKDOWN)
+        from .markdown import TEMPLATE
+
+        templates.environment().get_template(TEMPLATE)
 
 
 def _import_matplotlib() -> None:
