@@ -60,17 +60,15 @@ def matched_calls(b: SideCalls, c: SideCalls, pairs: list[tuple[int, int]], cls:
     """:func:`paired_noise` of the calls matched over the rank ``pairs`` (baseline, candidate):
     of class ``cls`` (None: every class but collectives), of ``key`` (stripped) if given; None
     when no call matches."""
-    sides = []
-    for side, ranks in ((b, [x for x, _ in pairs]), (c, [y for _, y in pairs])):
-        rows = np.flatnonzero(_selected(side, ranks, cls, key))
-        rank, code = side.rank[rows], side.key[rows]
-        sides.append((rank, code, _call_number(rank, code), side.dur_us[rows]))
-    (b_rank, b_key, b_n, b_dur), (c_rank, c_key, c_n, c_dur) = sides
-    if not len(b_dur) or not len(c_dur):
+    b_rows = np.flatnonzero(_selected(b, [x for x, _ in pairs], cls, key))
+    c_rows = np.flatnonzero(_selected(c, [y for _, y in pairs], cls, key))
+    if not len(b_rows) or not len(c_rows):
         return None
+    b_rank, b_key, c_rank, c_key = b.rank[b_rows], b.key[b_rows], c.rank[c_rows], c.key[c_rows]
+    b_n = _call_number(b_rank, b_key)  # numbered before the ranks are mapped, as they sort
     to_candidate = dict(pairs)
-    ranks, inverse = np.unique(b_rank, return_inverse=True)
-    b_rank = np.array([to_candidate[r] for r in ranks.tolist()], dtype=np.int64)[inverse.ravel()]
+    distinct, inverse = np.unique(b_rank, return_inverse=True)
+    b_rank = np.array([to_candidate[r] for r in distinct.tolist()], dtype=np.int64)[inverse.ravel()]
     width = len(b.stripped)
     b_group, c_group = b_rank * width + b_key, c_rank * width + c_key  # the candidate's ascend
     starts = np.flatnonzero(np.r_[True, c_group[1:] != c_group[:-1]])
@@ -79,7 +77,7 @@ def matched_calls(b: SideCalls, c: SideCalls, pairs: list[tuple[int, int]], cls:
     hit = (groups[at] == b_group) & (b_n < counts[at])
     if not hit.any():
         return None
-    return paired_noise(b_dur[hit], c_dur[starts[at[hit]] + b_n[hit]])
+    return paired_noise(b.dur_us[b_rows[hit]], c.dur_us[c_rows[starts[at[hit]] + b_n[hit]]])
 
 
 def _selected(side: SideCalls, ranks: list[int], cls: str | None, key: str | None) -> np.ndarray:
