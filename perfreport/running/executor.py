@@ -67,7 +67,8 @@ class Executor:
     scheduler: str | None = None
     while_waiting: Callable[[], None] | None = None
     """Work for this process once the ranks run elsewhere (worker processes, a cluster), on a
-    thread of its own: a command imports what its reports need (matplotlib) instead of idling.
+    thread of its own: a command imports what its reports need (matplotlib) and compiles their
+    templates instead of idling.
     Not called when the ranks run in this process."""
 
     def __post_init__(self) -> None:
