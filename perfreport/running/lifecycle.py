@@ -19,6 +19,7 @@ import os
 import signal
 import sys
 import threading
+import time
 
 PR_SET_PDEATHSIG = 1
 EXIT_GRACE_S = 10.0
@@ -49,18 +50,33 @@ def _raise_interrupted(signum: int, frame) -> None:
 
 _bounded = False  # set by bound_the_unwinding: the console script's own process, not a library call
 _said = threading.Event()  # the command printed its last line (said_the_end)
+_watch: list[tuple[int, int]] = []  # (the process that armed the watch, the pipe's end that wakes it)
+_deadline: list[tuple[int, str]] = []  # (exit code, line) of the first signal
 
 
 def bound_the_unwinding() -> None:
     """In the console script's process (never in a program that calls :func:`perfreport.cli.main`):
     after SIGINT, SIGTERM or SIGHUP the process ends within :data:`EXIT_GRACE_S` however the
-    unwinding goes. Ctrl-C still raises KeyboardInterrupt, as Python's own handler does."""
+    unwinding goes. Ctrl-C still raises KeyboardInterrupt, as Python's own handler does.
+
+    The watch is a daemon thread started here, before any signal, blocked reading a pipe; a
+    signal's handler only writes a byte to it, and the watch writes its line to the descriptor,
+    not through ``sys.stderr``. The handler used to start a timer thread, waiting inside the
+    handler for it to run, and the timer wrote through ``sys.stderr``, whose lock a main thread
+    blocked in a write to stderr would hold. Neither is shown to be the cause of the rare hang
+    under load (three times in three sessions' test runs, once in a clean-clone run since; not
+    reproduced alone), but the deadline should not depend on either."""
     global _bounded
     _bounded = True
     try:
         signal.signal(signal.SIGINT, _raise_interrupted)
     except (ValueError, OSError):
         pass
+    if not _watch:
+        wake_read, wake_write = os.pipe()
+        threading.Thread(target=_watch_the_deadline, args=(wake_read,), name="perfreport-deadline",
+                         daemon=True).start()
+        _watch.append((os.getpid(), wake_write))
 
 
 def said_the_end() -> None:
@@ -69,25 +85,34 @@ def said_the_end() -> None:
 
 
 def _start_the_deadline(code: int, line: str) -> None:
-    """A daemon timer that ends the process with ``code`` (printing ``line`` unless the command
-    already printed its own) if it is still alive after :data:`EXIT_GRACE_S`; one per process."""
+    """Wake the watch (:func:`bound_the_unwinding`): the process ends with ``code`` (printing
+    ``line`` unless the command already printed its own) if it is still alive after
+    :data:`EXIT_GRACE_S`; once per process, and only in the process that armed it (a forked
+    child shares the pipe). Async-signal-safe: one ``write``, no lock."""
     global _bounded
-    if not _bounded:
+    if not _bounded or not _watch or _watch[0][0] != os.getpid():
         return
     _bounded = False  # a second signal does not restart the clock
+    _deadline.append((code, line))
+    try:
+        os.write(_watch[0][1], b"!")
+    except OSError:  # pragma: no cover - the pipe is ours and empty
+        pass
 
-    def expire() -> None:
-        if not _said.is_set():
-            try:
-                sys.stderr.write(line + "\n")
-                sys.stderr.flush()
-            except (OSError, ValueError):
-                pass
-        os._exit(code)
 
-    timer = threading.Timer(EXIT_GRACE_S, expire)
-    timer.daemon = True
-    timer.start()
+def _watch_the_deadline(wake_read: int) -> None:
+    try:
+        os.read(wake_read, 1)
+    except OSError:  # pragma: no cover
+        return
+    time.sleep(EXIT_GRACE_S)
+    code, line = _deadline[0] if _deadline else (1, "perfreport: interrupted")
+    if not _said.is_set():
+        try:  # (not sys.stderr: the main thread may hold its lock, blocked in the unwinding)
+            os.write(2, (line + "\n").encode("utf-8", "replace"))
+        except OSError:
+            pass
+    os._exit(code)
 
 
 def install_handlers() -> None:
