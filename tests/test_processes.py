@@ -327,4 +327,3 @@ def test_the_command_line_starts_numpy_with_one_blas_thread_unless_told_otherwis
     assert out.returncode == 0, out.stderr
     # importing the package and its entry loads no numpy, so the variable is set before OpenBLAS reads it
     assert out.stdout.split() == ["False", expect, "False"]
-
