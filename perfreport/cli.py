@@ -497,9 +497,14 @@ def run() -> None:
     without tearing the interpreter down (:func:`perfreport.running.lifecycle.exit_now`). An exit that
     argparse raises (``--help``, a usage error) and ``--debug``'s traceback take Python's way."""
     from .running.collector import own_the_collector
-    from .running.heap import own_the_heap
+    from .running.heap import one_arena, own_the_heap
     from .running.lifecycle import bound_the_unwinding, exit_now
 
+    # one glibc arena before the first thread (the signal deadline's watch) exists: a thread's
+    # first allocation makes an arena of its own, and the head start's loader thread, started
+    # later under the limit of one, was given that arena instead of the main one (the 1 GB
+    # triton rank's `analyze` peaked at 1,156-1,162 MB so, 1,025-1,032 before the watch existed)
+    one_arena()
     bound_the_unwinding()  # a signalled command ends within seconds, whatever its unwinding meets
     own_the_heap()  # glibc keeps a rank's freed temporaries for its next ones (perfreport.running.heap)
     own_the_collector()  # what the imports made is left out of the collector's passes

@@ -175,7 +175,7 @@ def attribute(ws: np.ndarray, we: np.ndarray, layers: list[tuple]) -> pd.DataFra
     kinds = np.array([layer[0] for layer in layers] + ["host"], dtype=object)
     runs_on = np.array([layer[1] for layer in layers] + ["CPU"], dtype=object)
     labels, offset = _distinct_keys(layers)
-    return pd.DataFrame({"window": c.window, "kind": kinds[c.layer], "key": labels[offset[c.layer] + c.code],
+    return pd.DataFrame({"window": c.window.astype(np.int64), "kind": kinds[c.layer], "key": labels[offset[c.layer] + c.code],
                          "runs_on": runs_on[c.layer], "time_us": c.time})
 
 
@@ -183,7 +183,9 @@ def attribute(ws: np.ndarray, we: np.ndarray, layers: list[tuple]) -> pd.DataFra
 class _Claims:
     """:func:`attribute`'s parts as columns, in the layers' order (then the unclaimed rest):
     the window, the layer (``len(layers)`` for the rest), the key's code among the layer's
-    distinct keys (:func:`_keys`), the time (µs, > 0)."""
+    distinct keys (:func:`_keys`), the time (µs, > 0). The three indices are int32: a 1 GB
+    rank of 345,319 steps has 2 M parts, and at 8 bytes each (and the layers' parts held while
+    they are joined) they took 84 MB more of its analyses' peak (79,000 -> 57,000 page faults)."""
 
     window: np.ndarray
     layer: np.ndarray
@@ -222,6 +224,7 @@ def _claims(ws: np.ndarray, we: np.ndarray, layers: list[tuple]) -> _Claims:
     work = _ClaimBuffers(n_seg)
     order = np.argsort(ws, kind="stable")
     ws_s, we_s, iws_s, iwe_s = ws[order], we[order], iws[order], iwe[order]
+    order32 = order.astype(np.int32)  # the parts' windows: 4 bytes a part (2 M parts on a 1 GB rank)
     parts = []
     for i, (_, _, s, e, keys) in enumerate(layers):  # a loop over the few layers, each vectorised
         if not len(s):
@@ -234,15 +237,17 @@ def _claims(ws: np.ndarray, we: np.ndarray, layers: list[tuple]) -> _Claims:
         lo = np.maximum(si[ev], iws_s[win])
         hi = np.minimum(ei[ev], iwe_s[win])
         time = cum_at(hi) - cum_at(lo)
+        del lo, hi
         ok = time > 0
-        parts.append((i, order[win[ok]], _keys(keys)[0][ev[ok]], time[ok]))
+        parts.append((i, order32[win[ok]], _keys(keys)[0][ev[ok]].astype(np.int32), time[ok]))
+        del ev, win, time, ok
     unclaimed = np.flatnonzero(free)
     cum_free = np.r_[0.0, np.cumsum(seg[unclaimed])]
     rest = cum_free[search_sorted(unclaimed, iwe_s)] - cum_free[search_sorted(unclaimed, iws_s)]
     ok = rest > 0
-    parts.append((len(layers), order[ok], np.zeros(int(ok.sum()), dtype=np.int64), rest[ok]))
+    parts.append((len(layers), order32[ok], np.zeros(int(ok.sum()), dtype=np.int32), rest[ok]))
     return _Claims(window=np.concatenate([p[1] for p in parts]),
-                   layer=np.repeat(np.array([p[0] for p in parts], dtype=np.int64), [len(p[1]) for p in parts]),
+                   layer=np.repeat(np.array([p[0] for p in parts], dtype=np.int32), [len(p[1]) for p in parts]),
                    code=np.concatenate([p[2] for p in parts]), time=np.concatenate([p[3] for p in parts]))
 
 
