@@ -175,8 +175,8 @@ def attribute(ws: np.ndarray, we: np.ndarray, layers: list[tuple]) -> pd.DataFra
     kinds = np.array([layer[0] for layer in layers] + ["host"], dtype=object)
     runs_on = np.array([layer[1] for layer in layers] + ["CPU"], dtype=object)
     labels, offset = _distinct_keys(layers)
-    return pd.DataFrame({"window": c.window.astype(np.int64), "kind": kinds[c.layer], "key": labels[offset[c.layer] + c.code],
-                         "runs_on": runs_on[c.layer], "time_us": c.time})
+    return pd.DataFrame({"window": c.window.astype(np.int64), "kind": kinds[c.layer],
+                         "key": labels[offset[c.layer] + c.code], "runs_on": runs_on[c.layer], "time_us": c.time})
 
 
 @dataclass(frozen=True)
