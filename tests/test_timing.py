@@ -53,12 +53,41 @@ def test_nothing_is_recorded_outside_a_recording_and_inner_recordings_are_their_
 
 def test_merged_sums_phases_over_tasks() -> None:
     a, b = Timings(), Timings()
-    a.add("scan", 1.0, 0.9)
-    b.add("scan", 2.0, 1.5)
+    a.add("scan", 1.0, 0.9, faults=700)
+    b.add("scan", 2.0, 1.5, faults=300)
     b.add("decode", 0.5, 0.5)
     rows = {r["phase"]: r for r in merged([a.records(), b.records()])}
     assert rows["scan"]["wall_s"] == 3.0 and rows["scan"]["cpu_s"] == 2.4 and rows["scan"]["calls"] == 2
+    assert rows["scan"]["minor_faults"] == 1000 and rows["decode"]["minor_faults"] == 0
     assert rows["decode"]["self_s"] == 0.5
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread page faults are Linux's")
+def test_a_phase_counts_the_page_faults_of_its_thread() -> None:
+    """64 MB of fresh pages written once each: a fault a page (4 KB; huge pages refused for
+    the map), counted for the phase that wrote them and for the phase around it, not for a
+    phase that only slept."""
+    import mmap
+
+    import numpy as np
+
+    pages = (64 << 20) // mmap.PAGESIZE
+    with recording() as t:
+        with phase("outer"):
+            with phase("touch"):
+                memory = mmap.mmap(-1, 64 << 20)
+                if hasattr(mmap, "MADV_NOHUGEPAGE"):
+                    memory.madvise(mmap.MADV_NOHUGEPAGE)
+                view = np.frombuffer(memory, dtype=np.uint8)
+                view[::mmap.PAGESIZE] = 1
+                del view
+                memory.close()
+        with phase("idle"):
+            time.sleep(0.01)
+    rows = {r["phase"]: r for r in t.records()}
+    assert pages <= rows["touch"]["minor_faults"] <= pages + 2_000
+    assert rows["outer"]["minor_faults"] >= rows["touch"]["minor_faults"]
+    assert rows["idle"]["minor_faults"] < 500
 
 
 def _validator():
@@ -142,6 +171,7 @@ def test_timing_lines_show_the_slowest_ranks_and_hide_tiny_phases() -> None:
            "ranks": [{"side": "", "rank": r, "pid": 10 + r, "peak_rss_bytes": 1e8, "wall_s": float(r),
                       "phases": {}} for r in range(12)]}
     lines = timing_lines(doc)
+    assert lines[2].split()[-2:] == ["calls", "faults"]  # the header of the parent's phases
     assert lines[0] == ("timings: 3.00 s wall; parent peak RSS 50 MB; 2 worker process(es), largest peak RSS 300 MB; "
                         "3 forked helper(s), largest peak RSS 120 MB")
     assert "(1 phase(s) under 0.5 ms not shown; report.json keeps them)" in [ln.strip() for ln in lines]

@@ -129,7 +129,8 @@ def claim(rank_file: RankFile, limits: Limits) -> tuple[RankTrace, str, float] |
         # task's self times still add up to its wall time without counting the load twice.
         timings.add("wait for the head start", time.perf_counter() - t0, time.thread_time() - c0, self_s=0.0)
         for p in started.phases:
-            timings.add(p["phase"], p["wall_s"], p["cpu_s"], self_s=p["self_s"], calls=p["calls"])
+            timings.add(p["phase"], p["wall_s"], p["cpu_s"], self_s=p["self_s"], calls=p["calls"],
+                        faults=p.get("minor_faults", 0))
     if started.error is not None:
         raise started.error
     return *started.result, started.began
