@@ -79,3 +79,23 @@ def test_a_real_trace_with_slower_kernels():
         assert matched_calls(*prepared, ranks, **select) == expected
     got = matched_calls(*prepared, ranks, key=gemm)
     assert got.ratio == pytest.approx(1.3) and got.pairs == (tables[0]["key"] == gemm).sum()
+
+
+def test_calls_are_numbered_as_pandas_counts_them() -> None:
+    """The invocation table's call numbers (counted per rank on the keys' codes) are pandas'
+    ``cumcount`` per (step, key) over the calls in start order: with steps (the steps common to
+    the ranks kept) and without (one sample, the whole trace), on several ranks."""
+    from perfreport.analyses.invocations import _common_steps, _in_steps, rank_invocations
+
+    for name in ("hta_sampled_2of128rank", "odd_tiny_old_format_rank1", "hta_a100_nccl_rank0of2"):
+        traces = load_cached(str(TRACES / name))
+        table = gpu_invocations(traces)
+        steps = _common_steps(traces)
+        expected = []
+        for t in traces:
+            frame = rank_invocations(t)[["rank", "step", "key", "cls", "dur_us"]]
+            frame = frame[_in_steps(frame["step"].to_numpy(), steps)] if len(steps) else frame.assign(step=-1)
+            expected.append(frame.assign(call=frame.groupby(["step", "key"], sort=False).cumcount().astype("int64")))
+        expected = pd.concat(expected, ignore_index=True)
+        assert table["call"].max() > 0, name  # keys called more than once: numbers to check
+        pd.testing.assert_frame_equal(table.reset_index(drop=True), expected[list(table.columns)], check_dtype=True)

@@ -17,6 +17,7 @@ import pandas as pd
 from ..model import COLLECTIVE, KERNEL_CLASS_NAMES, TraceSet
 from .collectives import collectives
 from .diff import _common_steps, _in_steps, _normalized
+from .grouping import sorted_codes
 
 COLUMNS = ("rank", "step", "key", "cls", "call", "dur_us")
 """``cls``: COMPUTATION / COMMUNICATION / MEMORY / OTHER (:func:`perfreport.model.kernel_class`),
@@ -31,20 +32,23 @@ def gpu_invocations(traces: TraceSet, exact: bool = False) -> pd.DataFrame:
     frames = []
     for t in traces:  # a loop over ranks
         frame = rank_invocations(t, exact)
-        if len(steps):
+        if len(steps):  # (whole steps are kept or dropped: the calls' numbers within a step hold)
             frame = frame[_in_steps(frame["step"].to_numpy(), steps)]
-        else:
-            frame = frame.assign(step=np.int64(-1))
+        else:  # one sample, the whole trace: calls numbered over it
+            frame = frame.assign(step=np.int64(-1), call=frame["call_in_trace"])
         if not len(frame):
             continue
-        frame = frame.assign(call=frame.groupby(["step", "key"], sort=False).cumcount().astype(np.int64))
         frames.append(frame[list(COLUMNS)])
     return pd.concat(frames, ignore_index=True) if frames else _empty()
 
 
 def rank_invocations(trace, exact: bool = False) -> pd.DataFrame:
     """One rank's GPU ops in start order: rank, step (its profiler step, -1 outside any), key,
-    cls, dur_us. Memoised per rank, so a digest can carry it (the parent filters the common steps)."""
+    cls, dur_us, and each call's number among the rank's calls of its key in its step (``call``)
+    and in the whole trace (``call_in_trace``). Memoised per rank, so a digest can carry it (the
+    parent filters the common steps). The numbers are counted here, on the keys' codes: the
+    parent's pandas count on the key texts took 0.13 s of a compare's gate inputs for 2 x 568,657
+    calls, after the workers were done."""
     return trace.memo(("invocations", exact), lambda: _rank_invocations(trace, exact))
 
 
@@ -52,10 +56,26 @@ def _rank_invocations(t, exact: bool) -> pd.DataFrame:
     rows = t.gpu_work_rows()
     rows = rows[np.argsort(t.ts[rows], kind="stable")]
     codes, label = np.unique(t.name[rows], return_inverse=True)
+    label = label.ravel()
     keys = t.decode(codes) if exact else _normalized(t, codes)
-    return pd.DataFrame({"rank": np.full(len(rows), t.rank, dtype=np.int64),
-                         "step": t.iteration[rows].astype(np.int64), "key": keys[label.ravel()],
-                         "cls": KERNEL_CLASS_NAMES[t.gpu_class()[rows]], "dur_us": t.dur[rows].astype(np.float64)})
+    key = pd.factorize(np.asarray(keys, dtype=object))[0][label]  # names that normalise alike: one code
+    step = t.iteration[rows].astype(np.int64)
+    return pd.DataFrame({"rank": np.full(len(rows), t.rank, dtype=np.int64), "step": step, "key": keys[label],
+                         "cls": KERNEL_CLASS_NAMES[t.gpu_class()[rows]], "dur_us": t.dur[rows].astype(np.float64),
+                         "call": _occurrence(sorted_codes(step)[0] * max(len(codes), 1) + key),
+                         "call_in_trace": _occurrence(key)})
+
+
+def _occurrence(group: np.ndarray) -> np.ndarray:
+    """Each row's count of the rows before it with the same ``group`` (non-negative codes):
+    ``groupby(...).cumcount()``."""
+    n = len(group)
+    order = np.argsort(group, kind="stable")
+    ordered = group[order]
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]]) if n else np.empty(0, np.int64)
+    out = np.empty(n, dtype=np.int64)
+    out[order] = np.arange(n) - np.repeat(starts, np.diff(np.r_[starts, n]))
+    return out
 
 
 def collective_calls(traces: TraceSet) -> pd.DataFrame:
