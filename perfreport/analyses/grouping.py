@@ -311,6 +311,33 @@ class Grouped:
         return pd.DataFrame({**keys, **columns})
 
 
+def run_positions(values: np.ndarray) -> np.ndarray:
+    """Each element's position in its run of equal neighbours (0 where a run starts): where
+    equal values lie together (sorted), each row's count of the earlier rows of its value.
+
+    >>> run_positions(np.array([4, 4, 4, 7, 9, 9]))
+    array([0, 1, 2, 0, 0, 1])
+    """
+    n = len(values)
+    if not n:
+        return np.empty(0, np.int64)
+    starts = np.flatnonzero(np.r_[True, values[1:] != values[:-1]])
+    return np.arange(n) - np.repeat(starts, np.diff(np.r_[starts, n]))
+
+
+def occurrences(group: np.ndarray) -> np.ndarray:
+    """Each row's count of the rows before it with the same ``group`` (integer codes): pandas'
+    ``groupby(group).cumcount()``, by one stable sort of the codes.
+
+    >>> occurrences(np.array([5, 2, 5, 5, 2]))
+    array([0, 0, 1, 2, 1])
+    """
+    order = np.argsort(group, kind="stable")
+    out = np.empty(len(group), dtype=np.int64)
+    out[order] = run_positions(group[order])
+    return out
+
+
 def sorted_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``pd.factorize(values, sort=True)``: (code per value, -1 where missing; the distinct
     values, sorted), through :func:`presence_codes` where it applies."""

@@ -17,7 +17,7 @@ import pandas as pd
 from ..model import COLLECTIVE, KERNEL_CLASS_NAMES, TraceSet
 from .collectives import collectives
 from .diff import _common_steps, _in_steps, _normalized
-from .grouping import sorted_codes
+from .grouping import occurrences, sorted_codes
 
 COLUMNS = ("rank", "step", "key", "cls", "call", "dur_us")
 """``cls``: COMPUTATION / COMMUNICATION / MEMORY / OTHER (:func:`perfreport.model.kernel_class`),
@@ -62,20 +62,8 @@ def _rank_invocations(t, exact: bool) -> pd.DataFrame:
     step = t.iteration[rows].astype(np.int64)
     return pd.DataFrame({"rank": np.full(len(rows), t.rank, dtype=np.int64), "step": step, "key": keys[label],
                          "cls": KERNEL_CLASS_NAMES[t.gpu_class()[rows]], "dur_us": t.dur[rows].astype(np.float64),
-                         "call": _occurrence(sorted_codes(step)[0] * max(len(codes), 1) + key),
-                         "call_in_trace": _occurrence(key)})
-
-
-def _occurrence(group: np.ndarray) -> np.ndarray:
-    """Each row's count of the rows before it with the same ``group`` (non-negative codes):
-    ``groupby(...).cumcount()``."""
-    n = len(group)
-    order = np.argsort(group, kind="stable")
-    ordered = group[order]
-    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]]) if n else np.empty(0, np.int64)
-    out = np.empty(n, dtype=np.int64)
-    out[order] = np.arange(n) - np.repeat(starts, np.diff(np.r_[starts, n]))
-    return out
+                         "call": occurrences(sorted_codes(step)[0] * max(len(codes), 1) + key),
+                         "call_in_trace": occurrences(key)})
 
 
 def collective_calls(traces: TraceSet) -> pd.DataFrame:

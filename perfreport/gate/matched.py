@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..analyses.grouping import run_positions
 from ..model import COLLECTIVE
 from .noise import Paired, paired_noise
 
@@ -65,11 +66,11 @@ def matched_calls(b: SideCalls, c: SideCalls, pairs: list[tuple[int, int]], cls:
     if not len(b_rows) or not len(c_rows):
         return None
     b_rank, b_key, c_rank, c_key = b.rank[b_rows], b.key[b_rows], c.rank[c_rows], c.key[c_rows]
-    b_n = _call_number(b_rank, b_key)  # numbered before the ranks are mapped, as they sort
+    width = len(b.stripped)
+    b_n = run_positions(b_rank * width + b_key)  # numbered before the ranks are mapped (sorted by both)
     to_candidate = dict(pairs)
     distinct, inverse = np.unique(b_rank, return_inverse=True)
     b_rank = np.array([to_candidate[r] for r in distinct.tolist()], dtype=np.int64)[inverse.ravel()]
-    width = len(b.stripped)
     b_group, c_group = b_rank * width + b_key, c_rank * width + c_key  # the candidate's ascend
     starts = np.flatnonzero(np.r_[True, c_group[1:] != c_group[:-1]])
     groups, counts = c_group[starts], np.diff(np.r_[starts, len(c_group)])
@@ -94,16 +95,6 @@ def _selected(side: SideCalls, ranks: list[int], cls: str | None, key: str | Non
 def _code(classes: list[str], name: str) -> int:
     """``name``'s code among ``classes`` (-2, no row's code, where absent)."""
     return classes.index(name) if name in classes else -2
-
-
-def _call_number(rank: np.ndarray, key: np.ndarray) -> np.ndarray:
-    """Each row's number within its run of equal (rank, key): the rows are sorted by both."""
-    n = len(rank)
-    if not n:
-        return np.empty(0, np.int64)
-    new = np.r_[True, (rank[1:] != rank[:-1]) | (key[1:] != key[:-1])]
-    starts = np.flatnonzero(new)
-    return np.arange(n) - np.repeat(starts, np.diff(np.r_[starts, n]))
 
 
 __all__ = ["SideCalls", "matched_calls", "side_calls"]

@@ -411,7 +411,8 @@ def _finish_share(child, trace: RankTrace, one: TraceSet, theirs, options: Analy
     timings = current()
     if timings is not None:
         for p in phases:
-            timings.add(p["phase"], p["wall_s"], p["cpu_s"], self_s=0.0, calls=p["calls"], faults=p.get("minor_faults", 0))
+            timings.add(p["phase"], p["wall_s"], p["cpu_s"], self_s=0.0, calls=p["calls"],
+                        faults=p.get("minor_faults", 0))
     if child.times:
         record("forked analyses (child process)", *child.times)
     return tables
