@@ -369,16 +369,19 @@ def _cut(text: str, width: int) -> str:
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
-    if args.executor == "local":  # first of all: a single rank loads while the rest is imported
-        from .load.head_start import begin_single
+    from .load import head_start
 
-        begin_single(args.trace_path)
+    if args.executor == "local":  # first of all: a single rank loads while the rest is imported
+        head_start.begin_single(args.trace_path)
     from .report.outputs import pdf_renderer
     from .report import parse_formats
 
-    formats = parse_formats(args.format)
-    with pdf_renderer(formats) as renderer:  # first: WeasyPrint's import overlaps the loading
-        return analyze_to(args, formats, renderer)
+    try:
+        formats = parse_formats(args.format)
+        with pdf_renderer(formats) as renderer:  # first: WeasyPrint's import overlaps the loading
+            return analyze_to(args, formats, renderer)
+    finally:
+        head_start.drop()  # one the command ended without claiming (an error before its rank task)
 
 
 def analyze_to(args: argparse.Namespace, formats, renderer) -> int:

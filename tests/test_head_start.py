@@ -8,6 +8,7 @@ import dataclasses
 import json
 import os
 import shutil
+import signal
 import threading
 import time
 from pathlib import Path
@@ -53,9 +54,33 @@ def test_a_head_started_analysis_is_the_analysis_without_one(tmp_path):
     assert with_head["ranks"][0]["file"].endswith(".json.gz") and len(with_head["kernel_metrics"]) > 10
 
 
-def test_the_task_claims_the_head_start_and_records_its_phases():
+@pytest.fixture(params=["child", "thread"])
+def where(request, monkeypatch):
+    """Where the head start loads: in a forked child (files up to CHILD_MAX_JSON_BYTES, as the
+    test's small rank is) or on a thread (larger files; forced here by a limit of 0)."""
+    if request.param == "thread":
+        monkeypatch.setattr(head_start, "CHILD_MAX_JSON_BYTES", 0)
+    return request.param
+
+
+def _child_pid() -> int | None:
+    started = head_start._started
+    return started.child.pid if started is not None and started.child is not None else None
+
+
+def _reaped(pid: int) -> bool:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return True
+    return False
+
+
+def test_the_task_claims_the_head_start_and_records_its_phases(where):
     rank_file = _rank_file()
     head_start.begin(rank_file)
+    assert head_start.loading_in_a_child() == (where == "child")
+    pid = _child_pid()
     with recording() as timings:
         claimed = head_start.claim(rank_file, current_limits())
     assert claimed is not None
@@ -68,9 +93,63 @@ def test_the_task_claims_the_head_start_and_records_its_phases():
     assert {"scan", "decode", "wait for the head start", "checksum (own thread)"} <= set(phases)
     assert phases["scan"]["calls"] == 1
     assert head_start.claim(rank_file, current_limits()) is None  # claimed once: nothing pending
+    if pid is not None:
+        assert _reaped(pid)  # the child was reaped by the claim
+        assert trace.ts.sum() == own.ts.sum() and list(trace.strings) == list(own.strings)
+        assert len(timings.helper_peaks) == 1 and timings.helper_peaks[0] > 10 << 20  # the child's peak RSS
 
 
-def test_a_head_start_for_another_file_or_other_limits_is_dropped(tmp_path):
+def test_a_head_start_child_that_dies_is_replaced_by_the_tasks_own_load():
+    """A child killed before it hands the rank back (out of memory, a signal) is noticed at
+    once (its pipe closes): the claim gives nothing, the task loads the file itself."""
+    rank_file = _rank_file()
+    head_start.begin(rank_file)
+    pid = _child_pid()
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    started = time.perf_counter()
+    assert head_start.claim(rank_file, current_limits()) is None
+    assert time.perf_counter() - started < 5 and _reaped(pid)
+
+
+def test_a_dropped_head_start_leaves_no_process(tmp_path):
+    rank_file = _rank_file()
+    head_start.begin(rank_file)
+    pid = _child_pid()
+    head_start.drop()
+    assert not head_start.loading_in_a_child() and _reaped(pid)
+    head_start.begin(rank_file)  # a new head start replaces a pending one: its child goes
+    first = _child_pid()
+    head_start.begin(rank_file)
+    assert _reaped(first) and _child_pid() not in (None, first)
+    head_start.drop()
+    # a command that fails before its rank task (a bad --format) ends its head start's child
+    children = []
+    real_start = head_start._Child.start
+
+    def start(started):
+        child = real_start(started)
+        children.append(child.pid)
+        return child
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(head_start._Child, "start", start)
+        result = cli_in_process(["analyze", RANK, "--out", tmp_path / "out", "--format", "bogus"])
+    assert result.returncode == 2 and "bogus" in result.stderr
+    assert len(children) == 1 and _reaped(children[0])
+
+
+def test_the_report_formats_are_prepared_while_the_head_start_loads(tmp_path):
+    """With the rank loading in a child, the command imports matplotlib and compiles the
+    templates while it waits (the executor's while_waiting), not after the analyses."""
+    result = cli_in_process(["analyze", RANK, "--out", tmp_path, "--format", "html,json", "-q"])
+    assert result.returncode == 0, result.stderr
+    timings = json.loads((tmp_path / "report.json").read_text())["timings"]
+    assert "meanwhile (while the head start loads)" in {p["phase"] for p in timings["parent"]["phases"]}
+    assert timings["helpers"]["processes"] >= 1  # the head start's child, reaped and counted
+
+
+def test_a_head_start_for_another_file_or_other_limits_is_dropped(tmp_path, where):
     rank_file = _rank_file()
     head_start.begin(rank_file)
     other = _rank_file(DATA / "recorded" / "repeat_base" / "run2")
@@ -81,7 +160,7 @@ def test_a_head_start_for_another_file_or_other_limits_is_dropped(tmp_path):
     assert head_start.claim(rank_file, stricter) is None
 
 
-def test_a_file_changed_after_the_head_start_is_loaded_again(tmp_path):
+def test_a_file_changed_after_the_head_start_is_loaded_again(tmp_path, where):
     folder = tmp_path / "job"
     shutil.copytree(RANK, folder)
     rank_file = _rank_file(folder)
@@ -92,7 +171,7 @@ def test_a_file_changed_after_the_head_start_is_loaded_again(tmp_path):
     assert head_start.claim(rank_file, current_limits()) is None
 
 
-def test_the_head_starts_load_error_is_raised_by_the_claim(tmp_path):
+def test_the_head_starts_load_error_is_raised_by_the_claim(tmp_path, where):
     bad = tmp_path / "rank0.json"
     bad.write_text('{"traceEvents": [{"ph": "X", "ts": 1, "dur": 2,}]}')
     rank_file = _rank_file(tmp_path)

@@ -1,12 +1,29 @@
 """A head start for a command that loads one rank file in its own process.
 
-``perfreport analyze TRACE`` of a single rank spends ~0.3 s importing what comes after the load
+``perfreport analyze TRACE`` of a single rank spends ~0.2 s importing what comes after the load
 (pandas, the analyses, the report builders) before it reads a byte. :func:`begin` starts loading
-the file on a thread first; the C scanner runs with the GIL released, so the file is read and
-scanned while the main thread imports, and the file's checksum is hashed on a third thread
-(the hasher releases the GIL too). The per-rank task then :func:`claim`\\ s the loaded rank instead
-of loading it again. On a 2-core machine this takes the imports and the checksum off a 200 MB
-rank's critical path.
+the file first, and the per-rank task then :func:`claim`\\ s the loaded rank instead of loading it
+again: on a 2-core machine the imports and the load run side by side.
+
+Where the load runs:
+
+* a file of up to :data:`CHILD_MAX_JSON_BYTES` of JSON loads in a **forked child**, which hands
+  the loaded rank back in memory files (:mod:`perfreport.running.handoff`, as a worker hands
+  back its digest: the columns are mapped, not copied). A load on a thread of the importing
+  process slows its imports by half or more although the scanner holds no GIL (measured on the
+  2-core VM: the imports of a 200 MB ``analyze`` 0.19 CPU s alone, 0.27-0.30 beside a scan on a
+  thread of the same process, 0.19 beside one in another process; the two threads share one
+  address space, whose page faults and mappings they both make by the thousand). The rank was
+  ready 0.29-0.30 s after the start instead of 0.37-0.38 (3 runs each), and 0.53-0.55 s instead
+  of 0.59-0.60 for a 500 MB one; the 200 MB A100 rank's ``analyze --format json`` took
+  0.62-0.68 s instead of 0.70-0.75 (8 alternating pairs), its parent's peak 164 MB instead of
+  180. The process is free meanwhile, so it prepares the report's renderers then
+  (:func:`loading_in_a_child`).
+* a larger file loads on a **thread** (the C scanner and the checksum's hasher release the GIL):
+  the hand-off of a 1 GB rank's columns costs more than it saves (0.09-0.16 s; the triton-grown
+  rank was ready 0.15 s later from a child), and its load outlasts the imports anyway.
+
+Either way the file's checksum is hashed on a thread of the loading process beside the scan.
 
 The claim checks that the task wants exactly what was started: the same file (path, size and
 modification time), the same rank hint and the same limits; otherwise the head start is dropped
@@ -16,6 +33,11 @@ file) is raised by the claim, in the task, exactly as the task's own load would 
 
 from __future__ import annotations
 
+import os
+import pickle
+import select
+import signal
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -25,6 +47,7 @@ from pathlib import Path
 from ..limits import Limits
 from ..limits import current as current_limits
 from ..model import RankTrace
+from ..running.handoff import Channel
 from ..timing import current, phase, record, recording
 from .discover import RankFile
 
@@ -54,6 +77,11 @@ def _timed(fn: Callable, *args):
     return value, time.perf_counter() - t0, time.thread_time() - c0
 
 
+CHILD_MAX_JSON_BYTES = 512 << 20
+"""The largest file (bytes of JSON; a ``.json.gz`` counts its text) whose head start loads in a
+forked child rather than on a thread (see the module's doc)."""
+
+
 @dataclass
 class _Started:
     rank_file: RankFile
@@ -64,6 +92,8 @@ class _Started:
     result: tuple[RankTrace, str] | None = None
     error: BaseException | None = None
     phases: list[dict] = field(default_factory=list)
+    child: _Child | None = None
+    """The forked child loading the file (None: a thread loads it)."""
 
 
 _started: _Started | None = None
@@ -71,8 +101,9 @@ _lock = threading.Lock()
 
 
 def begin(rank_file: RankFile) -> None:
-    """Start loading ``rank_file`` on a thread (a daemon: a command that fails before it claims
-    the rank does not wait for it). At most one head start is pending; a new one replaces it."""
+    """Start loading ``rank_file`` in a forked child or on a thread (see the module's doc; a
+    daemon thread: a command that fails before it claims the rank does not wait for it, and
+    :func:`drop` ends a child). At most one head start is pending; a new one replaces it."""
     global _started
     try:
         identity = _identity(rank_file.path)
@@ -83,8 +114,12 @@ def begin(rank_file: RankFile) -> None:
     started = _Started(rank_file, identity, current_limits())
     one_arena()
     with _lock:
+        _drop(_started)
         _started = started
-    threading.Thread(target=_run, args=(started,), name="perfreport-head-start", daemon=True).start()
+    if _uncompressed(rank_file) <= CHILD_MAX_JSON_BYTES:
+        started.child = _Child.start(started)
+    if started.child is None:
+        threading.Thread(target=_run, args=(started,), name="perfreport-head-start", daemon=True).start()
 
 
 def begin_single(source: str | Path) -> None:
@@ -104,6 +139,21 @@ def begin_single(source: str | Path) -> None:
         begin(files[0])
 
 
+def loading_in_a_child() -> bool:
+    """Whether a head start is pending in a forked child (this process is free meanwhile)."""
+    started = _started
+    return started is not None and started.child is not None
+
+
+def drop() -> None:
+    """Forget the pending head start, if any (its child killed and reaped): the command that
+    began it ends without claiming it (an error before its rank task)."""
+    global _started
+    with _lock:
+        started, _started = _started, None
+    _drop(started)
+
+
 def claim(rank_file: RankFile, limits: Limits) -> tuple[RankTrace, str, float] | None:
     """(the rank, its checksum, when its load began: ``time.perf_counter()``) of a head start for
     ``rank_file`` under ``limits``, once it is done, its phases added to the current recording;
@@ -119,14 +169,18 @@ def claim(rank_file: RankFile, limits: Limits) -> tuple[RankTrace, str, float] |
     except OSError:
         same = False
     if not same:
-        return None  # dropped: its thread finishes on its own, and nothing reads its result
+        _drop(started)  # a thread finishes on its own and nothing reads its result; a child is killed
+        return None
     t0, c0 = time.perf_counter(), time.thread_time()
+    if started.child is not None and not started.child.received(started):
+        return None  # the child died: the task loads the file itself
     started.done.wait()
     timings = current()
     if timings is not None:
         # The load is this task's (its wall time counts from the head start's beginning), run on
-        # another thread: its phases keep their self times, and the wait for it has none, so the
-        # task's self times still add up to its wall time without counting the load twice.
+        # another thread or in a child: its phases keep their self times, and the wait for it
+        # has none, so the task's self times still add up to its wall time without counting the
+        # load twice.
         timings.add("wait for the head start", time.perf_counter() - t0, time.thread_time() - c0, self_s=0.0)
         for p in started.phases:
             timings.add(p["phase"], p["wall_s"], p["cpu_s"], self_s=p["self_s"], calls=p["calls"],
@@ -147,6 +201,120 @@ def _run(started: _Started) -> None:
         started.error = exc
     finally:
         started.done.set()
+
+
+def _drop(started: _Started | None) -> None:
+    """Forget a head start nobody will claim (its child killed and reaped)."""
+    if started is not None and started.child is not None:
+        started.child.stop()
+
+
+def _uncompressed(rank_file: RankFile) -> int:
+    from .files import uncompressed_size
+
+    return uncompressed_size(rank_file.path)
+
+
+class _Child:
+    """A forked child that loads the file and hands back ``((rank, checksum), error, phases)`` in
+    memory files over a socket. A pipe whose only writer is the child says when it is gone, so
+    a child that dies without a word (killed, out of memory) is noticed at once and the task
+    loads the file itself."""
+
+    def __init__(self, pid: int, channel: Channel, gone: int) -> None:
+        self.pid, self.channel, self.gone = pid, channel, gone
+
+    @classmethod
+    def start(cls, started: _Started) -> _Child | None:
+        """The child loading ``started``'s file; None where none can be forked (no ``fork``,
+        ``memfd`` or descriptor passing, no process to spare: a thread loads it instead)."""
+        from ..running.forked import fork
+
+        if not (hasattr(os, "fork") and hasattr(os, "memfd_create") and hasattr(socket, "send_fds")):
+            return None
+        parent = os.getpid()
+        try:
+            channel = Channel()
+        except OSError:
+            return None
+        gone, gone_w = os.pipe()
+        try:
+            pid = fork()
+        except OSError:
+            channel.close()
+            os.close(gone)
+            os.close(gone_w)
+            return None
+        if pid == 0:  # the child: never returns
+            os.close(gone)
+            _child_load(started, channel, parent)
+        os.close(gone_w)
+        channel.workers.close()
+        return cls(pid, channel, gone)
+
+    def received(self, started: _Started) -> bool:
+        """Wait for the child's hand-off and fill ``started`` from it; False when the child
+        ended without one. The child is reaped either way."""
+        from ..running.handoff import HandedOff, received
+
+        try:
+            select.select([self.channel.parent, self.gone], [], [])
+            self.channel.parent.setblocking(False)  # the child gone without a word: nothing to read
+            try:
+                (rank, checksum), error, phases = received(HandedOff(0), self.channel)
+            except (OSError, EOFError, ValueError, TypeError, pickle.UnpicklingError):
+                return False
+            started.result = None if error is not None else (rank, checksum)
+            started.error, started.phases = error, phases
+            started.done.set()
+            return True
+        finally:
+            self._finish(kill=False)
+
+    def stop(self) -> None:
+        """Kill and reap the child (its head start dropped)."""
+        self._finish(kill=True)
+
+    def _finish(self, kill: bool) -> None:
+        from ..timing import reaped
+
+        if self.pid <= 0:
+            return
+        pid, self.pid = self.pid, -1
+        if kill:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        reaped(pid)
+        os.close(self.gone)
+        self.channel.close()
+
+
+def _child_load(started: _Started, channel: Channel, parent: int) -> None:
+    """In the forked child: load the file, hand back the result (or the load's error), exit."""
+    from ..running.handoff import HandedOff, hand_off
+    from ..running.heap import give_back
+    from ..running.lifecycle import worker_init
+
+    code = 1
+    try:
+        worker_init(parent)
+        give_back()
+        channel.parent.close()
+        with recording() as timings:
+            result, error = None, None
+            try:
+                result = load_hashed(started.rank_file, started.limits)
+            except Exception as exc:  # noqa: BLE001 - the claim raises it in the task
+                error = exc
+        message = ((None, None) if result is None else result, error, timings.records())
+        if isinstance(hand_off(message, channel, 0), HandedOff):
+            code = 0
+    except BaseException:  # noqa: BLE001 - a child never returns into the parent's code
+        code = 1
+    finally:
+        os._exit(code)
 
 
 def _identity(path: Path) -> tuple:

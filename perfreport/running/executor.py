@@ -281,6 +281,23 @@ def _meanwhile(executor: Executor) -> None:
     thread.start()
 
 
+def _while_the_head_start_loads(executor: Executor) -> None:
+    """Do ``executor.while_waiting`` here, now, when the one rank's file is loading in a forked
+    child (:mod:`perfreport.load.head_start`): this process would only wait for it. The 200 MB
+    A100 rank's ``analyze`` (every format) imported matplotlib and compiled its templates in
+    the ~0.1 s it waited, instead of after the analyses."""
+    from ..load.head_start import loading_in_a_child
+    from ..timing import phase
+
+    if executor.while_waiting is None or not loading_in_a_child():
+        return
+    with phase("meanwhile (while the head start loads)"):
+        try:
+            executor.while_waiting()
+        except Exception:  # noqa: BLE001 - only a head start: whoever needs it later does it again
+            pass
+
+
 def _local(jobs: Sequence[RankJob], options: AnalysisOptions, executor: Executor, limits: Limits,
            task: Callable) -> Iterator[tuple[int, RankDigest]]:
     n = local_workers(jobs, executor.workers)
@@ -288,6 +305,8 @@ def _local(jobs: Sequence[RankJob], options: AnalysisOptions, executor: Executor
         from .digest import spare_core
         from .forked import cores
 
+        if len(jobs) == 1:
+            _while_the_head_start_loads(executor)
         for i, job in enumerate(jobs):
             with spare_core(len(jobs) == 1 and cores() > 1):  # one rank here: its analyses may use a second core
                 result = guarded(task, job, options, limits=limits)
