@@ -131,6 +131,14 @@ def executor_of(args: argparse.Namespace, formats: Sequence[str] = ()):
     return Executor(kind=args.executor, workers=args.workers, scheduler=args.scheduler, while_waiting=meanwhile)
 
 
+def step_rows(args: argparse.Namespace) -> int | None:
+    """The steps of each per-step table the rank tasks send: those report.json keeps, or every
+    one with ``--full-tables`` (:attr:`perfreport.running.digest.AnalysisOptions.step_rows`)."""
+    from .documents.table_rows import STEP_ROWS
+
+    return None if args.full_tables else STEP_ROWS
+
+
 def limit_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", action="append", default=[], metavar="NAME=VALUE",
                    help="raise or lower a resource limit (repeatable; see README, Errors): gzip_ratio, gzip_max_gb, "
@@ -176,7 +184,7 @@ def compare_one(args: argparse.Namespace, labels: list[str], formats, renderer) 
 
     try:
         comparison = compare(args.baseline, args.candidate[0], config=config, store=args.store, executor=executor,
-                             candidate_runs=args.runs, progress=progress,
+                             candidate_runs=args.runs, progress=progress, step_rows=step_rows(args),
                              analysed=start_early and (lambda b, c: early.extend(filter(None, [start_early(b, c)]))),
                              judged=judged)
         progress.phase("writing reports")
@@ -262,7 +270,7 @@ def compare_setups(args: argparse.Namespace, labels: list[str], formats, rendere
     progress = make_progress(args.quiet)
     try:
         comparisons = compare_many(args.baseline, args.candidate, config=config, store=args.store, executor=executor,
-                                   progress=progress)
+                                   progress=progress, step_rows=step_rows(args))
         progress.phase("writing reports")
         collect_no_more()  # the reports are the command's last stage (perfreport.running.collector)
         document = multi_document([report_document(c, args.full_tables) for c in comparisons], labels, command=reproduce_command(args))
@@ -392,6 +400,7 @@ def analyze_to(args: argparse.Namespace, formats, renderer) -> int:
     with phase("start: import pandas and the analyses"), imports():
         from .report.outputs import write_reports
         from .pipeline import resolve_side, run_jobs, summary_document
+        from .running.digest import AnalysisOptions
         from .running.progress import make_progress
         from .report import build_report
 
@@ -403,7 +412,8 @@ def analyze_to(args: argparse.Namespace, formats, renderer) -> int:
         with phase("start: find the rank files"):
             jobs, label, _ = resolve_side(args.trace_path, candidate=True, store=Path(args.store))
         progress.phase("loading and analysing")
-        analysis = run_jobs(jobs, label, executor=executor, progress=progress)
+        analysis = run_jobs(jobs, label, executor=executor, progress=progress,
+                            options=AnalysisOptions(step_rows=step_rows(args)))
         progress.phase("writing reports")
         collect_no_more()  # the reports are the command's last stage (perfreport.running.collector)
         out = Path(args.out)

@@ -64,6 +64,9 @@ class Analysis:
     """The largest peak RSS (bytes) of a process that loaded a rank."""
     rank_timings: list[dict] = field(default_factory=list)
     """Each rank task's process, peak RSS and phases (:mod:`perfreport.timing`), in arrival order."""
+    tables_cut: list[dict] = field(default_factory=list)
+    """The per-step tables the rank tasks already cut to report.json's rows
+    (:attr:`~perfreport.running.digest.AnalysisOptions.step_rows`): their ``tables_cut`` entries."""
 
 
 def analyze(source: str | Path | Mapping[int, str | Path], *, workers: int | None = None,
@@ -149,7 +152,7 @@ def _reduce(assembler: Assembler, t0: float, t1: float) -> Analysis:
     return Analysis(traces, tables, load_s=(t1 - t0) * load_share,
                     analyze_s=(t1 - t0) * (1 - load_share) + time.perf_counter() - r0,
                     checksums=dict(sorted(assembler.checksums.items())), worker_peak_rss=assembler.worker_peak_rss,
-                    rank_timings=assembler.rank_timings)
+                    rank_timings=assembler.rank_timings, tables_cut=assembler.tables_cut)
 
 
 def rank_metadata(traces: TraceSet) -> list[dict]:
@@ -182,6 +185,7 @@ def summary_document(analysis: Analysis, full_tables: bool = False) -> dict:
     ``full_tables`` (:mod:`perfreport.documents.table_rows`)."""
     tables, cut = (analysis.tables, []) if full_tables else \
         table_rows.cut_tables(analysis.tables, table_rows.CALL_ROWS, table_rows.STEP_ROWS)
+    cut = table_rows.merged_cuts(analysis.tables_cut, cut, list(tables))  # with those the rank tasks cut
     with phase("diagnosis"):
         diagnosis = diagnose(analysis.tables)
     with phase("series"):
@@ -348,7 +352,7 @@ def compare(baseline: str | Path, candidate: str | Path, *, config: Config | Non
             store: str | Path = DEFAULT_STORE, workers: int | None = None, executor: Executor | None = None,
             candidate_runs: Sequence[str | Path] = (), progress: Progress | None = None,
             analysed: Callable[[Analysis, Analysis], None] | None = None,
-            judged: Callable[[Analysis, Analysis], None] | None = None) -> Comparison:
+            judged: Callable[[Analysis, Analysis], None] | None = None, step_rows: int | None = None) -> Comparison:
     """Compare ``candidate`` (a trace folder or file, or a stored baseline) with ``baseline``
     (a stored baseline name in ``store``, its folder, or a trace folder/file).
 
@@ -360,14 +364,16 @@ def compare(baseline: str | Path, candidate: str | Path, *, config: Config | Non
     TraceError/BaselineError for unusable inputs.
     """
     return compare_many(baseline, [candidate], config=config, store=store, workers=workers, executor=executor,
-                        candidate_runs=candidate_runs, progress=progress, analysed=analysed, judged=judged)[0]
+                        candidate_runs=candidate_runs, progress=progress, analysed=analysed, judged=judged,
+                        step_rows=step_rows)[0]
 
 
 def compare_many(baseline: str | Path, candidates: list[str | Path], *, config: Config | None = None,
                  store: str | Path = DEFAULT_STORE, workers: int | None = None, executor: Executor | None = None,
                  candidate_runs: Sequence[str | Path] = (), progress: Progress | None = None,
                  analysed: Callable[[Analysis, Analysis], None] | None = None,
-                 judged: Callable[[Analysis, Analysis], None] | None = None) -> list[Comparison]:
+                 judged: Callable[[Analysis, Analysis], None] | None = None,
+                 step_rows: int | None = None) -> list[Comparison]:
     """:func:`compare` of several candidates (training setups) with one baseline, which is
     loaded, analysed and reduced for the gate once; ``candidate_runs`` are further runs of each
     candidate (used with one candidate). The ranks of every side and run are one batch of
@@ -378,9 +384,11 @@ def compare_many(baseline: str | Path, candidates: list[str | Path], *, config: 
     their figures then); ``judged(baseline, candidate)`` once the verdict is made, while the
     attribution's child may still run (a command makes the two sides' documents then: on a
     1 GB rank of 173,000 steps the parent waited 0.14 s for the attribution, and the documents
-    took 0.07 s after it)."""
+    took 0.07 s after it). ``step_rows``: the steps of each per-step table the per-rank tasks
+    send (:attr:`~perfreport.running.digest.AnalysisOptions.step_rows`; a command passes
+    report.json's unless ``--full-tables``)."""
     config = config or Config()
-    options = analysis_options(config)
+    options = analysis_options(config, step_rows)
     with phase("start: find the rank files"):
         b_jobs, b_label, stored = resolve_side(baseline, store)
         earlier = [(baseline_jobs(stored, run["ranks"]), b_label) for run in stored.runs[:-1]] \
@@ -472,13 +480,14 @@ def _attribute(b_traces: TraceSet, c_traces: TraceSet, config: Config, baseline_
         return None, f"no attribution: internal error ({type(exc).__name__}: {exc})"
 
 
-def analysis_options(config: Config) -> AnalysisOptions:
+def analysis_options(config: Config, step_rows: int | None = None) -> AnalysisOptions:
     """What the per-rank tasks of a compare precompute: the gate's settings, the attribution's
-    parts, and the GPU op calls of a rank with few steps (the samples below the step)."""
+    parts, and the GPU op calls of a rank with few steps (the samples below the step);
+    ``step_rows``: the steps of each per-step table they send (None: all)."""
     return AnalysisOptions(launch_delay_cutoff_us=config.steps.launch_delay_cutoff_us,
                            runtime_cutoff_us=config.steps.runtime_cutoff_us,
                            exact_kernel_names=config.exact_kernel_names, gate=True, attribution=True,
-                           invocation_steps=few_steps_limit(config))
+                           invocation_steps=few_steps_limit(config), step_rows=step_rows)
 
 
 def _add_invocations(sides: list[TraceSet], jobs_of: Mapping[int, list[RankJob]], config: Config,

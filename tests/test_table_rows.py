@@ -277,3 +277,48 @@ def test_the_gpu_annotations_step_rows_are_cut_by_the_number_in_their_name():
                     "steps_kept": 2} for r, n in ((0, 5), (1, 4))]  # ProfilerStep#10 and #5: each rank's third
     assert "first 2 profiler steps (rank 0 has 3, rank 1 has 3)" in steps_cut_text(cut)
     assert cut_tables({"gpu_user_annotation_breakdown": frame}, None, 3)[1] == []
+
+
+def _without_run_details(document):
+    """``document`` without what differs between two runs of one command (times, the command)."""
+    if isinstance(document, dict):
+        return {k: _without_run_details(v) for k, v in document.items()
+                if k not in ("timings", "timings_s", "created_utc", "command")}
+    if isinstance(document, list):
+        return [_without_run_details(v) for v in document]
+    return document
+
+
+@pytest.mark.parametrize("command", ["analyze", "compare"])
+def test_the_rank_tasks_cut_makes_the_document_the_parents_cut_makes(tmp_path, monkeypatch, command):
+    """The rank tasks send each per-step table with the rows of report.json's steps only
+    (AnalysisOptions.step_rows) and the cut's entries: the document is the one the parent's cut
+    of the whole tables makes, every table row and tables_cut entry (in the same order) alike."""
+    from perfreport import cli
+
+    monkeypatch.setattr(table_rows, "STEP_ROWS", 3)
+    args = [command, str(FSDP_GLOO), *([str(FSDP_GLOO)] if command == "compare" else []), "--format", "json", "-q"]
+    assert main([*args, "--out", str(tmp_path / "tasks")]) in (0, 1)
+    monkeypatch.setattr(cli, "step_rows", lambda args: None)  # the tasks send every row; the parent cuts
+    assert main([*args, "--out", str(tmp_path / "parent")]) in (0, 1)
+    tasks, parent = (_without_run_details(json.loads((tmp_path / d / "report.json").read_text()))
+                     for d in ("tasks", "parent"))
+    assert tasks == parent
+    sides = [tasks] if command == "analyze" else [tasks["baseline"]["analyses"], tasks["candidate"]["analyses"]]
+    for side in sides:
+        cut = side["tables_cut"]
+        assert {c["table"] for c in cut} >= {"profiler_steps", "step_metrics", "launch_stats_by_step",
+                                            "gpu_user_annotation_breakdown"}
+        assert [c["table"] for c in cut if c["rank"] == 0] == [c["table"] for c in cut if c["rank"] == 1]
+
+
+def test_merged_cuts_list_the_entries_as_one_cut_of_the_whole_tables_does():
+    tables = {"a_per_step": pd.DataFrame({"rank": [0, 0, 1, 1, 1], "step": [1, 2, 1, 2, 3]}),
+              "b_by_step": pd.DataFrame({"rank": [1, 1, 0, 0], "step": [5, 6, 5, 6]})}
+    _, whole = cut_tables(tables, None, 1)
+    per_rank = [c for rank in (1, 0) for name, frame in tables.items()
+                for c in cut_tables({name: frame[frame["rank"] == rank]}, None, 1)[1]]
+    assert [(c["table"], c["rank"]) for c in per_rank] == [("a_per_step", 1), ("b_by_step", 1), ("a_per_step", 0),
+                                                           ("b_by_step", 0)]
+    assert table_rows.merged_cuts(per_rank, [], list(tables)) == whole
+    assert table_rows.merged_cuts([], whole, list(tables)) == whole

@@ -28,7 +28,7 @@ always returns whole tables.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -108,6 +108,17 @@ def cut_tables(tables: Mapping[str, pd.DataFrame], call_rows: int | None = CALL_
             out[name] = frame[kept].reset_index(drop=True)
             cut += [{"table": name, **entry} for entry in entries]
     return out, cut
+
+
+def merged_cuts(earlier: list[dict], later: list[dict], tables: Sequence[str]) -> list[dict]:
+    """``tables_cut`` entries of two cuts of one set of tables (the rank tasks' cut of each rank's
+    per-step tables, then the cut of the tables put together), in the order one cut of the whole
+    tables lists them: by table in ``tables``' order, then by rank (a table of matched calls has
+    no rank: it is cut once)."""
+    if not earlier:
+        return later
+    position = {name: i for i, name in enumerate(tables)}
+    return sorted([*earlier, *later], key=lambda c: (position.get(c["table"], len(position)), c.get("rank", -1)))
 
 
 def _largest(values: np.ndarray, limit: int) -> np.ndarray:
@@ -242,4 +253,4 @@ def steps_cut_text(cut: list[dict]) -> str | None:
 
 
 __all__ = ["CALL_ROWS", "PER_CALL_TABLES", "PER_STEP_TABLES", "STEP_NAMED_TABLES", "STEP_ROWS", "cut_tables", "cut_text", "is_per_step",
-           "steps_cut_text"]
+           "merged_cuts", "steps_cut_text"]

@@ -195,6 +195,8 @@ class Assembler:
         self.worker_peak_rss = 0
         self.rank_timings: list[dict] = []
         """Each rank's task: process, peak RSS and phases (:mod:`perfreport.timing`)."""
+        self.tables_cut: list[dict] = []
+        """The ``tables_cut`` entries of the per-step tables the workers cut (in arrival order)."""
 
     def add(self, d: RankDigest, position: int) -> None:
         """The digest of the side's job number ``position``."""
@@ -223,6 +225,7 @@ class Assembler:
         self.worker_peak_rss = max(self.worker_peak_rss, d.worker_peak_rss)
         self.rank_timings.append({"rank": rank, "pid": d.pid, "peak_rss_bytes": d.worker_peak_rss,
                                   "wall_s": round(d.load_s + d.analyze_s, 4), "phases": d.timings})
+        self.tables_cut += getattr(d, "tables_cut", [])  # (a digest pickled before the field: none)
 
     def finish(self) -> tuple[TraceSet, dict[str, pd.DataFrame]]:
         from ..analyses import ANALYSES

@@ -129,6 +129,12 @@ class AnalysisOptions:
     """A rank with fewer profiler steps than this also sends its GPU op calls (the gate's samples
     below the step, :func:`perfreport.analyses.invocations.rank_invocations`); a long trace's
     digest stays small. :data:`INVOCATIONS_ALWAYS`: every rank sends them."""
+    step_rows: int | None = None
+    """Send each per-step table with the rows of the rank's first ``step_rows`` steps only: what
+    report.json keeps of it (:data:`perfreport.documents.table_rows.STEP_ROWS`), and nothing in
+    the parent reads the rest (the summaries, the gate and the diagnosis read the per-rank
+    summaries, not these tables). The digest carries the cut's ``tables_cut`` entries. None:
+    every row (the Python API, ``--full-tables``, a stored baseline's cached analyses)."""
 
 
 INVOCATIONS_ALWAYS = 1 << 62
@@ -155,6 +161,9 @@ class RankDigest:
     """The task's phases (:mod:`perfreport.timing` records): read, decompress, scan, decode, each analysis."""
     pid: int = 0
     """The process that ran the task."""
+    tables_cut: list[dict] = field(default_factory=list)
+    """The per-step tables cut here (:attr:`AnalysisOptions.step_rows`): their ``tables_cut``
+    entries (:func:`perfreport.documents.table_rows.cut_tables`) for this rank."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,8 +286,14 @@ def digest(trace: RankTrace, options: AnalysisOptions = AnalysisOptions(), *, ch
         with phase("gate inputs"):
             op_efficiency_steps(trace)  # the gate's achieved-throughput samples
             _precompute_gate(one, options)
+    cut: list[dict] = []
+    if options.step_rows is not None:
+        from ..documents.table_rows import cut_tables
+
+        with phase("per-step tables cut to what report.json keeps"):
+            tables, cut = cut_tables(tables, call_rows=None, step_rows=options.step_rows)
     return RankDigest(meta=trace.meta, tables=tables, memo=_digest_memo(trace, options), checksum=checksum,
-                      n_events=trace.n_events, load_s=load_s, analyze_s=time.perf_counter() - t0)
+                      n_events=trace.n_events, load_s=load_s, analyze_s=time.perf_counter() - t0, tables_cut=cut)
 
 
 def _step_parts_early(trace: RankTrace, options: AnalysisOptions) -> None:
