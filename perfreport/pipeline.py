@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import os
 import time
 from datetime import datetime, timezone
 from collections.abc import Callable, Mapping, Sequence
@@ -39,7 +40,7 @@ from .load.scanner import scanner_name
 from .running.assemble import Assembler
 from .running.digest import INVOCATIONS_ALWAYS, AnalysisOptions
 from .running.executor import Executor, RankJob, stream
-from .running.heap import give_back
+from .running.heap import give_back, keep_freed_heap
 from .running.forked import Beside
 from .model import TraceSet, sorted_unique
 from .running.progress import Progress
@@ -128,6 +129,8 @@ def run_sides(sides: list[tuple[list[RankJob], str]], *, workers: int | None = N
             if progress is not None:
                 progress.rank_done(digest)
             side, position = owner[index]
+            if digest.pid != os.getpid():  # ranks analysed in workers: this process reduces their digests
+                keep_freed_heap()
             with phase("fold in digests"):
                 assemblers[side].add(digest, position)
                 del digest  # folded in: nothing of it is kept whole

@@ -195,3 +195,40 @@ def test_the_console_scripts_processes_keep_numpys_arrays_on_plain_pages() -> No
               "heap.own_the_heap()\nprint(int(switch(False)))\n")
     imported, owned = _python(script)
     assert (imported, owned) == (1, 0)
+
+
+def test_the_reduce_of_digests_from_workers_reuses_its_freed_heap() -> None:
+    """keep_freed_heap (the parent, once digests arrive from workers): 40 MB temporaries (past the
+    32 MiB where glibc's own rule stops keeping them) made one after the other reuse their pages
+    instead of mapping fresh ones; in a process that does not own the heap (perfreport imported
+    by a program) it changes nothing."""
+    script = PRELUDE + """
+if {own}:
+    heap.own_the_heap()
+before = churn()
+heap.keep_freed_heap()
+print(before, churn())
+"""
+    before, kept = _python(script.format(own=True, n=5_000_000))
+    assert 4 * kept < before and before >= 9 * 10, (before, kept)
+    before, not_owned = _python(script.format(own=False, n=5_000_000))
+    assert not_owned >= 9 * 10 and 4 * not_owned >= before, (before, not_owned)
+
+
+def test_only_a_parent_of_workers_keeps_its_freed_heap(tmp_path, monkeypatch) -> None:
+    """The parent keeps its freed heap when the ranks' digests come from worker processes; a
+    rank analysed in the command's own process keeps its own rules (perfreport.running.heap)."""
+    from perfreport import pipeline
+    from perfreport.cli import main
+
+    from .conftest import DATA
+
+    calls = []
+    monkeypatch.setattr(pipeline, "keep_freed_heap", lambda: calls.append(os.getpid()))
+    job = DATA / "recorded" / "setups" / "fsdp_full_w2_gloo"  # two ranks
+    assert main(["analyze", str(job / "rank0.pt.trace.json.gz"), "--out", str(tmp_path / "one"), "--format",
+                 "json", "-q"]) == 0
+    assert calls == []
+    assert main(["analyze", str(job), "--out", str(tmp_path / "two"), "--format", "json", "-q",
+                 "--workers", "2"]) == 0
+    assert calls and set(calls) == {os.getpid()}
