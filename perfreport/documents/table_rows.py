@@ -23,7 +23,9 @@ its ``tables_cut`` names every table and rank cut: the table, the rank, its rows
 kept (and for a per-step table its steps and the steps kept; for a table of matched calls no
 rank, and the column whose largest values were kept, ``largest``). No real trace we hold comes near
 either bound. ``--full-tables`` keeps every row; the Python API (``perfreport.analyses``)
-always returns whole tables.
+always returns whole tables. A command's rank tasks already send each per-step table cut so,
+with their entries (:attr:`perfreport.running.digest.AnalysisOptions.step_rows`, merged by
+:func:`merged_cuts`): a 345,319-step rank's digest is no longer 400 MB.
 """
 
 from __future__ import annotations
