@@ -112,6 +112,33 @@ def test_a_head_start_child_that_dies_is_replaced_by_the_tasks_own_load():
     assert time.perf_counter() - started < 5 and _reaped(pid)
 
 
+def test_a_claim_interrupted_while_the_child_loads_kills_it(monkeypatch):
+    """A signal that ends the wait for the head start's child (the command's Ctrl-C and SIGTERM
+    handlers raise) kills and reaps the child at once: it ignores Ctrl-C, and would otherwise
+    finish its load before the command could end."""
+    class Stop(Exception):
+        pass
+
+    def stop(signum, frame):
+        raise Stop
+
+    monkeypatch.setattr(head_start, "load_hashed", lambda rank_file, limits: time.sleep(60))  # a load that lasts
+    rank_file = _rank_file()
+    head_start.begin(rank_file)
+    pid = _child_pid()
+    assert pid is not None
+    before = signal.signal(signal.SIGALRM, stop)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.3)
+        started = time.perf_counter()
+        with pytest.raises(Stop):
+            head_start.claim(rank_file, current_limits())
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, before)
+    assert time.perf_counter() - started < 5 and _reaped(pid)
+
+
 def test_a_dropped_head_start_leaves_no_process(tmp_path):
     rank_file = _rank_file()
     head_start.begin(rank_file)

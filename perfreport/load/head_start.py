@@ -254,9 +254,12 @@ class _Child:
 
     def received(self, started: _Started) -> bool:
         """Wait for the child's hand-off and fill ``started`` from it; False when the child
-        ended without one. The child is reaped either way."""
+        ended without one. The child is reaped either way, killed first when the wait ended
+        without its hand-off (a Ctrl-C or SIGTERM here: the child ignores Ctrl-C, and would
+        otherwise finish its load before the command could end)."""
         from ..running.handoff import HandedOff, received
 
+        handed = False
         try:
             select.select([self.channel.parent, self.gone], [], [])
             self.channel.parent.setblocking(False)  # the child gone without a word: nothing to read
@@ -264,12 +267,13 @@ class _Child:
                 (rank, checksum), error, phases = received(HandedOff(0), self.channel)
             except (OSError, EOFError, ValueError, TypeError, pickle.UnpicklingError):
                 return False
+            handed = True
             started.result = None if error is not None else (rank, checksum)
             started.error, started.phases = error, phases
             started.done.set()
             return True
         finally:
-            self._finish(kill=False)
+            self._finish(kill=not handed)
 
     def stop(self) -> None:
         """Kill and reap the child (its head start dropped)."""
