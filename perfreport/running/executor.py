@@ -25,7 +25,7 @@ from typing import Any
 from .digest import AnalysisOptions, RankDigest, digest
 from .forked import fork_after, imports_done
 from .handoff import Channel, hand_off, handoff_channel, received
-from .heap import reusing_freed_pages
+from .heap import not_kept_in_a_worker, reusing_freed_pages
 from ..errors import PerfreportError
 from ..limits import Limits
 from ..limits import current as current_limits
@@ -446,6 +446,7 @@ def _init_worker(parent_pid: int, started, channel: Channel | None) -> None:
     from .lifecycle import worker_init
 
     worker_init(parent_pid)
+    not_kept_in_a_worker()  # (a parent that reduced digests before kept its freed heap)
     _started, _channel = started, channel
 
 

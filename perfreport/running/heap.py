@@ -190,11 +190,25 @@ def keep_freed_heap() -> None:
     -> 0.53-0.55 s for the two sides (191,000 -> 90,000 page faults), the command 6.35-6.64 ->
     6.12-6.51 s (3 alternating pairs), the parent's peak 836-847 -> 883 MB. Never reset: the
     process ends after its reports."""
+    global _kept
     if _LIBC is not None and _owned:
         _LIBC.mallopt(M_MMAP_THRESHOLD, KEPT_IN_THE_REDUCE)
         _LIBC.mallopt(M_TRIM_THRESHOLD, 2 * KEPT_IN_THE_REDUCE)
+        _kept = True
 
 
+def not_kept_in_a_worker() -> None:
+    """In a worker forked after :func:`keep_freed_heap` (a compare that analyses its ranks again
+    to list their calls): glibc's initial thresholds, as a worker's later ranks have them, so that
+    its scan's columns are mapped, not grown in the heap (see :func:`reusing_freed_pages`)."""
+    global _kept
+    if _kept:
+        _LIBC.mallopt(M_MMAP_THRESHOLD, GLIBC_DEFAULT)
+        _LIBC.mallopt(M_TRIM_THRESHOLD, GLIBC_DEFAULT)
+        _kept = False
+
+
+_kept = False
 KEPT_IN_THE_REDUCE = 256 << 20
 """The largest freed block :func:`keep_freed_heap` keeps for reuse (bytes)."""
 
