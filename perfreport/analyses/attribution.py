@@ -394,13 +394,14 @@ def _collectives(traces: TraceSet, ranks: list[int], side: _Side) -> pd.DataFram
     parts: dict[str, list[np.ndarray]] = {c: [] for c in _CALL_VALUES}
     for r in ranks:  # a loop over ranks
         calls = rank_collectives(traces[r])
+        if not len(calls):
+            continue
         steps = side.samples.loc[side.samples["rank"] == r, "step"].to_numpy(np.int64)
         whole = len(steps) == 1 and steps[0] == WHOLE_TRACE_STEP
-        keep = None if whole or not len(calls) else np.isin(calls["step"].to_numpy(np.int64), steps)
+        keep = None if whole else np.isin(calls["step"].to_numpy(np.int64), steps)
         for c in _CALL_VALUES:
-            if len(calls):
-                values = calls[c].to_numpy()
-                parts[c].append(values if keep is None else values[keep])
+            values = calls[c].to_numpy()
+            parts[c].append(values if keep is None else values[keep])
     columns = {c: (v[0] if len(v) == 1 else np.concatenate(v)) if v else np.empty(0) for c, v in parts.items()}
     if not len(columns["kind"]):
         return pd.DataFrame(columns=list(_COLLECTIVE_FIELDS))

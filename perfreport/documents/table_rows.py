@@ -25,7 +25,7 @@ rank, and the column whose largest values were kept, ``largest``). No real trace
 either bound. ``--full-tables`` keeps every row; the Python API (``perfreport.analyses``)
 always returns whole tables. A command's rank tasks already send each per-step table cut so,
 with their entries (:attr:`perfreport.running.digest.AnalysisOptions.step_rows`, merged by
-:func:`merged_cuts`): a 345,319-step rank's digest is no longer 400 MB.
+:func:`merged_cuts`): a 345,319-step rank's digest pickles to 183 MB instead of 403.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ Where the load runs:
   2-core VM: the imports of a 200 MB ``analyze`` 0.19 CPU s alone, 0.27-0.36 beside a scan on a
   thread of the same process, 0.19 beside one in another process; its cause not found: a thread
   that only faults in 200 MB, streams a mapped 200 MB file or copies 200 MB beside the imports
-  slows them by 0.05 s at most). The rank was
+  slows them by 0.06 s at most). The rank was
   ready 0.29-0.30 s after the start instead of 0.37-0.38 (3 runs each), and 0.53-0.55 s instead
   of 0.59-0.60 for a 500 MB one; the 200 MB A100 rank's ``analyze --format json`` took
   0.62-0.68 s instead of 0.70-0.75 (8 alternating pairs), its parent's peak 164 MB instead of

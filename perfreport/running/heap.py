@@ -186,10 +186,10 @@ def keep_freed_heap() -> None:
     digests arrive (its workers are forked by then and keep their own rules): folding the
     digests, the cross-rank analyses, the gate's inputs and the reports make and drop arrays of
     a digest's size one after the other, each mapped fresh and unmapped again under glibc's
-    rule. The triton-grown 1 GB ``compare`` (345,319 steps a side): the gate's inputs 0.71-0.78
-    -> 0.53-0.55 s for the two sides (191,000 -> 90,000 page faults), the command 6.35-6.64 ->
-    6.12-6.51 s (3 alternating pairs), the parent's peak 836-847 -> 883 MB. Never reset: the
-    process ends after its reports."""
+    rule. The triton-grown 1 GB ``compare`` (345,319 steps a side), with and without it (3
+    alternating pairs): the gate's inputs 0.67-0.79 -> 0.53-0.54 s for the two sides (191,000 ->
+    90,000 page faults), the command 6.47-7.40 -> 6.10-6.18 s, the parent's peak 839-847 -> 882-883
+    MB. Never reset: the process ends after its reports."""
     global _kept
     if _LIBC is not None and _owned:
         _LIBC.mallopt(M_MMAP_THRESHOLD, KEPT_IN_THE_REDUCE)
