@@ -30,11 +30,13 @@ def read_trace(path: str | Path) -> dict:
 
 
 def write_trace(doc: dict, path: str | Path) -> Path:
-    """Write ``doc`` as gzipped JSON (compresslevel 1: these are scratch files)."""
+    """Write ``doc`` as gzipped JSON (compresslevel 1: these are scratch files). Encoded in one
+    ``json.dumps``: ``json.dump`` to a file takes the encoder's pure-Python path (4 x slower: the
+    25 MB triton trace 1.17 s against 0.27 s)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with gzip.open(path, "wt", encoding="utf-8", compresslevel=1) as f:
-        json.dump(doc, f, separators=(",", ":"))
+    with gzip.open(path, "wb", compresslevel=1) as f:
+        f.write(json.dumps(doc, separators=(",", ":")).encode("utf-8"))
     return path
 
 

@@ -280,8 +280,7 @@ def _edited(tmp_path: Path, dims: list, factor: float, rename: str | None = None
             e["name"], e["dur"] = rename or e["name"], e["dur"] * factor
     out = tmp_path / "candidate"
     out.mkdir()
-    with gzip.open(out / "rank0.json.gz", "wt") as f:
-        json.dump(events_doc, f)
+    (out / "rank0.json.gz").write_bytes(gzip.compress(json.dumps(events_doc).encode(), compresslevel=1))
     return out
 
 
