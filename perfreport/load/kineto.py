@@ -21,7 +21,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from ..load.files import read_trace_bytes
+from ..load.files import read_trace_bytes, reused_texts
 from ..errors import TraceError
 from ..limits import Limits
 from ..limits import current as current_limits
@@ -49,7 +49,7 @@ def load_rank_file(rank_file: RankFile, limits: Limits | None = None) -> RankTra
     path = rank_file.path
     limits = limits or current_limits()
     check_memory(path, limits)
-    data = read_trace_bytes(path, allow_mmap=True, limits=limits)
+    data = read_trace_bytes(path, allow_mmap=True, limits=limits, reuse=reused_texts())
     if data[:3] == UTF8_BOM:
         text = _without_bom(data)  # a copy (rare): the map can go
         _release(data)
@@ -144,9 +144,11 @@ def _scan_one_pass(data) -> tuple[ScanResult, dict[str, Any]] | None:
     The scanner hands the events' pages back as it goes (``release``), so the text is never
     resident whole beside the columns: a mapped file's pages come back from the page cache, and
     decompressed text is this load's own, its events array read by nothing after the scan (the
-    caller reads the file again before the two-pass path re-parses it)."""
+    caller reads the file again before the two-pass path re-parses it). A text in a worker's
+    reused buffer (a ``memoryview``: :func:`perfreport.load.files.read_trace_bytes`) keeps its
+    pages for the next rank."""
     try:
-        done = scan_document(data, release=True)
+        done = scan_document(data, release=not isinstance(data, memoryview))
         if done is None:
             return None
         result, members = done

@@ -447,6 +447,9 @@ def _init_worker(parent_pid: int, started, channel: Channel | None) -> None:
 
     worker_init(parent_pid)
     not_kept_in_a_worker()  # (a parent that reduced digests before kept its freed heap)
+    from ..load.files import reuse_texts
+
+    reuse_texts()  # rank after rank: their texts decompressed into one buffer
     _started, _channel = started, channel
 
 
