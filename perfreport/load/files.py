@@ -67,9 +67,10 @@ def read_trace_bytes(path: Path, *, allow_mmap: bool = False, limits: Limits | N
     until its next such read: for a worker that loads rank after rank and keeps nothing of a
     text after its scan. Each 50 MB rank's text otherwise lands on 12,200 fresh pages: one
     decompressed six times took 31.6-34.2 ms each, against 13.5-17.6 ms on pages kept from the
-    time before; 16 gzipped ranks of 50 MB: `analyze` 1.89-1.98 -> 1.78-1.90 s, `compare` of two
-    such jobs 5.22-5.57 -> 5.00-5.22 s (4-5 alternating pairs), each worker's peak 40 MB higher
-    (its text is not handed back page by page during the scan).
+    time before. 16 gzipped ranks of 50 MB, two batches of 4-6 alternating pairs: `analyze`
+    1.89-1.98 -> 1.78-1.90 s and 1.99-2.17 -> 1.89-2.10 s, `compare` of two such jobs 5.22-5.57 ->
+    5.00-5.22 s and 5.40-6.07 -> 5.16-5.85 s; each worker's peak 154 -> 196 MB (its text is not
+    handed back page by page during the scan, and the buffer stays).
 
     Raises TraceError naming the file for unreadable, empty, truncated/corrupt or too large input.
     """
