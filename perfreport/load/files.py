@@ -1,6 +1,7 @@
 """Reading a trace file's bytes within limits: a plain ``.json`` memory-mapped, a ``.json.gz``
-decompressed (ISA-L when installed) with a bound against gzip bombs; its uncompressed size
-without reading it (checksums: :mod:`perfreport.load.checksums`)."""
+decompressed (ISA-L when installed) with a bound against gzip bombs, in a worker a small one into
+a buffer kept for its next rank; its uncompressed size without reading it (checksums:
+:mod:`perfreport.load.checksums`)."""
 
 from __future__ import annotations
 
