@@ -41,11 +41,12 @@ _texts = threading.local()  # .buffer: this thread's reused text buffer (a bytea
 _reusing = False
 
 
-def reuse_texts(on: bool = True) -> None:
+def reuse_texts() -> None:
     """Let the loader decompress small gzipped ranks into a buffer each thread keeps
-    (:func:`read_trace_bytes`'s ``reuse``): for a process that loads rank after rank."""
+    (:func:`read_trace_bytes`'s ``reuse``): for a process that loads rank after rank (a local
+    worker; never undone there)."""
     global _reusing
-    _reusing = on
+    _reusing = True
 
 
 def reused_texts() -> bool:
@@ -67,8 +68,8 @@ def read_trace_bytes(path: Path, *, allow_mmap: bool = False, limits: Limits | N
     :data:`REUSED_TEXT_MAX` comes back as a ``memoryview`` of a buffer this thread keeps, valid
     until its next such read: for a worker that loads rank after rank and keeps nothing of a
     text after its scan. Each 50 MB rank's text otherwise lands on 12,200 fresh pages: one
-    decompressed six times took 31.6-34.2 ms each, against 13.5-17.6 ms on pages kept from the
-    time before. 16 gzipped ranks of 50 MB, two batches of 4-6 alternating pairs: `analyze`
+    decompressed six times took 31.6-34.2 ms each, against 15.6-17.6 ms through the streaming
+    decoder into the kept buffer (3 runs). 16 gzipped ranks of 50 MB, two batches of 4-6 alternating pairs: `analyze`
     1.89-1.98 -> 1.78-1.90 s and 1.99-2.17 -> 1.89-2.10 s, `compare` of two such jobs 5.22-5.57 ->
     5.00-5.22 s and 5.40-6.07 -> 5.16-5.85 s; each worker's peak 154 -> 196 MB (its text is not
     handed back page by page during the scan, and the buffer stays).
