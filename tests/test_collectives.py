@@ -12,10 +12,12 @@ from decimal import Decimal
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from perfreport.analyses.collectives import (
     CALL_COLUMNS,
+    CODED,
     EVIDENCE_COLUMNS,
     SKEW_COLUMNS,
     STEP_COLUMNS,
@@ -32,6 +34,7 @@ from perfreport.analyses.collectives import (
     straggler_report,
     tensor_bytes,
 )
+from perfreport.analyses.collectives import _concat_calls, as_text
 from perfreport.load import load
 
 from .conftest import TRACES, load_cached, shared_trace
@@ -206,6 +209,57 @@ def test_a_late_rank_is_named_with_evidence(tmp_path: Path) -> None:
     assert ev["is_straggler"].tolist() == [False, False, True]
     assert ev["lateness_us_mean"].tolist() == [0.0, 0.0, 300.0] and ev["lateness_pct"].tolist()[2] == 30.0
     assert text.startswith("rank 2 is the straggler") and "300.0 µs after the earliest rank" in text
+
+
+def test_text_columns_are_categories_of_every_rank(tmp_path: Path) -> None:
+    """The call table holds its texts as categories: a rank with NCCL kernels and a gloo span (two
+    kinds of call, built apart and put together) and a rank without the span (other categories)
+    give one table whose texts read as the events' names, whose categories are sorted, and whose
+    summaries, per-step sums and matching equal those of the same table with plain texts."""
+    root = tmp_path / "job"
+    write_trace(root, rank_events(0.0, 0.0) + [cpu("gloo:broadcast", BASE_US + 900, 20)], rank=0, world=2)
+    write_trace(root, rank_events(5.0, 0.0), rank=1, world=2)
+    traces = load(root, workers=1)
+    c = collectives(traces)
+    for column in CODED:
+        assert isinstance(c[column].dtype, pd.CategoricalDtype)
+        labels = c[column].cat.categories.tolist()
+        assert labels == sorted(set(labels))
+    r0 = c[c["rank"] == 0]
+    assert r0["kernel"].tolist() == [ALLREDUCE, SENDRECV_OLD, SENDRECV_NEW, "gloo:broadcast"]
+    assert r0["kind"].tolist() == ["all_reduce", "all_gather", "send_recv", "broadcast"]
+    assert r0["kernels"].tolist() == [1, 1, 1, 0] and r0["ts_us"].tolist() == [200.0, 700.0, 850.0, 900.0]
+    assert c[c["rank"] == 1]["kernel"].tolist() == [ALLREDUCE, SENDRECV_OLD, SENDRECV_NEW]
+    text = as_text(c)
+    assert all(text[column].dtype.kind in "OT" or str(text[column].dtype) == "str" for column in CODED)
+    assert text[list(CODED)].astype(object).values.tolist() == c[list(CODED)].astype(object).values.tolist()
+
+    # the summaries grouped on the codes equal pandas' groupby of the texts
+    plain = text.astype({k: object for k in CODED})
+    expected = plain.groupby(["rank", "kind", "process_group"], sort=True).agg(
+        count=("dur_us", "size"), total_us=("dur_us", "sum"), exposed_us=("exposed_us", "sum")).reset_index()
+    summary = collective_summary(traces)
+    assert summary[["rank", "kind", "process_group", "count", "total_us", "exposed_us"]].values.tolist() == \
+        expected.values.tolist()
+    per_step = plain.groupby(["rank", "step", "kind", "process_group"], sort=True).agg(
+        count=("dur_us", "size"), dur_us=("dur_us", "sum")).reset_index()
+    assert collectives_per_step(traces)[["rank", "step", "kind", "process_group", "count", "dur_us"]].values.tolist() \
+        == per_step.values.tolist()
+    # the gloo span is on rank 0 only: matched on no other rank
+    assert collective_skew(traces)["kind"].tolist() == ["all_reduce", "all_gather", "send_recv"]
+
+
+def test_calls_of_plain_and_coded_texts_put_together() -> None:
+    """A part with plain texts (a digest cached by an earlier version) makes the column plain;
+    coded parts of different categories make one coded column of the united categories."""
+    a = pd.DataFrame({"kind": pd.Categorical(["b", "a", "b"]), "ts_us": [1.0, 2.0, 3.0]})
+    b = pd.DataFrame({"kind": pd.Categorical(["c", "a"]), "ts_us": [4.0, 5.0]})
+    both = _concat_calls([a, b])
+    assert both["kind"].cat.categories.tolist() == ["a", "b", "c"]
+    assert both["kind"].tolist() == ["b", "a", "b", "c", "a"] and both["ts_us"].tolist() == [1.0, 2.0, 3.0, 4.0, 5.0]
+    mixed = _concat_calls([a, b.assign(kind=np.array(["c", "a"], dtype=object))])
+    assert not isinstance(mixed["kind"].dtype, pd.CategoricalDtype)
+    assert mixed["kind"].tolist() == ["b", "a", "b", "c", "a"]
 
 
 def test_one_rank_or_no_collectives(tmp_path: Path) -> None:

@@ -71,6 +71,29 @@ def test_rows_with_a_missing_key_are_dropped() -> None:
     assert g.frame({"v": g.sum("v")}).to_dict("list") == {"k": ["a", "b"], "v": [5.0, 3.0]}
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_categorical_keys_group_as_their_texts(seed: int) -> None:
+    """A categorical key groups by its codes: categories in any order (the groups still come in
+    text order), unused categories, missing values (dropped), and a dict of a Categorical alike;
+    the keys of the result read as texts."""
+    rng = np.random.default_rng(seed)
+    texts = np.array(["gloo:all_reduce", "", "nccl:broadcast", "all_gather", "b"], dtype=object)
+    values = texts[rng.integers(0, len(texts), 400)]
+    values[rng.random(400) < 0.05] = None
+    order = list(rng.permutation(["zz-unused", *texts]))  # categories unsorted, one never used
+    frame = pd.DataFrame({"step": rng.integers(0, 5, 400), "k": pd.Categorical(values, categories=order),
+                          "v": rng.random(400)})
+    plain = frame.assign(k=values)
+    for data in (frame, {"step": frame["step"].to_numpy(), "k": frame["k"].array, "v": frame["v"].to_numpy()}):
+        g = Grouped(data, ["step", "k"])
+        expected = Grouped(plain, ["step", "k"])
+        got = g.frame({"v": g.sum("v"), "n": g.size()})
+        assert got.to_dict("list") == expected.frame({"v": expected.sum("v"), "n": expected.size()}).to_dict("list")
+        p = plain.groupby(["step", "k"], sort=True)["v"].sum()
+        assert got["k"].tolist() == p.index.get_level_values("k").tolist()
+        assert not isinstance(got["k"].dtype, pd.CategoricalDtype)
+
+
 def test_many_high_cardinality_keys_keep_their_order() -> None:
     # seven keys of ~3000 values each: the mixed-radix code would overflow int64 without renumbering
     rng = np.random.default_rng(0)

@@ -390,8 +390,9 @@ def _collectives(traces: TraceSet, ranks: list[int], side: _Side) -> pd.DataFram
     call and the algorithms used, over the calls launched in the samples. Grouped on the
     columns' codes (:class:`~.grouping.Grouped`), not on a filtered copy of the calls: a gloo
     rank's 2 M calls took 0.13 s a side in pandas (a copy of every column, three hashings of
-    the kind's texts and a drop of duplicate rows), the attribution's child 0.42 s in all."""
-    parts: dict[str, list[np.ndarray]] = {c: [] for c in _CALL_VALUES}
+    the kind's texts and a drop of duplicate rows), the attribution's child 0.42 s in all. Their
+    text columns stay categorical: the categories' codes are the groups' codes."""
+    parts: dict[str, list] = {c: [] for c in _CALL_VALUES}
     for r in ranks:  # a loop over ranks
         calls = rank_collectives(traces[r])
         if not len(calls):
@@ -400,19 +401,20 @@ def _collectives(traces: TraceSet, ranks: list[int], side: _Side) -> pd.DataFram
         whole = len(steps) == 1 and steps[0] == WHOLE_TRACE_STEP
         keep = None if whole else np.isin(calls["step"].to_numpy(np.int64), steps)
         for c in _CALL_VALUES:
-            values = calls[c].to_numpy()
+            values = calls[c].array if isinstance(calls[c].dtype, pd.CategoricalDtype) else calls[c].to_numpy()
             parts[c].append(values if keep is None else values[keep])
-    columns = {c: (v[0] if len(v) == 1 else np.concatenate(v)) if v else np.empty(0) for c, v in parts.items()}
+    columns = {c: _one_column(v) if v else np.empty(0) for c, v in parts.items()}
     if not len(columns["kind"]):
         return pd.DataFrame(columns=list(_COLLECTIVE_FIELDS))
     n = max(len(side.samples), 1)
     g = Grouped(columns, ["kind"])  # groups in sorted kind order, as pandas' groupby
-    kinds = columns["kind"][g.first]
+    kinds = np.asarray(columns["kind"][g.first], dtype=object)
     # the algorithms of each kind, named from its distinct (algorithm, protocol) pairs, not from
     # every call
     used: dict[str, set[str]] = {k: set() for k in kinds.tolist()}
     first = Grouped(columns, ["kind", "algorithm", "protocol"]).first
-    for kind, algorithm, protocol in zip(*(columns[c][first].tolist() for c in ("kind", "algorithm", "protocol"))):
+    for kind, algorithm, protocol in zip(*(np.asarray(columns[c][first], dtype=object).tolist()
+                                           for c in ("kind", "algorithm", "protocol"))):
         name = f"{algorithm}_{protocol}".strip("_")
         if name:
             used[kind].add(name)
@@ -428,6 +430,18 @@ def _collectives(traces: TraceSet, ranks: list[int], side: _Side) -> pd.DataFram
 
 _CALL_VALUES = ("kind", "algorithm", "protocol", "msg_bytes", "dur_us", "exposed_us")
 """The columns of the calls :func:`_collectives` reads."""
+
+
+def _one_column(parts: list):
+    """One column from the ranks' parts: categorical parts with their categories united (a
+    part of plain texts, as a digest cached by an earlier version holds, makes the column plain)."""
+    if len(parts) == 1:
+        return parts[0]
+    if all(isinstance(p, pd.Categorical) for p in parts):
+        from pandas.api.types import union_categoricals
+
+        return union_categoricals(parts, sort_categories=True)
+    return np.concatenate([np.asarray(p, dtype=object) if isinstance(p, pd.Categorical) else p for p in parts])
 
 
 def _what_changed(b: pd.Series | None, c: pd.Series | None) -> list[str]:

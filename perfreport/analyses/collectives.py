@@ -41,6 +41,11 @@ then the collective ops above it):
 * ``seq``: NCCL's sequence number of the call in its process group (the ``Seq`` arg PyTorch
   writes on the collective op, HTA 0.6's ``seq_num``), -1 when the trace has none.
 
+The text columns (``kind``, ``process_group``, ``algorithm``, ``protocol``, ``kernel``) are
+categorical: a rank makes millions of calls (a gloo rank a dozen a step) with a handful of
+distinct texts, so each call holds a small code, made from the events' string codes, and the
+summaries group on those codes (:func:`rank_collectives`).
+
 Across ranks, :func:`collective_skew` pairs the calls that are one collective: the same
 (process_group, kind, seq) on every rank where the group's calls carry ``seq`` (HTA 0.6's field),
 else the i-th call of each (kind, process_group) in each profiler step on every rank; it checks that the pairing is plausible (the ranks' kernels of one
@@ -107,6 +112,9 @@ EVIDENCE_COLUMNS = ("rank", "calls_compared", "latest_calls", "latest_pct", "lat
                     "late_start_pct", "wall_us_median", "wall_excess_pct", "hta_is_straggler", "is_straggler")
 
 _TEXT = {"kind", "process_group", "algorithm", "protocol", "kernel", "matched_by"}
+CODED = ("kind", "process_group", "algorithm", "protocol", "kernel")
+"""The call table's text columns, held as categories (a code per call into the few distinct
+texts; see :func:`rank_collectives`)."""
 _INTS = {"rank", "step", "kernels", "seq", "count", "call_index", "ranks", "earliest_rank", "latest_rank",
          "calls_compared", "latest_calls", "late_steps"}
 
@@ -119,6 +127,56 @@ def _empty(columns: tuple[str, ...]) -> pd.DataFrame:
         return object if c in _TEXT else np.int64 if c in _INTS else bool if c in _BOOLS else np.float64
     return pd.DataFrame({c: np.empty(0, dtype(c)) for c in columns})  # arrays: no index alignment
 
+
+def _empty_calls() -> pd.DataFrame:
+    """The call table with no call: its text columns categorical, as a table with calls has them."""
+    return _empty(CALL_COLUMNS).assign(**{c: _texts(np.empty(0, dtype=object), np.empty(0, np.intp)) for c in CODED})
+
+
+def _texts(labels: np.ndarray, index: np.ndarray) -> pd.Categorical:
+    """A categorical text column: ``labels[index]`` per row, held as codes into ``labels`` made
+    distinct and sorted (the order a text column groups and sorts in)."""
+    distinct, position = np.unique(np.asarray(labels, dtype=object), return_inverse=True)
+    return pd.Categorical.from_codes(position.ravel()[index] if len(index) else np.empty(0, np.int8),
+                                     categories=pd.Index(distinct, dtype=_TEXT_DTYPE))
+
+
+_TEXT_DTYPE = pd.Index(["text"]).dtype
+"""pandas' own dtype for a column of texts (``str`` from pandas 3 on, ``object`` before): the
+categories' dtype whichever way a call table was made (pandas unites categories into it)."""
+
+
+def _coded_texts(trace: RankTrace, codes: np.ndarray, fn, missing: str) -> pd.Categorical:
+    """``fn(string)`` for each code (``missing`` for -1) as a categorical text column: ``fn`` runs
+    once per distinct code, and the column holds a small code per row."""
+    uniq, inverse = distinct_codes(codes, len(trace.strings))
+    return _texts(np.array([fn(trace.strings[c]) if c >= 0 else missing for c in uniq.tolist()], dtype=object),
+                  inverse)
+
+
+def as_text(calls: pd.DataFrame) -> pd.DataFrame:
+    """``calls`` with its categorical text columns as plain text columns (for code that groups
+    or matches on the texts of several ranks together)."""
+    coded = [c for c in CODED if c in calls.columns and isinstance(calls[c].dtype, pd.CategoricalDtype)]
+    return calls.assign(**{c: calls[c].array.categories.to_numpy(dtype=object)[calls[c].array.codes]
+                           for c in coded}) if coded else calls
+
+
+def _concat_calls(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """Call tables one after the other; their text columns' categories united (pandas turns
+    categorical columns of different categories into plain objects)."""
+    if len(frames) == 1:
+        return frames[0]
+    from pandas.api.types import union_categoricals
+
+    columns = {}
+    for c in frames[0].columns:
+        parts = [f[c] for f in frames]
+        if all(isinstance(p.dtype, pd.CategoricalDtype) for p in parts):
+            columns[c] = union_categoricals([p.array for p in parts], sort_categories=True)
+        else:  # (plain texts in a part, as a digest cached by an earlier version holds: plain texts)
+            columns[c] = np.concatenate([p.to_numpy() for p in parts])
+    return pd.DataFrame(columns)
 
 # --- names -------------------------------------------------------------------------------------
 def dtype_bytes(name: str) -> float:
@@ -310,16 +368,22 @@ def _kernel_attributes(trace: RankTrace, k_rows: np.ndarray) -> dict[str, np.nda
     size = _map_codes(trace, arg("dtype"), dtype_bytes, math.nan).astype(np.float64)
     msg = np.where(nel >= 0, nel * size, np.nan)
     msg = np.where(np.isnan(msg), _tensor_fallback(trace, chain, op_cell), msg)
-    pg = _map_codes(trace, arg("Process Group Name"), str, "")
+    pg = _coded_texts(trace, arg("Process Group Name"), str, "")
     return {"seq": arg("Seq").astype(np.int64),
-        "call_key": np.where(owner >= 0, owner, k_rows), "kind": _map_codes(trace, text, collective_kind, "other"),
-        "pg": pg, "group": _group_sizes(trace, arg("Group size"), arg("Process Group Ranks"), pg), "msg": msg,
+        "call_key": np.where(owner >= 0, owner, k_rows), "kind": _coded_texts(trace, text, collective_kind, "other"),
+        "pg": pg, "group": _group_sizes(trace, arg("Group size"), arg("Process Group Ranks"), np.asarray(pg)),
+        "msg": msg,
     }
 
 
 def rank_collectives(trace: RankTrace) -> pd.DataFrame:
     """:func:`collectives` rows of one rank, ``ts_us`` in trace µs. Memoised on the trace: read
-    it, never modify it."""
+    it, never modify it.
+
+    Its text columns (:data:`CODED`) are categorical: a code per call into the few distinct texts,
+    made from the events' string codes. A gloo rank grown to 1 GB makes 2 M calls; as Python
+    strings, their five text columns took ~0.1 s to build, 0.12 s to pickle into the rank's
+    digest and 0.13 s to unpickle in the parent, and the summaries hashed them again to group."""
     return trace.memo("collectives", lambda: _rank_collectives(trace))
 
 
@@ -329,10 +393,10 @@ def _rank_collectives(trace: RankTrace) -> pd.DataFrame:
     comp = (starts[is_comp], ends[is_comp])
     frames = [f for f in (_gpu_calls(trace, rows, starts, ends, classes, comp), _host_calls(trace, comp)) if len(f)]
     if not frames:
-        return _empty(CALL_COLUMNS)
+        return _empty_calls()
     if len(frames) == 1:  # each kind of call is built in start order: no reordering copy of the table
         return frames[0]
-    out = pd.concat(frames, ignore_index=True)
+    out = _concat_calls(frames)
     return out.take(np.argsort(out["ts_us"].to_numpy(), kind="stable")).reset_index(drop=True)
 
 
@@ -341,23 +405,23 @@ def _host_calls(trace: RankTrace, comp: tuple[np.ndarray, np.ndarray]) -> pd.Dat
     (ties in row order)."""
     h = np.flatnonzero(trace.host_collectives())
     if not len(h):
-        return _empty(CALL_COLUMNS)
+        return _empty_calls()
     h = h[np.argsort(trace.ts[h], kind="stable")]
     ts, dur = trace.ts[h], trace.dur[h]
     exposed = _exposed(np.arange(len(h)), ts, ts + dur, comp, len(h))
     world = trace.meta.world_size
-    names = trace.decode(trace.name[h])
     nan = np.full(len(h), np.nan)
+    none = _texts(np.array([""], dtype=object), np.zeros(len(h), np.intp))  # (categorical: shared, never written)
     # every column its own fresh array, so the frame may hold them as they are (copy=False): a
     # gloo rank's 2 M calls were copied into pandas' blocks, 0.3 of its 0.65 s
     return pd.DataFrame(copy=False, data={
         "rank": np.full(len(h), trace.rank, np.int64), "step": trace.iteration[h].astype(np.int64),
-        "kind": _map_codes(trace, trace.name[h], lambda n: collective_kind(n.split(":", 1)[-1]), "other"),
-        "process_group": np.full(len(h), "", dtype=object),
+        "kind": _coded_texts(trace, trace.name[h], lambda n: collective_kind(n.split(":", 1)[-1]), "other"),
+        "process_group": none,
         "group_size": np.full(len(h), np.nan if world is None else float(world)), "ts_us": ts, "dur_us": dur,
         "exposed_us": exposed, "msg_bytes": nan, "algbw_gbps": nan.copy(), "busbw_gbps": nan.copy(),
-        "algorithm": np.full(len(h), "", dtype=object), "protocol": np.full(len(h), "", dtype=object),
-        "kernel": names, "kernels": np.zeros(len(h), np.int64),
+        "algorithm": none, "protocol": none,
+        "kernel": _coded_texts(trace, trace.name[h], str, ""), "kernels": np.zeros(len(h), np.int64),
         "seq": np.full(len(h), -1, np.int64),  # gloo spans carry no NCCL sequence number: matched by order
     })
 
@@ -369,7 +433,7 @@ def _gpu_calls(trace: RankTrace, rows: np.ndarray, starts: np.ndarray, ends: np.
     comm = trace.kernels()[rows] & (classes == CLASS_INDEX[COMMUNICATION])
     k_rows, k_s, k_e = rows[comm], starts[comm], ends[comm]
     if len(k_rows) == 0:
-        return _empty(CALL_COLUMNS)
+        return _empty_calls()
     k = _kernel_attributes(trace, k_rows)
     call_ids, call = np.unique(k["call_key"], return_inverse=True)
     call = call.ravel()
@@ -391,10 +455,10 @@ def _gpu_calls(trace: RankTrace, rows: np.ndarray, starts: np.ndarray, ends: np.
         "rank": np.full(len(call_ids), trace.rank, np.int64), "step": trace.iteration[k_rows][first].astype(np.int64),
         "kind": kind, "process_group": k["pg"][first], "group_size": group, "ts_us": ts, "dur_us": dur,
         "exposed_us": exposed, "msg_bytes": msg_bytes, "algbw_gbps": algbw,
-        "busbw_gbps": algbw * busbw_factors(kind, group),
-        "algorithm": _map_codes(trace, name, lambda s: kernel_algorithm(s)[0], ""),
-        "protocol": _map_codes(trace, name, lambda s: kernel_algorithm(s)[1], ""),
-        "kernel": trace.decode(name), "kernels": counts,
+        "busbw_gbps": algbw * busbw_factors(np.asarray(kind), group),
+        "algorithm": _coded_texts(trace, name, lambda s: kernel_algorithm(s)[0], ""),
+        "protocol": _coded_texts(trace, name, lambda s: kernel_algorithm(s)[1], ""),
+        "kernel": _coded_texts(trace, name, str, ""), "kernels": counts,
         "seq": k["seq"][first],
     })
     return out
@@ -405,29 +469,44 @@ def collectives(traces: TraceSet) -> pd.DataFrame:
     """One row per collective call of every rank, in start order per rank (see the module
     docstring). Columns: rank, step, kind, process_group, group_size, ts_us, dur_us, exposed_us,
     msg_bytes, algbw_gbps, busbw_gbps, algorithm, protocol, kernel (the first kernel's name),
-    kernels (how many)."""
+    kernels (how many). The text columns (:data:`CODED`) are categorical (see
+    :func:`rank_collectives`), their categories the texts of every rank.
+
+    Computed once per trace set (the matching and the straggler evidence read it too); each call
+    gets its own (shallow, copy-on-write) frame."""
+    return traces.memo("collectives_table", lambda: _collectives(traces)).copy(deep=False)
+
+
+def _collectives(traces: TraceSet) -> pd.DataFrame:
     frames = []
     for t in traces:  # a loop over ranks
         f = rank_collectives(t)
         if len(f):
             frames.append(f.assign(ts_us=f["ts_us"].to_numpy() + float(t.meta.ts_origin_us - traces.origin_us)))
-    return pd.concat(frames, ignore_index=True) if frames else _empty(CALL_COLUMNS)
+    return _concat_calls(frames).reset_index(drop=True) if frames else _empty_calls()
 
 
 def collective_summary(traces: TraceSet) -> pd.DataFrame:
     """Per (rank, kind, process_group): calls, total and exposed time (µs), exposed % of total,
-    mean and total message bytes, and the mean of the calls' algbw/busbw (GB/s)."""
-    c = collectives(traces)
-    if not len(c):
+    mean and total message bytes, and the mean of the calls' algbw/busbw (GB/s). Grouped rank by
+    rank, on each rank's coded texts (the table is in rank order either way)."""
+    frames = [f for t in traces if len(f := _rank_summary(rank_collectives(t)))]  # a loop over ranks
+    if not frames:
         return _empty(SUMMARY_COLUMNS)
+    out = pd.concat(frames, ignore_index=True)
+    out["exposed_pct"] = [pct(e, t) for e, t in zip(out["exposed_us"], out["total_us"])]
+    return out[list(SUMMARY_COLUMNS)]
+
+
+def _rank_summary(c: pd.DataFrame) -> pd.DataFrame:
+    if not len(c):
+        return c
     g = Grouped(c, ["rank", "kind", "process_group"])
-    out = g.frame({
+    return g.frame({
         "count": g.size(), "total_us": g.sum("dur_us"), "exposed_us": g.sum("exposed_us"),
         "msg_bytes_mean": g.mean("msg_bytes"), "msg_bytes_total": g.sum("msg_bytes", min_count=1),
         "algbw_gbps_mean": g.mean("algbw_gbps"), "busbw_gbps_mean": g.mean("busbw_gbps"),
     })
-    out["exposed_pct"] = [pct(e, t) for e, t in zip(out["exposed_us"], out["total_us"])]
-    return out[list(SUMMARY_COLUMNS)]
 
 
 def collectives_per_step(traces: TraceSet) -> pd.DataFrame:
@@ -468,11 +547,11 @@ def _matched_calls(traces: TraceSet) -> pd.DataFrame:
 
 
 def _match_calls(traces: TraceSet) -> pd.DataFrame:
-    c = collectives(traces)
-    if c["rank"].nunique() < 2:  # no call can be seen on two ranks: the empty result, typed
-        return c.iloc[:0].reset_index(drop=True).assign(
+    if sum(len(rank_collectives(t)) > 0 for t in traces) < 2:  # no call can be seen on two ranks: the empty
+        return as_text(collectives(traces).iloc[:0]).reset_index(drop=True).assign(  # result, typed
             call_index=np.empty(0, np.int64), matched_by=np.empty(0, object), ranks=np.empty(0, np.int64),
             overlapping=np.empty(0, bool), lateness_us=np.empty(0, np.float64))
+    c = as_text(collectives(traces))  # (the ranks' texts compared as texts)
     c = c.sort_values(["rank", "kind", "process_group", "step", "ts_us"], kind="stable").reset_index(drop=True)
     c["call_index"] = c.groupby(["rank", "kind", "process_group", "step"]).cumcount().astype(np.int64)
     c = _by_sequence_number(c)

@@ -150,11 +150,13 @@ class Grouped:
         self._value_orders = value_orders or {}
         self.keys = list(keys)
         self._frame = frame
-        n = len(self._column(self.keys[0])) if self.keys else len(frame)
+        n = len(self._key(self.keys[0])) if self.keys else len(frame)
         combined = np.zeros(n, dtype=np.int64)
         valid = np.ones(n, dtype=bool)
         for k in self.keys:  # mixed-radix code of the key tuple, in sorted key order
-            key_codes, uniq = codes[k] if k in codes else sorted_codes(self._column(k))
+            key = self._key(k)
+            key_codes, uniq = codes[k] if k in codes else \
+                category_codes(key) if isinstance(key, pd.Categorical) else sorted_codes(key)
             valid &= key_codes >= 0
             if len(uniq) and int(combined.max(initial=0)) > (2**62) // (len(uniq) + 1):
                 combined = np.unique(combined, return_inverse=True)[1].ravel()  # keep the code within int64
@@ -173,6 +175,13 @@ class Grouped:
     def _column(self, name: str) -> np.ndarray:
         column = self._frame[name]
         return column.to_numpy() if isinstance(column, pd.Series) else np.asarray(column)
+
+    def _key(self, name: str) -> np.ndarray | pd.Categorical:
+        """A key column: a categorical one as it is (its codes are the groups' codes), else its values."""
+        column = self._frame[name]
+        if isinstance(column, pd.Series) and isinstance(column.dtype, pd.CategoricalDtype):
+            return column.array
+        return column if isinstance(column, pd.Categorical) else self._column(name)
 
     def _values(self, values) -> np.ndarray:
         """The values of the grouped rows, read only: the column itself when every row has its
@@ -307,8 +316,31 @@ class Grouped:
 
     def frame(self, columns: dict) -> pd.DataFrame:
         """The key columns (one row per group, in order) followed by ``columns``."""
-        keys = {k: self._column(k)[self.first] for k in self.keys}
+        keys = {k: _values_at(self._key(k), self.first) for k in self.keys}
         return pd.DataFrame({**keys, **columns})
+
+
+def _values_at(key: np.ndarray | pd.Categorical, rows: np.ndarray) -> np.ndarray:
+    """A key column's values at ``rows``: a categorical column's as plain values (its texts), so
+    a table keyed by it reads as one keyed by its texts."""
+    if isinstance(key, pd.Categorical):
+        return key.categories.to_numpy(dtype=object)[key.codes[rows]]
+    return key[rows]
+
+
+def category_codes(values: pd.Categorical) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`sorted_codes` of a categorical column, from its codes: (code per value, -1 where
+    missing; the categories, sorted). Its texts are never hashed or compared row by row: a gloo
+    rank's 2 M collective calls keep their five text columns as categories (see
+    :func:`perfreport.analyses.collectives.rank_collectives`)."""
+    codes = values.codes.astype(np.int64)
+    labels = values.categories.to_numpy(dtype=object)
+    order = np.argsort(labels, kind="stable") if len(labels) > 1 else np.arange(len(labels))
+    if np.all(order[1:] > order[:-1]):  # categories already sorted: codes as they are
+        return codes, labels
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    return np.where(codes >= 0, rank[np.clip(codes, 0, None)], -1), labels[order]
 
 
 def run_positions(values: np.ndarray) -> np.ndarray:
