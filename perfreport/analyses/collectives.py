@@ -73,7 +73,7 @@ from ..model import CLASS_INDEX, COMMUNICATION, COMPUTATION, CPU_COLLECTIVE, Ran
 from ..units import BYTES_PER_GB, US_PER_S, format_pct, format_us, pct
 from .callstack import call_stack
 from .intervals import union
-from .grouping import Grouped
+from .grouping import Grouped, coded_texts, texts_of_codes
 from .kernels import gpu_work
 from .steps import profiler_steps
 from .stragglers import LATE_START_PCT, late_verdict, step_noise_us, straggler_steps, stragglers
@@ -130,28 +130,13 @@ def _empty(columns: tuple[str, ...]) -> pd.DataFrame:
 
 def _empty_calls() -> pd.DataFrame:
     """The call table with no call: its text columns categorical, as a table with calls has them."""
-    return _empty(CALL_COLUMNS).assign(**{c: _texts(np.empty(0, dtype=object), np.empty(0, np.intp)) for c in CODED})
-
-
-def _texts(labels: np.ndarray, index: np.ndarray) -> pd.Categorical:
-    """A categorical text column: ``labels[index]`` per row, held as codes into ``labels`` made
-    distinct and sorted (the order a text column groups and sorts in)."""
-    distinct, position = np.unique(np.asarray(labels, dtype=object), return_inverse=True)
-    return pd.Categorical.from_codes(position.ravel()[index] if len(index) else np.empty(0, np.int8),
-                                     categories=pd.Index(distinct, dtype=_TEXT_DTYPE))
-
-
-_TEXT_DTYPE = pd.Index(["text"]).dtype
-"""pandas' own dtype for a column of texts (``str`` from pandas 3 on, ``object`` before): the
-categories' dtype whichever way a call table was made (pandas unites categories into it)."""
+    return _empty(CALL_COLUMNS).assign(**{c: coded_texts([], np.empty(0, np.intp)) for c in CODED})
 
 
 def _coded_texts(trace: RankTrace, codes: np.ndarray, fn, missing: str) -> pd.Categorical:
-    """``fn(string)`` for each code (``missing`` for -1) as a categorical text column: ``fn`` runs
-    once per distinct code, and the column holds a small code per row."""
-    uniq, inverse = distinct_codes(codes, len(trace.strings))
-    return _texts(np.array([fn(trace.strings[c]) if c >= 0 else missing for c in uniq.tolist()], dtype=object),
-                  inverse)
+    """``fn(string)`` for each code (``missing`` for -1) as a categorical text column
+    (:func:`~.grouping.texts_of_codes`)."""
+    return texts_of_codes(codes, len(trace.strings), lambda c: fn(trace.strings[c]) if c >= 0 else missing)
 
 
 def as_text(calls: pd.DataFrame) -> pd.DataFrame:
@@ -411,7 +396,7 @@ def _host_calls(trace: RankTrace, comp: tuple[np.ndarray, np.ndarray]) -> pd.Dat
     exposed = _exposed(np.arange(len(h)), ts, ts + dur, comp, len(h))
     world = trace.meta.world_size
     nan = np.full(len(h), np.nan)
-    none = _texts(np.array([""], dtype=object), np.zeros(len(h), np.intp))  # (categorical: shared, never written)
+    none = coded_texts([""], np.zeros(len(h), np.intp))  # (categorical: shared, never written)
     # every column its own fresh array, so the frame may hold them as they are (copy=False): a
     # gloo rank's 2 M calls were copied into pandas' blocks, 0.3 of its 0.65 s
     return pd.DataFrame(copy=False, data={

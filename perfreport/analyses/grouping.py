@@ -24,6 +24,28 @@ import pandas as pd
 from ..model import distinct_codes
 
 
+def coded_texts(labels, which: np.ndarray) -> pd.Categorical:
+    """``labels[which]`` as a categorical text column: the distinct labels, sorted, are its
+    categories (two positions of ``labels`` may hold one text) and each row holds a small code.
+    Texts that repeat over millions of rows (the kind of each collective call, the key of each
+    part of a step) are then held, grouped and pickled as codes, never as a Python string a row."""
+    distinct, position = np.unique(np.asarray(labels, dtype=object), return_inverse=True)
+    return pd.Categorical.from_codes(position.ravel()[which] if len(which) else np.empty(0, np.int8),
+                                     categories=pd.Index(distinct, dtype=TEXT_DTYPE))
+
+
+def texts_of_codes(codes: np.ndarray, n_codes: int, text_of) -> pd.Categorical:
+    """``text_of(code)`` per row of ``codes`` (string codes in -1 … ``n_codes`` - 1) as a
+    :func:`coded_texts` column, ``text_of`` called once per distinct code."""
+    uniq, inverse = distinct_codes(codes, n_codes)
+    return coded_texts([text_of(c) for c in uniq.tolist()], inverse)
+
+
+TEXT_DTYPE = pd.Index(["text"]).dtype
+"""pandas' own dtype for texts (``str`` from pandas 3 on, ``object`` before): the categories'
+dtype of every :func:`coded_texts` column, which is what pandas gives categories it unites."""
+
+
 def string_keys(codes: np.ndarray, table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(key, labels): per code, the rank of its string ``table[code]`` among the distinct
     strings of ``codes``, and those strings in sorted order (``labels[key]`` is the string).

@@ -50,7 +50,7 @@ from .step_parts import _host_ops, part_order, sorted_ranks
 from .callstack import call_stack, stack_levels
 from .collectives import collective_kind
 from .diff import normalize_kernel_name
-from .grouping import key_sums, tuple_columns
+from .grouping import key_sums, texts_of_codes, tuple_columns
 from .intervals import sorted_edges, window_candidates
 from .nesting import _nest
 from .memory_bw import direction_of
@@ -82,19 +82,7 @@ def _layer(kind: str, runs_on: str, starts: np.ndarray, ends: np.ndarray, keys: 
 def _labels(trace: RankTrace, codes: np.ndarray, fn) -> pd.Categorical:
     """``fn(name)`` per row, computed once per distinct name code (a categorical: the few
     distinct labels and a code per row, so the parts are summed by integer key)."""
-    return _code_labels(codes, len(trace.strings), lambda c: fn(trace.strings[c] if c >= 0 else ""))
-
-
-def _code_labels(codes: np.ndarray, n_codes: int, label_of) -> pd.Categorical:
-    """``label_of(code)`` per row of ``codes`` (in -1 … ``n_codes`` - 1), once per distinct code."""
-    uniq, inverse = distinct_codes(codes, n_codes)
-    return _categorical([label_of(c) for c in uniq.tolist()], inverse)
-
-
-def _categorical(labels: list[str], which: np.ndarray) -> pd.Categorical:
-    """``labels[which]`` as a categorical (distinct labels: two names may share one)."""
-    ids, distinct = pd.factorize(np.array(labels, dtype=object))
-    return pd.Categorical.from_codes(ids[which] if len(ids) else np.zeros(len(which), np.int64), distinct)
+    return texts_of_codes(codes, len(trace.strings), lambda c: fn(trace.strings[c] if c >= 0 else ""))
 
 
 def _layers(trace: RankTrace, steps: np.ndarray) -> list[tuple]:
@@ -106,7 +94,7 @@ def _layers(trace: RankTrace, steps: np.ndarray) -> list[tuple]:
     comm, mem = cls == CLASS_INDEX[COMMUNICATION], cls == CLASS_INDEX[MEMORY]
     comp = ~comm & ~mem  # computation and the odd OTHER kernel hold the GPU alike
     n = len(trace.strings)  # code of a memset: one past the string table
-    copy = _code_labels(np.where(trace.memsets()[gpu[mem]], n, trace.name[gpu[mem]]), n + 1,
+    copy = texts_of_codes(np.where(trace.memsets()[gpu[mem]], n, trace.name[gpu[mem]]), n + 1,
                         lambda c: "Memset" if c == n else direction_of(trace.strings[c] if c >= 0 else "", False))
     layers = [
         _layer("compute", "GPU", s[comp], e[comp], _labels(trace, trace.name[gpu[comp]], normalize_kernel_name)),
