@@ -34,7 +34,7 @@ from perfreport.analyses.collectives import (
     straggler_report,
     tensor_bytes,
 )
-from perfreport.analyses.collectives import _concat_calls, as_text
+from perfreport.analyses.collectives import _concat_calls, _matched_calls, as_text
 from perfreport.load import load
 
 from .conftest import TRACES, load_cached, shared_trace
@@ -247,6 +247,43 @@ def test_text_columns_are_categories_of_every_rank(tmp_path: Path) -> None:
         == per_step.values.tolist()
     # the gloo span is on rank 0 only: matched on no other rank
     assert collective_skew(traces)["kind"].tolist() == ["all_reduce", "all_gather", "send_recv"]
+
+
+def pandas_matched(c: pd.DataFrame) -> pd.DataFrame:
+    """The matching as plain pandas states it (sort, number, group by text): the reference."""
+    c = c.astype({k: object for k in CODED}).sort_values(["rank", "kind", "process_group", "step", "ts_us"],
+                                                         kind="stable").reset_index(drop=True)
+    c["call_index"] = c.groupby(["rank", "kind", "process_group", "step"]).cumcount().astype(np.int64)
+    known = (c["seq"] >= 0) & (c["process_group"] != "")
+    by_seq = known.groupby(c["process_group"]).transform("all") & known
+    c["matched_by"] = np.where(by_seq, "seq", "order")
+    key = [c["process_group"], c["kind"], c["seq"]]
+    c.loc[by_seq, "step"] = c["step"].where(by_seq).groupby(key).transform("min")[by_seq].astype(np.int64)
+    c.loc[by_seq, "call_index"] = c.loc[by_seq, "seq"]
+    g = c.groupby(["kind", "process_group", "step", "call_index"])
+    c["ranks"] = g["rank"].transform("nunique")
+    c["overlapping"] = g["ts_us"].transform("max") <= (c["ts_us"] + c["dur_us"]).groupby(
+        [c[k] for k in ("kind", "process_group", "step", "call_index")]).transform("min")
+    c["lateness_us"] = c["ts_us"] - g["ts_us"].transform("min")
+    return c.loc[c["ranks"] >= 2].reset_index(drop=True)
+
+
+@pytest.mark.parametrize("job", ["recorded/setups/fsdp_full_w2_gloo", "traces/hta_sampled_2of128rank", "seq"])
+def test_matching_is_the_plain_pandas_matching(job: str, tmp_path: Path) -> None:
+    """The matching (numpy on the texts' codes) gives the rows plain pandas gives, in its order,
+    on two real multi-rank jobs and on a job matched by NCCL's seq with ranks whose steps differ."""
+    if job == "seq":
+        root = tmp_path / "job"
+        write_trace(root, seq_rank_events(0.0, [5, 6], [200.0, 700.0]), rank=0, world=2)
+        write_trace(root, seq_rank_events(0.0, [6, 5], [720.0, 205.0], step=7), rank=1, world=2)
+        traces = load(root, workers=1)
+    else:
+        traces = load_cached(str(TRACES.parent / job))
+    expected = pandas_matched(collectives(traces))
+    got = _matched_calls(traces)
+    assert len(got) >= 2 and len(got) == len(expected)
+    for column in got.columns:
+        assert got[column].astype(object).tolist() == expected[column].tolist(), column
 
 
 def test_calls_of_plain_and_coded_texts_put_together() -> None:
