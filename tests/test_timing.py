@@ -106,8 +106,9 @@ def test_analyze_keeps_every_phase_of_the_parent_and_each_rank(tmp_path, capsys)
     # the loader's phases, then one per analysis: nothing the task ran goes untimed
     for name in ("read", "decompress", "scan", "decode", *(f"analysis:{n}" for n, _ in ANALYSES)):
         assert name in rank["phases"], name
-    # self times of one task add up to (no more than) its wall time
-    assert 0.5 * rank["wall_s"] <= sum(rank["phases"].values()) <= rank["wall_s"] * 1.05 + 0.01
+    # self times of one task add up to its wall time (the head start's idle time included: a
+    # loaded machine once left half of it outside every phase)
+    assert 0.8 * rank["wall_s"] <= sum(rank["phases"].values()) <= rank["wall_s"] * 1.05 + 0.01
     parent = [r["phase"] for r in timings["parent"]["phases"]]
     assert parent.index("per-rank tasks (load and analyse)") < parent.index("cross-rank analyses") \
         < parent.index("render:md")
