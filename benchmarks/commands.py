@@ -209,10 +209,10 @@ def one_rank_folders(mb: int, workdir: Path, source: Path = gen.DEFAULT_SOURCE) 
     return folders[0], folders[1], info.json_bytes / MB
 
 
-def many_rank_folders(n: int, rank_mb: int, workdir: Path) -> tuple[Path, Path, float]:
-    """Two folders of ``n`` .json.gz ranks (copies of one generated rank, each with its own
-    ``distributedInfo.rank``); the JSON MB of one rank."""
-    _, gz_path, info = gen.generate(gen.read_source(gen.DEFAULT_SOURCE), rank_mb, "line", 6, workdir)
+def many_rank_folders(n: int, rank_mb: int, workdir: Path, source: Path = gen.DEFAULT_SOURCE) -> tuple[Path, Path, float]:
+    """Two folders of ``n`` .json.gz ranks (copies of one rank grown from ``source``, each with its
+    own ``distributedInfo.rank``); the JSON MB of one rank."""
+    _, gz_path, info = gen.generate(gen.read_source(source), rank_mb, "line", 6, workdir)
     folders = []
     for name in (f"ranks_{n}x{rank_mb}MB", f"ranks_{n}x{rank_mb}MB_twin"):
         folder = workdir / name
@@ -224,14 +224,25 @@ def many_rank_folders(n: int, rank_mb: int, workdir: Path) -> tuple[Path, Path, 
                 continue
             if text is None:
                 text = gzip.decompress(gz_path.read_bytes())
-            head, rest = text[:20000], text[20000:]
-            head = re.sub(rb'"distributedInfo": \{[^}]*\}',
-                          f'"distributedInfo": {{"rank": {rank}, "world_size": {n}}}'.encode(), head, count=1)
-            if b'"distributedInfo"' not in head:
-                head = head.replace(b"{", f'{{"distributedInfo": {{"rank": {rank}, "world_size": {n}}},'.encode(), 1)
-            target.write_bytes(gzip.compress(head + rest, 1))
+            head, rest = text[:HEAD_BYTES], text[HEAD_BYTES:]
+            target.write_bytes(gzip.compress(with_rank(head, rank, n) + rest, 1))
         folders.append(folder)
     return folders[0], folders[1], info.json_bytes / MB
+
+
+HEAD_BYTES = 1 << 20
+"""Where a grown trace's top-level members before its events are (distributedInfo: a line of
+its own, up to ~12 kB where it lists 300 ranks of 10 process groups)."""
+
+
+def with_rank(head: bytes, rank: int, n: int) -> bytes:
+    """A grown trace's head with its ``distributedInfo`` naming ``rank`` of ``n`` ranks, its other
+    keys kept (process groups, backend); one added where there is none."""
+    m = re.search(rb'"distributedInfo": (\{.*\})', head)  # (one line: "." stops at its end)
+    if m is None:
+        return head.replace(b"{", f'{{"distributedInfo": {{"rank": {rank}, "world_size": {n}}},'.encode(), 1)
+    info = {**json.loads(m.group(1)), "rank": rank, "world_size": n}
+    return head[:m.start(1)] + json.dumps(info).encode() + head[m.end(1):]
 
 
 @dataclass
@@ -372,6 +383,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sizes", default="200,1000", help="single-rank JSON sizes in MB (default %(default)s; '' for none)")
     p.add_argument("--ranks", type=int, default=16, help="also N ranks of --rank-mb MB (0: none; default %(default)s)")
     p.add_argument("--rank-mb", type=int, default=50)
+    p.add_argument("--ranks-from", default="",
+                   help="also --ranks ranks grown from each of these real traces (comma-separated; default none)")
     p.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "pr-bench")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--hta-python", default="/work/hta-venv/bin/python",
@@ -417,6 +430,11 @@ def main(argv: list[str] | None = None) -> int:
         folder, twin, json_mb = many_rank_folders(args.ranks, args.rank_mb, args.workdir)
         cases.append(run_case(f"{args.ranks} ranks × {json_mb:,.0f} MB (.json.gz)", folder, twin, json_mb, args.ranks,
                               args.repeat, hta, None))
+        for source in [Path(s) for s in args.ranks_from.split(",") if s.strip()]:
+            name = source.parent.name
+            folder, twin, json_mb = many_rank_folders(args.ranks, args.rank_mb, args.workdir / f"ranks-{name}", source)
+            cases.append(run_case(f"{args.ranks} ranks × {json_mb:,.0f} MB (.json.gz) grown from {name}", folder, twin,
+                                  json_mb, args.ranks, args.repeat, hta, None, args.hta_timeout))
     suite = None
     if args.suite:
         print("  the README's test command", file=sys.stderr)

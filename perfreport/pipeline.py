@@ -115,7 +115,7 @@ def run_sides(sides: list[tuple[list[RankJob], str]], *, workers: int | None = N
     until their digests come) does the side's own part of what follows (a compare's gate
     inputs). The two ranks of a 1 GB compare ended 0.18-0.24 s apart in two runs of HTA's tiny pair."""
     executor = executor or Executor(workers=workers)
-    options = options or AnalysisOptions()
+    options = _sent_steps(options or AnalysisOptions(), sides)
     jobs = [job for side_jobs, _ in sides for job in side_jobs]
     owner = [(s, i) for s, (side_jobs, _) in enumerate(sides) for i in range(len(side_jobs))]
     assemblers = [Assembler(source, keep_pairs=options.gate) for _, source in sides]
@@ -143,6 +143,16 @@ def run_sides(sides: list[tuple[list[RankJob], str]], *, workers: int | None = N
     if progress is not None:
         progress.phase("cross-rank analyses")
     return [done[s] if s in done else _reduce(a, t0, t1) for s, a in enumerate(assemblers)]
+
+
+def _sent_steps(options: AnalysisOptions, sides: list[tuple[list[RankJob], str]]) -> AnalysisOptions:
+    """``options`` with each rank task sending no more steps of each per-step table than
+    report.json keeps of a rank of the side with the fewest ranks (its ranks keep the most:
+    :func:`~perfreport.documents.table_rows.rows_kept`); the other sides' are cut further there."""
+    if options.step_rows is None or not sides:
+        return options
+    kept = table_rows.rows_kept(min(len(side_jobs) for side_jobs, _ in sides))[1]
+    return dataclasses.replace(options, step_rows=min(options.step_rows, kept))
 
 
 def _reduce(assembler: Assembler, t0: float, t1: float) -> Analysis:
@@ -184,10 +194,11 @@ def rank_metadata(traces: TraceSet) -> list[dict]:
 def summary_document(analysis: Analysis, full_tables: bool = False) -> dict:
     """The document of ``analyze`` (``report.json``, docs/analysis-document.md): every table as
     records, per rank, plus provenance and, for a partial job, which ranks are missing. A
-    per-call table keeps each rank's first calls and a per-step table its first steps unless
+    per-call table keeps each rank's first calls and a per-step table its first steps, the job's
+    ranks sharing one bound (:func:`~perfreport.documents.table_rows.rows_kept`), unless
     ``full_tables`` (:mod:`perfreport.documents.table_rows`)."""
     tables, cut = (analysis.tables, []) if full_tables else \
-        table_rows.cut_tables(analysis.tables, table_rows.CALL_ROWS, table_rows.STEP_ROWS)
+        table_rows.cut_tables(analysis.tables, *table_rows.rows_kept(len(analysis.traces)), table_rows.CALL_ROWS)
     cut = table_rows.merged_cuts(analysis.tables_cut, cut, list(tables))  # with those the rank tasks cut
     with phase("diagnosis"):
         diagnosis = diagnose(analysis.tables)

@@ -69,20 +69,40 @@ def test_matched_calls_keep_those_of_largest_skew_in_their_order():
     assert cut_tables({"collective_skew": skew}, 6, None)[1] == [] and cut_tables({"collective_skew": skew}, None)[1] == []
 
 
+def keep(monkeypatch, calls: int | None = None, steps: int | None = None) -> None:
+    """Bounds as small as a test's traces: the job's CALL_ROWS and STEP_ROWS ``calls`` and
+    ``steps``, which its ranks share (no rank keeping more than its share: the floors at 1)."""
+    if calls is not None:
+        monkeypatch.setattr(table_rows, "CALL_ROWS", calls)
+        monkeypatch.setattr(table_rows, "RANK_CALL_ROWS_MIN", 1)
+    if steps is not None:
+        monkeypatch.setattr(table_rows, "STEP_ROWS", steps)
+        monkeypatch.setattr(table_rows, "RANK_STEP_ROWS_MIN", 1)
+
+
+def test_the_ranks_of_a_job_share_its_bounds():
+    """One rank keeps CALL_ROWS calls and STEP_ROWS steps; n ranks a share each, never fewer than
+    the floors (which keep every real rank we hold whole)."""
+    assert table_rows.rows_kept(1) == (table_rows.CALL_ROWS, table_rows.STEP_ROWS) == (20_000, 10_000)
+    assert table_rows.rows_kept(16) == (1_250, 625) and table_rows.rows_kept(0) == table_rows.rows_kept(1)
+    assert table_rows.rows_kept(4096) == (table_rows.RANK_CALL_ROWS_MIN, table_rows.RANK_STEP_ROWS_MIN) == (1_000, 100)
+
+
 def test_report_json_keeps_the_first_calls_of_a_gloo_job(tmp_path, monkeypatch):
-    """Each rank's first calls in time order, and of the calls matched across the two ranks
-    those of largest start skew, which the report lists: checked against the gloo spans of the
-    raw JSON (each rank's durations; each matched call's skew, its two ranks' starts apart)."""
+    """Each rank's first calls in time order (its share of the job's bound), and of the calls
+    matched across the two ranks those of largest start skew (the job's bound), which the report
+    lists: checked against the gloo spans of the raw JSON (each rank's durations; each matched
+    call's skew, its two ranks' starts apart)."""
     raw = _raw_gloo_calls()
     assert [len(raw[r]) for r in (0, 1)] == [135, 135]
-    monkeypatch.setattr(table_rows, "CALL_ROWS", 100)
+    keep(monkeypatch, calls=100)  # 50 calls a rank, the 100 largest skews
     assert main(["analyze", str(FSDP_GLOO), "--out", str(tmp_path / "cut"), "--format", "json,md", "-q"]) == 0
     doc = json.loads((tmp_path / "cut" / "report.json").read_text())
-    assert doc["tables_cut"] == [{"table": "collectives", "rank": r, "rows": 135, "kept": 100} for r in (0, 1)] + [
+    assert doc["tables_cut"] == [{"table": "collectives", "rank": r, "rows": 135, "kept": 50} for r in (0, 1)] + [
         {"table": "collective_skew", "rows": 135, "kept": 100, "largest": "skew_us"}]
     for rank, durs in raw.items():
         rows = [c for c in doc["collectives"] if c["rank"] == rank]
-        assert [c["dur_us"] for c in rows] == pytest.approx(durs[:100])  # the first 100 calls, in time order
+        assert [c["dur_us"] for c in rows] == pytest.approx(durs[:50])  # the first 50 calls, in time order
         summary = [s for s in doc["collective_summary"] if s["rank"] == rank]
         assert sum(s["count"] for s in summary) == 135  # the summaries count every call
     starts = _raw_gloo_starts()
@@ -90,7 +110,7 @@ def test_report_json_keeps_the_first_calls_of_a_gloo_job(tmp_path, monkeypatch):
     kept = [r["skew_us"] for r in doc["collective_skew"]]
     assert len(kept) == 100 and sorted(kept, reverse=True) == pytest.approx(skews[:100], abs=1e-3)
     md = (tmp_path / "cut" / "report.md").read_text()
-    assert ("report.json keeps each rank's first 100 collective calls (rank 0 made 135, rank 1 made 135) and "
+    assert ("report.json keeps each rank's first 50 collective calls (rank 0 made 135, rank 1 made 135) and "
             "the 100 calls of largest start skew across ranks (of 135 matched)") in md
 
     assert main(["analyze", str(FSDP_GLOO), "--out", str(tmp_path / "all"), "--format", "json,md", "-q",
@@ -113,15 +133,15 @@ def _raw_gloo_starts() -> dict[int, list[float]]:
 
 
 def test_a_comparison_cuts_each_side(tmp_path, monkeypatch):
-    monkeypatch.setattr(table_rows, "CALL_ROWS", 120)
+    keep(monkeypatch, calls=120)
     out = tmp_path / "cmp"
     assert main(["compare", str(FSDP_GLOO), str(FSDP_GLOO), "--out", str(out), "--format", "json", "-q"]) in (0, 1)
     doc = json.loads((out / "report.json").read_text())
     for side in ("baseline", "candidate"):
         analyses = doc[side]["analyses"]
-        assert analyses["tables_cut"] == [{"table": "collectives", "rank": r, "rows": 135, "kept": 120} for r in (0, 1)] \
+        assert analyses["tables_cut"] == [{"table": "collectives", "rank": r, "rows": 135, "kept": 60} for r in (0, 1)] \
             + [{"table": "collective_skew", "rows": 135, "kept": 120, "largest": "skew_us"}]
-        assert len(analyses["collectives"]) == 240 and len(analyses["collective_skew"]) == 120
+        assert len(analyses["collectives"]) == 120 and len(analyses["collective_skew"]) == 120
 
 
 def test_each_rank_keeps_the_rows_of_its_first_steps():
@@ -178,7 +198,7 @@ def _raw_step_counts() -> dict[int, int]:
 def test_report_json_keeps_the_first_steps_of_a_job(tmp_path, monkeypatch):
     raw = _raw_step_counts()
     assert raw == {0: 5, 1: 5}
-    monkeypatch.setattr(table_rows, "STEP_ROWS", 3)
+    keep(monkeypatch, steps=6)  # 3 steps a rank
     assert main(["analyze", str(FSDP_GLOO), "--out", str(tmp_path / "cut"), "--format", "json,md,html", "-q"]) == 0
     doc = json.loads((tmp_path / "cut" / "report.json").read_text())
     steps_cut = [c for c in doc["tables_cut"] if "steps" in c]
@@ -221,7 +241,7 @@ def test_a_comparisons_step_figure_draws_the_kept_steps_and_says_so(tmp_path, mo
 
     first = {rank: steps[:3] for rank, steps in _raw_step_numbers().items()}
     assert first[0] == first[1] and len(_raw_step_numbers()[0]) == 5
-    monkeypatch.setattr(table_rows, "STEP_ROWS", 3)
+    keep(monkeypatch, steps=6)
     out = tmp_path / "cmp"
     assert main(["compare", str(FSDP_GLOO), str(FSDP_GLOO), "--out", str(out), "--format", "json", "-q"]) in (0, 1)
     figure = next(b for b in build_report(json.loads((out / "report.json").read_text())).overview
@@ -296,7 +316,7 @@ def test_the_rank_tasks_cut_makes_the_document_the_parents_cut_makes(tmp_path, m
     of the whole tables makes, every table row and tables_cut entry (in the same order) alike."""
     from perfreport import cli
 
-    monkeypatch.setattr(table_rows, "STEP_ROWS", 3)
+    keep(monkeypatch, steps=6)
     args = [command, str(FSDP_GLOO), *([str(FSDP_GLOO)] if command == "compare" else []), "--format", "json", "-q"]
     assert main([*args, "--out", str(tmp_path / "tasks")]) in (0, 1)
     monkeypatch.setattr(cli, "step_rows", lambda args: None)  # the tasks send every row; the parent cuts
@@ -322,3 +342,9 @@ def test_merged_cuts_list_the_entries_as_one_cut_of_the_whole_tables_does():
                                                            ("b_by_step", 0)]
     assert table_rows.merged_cuts(per_rank, [], list(tables)) == whole
     assert table_rows.merged_cuts([], whole, list(tables)) == whole
+    # a table and rank cut twice (the rank tasks' cut, then the job's share): one entry, the
+    # rows before the first cut and those kept after the second
+    first = cut_tables({"a_per_step": tables["a_per_step"]}, None, 2)
+    second = cut_tables(first[0], None, 1)
+    assert table_rows.merged_cuts(first[1], second[1], ["a_per_step"]) == \
+        cut_tables({"a_per_step": tables["a_per_step"]}, None, 1)[1]

@@ -16,9 +16,10 @@ Every other table is an aggregate (per kind, per rank, per op) or already bounde
 (``collective_summary``, ``step_times``, ``time_at_stake`` …), the gate and the diagnosis use
 every call and every step whatever report.json keeps.
 
-So report.json keeps each rank's first :data:`CALL_ROWS` calls (in time order), the job's
-:data:`CALL_ROWS` matched calls of largest skew (:data:`LARGEST_CALL_TABLES`) and the rows of each
-rank's first :data:`STEP_ROWS` steps (by step number; rows outside any step, step -1, stay), and
+So report.json keeps :data:`CALL_ROWS` calls and the rows of :data:`STEP_ROWS` steps of a job,
+its ranks sharing them (:func:`rows_kept`: each rank's first calls in time order and its first
+steps by number; rows outside any step, step -1, stay), the job's :data:`CALL_ROWS` matched
+calls of largest skew (:data:`LARGEST_CALL_TABLES`), and
 its ``tables_cut`` names every table and rank cut: the table, the rank, its rows and the rows
 kept (and for a per-step table its steps and the steps kept; for a table of matched calls no
 rank, and the column whose largest values were kept, ``largest``). No real trace we hold comes near
@@ -48,7 +49,24 @@ STEP_ROWS = 10_000
 check (a sample is a step): every step of every real trace we hold (the most: 8 steps a rank).
 50,000 (the first bound) left the compare of the triton example grown to 1 GB (345,319 steps a
 side) a 304 MB report.json: 123 MB of tables a side and 75 MB of samples, its encoding 0.86-0.93
-s of the parent's time, on top of the 0.2-0.3 s its writing takes; with 10,000 it is 54 MB."""
+s of the parent's time, on top of the 0.2-0.3 s its writing takes; with 10,000 it is 54 MB.
+A job's ranks share the bound (:func:`rows_kept`)."""
+
+RANK_CALL_ROWS_MIN = 1_000
+RANK_STEP_ROWS_MIN = 100
+"""The calls and steps each rank keeps however many ranks share :data:`CALL_ROWS` and
+:data:`STEP_ROWS` (:func:`rows_kept`): more than any real rank we hold makes (135 calls, 8 steps)."""
+
+
+def rows_kept(ranks: int) -> tuple[int, int]:
+    """(calls, steps) report.json keeps of each rank of a job of ``ranks`` ranks: :data:`CALL_ROWS`
+    and :data:`STEP_ROWS` shared among them, each rank keeping at least :data:`RANK_CALL_ROWS_MIN`
+    and :data:`RANK_STEP_ROWS_MIN`, so that a table's rows stay about as bounded for 16 ranks as
+    for one. 16 ranks of 50 MB grown from the triton example (17,343 steps each) kept 10,000
+    steps a rank before: a 372 MB report.json for 800 MB of traces, whose encoding and writing
+    took 1.7 of the command's 4.1 s."""
+    n = max(int(ranks), 1)
+    return max(RANK_CALL_ROWS_MIN, CALL_ROWS // n), max(RANK_STEP_ROWS_MIN, STEP_ROWS // n)
 
 PER_CALL_TABLES = ("collectives",)
 """The tables with a row per call, in time order within each rank."""
@@ -77,20 +95,23 @@ def is_per_step(name: str) -> bool:
 
 
 def cut_tables(tables: Mapping[str, pd.DataFrame], call_rows: int | None = CALL_ROWS,
-               step_rows: int | None = STEP_ROWS) -> tuple[dict[str, pd.DataFrame], list[dict]]:
+               step_rows: int | None = STEP_ROWS,
+               matched_rows: int | None = None) -> tuple[dict[str, pd.DataFrame], list[dict]]:
     """``tables`` with each per-call table cut to its first ``call_rows`` rows per rank, each
-    table of matched calls to its ``call_rows`` rows of largest value (:data:`LARGEST_CALL_TABLES`)
-    and each per-step table to the rows of its first ``step_rows`` steps per rank (None: as
-    they are), and one ``tables_cut`` entry per table and rank cut (per table, for matched calls)."""
+    table of matched calls to its ``matched_rows`` rows of largest value (:data:`LARGEST_CALL_TABLES`;
+    None: ``call_rows``) and each per-step table to the rows of its first ``step_rows`` steps per
+    rank (None: as they are), and one ``tables_cut`` entry per table and rank cut (per table, for
+    matched calls)."""
     out, cut = dict(tables), []
+    matched_rows = call_rows if matched_rows is None else matched_rows
     for name, frame in tables.items():
         if frame is None:
             continue
-        if name in LARGEST_CALL_TABLES and call_rows is not None and len(frame) > call_rows \
+        if name in LARGEST_CALL_TABLES and matched_rows is not None and len(frame) > matched_rows \
                 and LARGEST_CALL_TABLES[name] in frame.columns:
             column = LARGEST_CALL_TABLES[name]
-            kept = _largest(frame[column].to_numpy(np.float64), call_rows)
-            entries = [{"rows": len(frame), "kept": call_rows, "largest": column}]
+            kept = _largest(frame[column].to_numpy(np.float64), matched_rows)
+            entries = [{"rows": len(frame), "kept": matched_rows, "largest": column}]
         elif "rank" not in frame.columns:
             continue
         elif name in PER_CALL_TABLES and call_rows is not None and len(frame) > call_rows:
@@ -116,11 +137,17 @@ def merged_cuts(earlier: list[dict], later: list[dict], tables: Sequence[str]) -
     """``tables_cut`` entries of two cuts of one set of tables (the rank tasks' cut of each rank's
     per-step tables, then the cut of the tables put together), in the order one cut of the whole
     tables lists them: by table in ``tables``' order, then by rank (a table of matched calls has
-    no rank: it is cut once)."""
+    no rank: it is cut once). A table and rank cut twice is one entry: its rows (and steps) before
+    the first cut, those kept after the second."""
     if not earlier:
         return later
+    merged = {(c["table"], c.get("rank")): dict(c) for c in earlier}
+    for c in later:
+        first = merged.get((c["table"], c.get("rank")))
+        merged[(c["table"], c.get("rank"))] = c if first is None else \
+            {**c, **{k: first[k] for k in ("rows", "steps") if k in first}}
     position = {name: i for i, name in enumerate(tables)}
-    return sorted([*earlier, *later], key=lambda c: (position.get(c["table"], len(position)), c.get("rank", -1)))
+    return sorted(merged.values(), key=lambda c: (position.get(c["table"], len(position)), c.get("rank", -1)))
 
 
 def _largest(values: np.ndarray, limit: int) -> np.ndarray:
@@ -254,5 +281,5 @@ def steps_cut_text(cut: list[dict]) -> str | None:
             "the gate and the diagnosis use every step, and --full-tables keeps them all.")
 
 
-__all__ = ["CALL_ROWS", "PER_CALL_TABLES", "PER_STEP_TABLES", "STEP_NAMED_TABLES", "STEP_ROWS", "cut_tables", "cut_text", "is_per_step",
+__all__ = ["CALL_ROWS", "rows_kept", "PER_CALL_TABLES", "PER_STEP_TABLES", "STEP_NAMED_TABLES", "STEP_ROWS", "cut_tables", "cut_text", "is_per_step",
            "merged_cuts", "steps_cut_text"]

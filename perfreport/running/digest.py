@@ -131,7 +131,7 @@ class AnalysisOptions:
     digest stays small. :data:`INVOCATIONS_ALWAYS`: every rank sends them."""
     step_rows: int | None = None
     """Send each per-step table with the rows of the rank's first ``step_rows`` steps only: what
-    report.json keeps of it (:data:`perfreport.documents.table_rows.STEP_ROWS`), and nothing in
+    report.json keeps of it (:func:`perfreport.documents.table_rows.rows_kept`), and nothing in
     the parent reads the rest (the summaries, the gate and the diagnosis read the per-rank
     summaries, not these tables). The digest carries the cut's ``tables_cut`` entries. None:
     every row (the Python API, ``--full-tables``, a stored baseline's cached analyses)."""
