@@ -212,6 +212,7 @@ def one_rank_folders(mb: int, workdir: Path, source: Path = gen.DEFAULT_SOURCE) 
 def many_rank_folders(n: int, rank_mb: int, workdir: Path, source: Path = gen.DEFAULT_SOURCE) -> tuple[Path, Path, float]:
     """Two folders of ``n`` .json.gz ranks (copies of one rank grown from ``source``, each with its
     own ``distributedInfo.rank``); the JSON MB of one rank."""
+    workdir.mkdir(parents=True, exist_ok=True)
     _, gz_path, info = gen.generate(gen.read_source(source), rank_mb, "line", 6, workdir)
     folders = []
     for name in (f"ranks_{n}x{rank_mb}MB", f"ranks_{n}x{rank_mb}MB_twin"):

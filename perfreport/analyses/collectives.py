@@ -590,7 +590,7 @@ def _by_sequence_number(c: pd.DataFrame, pg: tuple[np.ndarray, np.ndarray]) -> p
     seq = c["seq"].to_numpy(np.int64)
     known = (seq >= 0) & (texts != "")[codes]
     by_seq = known & (np.bincount(codes[~known], minlength=len(texts)) == 0)[codes]  # every call of its group
-    c["matched_by"] = np.where(by_seq, "seq", "order")
+    c["matched_by"] = pd.Categorical.from_codes(by_seq.view(np.int8), categories=pd.Index(["order", "seq"]))
     if by_seq.any():
         rows = np.flatnonzero(by_seq)
         step = c["step"].to_numpy(np.int64).copy()
@@ -635,7 +635,7 @@ def _collective_skew(traces: TraceSet) -> pd.DataFrame:
         "earliest_rank": np.where(tie, -1, rank[_first_where(g, ts[g.rows] == first[g.ids])]),
         "latest_rank": np.where(tie, -1, rank[_first_where(g, ts[g.rows] == last[g.ids])]),
         "overlapping": np.bincount(g.ids, weights=~c["overlapping"].to_numpy(bool), minlength=g.n) == 0,
-        "matched_by": c["matched_by"].to_numpy()[g.first],
+        "matched_by": np.asarray(c["matched_by"].array[g.first], dtype=object),
     })
     return out.sort_values(["first_start_us", "kind", "process_group"]).reset_index(drop=True)[list(SKEW_COLUMNS)]
 
