@@ -1,4 +1,4 @@
-"""perfreport.analyses.collectives: name parsing, a hand-computed two-rank job, straggler
+"""perfreport.analyses.collectives and .matching: name parsing, a hand-computed two-rank job, straggler
 verdicts on built jobs, and real NCCL traces checked against plain-Python walks over the raw
 JSON (kernel → launch by correlation → enclosing collective ops by time on the thread)."""
 
@@ -18,23 +18,26 @@ import pytest
 from perfreport.analyses.collectives import (
     CALL_COLUMNS,
     CODED,
-    EVIDENCE_COLUMNS,
-    SKEW_COLUMNS,
     STEP_COLUMNS,
     SUMMARY_COLUMNS,
     busbw_factor,
     collective_kind,
-    collective_skew,
     collective_summary,
     collectives,
     collectives_per_step,
     dtype_bytes,
     kernel_algorithm,
-    straggler_evidence,
-    straggler_report,
     tensor_bytes,
 )
-from perfreport.analyses.collectives import _concat_calls, _matched_calls, as_text
+from perfreport.analyses.collectives import _concat_calls, as_text
+from perfreport.analyses.matching import (
+    EVIDENCE_COLUMNS,
+    SKEW_COLUMNS,
+    _matched_calls,
+    collective_skew,
+    straggler_evidence,
+    straggler_report,
+)
 from perfreport.load import load
 
 from .conftest import TRACES, load_cached, shared_trace

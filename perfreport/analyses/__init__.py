@@ -7,7 +7,8 @@ their units; ``*_per_step`` variants give one row per profiler step, the gate's 
 from .annotations import gpu_user_annotation_breakdown
 from .callstack import op_kernels
 from .efficiency import efficiency_summary, gpu_metrics_per_step, kernel_efficiency, op_efficiency
-from .collectives import collective_skew, collective_summary, collectives, collectives_per_step, straggler_evidence
+from .collectives import collective_summary, collectives, collectives_per_step
+from .matching import collective_skew, straggler_evidence
 from .op_profile import op_profile
 from .launch import aten_op_launch_delays, aten_op_launch_delays_by_step, launch_summary, launch_summary_by_step
 from .memory import memory_by_op, memory_peaks, memory_per_step, memory_timeline

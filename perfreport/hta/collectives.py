@@ -1,13 +1,15 @@
 """Collectives on the HTA API (HTA 0.6 parses NCCL's ``seq_num`` / ``collective_name`` but has no
 method that uses them): ``TraceAnalysis.get_collectives`` and ``get_collective_skew`` are
-perfreport's own tables (:mod:`perfreport.analyses.collectives`) over the loaded trace set,
-with calls matched across ranks by (process group, seq_num) where the trace has it."""
+perfreport's own tables (:mod:`perfreport.analyses.collectives`, :mod:`perfreport.analyses.matching`)
+over the loaded trace set, with calls matched across ranks by (process group, seq_num) where the
+trace has it."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from ..analyses.collectives import collective_skew, collectives
+from ..analyses.collectives import collectives
+from ..analyses.matching import collective_skew
 
 
 class CollectivesMixin:

@@ -333,10 +333,11 @@ def _run_analyses(trace: RankTrace, one: TraceSet, analyses, options: AnalysisOp
 def _rank_parts() -> dict[str, Callable[[RankTrace], Any]]:
     """Cross-rank analyses whose table the parent builds from every rank's summaries, so a
     worker makes only the per-rank summaries they start from (:data:`DIGEST_KEYS`) instead of
-    running them on the rank alone, whose tables the parent drops anyway: the call table (its
-    memoised rows are what the parent puts together), the collective skew and the straggler tables (on one rank they have nothing to compare; ~15 ms a rank, most of
-    it pandas calls) and the op profile (the parent folds the ranks' per-step sums; the table of
-    one rank alone cost the triton example grown to 1 GB, 345,319 steps, 0.2 s a worker)."""
+    running them on the rank alone, whose tables the parent drops anyway: the call table (the
+    parent puts the ranks' memoised calls together), the collective skew and the straggler
+    tables (on one rank they have nothing to compare; ~15 ms a rank, most of it pandas calls)
+    and the op profile (the parent folds the ranks' per-step sums; the table of one rank alone
+    cost the triton example grown to 1 GB, 345,319 steps, 0.2 s a worker)."""
     from ..analyses.collectives import rank_collectives
     from ..analyses.diff import _rank_pairs
     from ..analyses.stragglers import rank_parts
