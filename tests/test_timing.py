@@ -31,10 +31,11 @@ def test_nested_phases_keep_inclusive_and_self_time() -> None:
     rows = {r["phase"]: r for r in t.records()}
     assert [r["phase"] for r in t.records()] == ["outer", "inner"]  # the order they started
     assert rows["inner"]["calls"] == 2 and rows["outer"]["calls"] == 1
-    assert rows["inner"]["wall_s"] == pytest.approx(0.04, abs=0.02)
-    assert rows["outer"]["wall_s"] >= rows["inner"]["wall_s"] - 0.01 + 0.02 - 0.005
-    # self time leaves the nested phase out: the outer's own 20 ms, not its 50 ms
-    assert rows["outer"]["self_s"] == pytest.approx(rows["outer"]["wall_s"] - 0.03, abs=0.006)
+    assert rows["inner"]["wall_s"] >= 0.039 and rows["outer"]["wall_s"] >= 0.049  # (sleeps only run long)
+    # self time leaves the nested phase out: the outer's own 20 ms, not its 50 ms (bounds, not
+    # the 30 ms the inner sleep asked for: on a loaded machine a sleep runs long, and a clean
+    # clone's suite once measured the outer's self time 20.1 ms beside an inner phase of 48 ms)
+    assert 0.019 <= rows["outer"]["self_s"] <= rows["outer"]["wall_s"] - 0.029
     assert rows["outer"]["cpu_s"] < 0.01  # asleep: wall time without CPU time
 
 
