@@ -125,14 +125,6 @@ def _coded_texts(trace: RankTrace, codes: np.ndarray, fn, missing: str) -> pd.Ca
     return texts_of_codes(codes, len(trace.strings), lambda c: fn(trace.strings[c]) if c >= 0 else missing)
 
 
-def as_text(calls: pd.DataFrame) -> pd.DataFrame:
-    """``calls`` with its categorical text columns as plain text columns (for code that groups
-    or matches on the texts of several ranks together)."""
-    coded = [c for c in CODED if c in calls.columns and isinstance(calls[c].dtype, pd.CategoricalDtype)]
-    return calls.assign(**{c: calls[c].array.categories.to_numpy(dtype=object)[calls[c].array.codes]
-                           for c in coded}) if coded else calls
-
-
 def _concat_calls(frames: list[pd.DataFrame]) -> pd.DataFrame:
     """Call tables one after the other; their text columns' categories united (pandas turns
     categorical columns of different categories into plain objects)."""

@@ -43,8 +43,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..model import (CLASS_INDEX, COMMUNICATION, GPU_SIDE_CATEGORIES, MEMORY, RankTrace, TraceSet, distinct_codes,
-                     search_sorted, sorted_unique)
+from ..model import (CLASS_INDEX, COMMUNICATION, GPU_SIDE_CATEGORIES, MEMORY, RankTrace, TraceSet, search_sorted,
+                     sorted_unique)
 from ..units import pct
 from .step_parts import _host_ops, part_order, sorted_ranks
 from .callstack import call_stack, stack_levels
