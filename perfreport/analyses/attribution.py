@@ -55,7 +55,7 @@ from ..model import TraceSet, sorted_intersection, sorted_unique, tuples_in
 from ..units import format_bytes, pct, us_to_ms
 from .collectives import rank_collectives
 from .diff import step_sums
-from .grouping import Grouped, code_sums
+from .grouping import Grouped, code_sums, column_values, concat_columns
 from .step_metrics import WHOLE_TRACE_STEP, step_windows
 from .step_parts import NO_OP, CodedParts, coded_step_parts, step_parts  # (step_parts, NO_OP: this API's too)
 
@@ -401,9 +401,9 @@ def _collectives(traces: TraceSet, ranks: list[int], side: _Side) -> pd.DataFram
         whole = len(steps) == 1 and steps[0] == WHOLE_TRACE_STEP
         keep = None if whole else np.isin(calls["step"].to_numpy(np.int64), steps)
         for c in _CALL_VALUES:
-            values = calls[c].array if isinstance(calls[c].dtype, pd.CategoricalDtype) else calls[c].to_numpy()
+            values = column_values(calls[c])
             parts[c].append(values if keep is None else values[keep])
-    columns = {c: _one_column(v) if v else np.empty(0) for c, v in parts.items()}
+    columns = {c: concat_columns(v) if v else np.empty(0) for c, v in parts.items()}
     if not len(columns["kind"]):
         return pd.DataFrame(columns=list(_COLLECTIVE_FIELDS))
     n = max(len(side.samples), 1)
@@ -430,18 +430,6 @@ def _collectives(traces: TraceSet, ranks: list[int], side: _Side) -> pd.DataFram
 
 _CALL_VALUES = ("kind", "algorithm", "protocol", "msg_bytes", "dur_us", "exposed_us")
 """The columns of the calls :func:`_collectives` reads."""
-
-
-def _one_column(parts: list):
-    """One column from the ranks' parts: categorical parts with their categories united (a
-    part of plain texts, as a digest cached by an earlier version holds, makes the column plain)."""
-    if len(parts) == 1:
-        return parts[0]
-    if all(isinstance(p, pd.Categorical) for p in parts):
-        from pandas.api.types import union_categoricals
-
-        return union_categoricals(parts, sort_categories=True)
-    return np.concatenate([np.asarray(p, dtype=object) if isinstance(p, pd.Categorical) else p for p in parts])
 
 
 def _what_changed(b: pd.Series | None, c: pd.Series | None) -> list[str]:

@@ -176,9 +176,7 @@ class Grouped:
         combined = np.zeros(n, dtype=np.int64)
         valid = np.ones(n, dtype=bool)
         for k in self.keys:  # mixed-radix code of the key tuple, in sorted key order
-            key = self._key(k)
-            key_codes, uniq = codes[k] if k in codes else \
-                category_codes(key) if isinstance(key, pd.Categorical) else sorted_codes(key)
+            key_codes, uniq = codes[k] if k in codes else column_codes(self._key(k))
             valid &= key_codes >= 0
             if len(uniq) and int(combined.max(initial=0)) > (2**62) // (len(uniq) + 1):
                 combined = np.unique(combined, return_inverse=True)[1].ravel()  # keep the code within int64
@@ -199,11 +197,8 @@ class Grouped:
         return column.to_numpy() if isinstance(column, pd.Series) else np.asarray(column)
 
     def _key(self, name: str) -> np.ndarray | pd.Categorical:
-        """A key column: a categorical one as it is (its codes are the groups' codes), else its values."""
-        column = self._frame[name]
-        if isinstance(column, pd.Series) and isinstance(column.dtype, pd.CategoricalDtype):
-            return column.array
-        return column if isinstance(column, pd.Categorical) else self._column(name)
+        """A key column (:func:`column_values`)."""
+        return column_values(self._frame[name])
 
     def _values(self, values) -> np.ndarray:
         """The values of the grouped rows, read only: the column itself when every row has its
@@ -348,6 +343,36 @@ def _values_at(key: np.ndarray | pd.Categorical, rows: np.ndarray) -> np.ndarray
     if isinstance(key, pd.Categorical):
         return key.categories.to_numpy(dtype=object)[key.codes[rows]]
     return key[rows]
+
+
+def column_values(column) -> np.ndarray | pd.Categorical:
+    """A column (a Series, a Categorical or an array) as grouping reads it: a categorical one as
+    its Categorical (its codes are its groups' codes), any other as a numpy array."""
+    if isinstance(column, pd.Series):
+        return column.array if isinstance(column.dtype, pd.CategoricalDtype) else column.to_numpy()
+    return column if isinstance(column, pd.Categorical) else np.asarray(column)
+
+
+def column_codes(column) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`sorted_codes` of a column: a categorical one's from its codes
+    (:func:`category_codes`), never hashing its texts."""
+    values = column_values(column)
+    return category_codes(values) if isinstance(values, pd.Categorical) else sorted_codes(values)
+
+
+def concat_columns(parts) -> np.ndarray | pd.Categorical:
+    """One column from its parts (Series, Categoricals or arrays; the ranks' calls): categorical
+    parts with their categories united (pandas makes plain objects of categoricals whose
+    categories differ), else plain values. A part of plain texts (a digest cached by an earlier
+    version) makes the column plain texts."""
+    values = [column_values(p) for p in parts]
+    if len(values) == 1:
+        return values[0]
+    if all(isinstance(v, pd.Categorical) for v in values):
+        from pandas.api.types import union_categoricals
+
+        return union_categoricals(values, sort_categories=True)
+    return np.concatenate([np.asarray(v, dtype=object) if isinstance(v, pd.Categorical) else v for v in values])
 
 
 def category_codes(values: pd.Categorical) -> tuple[np.ndarray, np.ndarray]:

@@ -25,7 +25,7 @@ import pandas as pd
 from ..model import TraceSet
 from ..units import format_pct, format_us, pct
 from .collectives import collectives, rank_collectives, typed_empty
-from .grouping import Grouped, category_codes, distinct_rows, run_positions, sorted_codes
+from .grouping import Grouped, column_codes, distinct_rows, run_positions
 from .steps import profiler_steps
 from .stragglers import LATE_START_PCT, late_verdict, step_noise_us, straggler_steps, stragglers
 
@@ -64,7 +64,7 @@ def _match(c: pd.DataFrame) -> pd.DataFrame:
     codes (sorted categories order as the texts do): 16 gloo ranks of 50 MB make 1.6 M calls,
     and pandas' sort and five grouped transforms of their texts took 1.1 s of the parent's time.
     The rows come sorted by (rank, kind, process_group, step, start), stably."""
-    kind, pg = _sorted_text_codes(c["kind"]), _sorted_text_codes(c["process_group"])
+    kind, pg = column_codes(c["kind"]), column_codes(c["process_group"])
     order = np.lexsort((c["ts_us"].to_numpy(), c["step"].to_numpy(), pg[0], kind[0], c["rank"].to_numpy()))
     c = c[list(MATCHED_COLUMNS)].take(order).reset_index(drop=True)
     kind, pg = (kind[0][order], kind[1]), (pg[0][order], pg[1])
@@ -83,13 +83,6 @@ def _match(c: pd.DataFrame) -> pd.DataFrame:
 MATCHED_COLUMNS = ("rank", "step", "kind", "process_group", "ts_us", "dur_us", "seq")
 """The columns of the calls that matching, the skew and the straggler evidence read: only these
 are sorted and kept (16 gloo ranks: 1.6 M calls of 16 columns)."""
-
-
-def _sorted_text_codes(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
-    """(code per row, the distinct texts sorted) of a text column, categorical or plain."""
-    if isinstance(column.dtype, pd.CategoricalDtype):
-        return category_codes(column.array)
-    return sorted_codes(column.to_numpy(dtype=object))
 
 
 def _distinct_per_group(g: Grouped, values: np.ndarray) -> np.ndarray:
