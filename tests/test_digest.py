@@ -3,6 +3,7 @@ the same tables and summaries as keeping every view, no view computed twice, les
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections import Counter
 from pathlib import Path
@@ -137,6 +138,34 @@ def test_a_rank_shared_with_a_forked_child_digests_the_same(path, monkeypatch) -
     assert got.memo.keys() == want.memo.keys()
     for key, value in want.memo.items():
         _assert_same(got.memo[key], value)
+
+
+@pytest.mark.parametrize("share", [False, True], ids=["one process", "forked child"])
+def test_per_step_tables_cut_as_they_are_made_are_the_whole_tables_cut(share, monkeypatch) -> None:
+    """With ``step_rows`` each per-step table is cut to its first steps as soon as its analysis
+    makes it (in the forked child too, which sends its entries back): the tables and
+    ``tables_cut`` entries are those of one cut of the whole tables."""
+    from perfreport.documents.table_rows import cut_tables, merged_cuts
+    from perfreport.timing import recording
+
+    path = TRACE_FILES[1]
+    monkeypatch.setattr(digest_module, "SHARE_MIN_EVENTS", 0)
+    whole = digest(_rank(path), AnalysisOptions())
+    want, want_cut = cut_tables(whole.tables, call_rows=None, step_rows=1)
+    assert {c["table"] for c in want_cut} >= {"profiler_steps", "launch_stats_by_step", "idle_breakdown_per_step"}
+    with digest_module.spare_core() if share else contextlib.nullcontext(), recording() as timings:
+        got = digest(_rank(path), AnalysisOptions(step_rows=1))
+    assert ("forked analyses (child process)" in {p["phase"] for p in timings.records()}) == share
+    assert list(got.tables) == list(want)
+    for name in want:
+        pd.testing.assert_frame_equal(got.tables[name], want[name], check_exact=True)
+    assert merged_cuts(got.tables_cut, [], list(want)) == want_cut
+    assert all(len(got.tables[c["table"]]) < c["rows"] for c in got.tables_cut)
+    from perfreport.analyses import ANALYSES
+
+    names = [name for name, _ in ANALYSES]
+    childs = set(names[names.index(digest_module.SHARE_FROM):])
+    assert {c["table"] for c in got.tables_cut} & childs  # (the child's half cuts tables too)
 
 
 def test_a_forked_child_that_fails_leaves_its_analyses_to_the_parent(monkeypatch) -> None:
