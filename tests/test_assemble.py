@@ -166,3 +166,16 @@ def test_op_profile_sums_appended_in_order_are_those_the_grouping_gives(digests8
     first = digests[0].memo[OWN_PAIRS][0]  # the first rank's rows: appended, not grouped
     assert op_module._Sums()._after_held(np.zeros(len(first.label), dtype=np.int64),
                                          (first.step.astype(np.int64) + 1) << 24 | first.label)
+
+
+def test_the_parent_lets_the_matched_calls_go_once_the_cross_rank_analyses_have_read_them():
+    """The calls matched across ranks are read by the skew and the straggler evidence alone: the
+    reduce lets them go, and what they gave stays what the matching gives again."""
+    from perfreport.analyses.matching import collective_skew, straggler_evidence
+
+    gloo = Path(__file__).parent / "data" / "recorded" / "setups" / "fsdp_full_w2_gloo"
+    analysis = analyze(gloo, workers=2)
+    assert set(assemble_module.READ_IN_THE_REDUCE_ONLY).isdisjoint(analysis.traces._memo)
+    assert "collective_skew" in analysis.traces._memo and len(analysis.tables["collective_skew"]) > 0
+    pd.testing.assert_frame_equal(straggler_evidence(analysis.traces), analysis.tables["straggler_evidence"])
+    pd.testing.assert_frame_equal(collective_skew(analysis.traces), analysis.tables["collective_skew"])

@@ -127,10 +127,11 @@ def _coded_texts(trace: RankTrace, codes: np.ndarray, fn, missing: str) -> pd.Ca
 
 def _concat_calls(frames: list[pd.DataFrame]) -> pd.DataFrame:
     """Call tables one after the other, their text columns' categories united
-    (:func:`~.grouping.concat_columns`)."""
+    (:func:`~.grouping.concat_columns`): one copy of the calls (the frame is made on the joined
+    columns, not from a copy of them: ``pd.DataFrame`` of a dict copies every column)."""
     if len(frames) == 1:
         return frames[0]
-    return pd.DataFrame({c: concat_columns([f[c] for f in frames]) for c in frames[0].columns})
+    return pd.DataFrame({c: concat_columns([f[c] for f in frames]) for c in frames[0].columns}, copy=False)
 
 # --- names -------------------------------------------------------------------------------------
 def dtype_bytes(name: str) -> float:
@@ -433,12 +434,16 @@ def collectives(traces: TraceSet) -> pd.DataFrame:
 
 
 def _collectives(traces: TraceSet) -> pd.DataFrame:
-    frames = []
-    for t in traces:  # a loop over ranks
-        f = rank_collectives(t)
-        if len(f):
-            frames.append(f.assign(ts_us=f["ts_us"].to_numpy() + float(t.meta.ts_origin_us - traces.origin_us)))
-    return _concat_calls(frames).reset_index(drop=True) if frames else _empty_calls()
+    """The ranks' calls joined, each rank's starts moved onto the job's clock once they are
+    (a shifted copy of every rank's calls first took the calls' memory three times over: 16
+    gloo-grown ranks of 50 MB, 1.6 M calls in 153 MB, grew the parent by 456 MB a side)."""
+    frames = [f for t in traces if len(f := rank_collectives(t))]  # a loop over ranks
+    if not frames:
+        return _empty_calls()
+    shifts = [float(t.meta.ts_origin_us - traces.origin_us) for t in traces if len(rank_collectives(t))]
+    calls = _concat_calls(frames)
+    ts = calls["ts_us"].to_numpy(np.float64) + np.repeat(shifts, [len(f) for f in frames])  # a new column
+    return calls.assign(ts_us=ts).reset_index(drop=True)
 
 
 def collective_summary(traces: TraceSet) -> pd.DataFrame:
