@@ -267,6 +267,21 @@ def pandas_matched(c: pd.DataFrame) -> pd.DataFrame:
     return c.loc[c["ranks"] >= 2].reset_index(drop=True)
 
 
+@pytest.mark.parametrize("spread", [16, 1 << 40], ids=["ranks", "wide values"])
+def test_distinct_values_per_group_are_pandas_nunique(spread: int) -> None:
+    """How many ranks made each matched call: through a presence table of (group, rank) pairs
+    where the ranks span a narrow range, by sorting the pairs where they do not; pandas'
+    ``nunique`` either way."""
+    from perfreport.analyses.grouping import Grouped
+    from perfreport.analyses.matching import _distinct_per_group
+
+    rng = np.random.default_rng(7)
+    frame = pd.DataFrame({"call": rng.integers(0, 500, 20_000), "rank": rng.integers(0, 16, 20_000) * (spread // 16)})
+    g = Grouped(frame, ["call"])
+    want = frame.groupby("call", sort=True)["rank"].nunique().to_numpy()
+    np.testing.assert_array_equal(_distinct_per_group(g, frame["rank"].to_numpy()), want)
+
+
 @pytest.mark.parametrize("job", ["recorded/setups/fsdp_full_w2_gloo", "traces/hta_sampled_2of128rank", "seq"])
 def test_matching_is_the_plain_pandas_matching(job: str, tmp_path: Path) -> None:
     """The matching (numpy on the texts' codes) gives the rows plain pandas gives, in its order,

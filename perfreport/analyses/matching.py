@@ -25,7 +25,7 @@ import pandas as pd
 from ..model import TraceSet
 from ..units import format_pct, format_us, pct
 from .collectives import collectives, rank_collectives, typed_empty
-from .grouping import Grouped, column_codes, distinct_rows, run_positions
+from .grouping import Grouped, column_codes, distinct_rows, presence_codes, run_positions
 from .steps import profiler_steps
 from .stragglers import LATE_START_PCT, late_verdict, step_noise_us, straggler_steps, stragglers
 
@@ -77,7 +77,10 @@ def _match(c: pd.DataFrame) -> pd.DataFrame:
     c["ranks"] = _distinct_per_group(g, c["rank"].to_numpy())[g.ids]
     c["overlapping"] = g.max(ts)[g.ids] <= g.min(ts + c["dur_us"].to_numpy(np.float64))[g.ids]
     c["lateness_us"] = ts - g.min(ts)[g.ids]
-    return c.loc[c["ranks"].to_numpy() >= 2].reset_index(drop=True)
+    seen_twice = c["ranks"].to_numpy() >= 2
+    if seen_twice.all():  # every call matched (the usual case): no copy of them all (112 MB, 16 gloo ranks)
+        return c
+    return c.loc[seen_twice].reset_index(drop=True)
 
 
 MATCHED_COLUMNS = ("rank", "step", "kind", "process_group", "ts_us", "dur_us", "seq")
@@ -86,8 +89,18 @@ are sorted and kept (16 gloo ranks: 1.6 M calls of 16 columns)."""
 
 
 def _distinct_per_group(g: Grouped, values: np.ndarray) -> np.ndarray:
-    """How many distinct ``values`` each group of ``g`` holds (pandas' ``nunique``)."""
-    first, _ = distinct_rows(np.column_stack([g.ids, values[g.rows]]))
+    """How many distinct ``values`` each group of ``g`` holds (pandas' ``nunique``). Integer
+    values of a narrow range (ranks) are counted through a presence table over (group, value)
+    pairs, not a sort of them: the matching's peak (16 gloo-grown ranks of 50 MB, 1.6 M calls
+    in 102,755 groups: 272 -> 195 MB over the call table, tracemalloc)."""
+    values = values[g.rows]
+    coded = presence_codes(values)
+    if coded is not None:
+        width = len(coded[0])
+        pairs = presence_codes(g.ids.astype(np.int64) * width + coded[1], g.n * width)
+        if pairs is not None:
+            return np.bincount(pairs[0] // width, minlength=g.n).astype(np.int64)
+    first, _ = distinct_rows(np.column_stack([g.ids, values]))
     return np.bincount(g.ids[first], minlength=g.n).astype(np.int64)
 
 
