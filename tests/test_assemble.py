@@ -179,3 +179,29 @@ def test_the_parent_lets_the_matched_calls_go_once_the_cross_rank_analyses_have_
     assert "collective_skew" in analysis.traces._memo and len(analysis.tables["collective_skew"]) > 0
     pd.testing.assert_frame_equal(straggler_evidence(analysis.traces), analysis.tables["straggler_evidence"])
     pd.testing.assert_frame_equal(collective_skew(analysis.traces), analysis.tables["collective_skew"])
+
+
+def test_each_ranks_calls_are_its_rows_of_the_jobs_call_table():
+    """Once the job's call table is made, a rank's memoised calls are its rows of it (no second
+    copy): the same calls, texts and starts (the rank's own clock) as the rank's digest sent."""
+    from perfreport.analyses.collectives import collectives, rank_collectives
+    from perfreport.running.digest import DigestTrace
+
+    def memory(column: pd.Series) -> np.ndarray:
+        return column.array.codes if isinstance(column.dtype, pd.CategoricalDtype) else column.to_numpy()
+
+    gloo = Path(__file__).parent / "data" / "recorded" / "setups" / "fsdp_full_w2_gloo"
+    analysis = analyze(gloo, workers=2)
+    table = collectives(analysis.traces)
+    held_rows = 0
+    for path in sorted(gloo.glob("*.json*")):
+        sent = rank_collectives(next(iter(load(path))))
+        trace = analysis.traces[int(sent["rank"].iloc[0])]
+        assert isinstance(trace, DigestTrace)
+        held = rank_collectives(trace)
+        assert len(held) == len(sent) > 0
+        for c in sent.columns:
+            pd.testing.assert_series_equal(held[c].astype(object), sent[c].astype(object))
+            assert np.shares_memory(memory(held[c]), memory(table[c])) == (c != "ts_us")
+        held_rows += len(held)
+    assert held_rows == len(table)

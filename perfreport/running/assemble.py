@@ -36,7 +36,7 @@ import pandas as pd
 
 from ..analyses.op_profile import OpProfileFold
 from ..analyses.series import MAX_LINES, line_peak
-from .digest import COMMON_CLOCK_COLUMNS, CROSS_RANK, DigestTrace, FrozenFrame, RankDigest, memo_kind
+from .digest import COMMON_CLOCK_COLUMNS, CROSS_RANK, DigestTrace, FrozenFrame, RankDigest, frozen_column, memo_kind
 from ..model import TraceSet
 from ..timing import phase
 
@@ -57,6 +57,32 @@ ranks: the skew and the straggler evidence start from them), let go when they ar
 gloo-grown ranks of 50 MB match 1,644,080 calls a side into 112 MB, which the parent held to the
 command's end, the first side's through the second side's matching (the parent's peak)."""
 _PAIRS = "op_pairs"
+
+
+JOINED_CALLS = "collectives"
+"""The cross-rank table that joins every rank's memoised collective calls (see
+:func:`calls_held_once`)."""
+
+
+def calls_held_once(traces: TraceSet, calls: pd.DataFrame) -> None:
+    """Make each rank's memoised collective calls its rows of ``calls``, the job's table that
+    joined them in rank order, so that the parent holds the calls once: their starts stay the
+    rank's own (the table's are on the job's clock), the other columns become slices of the
+    table's (the text columns with the job's categories: the same texts). 16 gloo-grown ranks of
+    50 MB: 1.6 M calls a side, 150 MB held twice from the table's making to the command's end.
+    Nothing is changed where the table's rows are not the ranks' calls one after the other."""
+    own = [(t, t._memo.get(JOINED_CALLS)) for t in traces]
+    sizes = [len(f.index) if isinstance(f, FrozenFrame) else 0 for _, f in own]
+    if sum(sizes) != len(calls) or sum(n > 0 for n in sizes) < 2 or list(calls.columns) != \
+            next(list(f.columns) for (_, f), n in zip(own, sizes) if n):
+        return
+    columns = {c: frozen_column(calls[c]) for c in calls.columns}
+    at = 0
+    for (t, frame), n in zip(own, sizes):
+        if n:
+            t._memo[JOINED_CALLS] = FrozenFrame(
+                {c: frame.columns[c] if c == "ts_us" else v[at:at + n] for c, v in columns.items()}, frame.index)
+            at += n
 
 
 class StringPool:
@@ -246,6 +272,8 @@ class Assembler:
             elif name in CROSS_RANK:
                 with phase(f"cross-rank:{name}"):
                     tables[name] = fn(traces)
+                if name == JOINED_CALLS:
+                    calls_held_once(traces, tables[name])
             else:
                 with phase("gather per-rank tables"):
                     tables[name] = self.tables[name].frame(shifts, COMMON_CLOCK_COLUMNS.get(name, ()))

@@ -177,13 +177,13 @@ class FrozenFrame:
 
     @classmethod
     def of(cls, frame: pd.DataFrame) -> "FrozenFrame":
-        return cls({c: _column(frame[c]) for c in frame.columns}, frame.index)
+        return cls({c: frozen_column(frame[c]) for c in frame.columns}, frame.index)
 
     def thaw(self) -> pd.DataFrame:
         return pd.DataFrame(self.columns, index=self.index, copy=False)
 
 
-def _column(series: pd.Series) -> Any:
+def frozen_column(series: pd.Series) -> Any:
     """A column's values: a plain array (a view, ~100 B) for numpy dtypes, else its pandas array."""
     return series.to_numpy() if isinstance(series.dtype, np.dtype) else series.array
 
