@@ -26,6 +26,7 @@ from .documents.jsondoc import JsonChunks
 from .errors import OneLineFormatter, PerfreportError, printable
 from .limits import override as override_limits
 from .running.collector import collect_no_more, imports
+from .running.lifecycle import keep_until_exit
 from .units import format_pct, format_us
 
 FORMAT_HELP = ("report formats, comma-separated: html,pdf,md,json,junit or all (default: all installed); "
@@ -216,6 +217,7 @@ def compare_one(args: argparse.Namespace, labels: list[str], formats, renderer) 
     print_timings(args, document)
     for hint in compare_hints(args, comparison):
         print(f"perfreport: hint: {hint}", file=sys.stderr)
+    keep_until_exit(comparison, summaries, document, report)
     return EXIT_FAIL if document["status"] == "fail" else EXIT_OK
 
 
@@ -511,7 +513,7 @@ def run() -> None:
     argparse raises (``--help``, a usage error) and ``--debug``'s traceback take Python's way."""
     from .running.collector import own_the_collector
     from .running.heap import one_arena, own_the_heap
-    from .running.lifecycle import bound_the_unwinding, exit_now
+    from .running.lifecycle import bound_the_unwinding, ends_without_teardown, exit_now
 
     # one glibc arena before the first thread (the signal deadline's watch) exists: a thread's
     # first allocation makes an arena of its own, and the head start's loader thread, started
@@ -521,6 +523,7 @@ def run() -> None:
     bound_the_unwinding()  # a signalled command ends within seconds, whatever its unwinding meets
     own_the_heap()  # glibc keeps a rank's freed temporaries for its next ones (perfreport.running.heap)
     own_the_collector()  # what the imports made is left out of the collector's passes
+    ends_without_teardown()
     exit_now(main())
 
 

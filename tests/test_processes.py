@@ -216,6 +216,24 @@ def test_the_command_ends_without_teardown_but_with_everything_an_exit_owes(tmp_
     assert marker.read_text() == "done"
 
 
+def test_a_compare_holds_its_analyses_to_the_exit_only_in_the_console_script(tmp_path, monkeypatch):
+    """A compare's analyses are held until the process ends where it ends without teardown (the
+    console script), not freed array by array when its function returns; a program that calls
+    main() keeps nothing (a test suite's hundreds of commands would hold them all)."""
+    from perfreport.cli import main
+    from perfreport.running import lifecycle
+
+    demo = Path(__file__).parent.parent / "examples" / "resnet50-workers0"
+    args = ["compare", str(demo), str(demo), "--format", "json", "-q", "--out"]
+    monkeypatch.setattr(lifecycle, "_kept", [])
+    assert main([*args, str(tmp_path / "library")]) == 0
+    assert lifecycle._kept == []
+    monkeypatch.setattr(lifecycle, "_ends_without_teardown", True)
+    assert main([*args, str(tmp_path / "script")]) == 0
+    kept = lifecycle._kept
+    assert any(hasattr(k, "verdict") and hasattr(k, "baseline") for k in kept)  # the comparison and its analyses
+
+
 def test_python_m_perfreport_keeps_its_exit_code_and_output(tmp_path):
     result = subprocess.run([sys.executable, "-m", "perfreport", "analyze", str(tmp_path / "missing"), "--out",
                              str(tmp_path / "out")], capture_output=True, text=True, timeout=120)
