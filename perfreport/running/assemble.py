@@ -71,18 +71,17 @@ def calls_held_once(traces: TraceSet, calls: pd.DataFrame) -> None:
     table's (the text columns with the job's categories: the same texts). 16 gloo-grown ranks of
     50 MB: 1.6 M calls a side, 150 MB held twice from the table's making to the command's end.
     Nothing is changed where the table's rows are not the ranks' calls one after the other."""
-    own = [(t, t._memo.get(JOINED_CALLS)) for t in traces]
-    sizes = [len(f.index) if isinstance(f, FrozenFrame) else 0 for _, f in own]
-    if sum(sizes) != len(calls) or sum(n > 0 for n in sizes) < 2 or list(calls.columns) != \
-            next(list(f.columns) for (_, f), n in zip(own, sizes) if n):
+    own = [(t, f) for t in traces if isinstance(f := t._memo.get(JOINED_CALLS), FrozenFrame) and len(f.index)]
+    if len(own) < 2 or sum(len(f.index) for _, f in own) != len(calls) \
+            or any(list(f.columns) != list(calls.columns) for _, f in own):
         return
     columns = {c: frozen_column(calls[c]) for c in calls.columns}
     at = 0
-    for (t, frame), n in zip(own, sizes):
-        if n:
-            t._memo[JOINED_CALLS] = FrozenFrame(
-                {c: frame.columns[c] if c == "ts_us" else v[at:at + n] for c, v in columns.items()}, frame.index)
-            at += n
+    for t, frame in own:  # a loop over ranks, in the table's order
+        n = len(frame.index)
+        t._memo[JOINED_CALLS] = FrozenFrame(
+            {c: frame.columns[c] if c == "ts_us" else v[at:at + n] for c, v in columns.items()}, frame.index)
+        at += n
 
 
 class StringPool:
