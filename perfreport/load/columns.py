@@ -16,7 +16,8 @@ import numpy as np
 
 from ..errors import TraceError
 from ..model import (DENSE_ARGS, GPU_SIDE_CATEGORIES, NARROW_COLUMNS, SPARSE_COLUMNS, STEP_NAME, StringCodes,
-                     TEXT_ID_BASE, RankTrace, SparseColumn, TraceMeta, fits_int32, narrow, step_name_table)
+                     TEXT_ID_BASE, RankTrace, SparseColumn, TraceMeta, fits_int32, narrow, sorted_unique,
+                     step_name_table)
 from .fields import INT_MISSING, ScanResult
 from .linking import code_mask, link_by_correlation, link_cpu_gpu, link_first_gpu_events, name_mask  # noqa: F401 (tests)
 from .restarts import numbered_on
@@ -178,9 +179,11 @@ def _id_codes(id_table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
     ``np.unique(id_table, return_inverse=True)``, without sorting the slots of codes no column
     holds (-1, as the table's last slot): a rank of 345,319 step names sorted as many slots for
-    its few ids, 10 ms."""
+    its few ids, 10 ms. By a sort (:func:`~perfreport.model.sorted_unique`): ``np.unique`` asks
+    whether its input is masked, which imports ``numpy.ma`` (0.01 s) on its first call, in a
+    rank's decode where the process had not imported it yet (the head start's child)."""
     used = np.flatnonzero(id_table != -1)
-    ids = np.unique(np.append(id_table[used], -1))  # -1: the last slot's, always there
+    ids = sorted_unique(np.append(id_table[used], -1))  # -1: the last slot's, always there
     code = np.full(len(id_table), np.searchsorted(ids, -1), dtype=np.int32)
     code[used] = np.searchsorted(ids, id_table[used])
     return ids, code
