@@ -321,14 +321,14 @@ def _run_analyses(trace: RankTrace, one: TraceSet, analyses, options: AnalysisOp
         with phase(f"analysis:{name}"):
             table = rank_parts[name](trace) if name in rank_parts else fn(one)
             if name not in CROSS_RANK:
-                tables[name] = _first_steps(name, table, options.step_rows, cut)
+                tables[name] = _cut_as_made(name, table, options.step_rows, cut)
         if name in RUN_FIRST and (i + 1 == len(ordered) or ordered[i + 1][0] not in RUN_FIRST):
             _step_parts_early(trace, options)
         _forget_after(trace, one, name, options, last_reader)
     return {name: tables[name] for name, _ in analyses if name in tables}
 
 
-def _first_steps(name: str, table: pd.DataFrame, step_rows: int | None, cut: list[dict] | None) -> pd.DataFrame:
+def _cut_as_made(name: str, table: pd.DataFrame, step_rows: int | None, cut: list[dict] | None) -> pd.DataFrame:
     """``table`` with the rows of its first ``step_rows`` steps where it is a per-step table (as
     report.json keeps it: :func:`~perfreport.documents.table_rows.cut_tables`), its entry added
     to ``cut``; as it is otherwise. Cut as each table is made, not once they all are: the triton
