@@ -151,6 +151,10 @@ def test_id_and_row_columns_are_int32_where_they_fit_and_int64_past_it(tmp_path:
     assert [getattr(big, c).dtype for c in ("external_id", "flow_id", "iteration")] == [np.int64] * 3
     assert big.iteration.tolist() == [2**31] * 5 and big.flow_id.max() == 2**40 and big.external_id.max() == 2**33
     assert big.linked.dtype == np.int32 and big.linked.tolist() == small.linked.tolist()
+    from perfreport.load import columns
+    if getattr(columns._decode, "IDS_IN_PLACE", 0):  # the flow ids and the links: the scanner's ids' two halves
+        assert small.flow_id.ctypes.data + small.flow_id.nbytes == small.linked.ctypes.data
+        assert not np.shares_memory(big.flow_id, big.linked)  # (a flow id past int32: a column of its own)
     for trace in (small, big):  # every loaded column read-only, the scanner's (writable) ones included
         assert not any(getattr(trace, c).flags.writeable for c in ("ph", "cat", "name", "pid_code", "tid_code", "ids",
                                                                    "ts", "dur", "external_id", "flow_id", "linked",
@@ -511,7 +515,8 @@ def test_step_of_starts_in_c_equals_numpy(seed: int) -> None:
 def test_code_gathers_and_flow_ids_in_c_equal_numpy(seed: int) -> None:
     """The C gather of pid / tid codes gives ``table.take``'s column (code -1 reads the last
     slot; a code out of bounds is an IndexError both ways), and the C flow ids numpy's: -1 where
-    missing, negative ids kept, int64 where an id passes int32."""
+    missing, negative ids kept, int64 where an id passes int32; written over the ids' own memory
+    where they fit, else the ids left as they were (wherever the id past int32 is)."""
     from perfreport.load.fields import INT_MISSING
     from perfreport.load import columns
 
@@ -536,10 +541,26 @@ def test_code_gathers_and_flow_ids_in_c_equal_numpy(seed: int) -> None:
     assert not np.shares_memory(columns.take_codes(table, frozen, use_c=True, reuse=True), frozen)
     ids = rng.integers(-3, 10**6, int(rng.integers(0, 5000)))
     ids[rng.random(len(ids)) < 0.6] = INT_MISSING
-    for column in (ids, np.append(ids, 2**40)):  # the second: an id past int32
+    for column in (ids, np.append(ids, 2**40), np.insert(ids, len(ids) // 3, -2**40)):  # ids past int32
         got, want = columns._flow_ids(column, use_c=True), columns._flow_ids(column, use_c=False)
         assert got.dtype == want.dtype == (np.int32 if column is ids else np.int64)
         np.testing.assert_array_equal(got, want)
+        # over the ids' own memory: the flow ids in its first half, its second half free
+        scanned = column.copy()
+        in_place = columns._flow_ids_in_place(scanned)
+        if column is ids:
+            flow, spare = in_place
+            assert np.shares_memory(flow, scanned) and np.shares_memory(spare, scanned)
+            assert not np.shares_memory(flow, spare) and flow.dtype == spare.dtype == np.int32
+            assert len(flow) == len(spare) == len(column)
+            np.testing.assert_array_equal(flow, want)
+        else:  # an id past int32 (the last, or a third of the way): the ids as they were (-1 read as missing)
+            assert in_place is None
+            np.testing.assert_array_equal(scanned, np.where(column == -1, INT_MISSING, column))
+            np.testing.assert_array_equal(columns._flow_ids(scanned, use_c=False), want)
+    frozen_ids = ids.copy()
+    frozen_ids.flags.writeable = False
+    assert columns._flow_ids_in_place(frozen_ids) is None
 
 
 @pytest.mark.parametrize("seed", range(4))

@@ -50,7 +50,12 @@
  * The flow id of every event (columns._flow_ids): ``ids`` (int64, INT_MISSING where an event
  * has none) as int32, -1 where missing, in one pass; False (out unfinished) when an id does
  * not fit in int32, for numpy to make the int64 column. numpy: a mask, its positions, a gather,
- * a fill and a scatter, 6 ms for the 1 M events of the V100-grown 200 MB rank.
+ * a fill and a scatter, 6 ms for the 1 M events of the V100-grown 200 MB rank. ``out`` may be
+ * the first half of ``ids``'s own memory (the scanner's column, viewed as int32): element i is
+ * written after element i and every one before it were read (bytes 4i..4i+3 lie within
+ * element i / 2), so the flow ids take no column of fresh pages; when an id does not fit, the
+ * ids read so far are written back from their int32 values first (an id of -1 comes back as
+ * INT_MISSING: both give -1 in the flow-id column).
  *
  *     relative_us(ts, origin_ns, out) -> None
  *
@@ -605,21 +610,33 @@ static PyObject *present_ids(PyObject *self, PyObject *args)
         PyBuffer_Release(&ids);
         return NULL;
     }
-    const int64_t *v = ids.buf;
-    int32_t *o = out.buf;
+    /* through char pointers and memcpy: ``out`` may share ``ids``'s memory (see the header) */
+    const char *v = ids.buf;
+    char *o = out.buf;
     int fits = 1;
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t i = 0; i < n; i++) {
-        int64_t x = v[i];
+    Py_ssize_t i = 0;
+    for (; i < n; i++) {
+        int64_t x;
+        int32_t y;
+        memcpy(&x, v + 8 * i, 8);
         if (x == INT_MISSING) {
-            o[i] = -1;
+            y = -1;
         } else if (x < INT32_MIN || x > INT32_MAX) {
             fits = 0;
             break;
         } else {
-            o[i] = (int32_t)x;
+            y = (int32_t)x;
         }
+        memcpy(o + 4 * i, &y, 4);
     }
+    if (!fits && (const char *)o == v) /* in place: the ids before i back from their int32 values, */
+        for (Py_ssize_t j = i - 1; j >= 0; j--) { /* last first (element j's bytes hold outs 2j, 2j + 1) */
+            int32_t y;
+            memcpy(&y, o + 4 * j, 4);
+            int64_t x = y == -1 ? INT_MISSING : y;
+            memcpy(o + 8 * j, &x, 8);
+        }
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&ids);
     PyBuffer_Release(&out);
@@ -655,7 +672,8 @@ static PyMethodDef decode_methods[] = {
     {"present_ids", present_ids, METH_VARARGS,
      "present_ids(ids, out) -> bool\n\n"
      "out[i] = ids[i] (int64 into int32), -1 where ids[i] is INT64_MIN (missing); False, out\n"
-     "unfinished, when a present id does not fit in int32."},
+     "unfinished, when a present id does not fit in int32. out may be the first half of ids's\n"
+     "memory (then ids is as it was when False is returned, -1 read as missing)."},
     {"step_numbers", step_numbers, METH_VARARGS,
      "step_numbers(starts, ends, numbers, ts, skip, out) -> None\n\n"
      "Write into out (int64) the number of the step each event starts in: the last of the\n"
@@ -676,7 +694,8 @@ PyMODINIT_FUNC PyInit__decode(void)
 {
     PyObject *m = PyModule_Create(&decode_module);
     if (m && (PyModule_AddIntConstant(m, "GROUPS_INT32", 1) < 0 || /* first_of_groups takes int32 groups */
-              PyModule_AddIntConstant(m, "STEPS_INT32", 1) < 0)) {  /* step_numbers writes an int32 out */
+              PyModule_AddIntConstant(m, "STEPS_INT32", 1) < 0 ||   /* step_numbers writes an int32 out */
+              PyModule_AddIntConstant(m, "IDS_IN_PLACE", 1) < 0)) { /* present_ids may write over its ids */
         Py_DECREF(m);
         return NULL;
     }

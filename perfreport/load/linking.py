@@ -35,15 +35,16 @@ def code_mask(column: np.ndarray, wanted: list[int], n_codes: int) -> np.ndarray
 
 
 def link_cpu_gpu(cols: dict[str, np.ndarray], correlation: SparseColumn, codes: Mapping[str, int],
-                  complete: np.ndarray, gpu_side: np.ndarray) -> np.ndarray:
+                  complete: np.ndarray, gpu_side: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """Row of the partner of each event: GPU event -> its CPU launch; launch -> its first GPU event.
 
     Linked through ``args.correlation``; GPU events whose correlation has no CPU partner fall
     back to the ``ac2g`` flow arrows (start at the launch, end at the GPU event). ``complete``:
-    the ``X`` events; ``gpu_side``: the complete events of a GPU-side category.
+    the ``X`` events; ``gpu_side``: the complete events of a GPU-side category. ``out``: where
+    the column may be written (see :func:`link_by_correlation`).
     """
     cpu_side = complete & ~gpu_side
-    linked = link_by_correlation(correlation, cpu_side, gpu_side, cols["ts"])
+    linked = link_by_correlation(correlation, cpu_side, gpu_side, cols["ts"], out=out)
     unlinked = gpu_side & (linked < 0)
     if unlinked.any():
         _link_by_flows(cols, codes, cpu_side, unlinked, linked)
@@ -52,15 +53,22 @@ def link_cpu_gpu(cols: dict[str, np.ndarray], correlation: SparseColumn, codes: 
 
 
 def link_by_correlation(corr: SparseColumn, cpu_side: np.ndarray, gpu_side: np.ndarray,
-                        ts: np.ndarray | None = None) -> np.ndarray:
+                        ts: np.ndarray | None = None, out: np.ndarray | None = None) -> np.ndarray:
     """For each GPU-side row with a correlation id (a value >= 0 of the sparse ``corr``), the
     last CPU-side row with the same id; -1 elsewhere. Only the rows with an id are read.
     Correlation ids grow along the file, so the stable argsort of the CPU rows' ids runs over
     nearly sorted input (faster than a hash table of them in C: sparse ids miss the cache at
     every row). With ``ts``, a GPU row whose CPU row would start after it (by more than
     :data:`LAUNCH_SLACK_US`) takes the last row of its id that starts before it, where there is
-    one (:func:`_launches_before`): a trace made of traces put back to back repeats its ids."""
-    linked = np.full(len(gpu_side), -1, dtype=linked_dtype(len(gpu_side)))
+    one (:func:`_launches_before`): a trace made of traces put back to back repeats its ids.
+    ``out``: an array of one entry per event, of the column's integers (:func:`linked_dtype`), to
+    write it in instead of a new one (:func:`perfreport.load.columns._flow_ids_in_place`)."""
+    n = len(gpu_side)
+    if out is not None and out.dtype == linked_dtype(n) and out.shape == (n,) and out.flags.writeable:
+        linked = out
+        linked.fill(-1)
+    else:
+        linked = np.full(n, -1, dtype=linked_dtype(n))
     rows, ids = corr.rows, corr.values
     if len(ids) and ids.min() < 0:
         rows, ids = rows[ids >= 0], ids[ids >= 0]
