@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..model import CPU_OP_CATEGORIES, GPU_SIDE_CATEGORIES, RankTrace, TraceSet
+from ..model import CPU_OP_CATEGORIES, GPU_SIDE_CATEGORIES, RankTrace, TraceSet, narrow
 from .grouping import Grouped, string_keys
 from .nesting import NO_PARENT, _nest, nest_rows, stable_order, thread_ids
 
@@ -223,10 +223,11 @@ def outermost_ops(trace: RankTrace) -> np.ndarray:
     operators below it are outermost, as in a trace of any other version. Otherwise a 2021
     trace's whole forward pass was one "operator" per step, and the kernel sequences a pattern
     per step (a 1 GB trace of 12,307 steps: 12,307 patterns of 4.5 KB each, 56 MB of its
-    report.json)."""
+    report.json). Held as int32 where the rows fit (:func:`~perfreport.model.narrow`): it is
+    held through most of a rank's analyses, beside the call stack, at their peak."""
     def compute() -> np.ndarray:
         stack = call_stack(trace)
-        return topmost_match(stack.parent, stack_levels(trace), cpu_ops(trace, stack) & operators(trace))
+        return narrow(topmost_match(stack.parent, stack_levels(trace), cpu_ops(trace, stack) & operators(trace)))
 
     return trace.memo("outermost_cpu_ops", compute)
 
@@ -246,7 +247,8 @@ def cpu_ops(trace: RankTrace, stack: CallStack) -> np.ndarray:
 def subtree_gpu_work(trace: RankTrace) -> tuple[np.ndarray, np.ndarray]:
     """(num_kernels, kernel_dur_sum_us) per event over the rank's :func:`call_stack`: the two
     columns of :func:`kernel_totals` that op_kernels and kernel_sequences use, memoised and
-    computed alone (no first/last reductions, no frame)."""
+    computed alone (no first/last reductions, no frame); the counts held as int32 where they fit,
+    as :func:`outermost_ops` is."""
     def compute() -> tuple[np.ndarray, np.ndarray]:
         stack = call_stack(trace)
         gpu, dur = _gpu_nodes(trace, stack)
@@ -258,6 +260,7 @@ def subtree_gpu_work(trace: RankTrace) -> tuple[np.ndarray, np.ndarray]:
         else:
             count = reduce_levels(stack.parent, by_level, gpu.astype(np.int64), np.add)
             total = reduce_levels(stack.parent, by_level, dur, np.add)
+        count = narrow(count)
         count.flags.writeable = total.flags.writeable = False
         return count, total
 
