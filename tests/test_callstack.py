@@ -11,8 +11,8 @@ import pytest
 
 from perfreport.analyses import nesting
 from perfreport.analyses.callstack import (
-    ancestor_at_depth, call_stack, cpu_events, cpu_ops, kernel_totals, levels, nearest_match, op_kernels,
-    reduce_levels, subtree_gpu_work, subtree_reduce, topmost_match, tree_depth,
+    _in_one_loop, ancestor_at_depth, call_stack, cpu_events, cpu_ops, kernel_totals, levels, nearest_match,
+    op_kernels, reduce_levels, subtree_gpu_work, subtree_reduce, topmost_match, tree_depth, tree_ints,
 )
 from perfreport.analyses.nesting import parents_from_sweep, sweep_order, thread_ids
 from perfreport.load import load
@@ -96,7 +96,8 @@ def test_c_sweep_equals_numpy_sweep_on_real_threads() -> None:
 def test_nest_rows_writes_what_nest_gives_at_the_rows() -> None:
     """The call stack's C form (spans gathered and answers scattered in C) against nest() and a
     numpy scatter, on a real trace's threads; a negative duration counts as 0, and a NaN span
-    sends the whole pass to numpy."""
+    sends the whole pass to numpy. Into int64 and into int32 answers (the call stack's where the
+    extension takes them), not into two of different widths."""
     t = load_cached(str(TRACES / "hta_a100_nccl_rank0of2"))[0]
     rows = np.flatnonzero(cpu_events(t))
     gid = thread_ids(t.pid[rows], t.tid[rows])
@@ -105,11 +106,17 @@ def test_nest_rows_writes_what_nest_gives_at_the_rows() -> None:
     par, dep = nesting.nest(gid, t.ts[rows], np.maximum(dur[rows], 0.0), rows, use_c=False)
     want_parent, want_depth = np.full(t.n_events, -1), np.full(t.n_events, -1)
     want_parent[rows], want_depth[rows] = np.append(rows, -1)[par], dep
+    widths = (np.int64, np.int32) if getattr(nesting._nest, "INT32_TREES", 0) else (np.int64,)
     for use_c in (None, False):
-        parent, depth = np.full(t.n_events, -1), np.full(t.n_events, -1)
-        nesting.nest_rows(gid, rows, t.ts, dur, parent, depth, use_c=use_c)
-        assert np.array_equal(parent, want_parent) and np.array_equal(depth, want_depth)
+        for dtype in widths:
+            parent, depth = np.full(t.n_events, -1, dtype), np.full(t.n_events, -1, dtype)
+            nesting.nest_rows(gid, rows, t.ts, dur, parent, depth, use_c=use_c)
+            assert np.array_equal(parent, want_parent) and np.array_equal(depth, want_depth)
     assert want_depth.max() >= 5
+    if len(widths) == 2:
+        with pytest.raises(ValueError):
+            nesting._nest.nest_rows(rows, gid, t.ts, dur, int(gid.max()) + 1, np.full(t.n_events, -1, np.int32),
+                                    np.full(t.n_events, -1, np.int64))
     dur[rows[5]] = np.nan  # numpy's NaN order decides: the C pass declines and writes nothing
     assert not nesting._nest.nest_rows(rows, gid, t.ts, dur, int(gid.max()) + 1, parent, depth)
     par, dep = nesting.nest(gid, t.ts[rows], np.maximum(dur[rows], 0.0), rows, use_c=False)
@@ -119,25 +126,38 @@ def test_nest_rows_writes_what_nest_gives_at_the_rows() -> None:
 
 @pytest.mark.skipif(not hasattr(nesting._nest, "level_order"), reason="the C extension was not built")
 def test_c_levels_equal_the_sorted_levels() -> None:
+    """The counting sort by depth in C gives the stable sort's levels, from an int32 depth (the
+    call stack's, into int32 positions: half the bytes) as from an int64 one."""
     t = load_cached(str(TRACES / "hta_a100_nccl_rank0of2"))[0]
-    depth = call_stack(t).depth
-    got = levels(depth)
-    nodes = np.flatnonzero(depth >= 0)
-    order = nodes[np.argsort(-depth[nodes], kind="stable")]
-    want = np.split(order, np.flatnonzero(np.diff(depth[order])) + 1)
-    assert np.array_equal(got.order, order) and len(got) == len(want) == depth.max() + 1
-    assert all(np.array_equal(a, b) for a, b in zip(got, want))
+    stack_depth = call_stack(t).depth
+    assert stack_depth.dtype == tree_ints(t.n_events)
+    for depth in (stack_depth, stack_depth.astype(np.int64)):
+        got = levels(depth)
+        nodes = np.flatnonzero(depth >= 0)
+        order = nodes[np.argsort(-depth[nodes], kind="stable")]
+        want = np.split(order, np.flatnonzero(np.diff(depth[order])) + 1)
+        assert np.array_equal(got.order, order) and len(got) == len(want) == depth.max() + 1
+        assert all(np.array_equal(a, b) for a, b in zip(got, want))
+        assert got.order.dtype == depth.dtype
     assert levels(np.full(4, -1)) == [] and len(levels(np.full(4, -1)).order) == 0
 
 
 @pytest.mark.skipif(not hasattr(nesting._nest, "tree_sum"), reason="the C extension was not built")
 def test_c_tree_passes_equal_the_numpy_level_loops_on_a_real_trace() -> None:
     """reduce_levels (np.add), topmost_match and nearest_match in one C loop over
-    ``Levels.order``: the same sums bit for bit, the same matches, as level by level in numpy."""
+    ``Levels.order``: the same sums bit for bit, the same matches, as level by level in numpy;
+    over the call stack's int32 parents and level positions as over int64 ones."""
     t = load_cached(str(TRACES / "hta_a100_nccl_rank0of2"))[0]
     st = call_stack(t)
     by_level = levels(st.depth)
     plain = list(by_level)  # no .order: the numpy loop
+    wide = levels(st.depth.astype(np.int64))
+    assert _in_one_loop(by_level, st.parent) is not None and _in_one_loop(wide, st.parent.astype(np.int64)) is not None
+    ops = cpu_ops(t, st)
+    for parent, lv in ((st.parent.astype(np.int64), wide), (st.parent, wide), (st.parent.astype(np.int64), by_level)):
+        assert np.array_equal(topmost_match(parent, lv, ops), topmost_match(st.parent, plain, ops))
+        values = np.where(st.is_node & t.gpu_activity(), np.nan_to_num(t.dur) * 1.0001, 0.0)
+        assert np.array_equal(reduce_levels(parent, lv, values, np.add), reduce_levels(st.parent, plain, values, np.add))
     gpu = st.is_node & t.gpu_activity()
     dur = np.where(gpu, np.nan_to_num(t.dur) * 1.0001, 0.0)  # fractional µs: the order of the additions shows
     for values in (gpu.astype(np.int64), dur):

@@ -32,7 +32,8 @@
  * is the same sweep as the call stack uses it (``nesting.nest_rows``): the events are the
  * ``rows`` of whole columns, gathered here (negative durations as 0), the rows break the ties,
  * and each answer is written at the event's row (a parent named by its row) of ``parent`` and
- * ``depth``, which cover the whole columns; False, with nothing written, when a span is not
+ * ``depth``, which cover the whole columns (int64, or both int32: the call stack's, half the
+ * bytes held through a rank's analyses); False, with nothing written, when a span is not
  * finite. And
  *
  *     span_order(group, start, key2, n_groups, out) -> None
@@ -49,12 +50,12 @@
  * level first): a sum visits them forwards and adds each node into its parent, in the order
  * ``np.add.at`` does level by level (the same float sums); an inheritance visits them backwards
  * (shallowest first), so a parent's answer is final before its children read it; tree_sum2
- * is two sums (int64 and float64) in one loop.
+ * is two sums (int64 and float64) in one loop. ``order`` and ``parent`` are int64 or int32 each.
  *
  *     level_order(depth, counts, order) -> int
  *
  * is ``callstack.levels`` as a counting sort: the nodes (depth >= 0) deepest first, each depth in
- * ascending position.
+ * ascending position (``depth`` and ``order`` int64 or int32 each).
  *
  *     last_at_or_before(values, pos, threshold, out, max_steps) -> None
  *
@@ -367,8 +368,39 @@ static void heap_pop(Heap *h)
     h->item[k] = last;
 }
 
+/* Item i of an array of int32 (``wide`` 0) or int64 (``wide`` 1) integers: the call stack's
+ * parents, depths and level orders are int32 where the rows fit (perfreport.analyses.callstack),
+ * half the bytes of the arrays held through a rank's analyses; HTA's call graph passes int64. */
+static inline int64_t int_at(const void *a, int wide, int64_t i)
+{
+    return wide ? ((const int64_t *)a)[i] : (int64_t)((const int32_t *)a)[i];
+}
+
+static inline void int_put(void *a, int wide, int64_t i, int64_t v)
+{
+    if (wide)
+        ((int64_t *)a)[i] = v;
+    else
+        ((int32_t *)a)[i] = (int32_t)v;
+}
+
+/* 1 for a buffer of int64 items, 0 for int32, -1 otherwise (asked for with PyBUF_FORMAT). */
+static int int_width(const Py_buffer *v)
+{
+    const char *f = v->format ? v->format : "B";
+    if (*f == '=' || *f == '<' || *f == '@')
+        f++;
+    if (v->itemsize == 8 && (f[0] == 'l' || f[0] == 'q') && !f[1])
+        return 1;
+    if (v->itemsize == 4 && (f[0] == 'i' || f[0] == 'l') && !f[1])
+        return 0;
+    return -1;
+}
+
 typedef struct {
-    int64_t n, height, *stack, *parent, *depth;
+    int64_t n, height, *stack;
+    void *parent, *depth;    /* int64, or int32 where `wide` is 0 (see int_put) */
+    int wide;
     const int64_t *out_row;  /* where event p's answers go, and its name as a parent (NULL: p) */
 } Sweep;
 
@@ -377,8 +409,8 @@ static void sweep_point(Sweep *s, int64_t p)
 {
     if (p < s->n) {
         int64_t o = s->out_row ? s->out_row[p] : p;
-        s->depth[o] = s->height;
-        s->parent[o] = s->height ? s->stack[s->height - 1] : -1;
+        int_put(s->depth, s->wide, o, s->height);
+        int_put(s->parent, s->wide, o, s->height ? s->stack[s->height - 1] : -1);
         s->stack[s->height++] = o;
     } else {
         s->height--;  /* never below 0: an event's close never precedes its open */
@@ -436,14 +468,14 @@ static int sweep_group(Sweep *s, Heap *heap, Key **keys, int64_t *cap, const int
 /* The whole pass: events bucketed by group (counting sort), each bucket sorted by start and
  * swept. 0, or -1 when out of memory. */
 static int nest_pass(int64_t n, int64_t n_groups, const int64_t *group, const double *start,
-                     const double *dur, const int64_t *row, const int64_t *out_row, int64_t *parent,
-                     int64_t *depth)
+                     const double *dur, const int64_t *row, const int64_t *out_row, void *parent,
+                     void *depth, int wide)
 {
     size_t words = (size_t)(n ? n : 1);
     int64_t *offset = calloc((size_t)n_groups + 1, sizeof(int64_t));
     int64_t *fill = malloc(((size_t)n_groups + 1) * sizeof(int64_t));
     int64_t *bucket = malloc(words * sizeof(int64_t)), *tmp = malloc(words * sizeof(int64_t));
-    Sweep s = {n, 0, malloc(words * sizeof(int64_t)), parent, depth, out_row};
+    Sweep s = {n, 0, malloc(words * sizeof(int64_t)), parent, depth, wide, out_row};
     Heap heap = {malloc(words * sizeof(Open)), 0};
     Key *keys = NULL;
     int64_t cap = 0;
@@ -569,7 +601,7 @@ static PyObject *nest(PyObject *self, PyObject *args)
     int rc;
     Py_BEGIN_ALLOW_THREADS
     rc = nest_pass(n, n_groups, views[0].buf, views[1].buf, views[2].buf, views[3].buf, NULL, views[4].buf,
-                   views[5].buf);
+                   views[5].buf, 1);
     Py_END_ALLOW_THREADS
     return close_columns(views, 6, rc);
 }
@@ -585,20 +617,25 @@ static PyObject *nest_rows(PyObject *self, PyObject *args)
     Py_ssize_t n_groups;
     if (!PyArg_ParseTuple(args, "OOOOnOO", &objs[0], &objs[1], &objs[2], &objs[3], &n_groups, &objs[4], &objs[5]))
         return NULL;
-    /* rows, group (m each); start, dur, parent, depth (whole columns, as long as start) */
+    /* rows, group (m each); start, dur, parent, depth (whole columns, as long as start; parent and
+     * depth int64, or both int32) */
     static const char *names[6] = {"rows", "group", "start", "dur", "parent", "depth"};
     Py_buffer views[6];
+    int wide = 1;
     for (int k = 0; k < 6; k++) {
-        int flags = PyBUF_C_CONTIGUOUS | (k >= 4 ? PyBUF_WRITABLE : 0);
+        int flags = PyBUF_C_CONTIGUOUS | (k >= 4 ? PyBUF_WRITABLE | PyBUF_FORMAT : 0);
         if (PyObject_GetBuffer(objs[k], &views[k], flags) < 0) {
             release(views, k);
             return NULL;
         }
-        Py_ssize_t want = k == 1 ? views[0].len : k > 2 ? views[2].len : views[k].len;
-        if (views[k].len % 8 || views[k].len != want) {
+        if (k == 4)
+            wide = int_width(&views[4]);
+        Py_ssize_t size = k >= 4 ? (wide ? 8 : 4) : 8;
+        Py_ssize_t want = k == 1 ? views[0].len : k > 2 ? views[2].len / 8 * size : views[k].len;
+        if (wide < 0 || (k == 5 && int_width(&views[5]) != wide) || views[k].len % size || views[k].len != want) {
             release(views, k + 1);
-            PyErr_Format(PyExc_ValueError, "nest_rows: %s: expected 8-byte items, as many as %s", names[k],
-                         k == 1 ? "rows" : "start");
+            PyErr_Format(PyExc_ValueError, "nest_rows: %s: expected %s items, as many as %s", names[k],
+                         k >= 4 ? "int64 or int32 (parent and depth alike)" : "8-byte", k == 1 ? "rows" : "start");
             return NULL;
         }
     }
@@ -622,7 +659,7 @@ static PyObject *nest_rows(PyObject *self, PyObject *args)
             dur[e] = d < 0.0 ? 0.0 : d;
             finite &= isfinite(start[e]) && isfinite(d);
         }
-        rc = finite ? nest_pass(m, n_groups, group, start, dur, rows, rows, views[4].buf, views[5].buf) : 0;
+        rc = finite ? nest_pass(m, n_groups, group, start, dur, rows, rows, views[4].buf, views[5].buf, wide) : 0;
         Py_END_ALLOW_THREADS
     }
     free(dur);
@@ -644,32 +681,38 @@ static PyObject *level_order(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OOO", &objs[0], &objs[1], &objs[2]))
         return NULL;
     Py_buffer views[3];
-    int flags[3] = {PyBUF_C_CONTIGUOUS, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE};
+    int flags[3] = {PyBUF_C_CONTIGUOUS | PyBUF_FORMAT, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE,
+                    PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE | PyBUF_FORMAT};
     for (int k = 0; k < 3; k++) {
         if (PyObject_GetBuffer(objs[k], &views[k], flags[k]) < 0) {
             release(views, k);
             return NULL;
         }
     }
-    Py_ssize_t n = views[0].len / 8, levels = views[1].len / 8, m = views[2].len / 8;
-    const int64_t *depth = views[0].buf;
-    int64_t *counts = views[1].buf, *order = views[2].buf;
-    int ok = views[0].len % 8 == 0 && views[1].len % 8 == 0 && views[2].len % 8 == 0;
+    int wd = int_width(&views[0]), wo = int_width(&views[2]); /* depth, order: int32 or int64 each */
+    int ok = wd >= 0 && wo >= 0 && views[1].len % 8 == 0;
+    Py_ssize_t n = ok ? views[0].len / (wd ? 8 : 4) : 0, levels = views[1].len / 8, m = ok ? views[2].len / (wo ? 8 : 4) : 0;
+    const void *depth = views[0].buf;
+    int64_t *counts = views[1].buf;
+    void *order = views[2].buf;
     Py_ssize_t nodes = 0;
-    memset(counts, 0, (size_t)levels * 8);
+    if (ok)
+        memset(counts, 0, (size_t)levels * 8);
     for (Py_ssize_t i = 0; ok && i < n; i++) {
-        if (depth[i] < 0)
+        int64_t d = int_at(depth, wd, i);
+        if (d < 0)
             continue;
-        if (depth[i] >= levels) {
+        if (d >= levels) {
             ok = 0;
             break;
         }
-        counts[depth[i]]++;
+        counts[d]++;
         nodes++;
     }
-    if (!ok || nodes > m) {
+    if (!ok || nodes > m || (!wo && n > INT32_MAX)) {
         release(views, 3);
-        PyErr_SetString(PyExc_ValueError, "level_order: expected int64 depth below len(counts), room in order for the nodes");
+        PyErr_SetString(PyExc_ValueError, "level_order: expected an int64 or int32 depth below len(counts), room "
+                                          "in order (int64 or int32) for the nodes");
         return NULL;
     }
     int64_t *fill = malloc((size_t)(levels ? levels : 1) * sizeof(int64_t));
@@ -683,9 +726,11 @@ static PyObject *level_order(PyObject *self, PyObject *args)
         at += counts[d];
     }
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t i = 0; i < n; i++)
-        if (depth[i] >= 0)
-            order[fill[depth[i]]++] = i;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t d = int_at(depth, wd, i);
+        if (d >= 0)
+            int_put(order, wo, fill[d]++, i);
+    }
     Py_END_ALLOW_THREADS
     free(fill);
     release(views, 3);
@@ -711,12 +756,14 @@ static PyObject *span_order(PyObject *self, PyObject *args)
     return close_columns(views, 4, rc);
 }
 
-/* Buffers order (int64, m items), parent (int64, n), values (8-byte items, n, writable). */
-static int open_tree(PyObject **objs, Py_buffer *views, const char *what, Py_ssize_t *m, Py_ssize_t *n)
+/* Buffers order (m items), parent (n), both int64 or int32 (*wo, *wp: 1 for int64), values
+ * (8-byte items, n, writable). */
+static int open_tree(PyObject **objs, Py_buffer *views, const char *what, Py_ssize_t *m, Py_ssize_t *n, int *wo,
+                     int *wp)
 {
-    if (PyObject_GetBuffer(objs[0], &views[0], PyBUF_C_CONTIGUOUS) < 0)
+    if (PyObject_GetBuffer(objs[0], &views[0], PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
         return -1;
-    if (PyObject_GetBuffer(objs[1], &views[1], PyBUF_C_CONTIGUOUS) < 0) {
+    if (PyObject_GetBuffer(objs[1], &views[1], PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
         release(views, 1);
         return -1;
     }
@@ -724,17 +771,20 @@ static int open_tree(PyObject **objs, Py_buffer *views, const char *what, Py_ssi
         release(views, 2);
         return -1;
     }
-    *m = views[0].len / 8;
-    *n = views[1].len / 8;
-    if (views[0].len % 8 || views[1].len % 8 || views[2].len != views[1].len) {
+    *wo = int_width(&views[0]);
+    *wp = int_width(&views[1]);
+    *m = *wo >= 0 ? views[0].len / (*wo ? 8 : 4) : 0;
+    *n = *wp >= 0 ? views[1].len / (*wp ? 8 : 4) : 0;
+    if (*wo < 0 || *wp < 0 || views[2].len != *n * 8) {
         release(views, 3);
-        PyErr_Format(PyExc_ValueError, "%s: expected int64 order and parent, 8-byte values as long as parent", what);
+        PyErr_Format(PyExc_ValueError, "%s: expected int64 or int32 order and parent, 8-byte values as long as parent",
+                     what);
         return -1;
     }
-    const int64_t *order = views[0].buf, *parent = views[1].buf;
+    const void *order = views[0].buf, *parent = views[1].buf;
     for (Py_ssize_t k = 0; k < *m; k++) {
-        int64_t i = order[k];
-        if (i < 0 || i >= *n || parent[i] < -1 || parent[i] >= *n) {
+        int64_t i = int_at(order, *wo, k);
+        if (i < 0 || i >= *n || int_at(parent, *wp, i) < -1 || int_at(parent, *wp, i) >= *n) {
             release(views, 3);
             PyErr_Format(PyExc_ValueError, "%s: a node or its parent is outside the arrays", what);
             return -1;
@@ -752,21 +802,22 @@ static PyObject *tree_sum(PyObject *self, PyObject *args)
         return NULL;
     Py_buffer views[3];
     Py_ssize_t m, n;
-    if (open_tree(objs, views, "tree_sum", &m, &n) < 0)
+    int wo, wp;
+    if (open_tree(objs, views, "tree_sum", &m, &n, &wo, &wp) < 0)
         return NULL;
-    const int64_t *order = views[0].buf, *parent = views[1].buf;
+    const void *order = views[0].buf, *parent = views[1].buf;
     Py_BEGIN_ALLOW_THREADS
     if (integer) {
         int64_t *acc = views[2].buf;
         for (Py_ssize_t k = 0; k < m; k++) {
-            int64_t i = order[k], p = parent[i];
+            int64_t i = int_at(order, wo, k), p = int_at(parent, wp, i);
             if (p >= 0)
                 acc[p] += acc[i];
         }
     } else {
         double *acc = views[2].buf;
         for (Py_ssize_t k = 0; k < m; k++) {
-            int64_t i = order[k], p = parent[i];
+            int64_t i = int_at(order, wo, k), p = int_at(parent, wp, i);
             if (p >= 0)
                 acc[p] += acc[i];
         }
@@ -786,24 +837,25 @@ static PyObject *tree_sum2(PyObject *self, PyObject *args)
         return NULL;
     Py_buffer views[3], second;
     Py_ssize_t m, n;
-    if (open_tree(objs, views, "tree_sum2", &m, &n) < 0)
+    int wo, wp;
+    if (open_tree(objs, views, "tree_sum2", &m, &n, &wo, &wp) < 0)
         return NULL;
     if (PyObject_GetBuffer(objs[3], &second, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) {
         release(views, 3);
         return NULL;
     }
-    if (second.len != views[1].len) {
+    if (second.len != n * 8) {
         PyBuffer_Release(&second);
         release(views, 3);
         PyErr_SetString(PyExc_ValueError, "tree_sum2: expected a float64 total as long as parent");
         return NULL;
     }
-    const int64_t *order = views[0].buf, *parent = views[1].buf;
+    const void *order = views[0].buf, *parent = views[1].buf;
     int64_t *count = views[2].buf;
     double *total = second.buf;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t k = 0; k < m; k++) {
-        int64_t i = order[k], p = parent[i];
+        int64_t i = int_at(order, wo, k), p = int_at(parent, wp, i);
         if (p >= 0) {
             count[p] += count[i];
             total[p] += total[i];
@@ -824,13 +876,14 @@ static PyObject *tree_inherit(PyObject *self, PyObject *args)
         return NULL;
     Py_buffer views[3];
     Py_ssize_t m, n;
-    if (open_tree(objs, views, "tree_inherit", &m, &n) < 0)
+    int wo, wp;
+    if (open_tree(objs, views, "tree_inherit", &m, &n, &wo, &wp) < 0)
         return NULL;
-    const int64_t *order = views[0].buf, *parent = views[1].buf;
+    const void *order = views[0].buf, *parent = views[1].buf;
     int64_t *out = views[2].buf;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t k = m - 1; k >= 0; k--) {
-        int64_t i = order[k], p = parent[i];
+        int64_t i = int_at(order, wo, k), p = int_at(parent, wp, i);
         if (p < 0)
             continue;
         if (nearest ? out[i] < 0 : out[p] >= 0)
@@ -1263,5 +1316,10 @@ static struct PyModuleDef nest_module = {
 
 PyMODINIT_FUNC PyInit__nest(void)
 {
-    return PyModule_Create(&nest_module);
+    PyObject *m = PyModule_Create(&nest_module);
+    if (m && PyModule_AddIntConstant(m, "INT32_TREES", 1) < 0) { /* int32 parents, depths and orders */
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

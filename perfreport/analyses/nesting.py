@@ -71,7 +71,8 @@ def nest_rows(group: np.ndarray, rows: np.ndarray, start: np.ndarray, dur: np.nd
               depth: np.ndarray, *, use_c: bool | None = None) -> None:
     """:func:`nest` of the events at ``rows`` of whole columns ``start`` and ``dur`` (negative
     durations as 0, ``rows`` the tie-break), written at those rows of ``parent`` (the parent's
-    row, -1 at the top) and ``depth``, int64 arrays as long as the columns.
+    row, -1 at the top) and ``depth``, arrays as long as the columns (int64, or both int32 where
+    the C extension takes them: :func:`perfreport.analyses.callstack.tree_ints`).
 
     The call stack's form of :func:`nest`: the C extension gathers the spans and writes the
     answers where they belong itself (no gathered copies, no scatter in numpy). ``group`` holds
