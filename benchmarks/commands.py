@@ -6,6 +6,7 @@ same generated traces, against issue 24's targets.
                                   [--hta-python /work/hta-venv/bin/python]
                                   [--tracelens-python /work/tl-venv/bin/python] [--suite]
                                   [--grow-from TRACE,... --grown-mb 200 --hta-timeout 300]
+                                  [--many-steps-from TRACE --many-steps-mb 1000]
 
 Every measurement is a fresh process under ``/usr/bin/time -v`` (wall, CPU = user + system of
 the process tree, peak RSS of the largest process of the tree); a figure is the median of
@@ -21,6 +22,10 @@ rank's JSON size.
 * ``--grow-from``: one ``--grown-mb`` MB rank grown from each of other real traces (an event-dense
   V100 trace, a many-step MI250 one): ``analyze``, ``compare`` and HTA, which is stopped after
   ``--hta-timeout`` seconds (its time then a lower bound, shown with ``>``);
+* ``--many-steps-from``: one ``--many-steps-mb`` MB rank grown from a tiny real trace with
+  steps (the triton example's 71 events: 345,319 profiler steps at 1 GB, every per-step table
+  and the gate's per-step samples at their longest): ``analyze`` and ``compare`` only (HTA takes
+  minutes on 1 GB; the ratio is the other cases'), against the 1 GB targets;
 * ``--ranks N``: ``analyze`` and ``compare`` of N ranks x ``--rank-mb`` MB (.json.gz copies of
   one generated rank, each with its own rank number), and HTA on the same folder;
 * the README's demo quick start (``compare demo examples/resnet50-workers0``);
@@ -85,6 +90,9 @@ GROW_SOURCES = (
 )
 """Real traces unlike the A100 one: ~1M events per 200 MB (the A100's ~0.65M: more memory per MB),
 and thousands of profiler steps once grown (the per-step analyses' cost)."""
+MANY_STEPS_SOURCE = Path("/work/shared/traces/odd_a100_triton_example/triton_example.json.gz")
+"""A real trace of a few steps and 71 events: grown to 1 GB, the most steps (and per-step rows)
+of any input measured, and the slowest ``compare`` of a 1 GB rank found (issue 24's notes)."""
 LOAD_PHASES = ("read", "decompress", "scan", "decode", "read stored columns")
 
 
@@ -400,6 +408,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="also a --grown-mb MB rank grown from each of these real traces (comma-separated; '' for "
                         "none; default: an event-dense V100 trace and a many-step MI250 one)")
     p.add_argument("--grown-mb", type=int, default=200)
+    p.add_argument("--many-steps-from", type=Path, default=MANY_STEPS_SOURCE,
+                   help="also a --many-steps-mb MB rank grown from this tiny real trace with steps, without HTA "
+                        "('' for none; default: %(default)s)")
+    p.add_argument("--many-steps-mb", type=int, default=1000)
     p.add_argument("--hta-timeout", type=float, default=300.0,
                    help="stop HTA after this many seconds (its time is then a lower bound; default %(default)s)")
     p.add_argument("--no-demo", action="store_true")
@@ -427,6 +439,12 @@ def main(argv: list[str] | None = None) -> int:
         folder, twin, json_mb = one_rank_folders(args.grown_mb, args.workdir / f"grown-{name}", source)
         cases.append(run_case(f"1 rank, {json_mb:,.0f} MB grown from {name}", folder, twin, json_mb, 1, args.repeat,
                               hta, None, args.hta_timeout))
+    source = args.many_steps_from
+    if str(source) not in ("", ".") and args.many_steps_mb and source.exists():
+        folder, twin, json_mb = one_rank_folders(args.many_steps_mb, args.workdir / f"many-steps-{source.parent.name}",
+                                                 source)
+        cases.append(run_case(f"1 rank, {json_mb:,.0f} MB grown from {source.parent.name} (many steps)", folder, twin,
+                              json_mb, 1, args.repeat, None, None))
     if args.ranks:
         folder, twin, json_mb = many_rank_folders(args.ranks, args.rank_mb, args.workdir)
         cases.append(run_case(f"{args.ranks} ranks × {json_mb:,.0f} MB (.json.gz)", folder, twin, json_mb, args.ranks,
