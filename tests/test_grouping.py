@@ -104,7 +104,8 @@ def test_many_high_cardinality_keys_keep_their_order() -> None:
     np.testing.assert_array_equal(g.frame({})[list("abcdefg")].to_numpy(), p.reset_index()[list("abcdefg")].to_numpy())
 
 
-@pytest.mark.parametrize("layout", ["shuffled", "sorted", "sorted, no NaN", "larger groups in order"])
+@pytest.mark.parametrize("layout", ["shuffled", "sorted", "sorted, no NaN", "larger groups in order",
+                                    "one row a group", "one row a group, sorted, no NaN"])
 @pytest.mark.parametrize("seed", range(6))
 def test_code_sums_are_pandas_grouped_sums_to_the_last_bit(seed: int, layout: str) -> None:
     """code_sums against ``groupby(code, sort=True).sum()``: the same codes and sums bit for bit
@@ -120,7 +121,10 @@ def test_code_sums_are_pandas_grouped_sums_to_the_last_bit(seed: int, layout: st
     n = int(rng.integers(1, 5000))
     span = int(rng.choice([n // 3 + 1, 2 * n, 50 * n]))  # many rows a group / mostly one / a range too wide for a table
     code = rng.integers(0, span, n)
-    if layout.startswith("sorted"):
+    if layout.startswith("one row a group"):  # a single rank's (step, op) sums: every code once
+        code = rng.permutation(max(span, n))[:n]
+        span = max(span, n)
+    if "sorted" in layout:
         code = np.sort(code)
     elif layout == "larger groups in order":
         counts = np.bincount(code, minlength=span)
@@ -129,7 +133,7 @@ def test_code_sums_are_pandas_grouped_sums_to_the_last_bit(seed: int, layout: st
         singles = np.flatnonzero(~repeated)
         code[singles] = code[singles][::-1]  # the one-row groups out of order
     dur = rng.standard_normal(n) * 10.0 ** rng.integers(-5, 17, n)
-    if layout != "sorted, no NaN":
+    if not layout.endswith("no NaN"):
         dur[rng.random(n) < 0.05] = np.nan
     if layout == "larger groups in order":  # NaN in one-row groups only: the larger ones' rows have none
         dur[repeated & np.isnan(dur)] = 1.0
