@@ -345,20 +345,37 @@ def tuples_in(rows: Sequence[np.ndarray], among: Sequence[np.ndarray]) -> np.nda
     ``among`` holds (its columns alike), as ``MultiIndex.isin`` says: the tuples as one integer
     each (mixed radix over the members' joint ranges) and ``np.isin``, not a hash of every
     row's levels (the (run, rank, step) of a million (op, step) rows: 18 ms a table that way).
-    Members whose joint range would overflow the integer are first ranked densely."""
+    Members whose joint range would overflow the integer are first ranked densely. A member
+    holding one value on both sides (the run and rank of a one-rank side) cannot tell tuples
+    apart and is left out; the codes are then looked up in a presence table over their range
+    where it is not much wider than they are many (the 1.4 M (op, step) rows of a side of the
+    triton-grown 1 GB rank among its 345,000 steps: 6.9 ms by ``np.isin``, 1.7 ms so)."""
     n = len(rows[0]) if len(rows) else 0
     if not n or not len(among) or not len(among[0]):
         return np.zeros(n, dtype=bool)
-    code = np.zeros(n + len(among[0]), dtype=np.int64)  # the rows', then among's
+    code = None  # the rows', then among's
     for x, y in zip(rows, among):
         values = np.concatenate([np.asarray(x, dtype=np.int64), np.asarray(y, dtype=np.int64)])
         lo, hi = int(values.min()), int(values.max())
+        if lo == hi:  # one value everywhere: every tuple agrees on it
+            continue
+        if code is None:
+            code = values - lo
+            continue
         if (int(code.max()) + 1) * (hi - lo + 1) >= 1 << 62:  # ranked densely: the product fits
             code = np.unique(code, return_inverse=True)[1].ravel()
             values = np.unique(values, return_inverse=True)[1].ravel()
             lo, hi = 0, int(values.max())
-        code = code * (hi - lo + 1) + (values - lo)
-    return np.isin(code[:n], code[n:])
+        code *= hi - lo + 1
+        code += values - lo
+    if code is None:  # every member one value on both sides: every row is among them
+        return np.ones(n, dtype=bool)
+    span = int(code.max()) + 1
+    if span > 4 * len(code) + 4096:
+        return np.isin(code[:n], code[n:])
+    present = np.zeros(span, dtype=bool)
+    present[code[n:]] = True
+    return present[code[:n]]
 
 
 @dataclass(frozen=True, slots=True)

@@ -187,7 +187,9 @@ def test_key_sums_are_pandas_grouped_sums_to_the_last_bit(seed: int) -> None:
 def test_tuples_in_is_the_multiindex_membership(seed: int) -> None:
     """tuples_in against ``MultiIndex.isin`` on (run, rank, step)-like tuples: negative steps
     (the whole trace is step -1), tuples absent from either side, ranges wide enough that the
-    members' joint code would overflow (the MultiIndex way then), no rows or no tuples."""
+    members' joint code would overflow (the MultiIndex way then), no rows or no tuples; members
+    of one value on both sides (a one-rank side's run and rank), or one value on each side but
+    not the same, and every member of one value."""
     from perfreport.model import tuples_in
 
     rng = np.random.default_rng(seed)
@@ -195,9 +197,16 @@ def test_tuples_in_is_the_multiindex_membership(seed: int) -> None:
     wide = 10 ** 17  # seed 3: steps so far apart that three members do not fit one int64
     rows = [rng.integers(0, 3, n), rng.integers(0, 8, n), rng.integers(-1, 40, n) * (wide if seed == 3 else 1)]
     among = [rng.integers(0, 3, m), rng.integers(0, 8, m), rng.integers(-1, 40, m) * (wide if seed == 3 else 1)]
+    one_rank = [np.zeros(n, np.int64), np.full(n, 5), rows[2]], [np.zeros(m, np.int64), np.full(m, 5), among[2]]
+    other_rank = [np.zeros(n, np.int64), np.full(n, 5), rows[2]], [np.zeros(m, np.int64), np.full(m, 6), among[2]]
+    constant = [np.zeros(n, np.int64), np.full(n, 5)], [np.zeros(m, np.int64), np.full(m, 5)]
+    for r, a in ((rows, among), one_rank, other_rank, constant):
+        want = pd.MultiIndex.from_arrays(r).isin(pd.MultiIndex.from_arrays(a)) if n else np.zeros(0, bool)
+        got = tuples_in(r, a)
+        assert got.dtype == bool and np.array_equal(got, want)
     want = pd.MultiIndex.from_arrays(rows).isin(pd.MultiIndex.from_arrays(among)) if n else np.zeros(0, bool)
-    got = tuples_in(rows, among)
-    assert got.dtype == bool and np.array_equal(got, want) and (want.any() or not n or not m or seed == 3)
+    assert want.any() or not n or not m or seed == 3
+    assert not tuples_in(*other_rank).any() and (tuples_in(*constant).all() or not m)
 
 
 @pytest.mark.parametrize("seed", range(4))
