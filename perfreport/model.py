@@ -359,13 +359,13 @@ def tuples_in(rows: Sequence[np.ndarray], among: Sequence[np.ndarray]) -> np.nda
         lo, hi = int(values.min()), int(values.max())
         if lo == hi:  # one value everywhere: every tuple agrees on it
             continue
+        if (int(code.max()) + 1 if code is not None else 1) * (hi - lo + 1) >= 1 << 62:  # ranked densely: it fits
+            code = np.unique(code, return_inverse=True)[1].ravel() if code is not None else None
+            values = np.unique(values, return_inverse=True)[1].ravel()
+            lo, hi = 0, int(values.max())
         if code is None:
             code = values - lo
             continue
-        if (int(code.max()) + 1) * (hi - lo + 1) >= 1 << 62:  # ranked densely: the product fits
-            code = np.unique(code, return_inverse=True)[1].ravel()
-            values = np.unique(values, return_inverse=True)[1].ravel()
-            lo, hi = 0, int(values.max())
         code *= hi - lo + 1
         code += values - lo
     if code is None:  # every member one value on both sides: every row is among them

@@ -200,7 +200,9 @@ def test_tuples_in_is_the_multiindex_membership(seed: int) -> None:
     one_rank = [np.zeros(n, np.int64), np.full(n, 5), rows[2]], [np.zeros(m, np.int64), np.full(m, 5), among[2]]
     other_rank = [np.zeros(n, np.int64), np.full(n, 5), rows[2]], [np.zeros(m, np.int64), np.full(m, 6), among[2]]
     constant = [np.zeros(n, np.int64), np.full(n, 5)], [np.zeros(m, np.int64), np.full(m, 5)]
-    for r, a in ((rows, among), one_rank, other_rank, constant):
+    extremes = np.array([-9 * 10**18, -1, 0, 9 * 10**18])  # a first member whose range passes 2**63
+    wide_first = [extremes[rows[0]], rows[1]], [extremes[among[0] + 1], among[1]]
+    for r, a in ((rows, among), one_rank, other_rank, constant, wide_first):
         want = pd.MultiIndex.from_arrays(r).isin(pd.MultiIndex.from_arrays(a)) if n else np.zeros(0, bool)
         got = tuples_in(r, a)
         assert got.dtype == bool and np.array_equal(got, want)
