@@ -310,6 +310,15 @@ def _searchable(a: np.dtype, v: np.dtype) -> bool:
 _SEARCH_INTS = (np.dtype(np.int32), np.dtype(np.int64))
 
 
+def fits_a_presence_table(span: int, count: int) -> bool:
+    """Whether ``count`` integers over a range of ``span`` values are better told apart through
+    a presence table over the range (a pass over each, one byte a value of the range) than by a
+    sort or a hash: the range is not much wider than they are many. The one rule of every such
+    table (:func:`distinct_codes`, :func:`tuples_in`, the groupings' distinct rows and codes,
+    report.json's step bounds)."""
+    return span <= 4 * count + 4096
+
+
 def distinct_codes(codes: np.ndarray, n_codes: int) -> tuple[np.ndarray, np.ndarray]:
     """``np.unique(codes, return_inverse=True)`` for integer codes in [-1, n_codes) (string
     codes, -1 for none): a presence table over the code range instead of a sort, linear in
@@ -319,7 +328,7 @@ def distinct_codes(codes: np.ndarray, n_codes: int) -> tuple[np.ndarray, np.ndar
     (array([-1,  0,  3]), array([2, 0, 2, 1]))
     """
     codes = np.asarray(codes)
-    if len(codes) == 0 or n_codes > 4 * len(codes) + 4096:
+    if len(codes) == 0 or not fits_a_presence_table(n_codes, len(codes)):
         uniq, inverse = np.unique(codes, return_inverse=True)
         return uniq, inverse.ravel()
     # -1 (none) reads the tables' last slot (a negative index), so the codes index them as they
@@ -359,19 +368,21 @@ def tuples_in(rows: Sequence[np.ndarray], among: Sequence[np.ndarray]) -> np.nda
         lo, hi = int(values.min()), int(values.max())
         if lo == hi:  # one value everywhere: every tuple agrees on it
             continue
-        if (int(code.max()) + 1 if code is not None else 1) * (hi - lo + 1) >= 1 << 62:  # ranked densely: it fits
-            code = np.unique(code, return_inverse=True)[1].ravel() if code is not None else None
+        width = int(code.max()) + 1 if code is not None else 1
+        if width * (hi - lo + 1) >= 1 << 62:  # ranked densely: the product fits
+            if code is not None:
+                code = np.unique(code, return_inverse=True)[1].ravel()
             values = np.unique(values, return_inverse=True)[1].ravel()
             lo, hi = 0, int(values.max())
         if code is None:
             code = values - lo
-            continue
-        code *= hi - lo + 1
-        code += values - lo
+        else:
+            code *= hi - lo + 1
+            code += values - lo
     if code is None:  # every member one value on both sides: every row is among them
         return np.ones(n, dtype=bool)
     span = int(code.max()) + 1
-    if span > 4 * len(code) + 4096:
+    if not fits_a_presence_table(span, len(code)):
         return np.isin(code[:n], code[n:])
     present = np.zeros(span, dtype=bool)
     present[code[n:]] = True

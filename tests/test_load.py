@@ -547,20 +547,20 @@ def test_code_gathers_and_flow_ids_in_c_equal_numpy(seed: int) -> None:
         np.testing.assert_array_equal(got, want)
         # over the ids' own memory: the flow ids in its first half, its second half free
         scanned = column.copy()
-        in_place = columns._flow_ids_in_place(scanned)
+        flow = columns._flow_ids(scanned, use_c=True, reuse=True)
+        spare = columns._second_half(flow, scanned)
+        np.testing.assert_array_equal(flow, want)
         if column is ids:
-            flow, spare = in_place
             assert np.shares_memory(flow, scanned) and np.shares_memory(spare, scanned)
             assert not np.shares_memory(flow, spare) and flow.dtype == spare.dtype == np.int32
             assert len(flow) == len(spare) == len(column)
-            np.testing.assert_array_equal(flow, want)
         else:  # an id past int32 (the last, or a third of the way): the ids as they were (-1 read as missing)
-            assert in_place is None
+            assert spare is None and not np.shares_memory(flow, scanned)
             np.testing.assert_array_equal(scanned, np.where(column == -1, INT_MISSING, column))
             np.testing.assert_array_equal(columns._flow_ids(scanned, use_c=False), want)
     frozen_ids = ids.copy()
     frozen_ids.flags.writeable = False
-    assert columns._flow_ids_in_place(frozen_ids) is None
+    assert columns._second_half(columns._flow_ids(frozen_ids, use_c=True, reuse=True), frozen_ids) is None
 
 
 @pytest.mark.parametrize("seed", range(4))

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from ..model import distinct_codes
+from ..model import distinct_codes, fits_a_presence_table
 
 
 def coded_texts(labels, which: np.ndarray) -> pd.Categorical:
@@ -121,7 +121,7 @@ def distinct_rows(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             return _lexsorted_rows(matrix)
         key = key * count + dense
         span *= count
-    if span > 4 * n + 4096:  # a table that wide costs more than a sort
+    if not fits_a_presence_table(span, n):  # a table that wide costs more than a sort
         _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
         return first, inverse.ravel()
     uniq, inverse = distinct_codes(key - 1, span)  # (codes from -1: the key shifted by one)
@@ -451,7 +451,7 @@ def presence_codes(values: np.ndarray, n_values: int | None = None) -> tuple[np.
         return None
     lo = 0 if n_values is not None else int(values.min())
     span = n_values if n_values is not None else int(values.max()) - lo + 1
-    if span > 4 * len(values) + 4096:
+    if not fits_a_presence_table(span, len(values)):
         return None
     uniq, codes = distinct_codes(values - lo if lo else values, span)
     return (uniq + lo if lo else uniq), codes

@@ -36,7 +36,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from ..model import sorted_unique, step_name_table
+from ..model import fits_a_presence_table, sorted_unique, step_name_table
 
 
 CALL_ROWS = 20_000
@@ -195,7 +195,7 @@ def _first_steps(frame: pd.DataFrame, column: str, limit: int) -> tuple[np.ndarr
     if len(ranks) > 1:
         key += codes[counted].astype(np.int64) * width
     span = len(ranks) * width
-    if span <= 4 * len(key) + 4096:
+    if fits_a_presence_table(span, len(key)):
         present = np.zeros(span, dtype=bool)
         present[key] = True
         distinct = np.flatnonzero(present)

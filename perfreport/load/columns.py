@@ -90,8 +90,8 @@ def build_rank_trace(result: ScanResult, meta: TraceMeta) -> RankTrace:
     for key in SPARSE_COLUMNS:
         if key in args:
             args[key] = _present(args[key])
-    in_place = _flow_ids_in_place(np.asarray(top["id"]))
-    flow_id, spare = in_place if in_place else (_flow_ids(top["id"]), None)
+    flow_id = _flow_ids(top["id"], reuse=True)
+    spare = _second_half(flow_id, top["id"])  # where the linked rows go (link_cpu_gpu)
     ids, id_code = _id_codes(_id_table(result.strings, (top["pid"], top["tid"]), step_numbers))
     columns = dict(
         ph=np.asarray(top["ph"]),
@@ -145,35 +145,35 @@ def _scattered(n: int, parts: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray
     return out
 
 
-def _flow_ids(ids: np.ndarray, use_c: bool | None = None) -> np.ndarray:
+def _flow_ids(ids: np.ndarray, use_c: bool | None = None, reuse: bool = False) -> np.ndarray:
     """The flow-event id of every event (top-level ``id``), -1 where it has none, int32 where
     every id fits: in one pass of the C extension ``_decode``, else (numpy, the reference) the
-    present ones found once and written. ``use_c`` forces one path (tests)."""
+    present ones found once and written. ``reuse``: the result may be written over the first
+    half of ``ids``' own memory (when it is writable and the extension can: ``IDS_IN_PLACE``),
+    which is not read again: its second half is then free for another int32 column of as many
+    events (:func:`_second_half`), so that neither the flow ids nor the linked rows take a
+    column of fresh pages (the V100-grown 200 MB rank: 8 MB, ~2,000 page faults). Where an id
+    does not fit, the ids are written back and numpy makes the int64 column from them. ``use_c``
+    forces one path (tests)."""
     if (use_c if use_c is not None else _decode is not None and hasattr(_decode, "present_ids")) \
             and ids.dtype == np.int64:
-        out = np.empty(len(ids), dtype=np.int32)
-        if _decode.present_ids(np.ascontiguousarray(ids), out):
+        ids = np.ascontiguousarray(ids)
+        in_place = reuse and ids.flags.writeable and getattr(_decode, "IDS_IN_PLACE", 0)
+        out = ids.view(np.int32)[:len(ids)] if in_place else np.empty(len(ids), dtype=np.int32)
+        if _decode.present_ids(ids, out):
             return out
     present = np.flatnonzero(ids != INT_MISSING)
     return _scattered(len(ids), [(present, ids[present])])
 
 
-def _flow_ids_in_place(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """(:func:`_flow_ids` as int32, written over the first half of ``ids``' own memory; its second
-    half, free for another int32 column of as many events): the scanner's int64 ids are not read
-    again, so neither the flow ids nor the linked rows (:func:`link_cpu_gpu`) take a column of
-    fresh pages (the V100-grown 200 MB rank: 8 MB, ~2,000 page faults of ~1.5-2.5 µs each on the
-    test VM); both halves are held as long as the trace, as the two columns would be. None where
-    it cannot be done (the column is not writable, an id does not fit int32, an extension built
-    before it): the caller makes the flow ids as before, from the ids as they were."""
-    if _decode is None or not getattr(_decode, "IDS_IN_PLACE", 0) or ids.dtype != np.int64 \
-            or not ids.flags.writeable or not ids.flags.c_contiguous:
+def _second_half(flow_id: np.ndarray, ids: np.ndarray) -> np.ndarray | None:
+    """The int32 column's worth of ``ids``' memory after ``flow_id``, where :func:`_flow_ids`
+    wrote it over the first half of ``ids`` (``reuse``); else None. Both halves are then held as
+    long as the trace, as two columns of their own would be."""
+    ids = np.asarray(ids)
+    if flow_id.dtype != np.int32 or ids.dtype != np.int64 or not np.may_share_memory(flow_id, ids):
         return None
-    halves = ids.view(np.int32)
-    n = len(ids)
-    if not _decode.present_ids(ids, halves[:n]):
-        return None  # (the ids were written back: numpy makes the int64 column from them)
-    return halves[:n], halves[n:]
+    return ids.view(np.int32)[len(flow_id):]
 
 
 def take_codes(table: np.ndarray, codes: np.ndarray, use_c: bool | None = None, reuse: bool = False) -> np.ndarray:

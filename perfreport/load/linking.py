@@ -62,7 +62,7 @@ def link_by_correlation(corr: SparseColumn, cpu_side: np.ndarray, gpu_side: np.n
     :data:`LAUNCH_SLACK_US`) takes the last row of its id that starts before it, where there is
     one (:func:`_launches_before`): a trace made of traces put back to back repeats its ids.
     ``out``: an array of one entry per event, of the column's integers (:func:`linked_dtype`), to
-    write it in instead of a new one (:func:`perfreport.load.columns._flow_ids_in_place`)."""
+    write it in instead of a new one (:func:`perfreport.load.columns._second_half`)."""
     n = len(gpu_side)
     if out is not None and out.dtype == linked_dtype(n) and out.shape == (n,) and out.flags.writeable:
         linked = out
