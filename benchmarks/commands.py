@@ -14,7 +14,9 @@ the process tree, peak RSS of the largest process of the tree); a figure is the 
 perfreport's own rows also read the command's ``report.json`` ``timings`` (what ``-v`` prints):
 the CPU seconds of a rank task's load (read + decompress + scan + decode) and analyses, and the
 peak RSS of the parent, of the largest worker and of the largest forked helper, each against the
-rank's JSON size.
+rank's JSON size. For each single rank, one more run of ``analyze`` and of ``compare`` samples
+the whole process tree's anonymous memory (:func:`tree_anon_peak_mb`), which the workers'
+memory budget (``PEAK_PER_JSON_BYTE`` per byte of a rank's JSON) must cover.
 
 * one rank of each ``--sizes`` MB: ``analyze --format json``; HTA's load + temporal, idle,
   kernel, comm/comp overlap and launch-stats breakdowns; TraceLens's perf report; ``compare``
@@ -52,11 +54,14 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import load as gen  # noqa: E402  (benchmarks/load.py: the trace generator)
+
+from perfreport.load.memory import PEAK_PER_JSON_BYTE  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
@@ -198,6 +203,47 @@ def median_run(argv: list[str], repeat: int, report: Path | None = None, cwd: Pa
                max(r.rss_mb for r in runs), statistics.median(r.load_avg for r in runs), mid.timings, mid.stderr)
 
 
+def tree_anon_peak_mb(argv: list[str], cwd: Path = REPO) -> float:
+    """Peak anonymous memory (MB) of the command's whole process tree: the sum of each process's
+    proportional share (``Pss_Anon`` of /proc/PID/smaps_rollup, so pages a forked child still
+    shares with its parent count once), sampled every 20 ms in one run of its own (reading
+    smaps_rollup walks the page tables: the timed runs are not sampled). What the workers'
+    memory budget (``perfreport.load.memory.PEAK_PER_JSON_BYTE``) must cover."""
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=cwd,
+                            start_new_session=True)
+    peak = 0
+    while proc.poll() is None:
+        peak = max(peak, sum(_pss_anon(pid) for pid in _tree(proc.pid)))
+        time.sleep(0.02)
+    return peak / MB
+
+
+def _tree(root: int) -> list[int]:
+    """``root`` and every process below it."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    children.setdefault(int(f.read().rsplit(")", 1)[1].split()[1]), []).append(int(entry))
+            except (OSError, IndexError, ValueError):
+                pass  # gone meanwhile
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo += children.get(pid, [])
+    return found
+
+
+def _pss_anon(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            return sum(int(line.split()[1]) * 1024 for line in f if line.startswith("Pss_Anon:"))
+    except (OSError, ValueError):
+        return 0
+
+
 def perfreport(*args: str) -> list[str]:
     return [PYTHON, "-m", "perfreport", *args]
 
@@ -265,6 +311,9 @@ class Case:
     compare: Run
     hta: Run | None = None
     tracelens: Run | None = None
+    tree_mb: tuple[float, float] | None = None
+    """Peak anonymous memory of the process tree (:func:`tree_anon_peak_mb`) of ``analyze`` and
+    of ``compare`` (both sides), single ranks only."""
 
 
 def run_case(label: str, folder: Path, twin: Path, json_mb: float, ranks: int, repeat: int, hta: str | None,
@@ -277,6 +326,12 @@ def run_case(label: str, folder: Path, twin: Path, json_mb: float, ranks: int, r
         print(f"  {label}: compare, every format", file=sys.stderr)
         c = median_run(perfreport("compare", str(folder), str(twin), "--out", str(out / "c"), "-q"), repeat,
                        out / "c" / "report.json")
+        tree = None
+        if ranks == 1:
+            print(f"  {label}: the process trees' memory (one run each, sampled)", file=sys.stderr)
+            tree = (tree_anon_peak_mb(perfreport("analyze", str(folder), "--out", str(out / "ta"), "--format", "json",
+                                                 "-q")),
+                    tree_anon_peak_mb(perfreport("compare", str(folder), str(twin), "--out", str(out / "tc"), "-q")))
         h = t = None
         if hta:
             print(f"  {label}: HTA 0.5.0", file=sys.stderr)
@@ -285,7 +340,7 @@ def run_case(label: str, folder: Path, twin: Path, json_mb: float, ranks: int, r
         if tracelens and ranks == 1:
             print(f"  {label}: TraceLens", file=sys.stderr)
             t = median_run([tracelens, "-c", TRACELENS_SCRIPT, str(next(folder.iterdir())), str(out / "tl.xlsx")], 1)
-        return Case(label, json_mb, ranks, a, c, h, t)
+        return Case(label, json_mb, ranks, a, c, h, t, tree)
     finally:
         shutil.rmtree(out, ignore_errors=True)
 
@@ -345,6 +400,11 @@ def targets_table(cases: list[Case], suite: Run | None) -> list[str]:
             row(f"`{name}` peak ≤ 1.3 × the rank's JSON (every process), {case.label}",
                 f"parent {run.parent_mb:,.0f} MB, largest worker {run.worker_mb:,.0f} MB, largest forked helper "
                 f"{run.helper_mb:,.0f} MB: {top / case.json_mb:.2f} ×", top / case.json_mb <= 1.3)
+        if case.tree_mb:
+            per_side = max(case.tree_mb[0], case.tree_mb[1] / 2) / case.json_mb
+            row(f"the workers' memory budget ({PEAK_PER_JSON_BYTE} × a rank's JSON) covers the process tree, "
+                f"{case.label}", f"`analyze` {case.tree_mb[0]:,.0f} MB, `compare` {case.tree_mb[1]:,.0f} MB "
+                f"({per_side:.2f} × a side's JSON at most)", per_side <= PEAK_PER_JSON_BYTE)
         if case.ranks == 1 and case.json_mb >= 900:
             row(f"`compare` {case.label} × 2, every format, ≤ 6 s", f"{c.wall:.2f} s", c.wall <= 6)
         if case.ranks == 1:

@@ -10,8 +10,15 @@ from ..errors import TraceError
 from ..limits import Limits, how_to_raise
 from ..units import format_bytes
 
-PEAK_PER_JSON_BYTE = 2.0
-"""Peak memory of loading one rank, per byte of its JSON text (measured by benchmarks/load.py)."""
+PEAK_PER_JSON_BYTE = 1.5
+"""Memory one rank's load and analyses take at their peak, per byte of its JSON text: the
+anonymous memory (proportional set size) of the whole process tree, sampled every 20 ms, on the
+2-core VM (2026-11-30): ``analyze`` of the V100-grown 1 GB rank 0.98 x, of its ``.json.gz``
+1.17 x (the decompressed text is the caller's memory until scanned); ``compare`` of two such
+ranks 0.78 x a side (1.07 x gzipped), of the triton-grown 1 GB pair (345,319 steps a side,
+the parent's digests the largest) 0.93 x. 1.5 leaves more than a quarter to spare over the worst. At
+2.0 (the budget until then) a compare of two 5 GB ranks ran its sides one after the
+other on a machine with 21 GB free (31.6 s); two workers took 20.1-21.2 s, their tree 7.4 GB."""
 
 
 def proc_bytes(path: str, field: str) -> int | None:
