@@ -300,6 +300,28 @@ def search_sorted(a: np.ndarray, v, side: str = "left") -> np.ndarray:
     return out
 
 
+def rows_among(values: np.ndarray, few, use_c: bool | None = None) -> np.ndarray:
+    """``np.flatnonzero(np.isin(values, few))`` (int64 positions, ascending) for a ``few`` much
+    shorter than ``values``: the C extension ``_sorted`` tests each value against a bitmap of
+    the few's hashes and searches only those that pass (a pass over a 1 GB rank's 5 M starts
+    for a few hundred of them: ~4 ms, numpy ~10). NaN matches nothing, -0.0 matches 0.0, as in
+    np.isin. numpy answers where the extension is not built and for other dtypes (float64
+    values, or int32 / int64, go to C); ``use_c`` forces one path (tests)."""
+    values = np.asarray(values)
+    few = np.asarray(few)
+    floats = values.dtype == np.float64
+    c_ok = _sorted is not None and hasattr(_sorted, "among") and values.ndim == 1 \
+        and (floats or values.dtype in _SEARCH_INTS) and (few.dtype.kind == "f") == floats \
+        and few.dtype.kind in "fiu"
+    if not (use_c if use_c is not None else c_ok):
+        return np.flatnonzero(np.isin(values, few))
+    few = np.sort(few.astype(np.float64 if floats else np.int64), axis=None)  # (np.unique imports numpy.ma)
+    few = few[np.r_[True, few[1:] != few[:-1]] & (few == few)] if len(few) else few  # distinct, no NaN
+    out = np.empty(len(values), dtype=np.int64)  # pages never written are never resident
+    count = _sorted.among(np.ascontiguousarray(values), np.ascontiguousarray(few), out)
+    return out[:count].copy()
+
+
 def _searchable(a: np.dtype, v: np.dtype) -> bool:
     """Whether the C search takes these dtypes: both float64, or both int32 / int64 (native)."""
     if a == np.float64:

@@ -323,6 +323,36 @@ def test_search_sorted_in_c_is_numpys_searchsorted(trace) -> None:
     assert model.search_sorted(np.arange(3.0), np.array([1.0]), "right").tolist() == [2]  # (a few keys: numpy's)
 
 
+def test_rows_among_few_values_in_c_is_np_isin(trace) -> None:
+    """The bitmap-and-search lookup gives np.isin's positions on a real trace's columns (starts
+    among some kernels' starts, flow ids among a few, rows among an arg's rows) and on edge
+    values: NaN on either side (matches nothing), -0.0 and 0.0 (equal), infinities, repeats in
+    the few, none, one, and more few than the bitmap has bits (every bit set)."""
+    from perfreport import model
+
+    if model._sorted is None or not hasattr(model._sorted, "among"):
+        pytest.skip("the _sorted extension is not built")
+    rng = np.random.default_rng(11)
+    kernels = np.flatnonzero(trace.is_cat(KERNEL_CATEGORIES))
+    col = next(c for c in trace.args.values() if len(c.rows) > 100)
+    cases = [(trace.ts, trace.ts[kernels[::7]]), (trace.flow_id, trace.flow_id[rng.integers(0, trace.n_events, 40)]),
+             (trace.ts, trace.ts[:0]), (col.rows, col.rows[::3].astype(np.int64)), (trace.dur, np.r_[trace.dur[:5], np.nan])]
+    edges = np.array([-np.inf, -1.0, -0.0, 0.0, 2.5, 7.0, np.inf, np.nan])
+    for _ in range(200):
+        cases.append((rng.choice(np.r_[edges, 1.0, 9.0], rng.integers(0, 300)), rng.choice(edges, rng.integers(0, 6))))
+        ints = rng.integers(-2**40, 2**40, rng.integers(0, 300))
+        few = np.r_[rng.choice(ints, min(len(ints), 3)), rng.integers(-5, 5, 2)] if len(ints) else rng.integers(-5, 5, 2)
+        cases += [(ints, few), ((ints % 1000).astype(np.int32), few % 1000)]
+    many = rng.integers(0, 2**20, 300_000)  # past 2**18 distinct few: the bitmap full, the search decides
+    cases.append((rng.integers(0, 2**21, 100_000), many))
+    for values, few in cases:
+        want = np.flatnonzero(np.isin(values, few))
+        for use_c in (True, False):
+            got = model.rows_among(values, few, use_c=use_c)
+            assert got.dtype == np.int64
+            np.testing.assert_array_equal(got, want)
+
+
 def test_codes_where_without_step_names_is_the_full_loop(trace, monkeypatch) -> None:
     """The prefixes asked with ``no_step_names`` match no ProfilerStep#N name: leaving those out
     gives the codes of the loop over every string."""

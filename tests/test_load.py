@@ -105,6 +105,56 @@ def test_links_fall_back_to_flow_events(tmp_path: Path) -> None:
     assert trace.linked.tolist() == [2, -1, 0, -1]
 
 
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_flow_links_are_the_raw_arrows_read_one_by_one(tmp_path: Path, seed: int) -> None:
+    """Kernels without a correlation, among many flow events and launches that share their
+    times, pids, tids and ids (repeats: the last of each wins), are linked as a reading of the
+    raw events one by one links them: the last ``f`` arrow at the kernel's (pid, tid, ts), the
+    last ``s`` arrow of that id, the last runtime call at the ``s`` arrow's (pid, tid, ts)."""
+    rng = np.random.default_rng(seed)
+    events = []
+    for _ in range(400):
+        ts, tid, flow = int(rng.integers(0, 40)), int(rng.integers(1, 3)), int(rng.integers(0, 30))
+        kind = rng.integers(0, 5)
+        if kind == 0:  # a kernel without correlation
+            events.append({"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": ts, "dur": 1,
+                           "args": {"stream": 7}})
+        elif kind == 1:
+            events.append({"ph": "f", "cat": "ac2g", "name": "ac2g", "id": flow, "pid": 0, "tid": 7, "ts": ts, "bp": "e"})
+        elif kind == 2:
+            events.append({"ph": "s", "cat": str(rng.choice(["ac2g", "async"])), "name": "ac2g", "id": flow, "pid": 1,
+                           "tid": tid, "ts": ts})
+        elif kind == 3:
+            events.append({"ph": "X", "cat": str(rng.choice(["cuda_runtime", "cpu_op"])), "name": "cudaLaunchKernel",
+                           "pid": 1, "tid": tid, "ts": ts, "dur": 1, "args": {}})
+        else:  # an arrow of another category, or a flow event without an id: never a link
+            events.append({"ph": str(rng.choice(["s", "f"])), "cat": "fwdbwd", "name": "fwdbwd", "id": flow, "pid": 1,
+                           "tid": tid, "ts": ts})
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    trace = load(path)[0]
+
+    def last(test):
+        found = [i for i, e in enumerate(events) if test(e)]
+        return found[-1] if found else -1
+
+    flows = ("ac2g", "async", "async_cpu_to_gpu")
+    want = []
+    for i, e in enumerate(events):
+        link = -1
+        if e["cat"] == "kernel":
+            place = (e["pid"], e["tid"], e["ts"])
+            f = last(lambda x: x["ph"] == "f" and x["cat"] in flows and (x["pid"], x["tid"], x["ts"]) == place)
+            s = last(lambda x: x["ph"] == "s" and x["cat"] in flows and x["id"] == events[f]["id"]) if f >= 0 else -1
+            if s >= 0:
+                at = (events[s]["pid"], events[s]["tid"], events[s]["ts"])
+                link = last(lambda x: x["ph"] == "X" and x["cat"] == "cuda_runtime" and (x["pid"], x["tid"], x["ts"]) == at)
+        want.append(link)
+    kernels = [i for i, e in enumerate(events) if e["cat"] == "kernel"]
+    assert trace.linked[kernels].tolist() == [want[i] for i in kernels]
+    assert sum(want[i] >= 0 for i in kernels) >= 5  # (each seed links several)
+
+
 @pytest.mark.parametrize("dtype", [np.int64, np.float64])
 def test_the_flow_fallbacks_lookup_among_few_values_is_np_isin(dtype) -> None:
     """linking._among (a binary search among the few values) answers as np.isin does: repeats on
