@@ -70,6 +70,25 @@ def test_a_trace_repeated_has_each_repeat_of_a_step_as_a_step_of_its_own(tmp_pat
     assert next(iter(source)).meta.step_restarts is None
 
 
+def test_a_trace_repeated_links_each_kernel_to_the_launch_of_its_own_copy(tmp_path: Path) -> None:
+    """The copies repeat their correlation ids, so an id names a launch in every copy: each GPU
+    event is linked to its own copy's (the one that starts before it), as the raw events say:
+    the launch the source links it to, one shift later per copy."""
+    copies = 3
+    path, shift = _repeated(tmp_path, copies)
+    one, three = next(iter(load(str(SOURCE)))), next(iter(load(str(path))))
+    gpu = np.flatnonzero(one.is_cat(("kernel", "gpu_memcpy", "gpu_memset")) & (one.linked >= 0))
+    assert len(gpu) >= 16
+    pairs = np.sort(np.c_[one.ts[gpu], one.ts[one.linked[gpu]]], axis=0)
+    rows = np.flatnonzero(three.is_cat(("kernel", "gpu_memcpy", "gpu_memset")) & (three.linked >= 0))
+    assert len(rows) == copies * len(gpu)
+    copy = np.floor((three.ts[rows] - three.ts[rows].min() + 1.0) / shift).astype(int)
+    for k in range(copies):  # each copy's links are the source's, shifted by k copies (µs, as float sums round)
+        at = rows[copy == k]
+        got = np.sort(np.c_[three.ts[at], three.ts[three.linked[at]]] - k * shift, axis=0)
+        assert got.shape == pairs.shape and np.allclose(got, pairs, rtol=0, atol=0.01)
+
+
 def test_steps_recorded_at_once_on_two_threads_keep_one_number() -> None:
     """Two threads recording the same steps (spans in time order, interleaved): no number goes
     down on any thread, so none is changed; one thread starting again is numbered on, and the

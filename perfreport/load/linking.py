@@ -61,6 +61,8 @@ def link_by_correlation(corr: SparseColumn, cpu_side: np.ndarray, gpu_side: np.n
     every row). With ``ts``, a GPU row whose CPU row would start after it (by more than
     :data:`LAUNCH_SLACK_US`) takes the last row of its id that starts before it, where there is
     one (:func:`_launches_before`): a trace made of traces put back to back repeats its ids.
+    Where the CPU rows' ids are distinct there is no other row to take, and the starts are not
+    compared (5 ms of the V100-grown 1 GB rank's decode).
     ``out``: an array of one entry per event, of the column's integers (:func:`linked_dtype`), to
     write it in instead of a new one (:func:`perfreport.load.columns._second_half`)."""
     n = len(gpu_side)
@@ -81,10 +83,10 @@ def link_by_correlation(corr: SparseColumn, cpu_side: np.ndarray, gpu_side: np.n
         pos = search_sorted(cpu_corr, gpu_ids, side="right") - 1  # last CPU row wins (ids nearly in order)
         ok = (pos >= 0) & (cpu_corr[np.maximum(pos, 0)] == gpu_ids)
         linked[gpu_rows[ok]] = cpu_sorted[pos[ok]]
-        if ts is not None:
+        if ts is not None and (cpu_corr[1:] == cpu_corr[:-1]).any():  # (ids distinct: no other row to take)
             late = ok.copy()
             late[ok] = ts[cpu_sorted[pos[ok]]] > ts[gpu_rows[ok]] + LAUNCH_SLACK_US
-            if late.any():  # (where its ids are unique, nothing changes: no other row to take)
+            if late.any():
                 _launches_before(linked, ts, gpu_rows[late], gpu_ids[late], cpu_rows, cpu_ids)
     return linked
 
