@@ -155,6 +155,34 @@ def test_flow_links_are_the_raw_arrows_read_one_by_one(tmp_path: Path, seed: int
     assert sum(want[i] >= 0 for i in kernels) >= 5  # (each seed links several)
 
 
+def test_the_correlation_joins_sides_in_c_are_numpys() -> None:
+    """split_by_side gives numpy's rows and ids of each side on a real trace's correlations and
+    on random ones (negative ids left out, rows on both sides, on neither, none at all); a row
+    outside the events is an IndexError, not a write."""
+    from perfreport.load import linking
+
+    if linking._decode is None or not hasattr(linking._decode, "split_by_side"):
+        pytest.skip("the _decode extension is not built")
+    trace = load_cached(TRACES / "hta_a100_nccl_rank0of2")[0]
+    gpu_side = trace.is_cat(("kernel", "gpu_memcpy", "gpu_memset"))
+    cases = [(SparseColumn(trace.args["correlation"].rows.astype(np.int32), trace.args["correlation"].values),
+              gpu_side, (trace.ph == trace.code("X")) & ~gpu_side)]
+    rng = np.random.default_rng(3)
+    for n in (0, 1, 50, 5_000):
+        rows = np.sort(rng.choice(max(n, 1), rng.integers(0, n + 1), replace=False)).astype(np.int32)[:n]
+        ids = rng.integers(-3, 100, len(rows)).astype(np.int64)
+        cases.append((SparseColumn(rows, ids), rng.random(n) < 0.4, rng.random(n) < 0.5))
+    for corr, gpu, cpu in cases:
+        got, want = linking.split_by_side(corr, gpu, cpu, use_c=True), linking.split_by_side(corr, gpu, cpu, use_c=False)
+        for (g_rows, g_ids), (w_rows, w_ids) in zip(got, want):
+            assert g_rows.dtype == np.int32 and g_ids.dtype == np.int64
+            np.testing.assert_array_equal(g_rows, w_rows)
+            np.testing.assert_array_equal(g_ids, w_ids)
+    outside = SparseColumn(np.array([0, 9], dtype=np.int32), np.array([1, 2], dtype=np.int64))
+    with pytest.raises(IndexError):
+        linking.split_by_side(outside, np.ones(5, bool), np.ones(5, bool), use_c=True)
+
+
 @pytest.mark.parametrize("dtype", [np.int64, np.float64])
 def test_the_flow_fallbacks_lookup_among_few_values_is_np_isin(dtype) -> None:
     """linking._among (a binary search among the few values) answers as np.isin does: repeats on

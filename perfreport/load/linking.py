@@ -71,12 +71,7 @@ def link_by_correlation(corr: SparseColumn, cpu_side: np.ndarray, gpu_side: np.n
         linked.fill(-1)
     else:
         linked = np.full(n, -1, dtype=linked_dtype(n))
-    rows, ids = corr.rows, corr.values
-    if len(ids) and ids.min() < 0:
-        rows, ids = rows[ids >= 0], ids[ids >= 0]
-    on_gpu, on_cpu = gpu_side[rows], cpu_side[rows]
-    gpu_rows, gpu_ids = rows[on_gpu], ids[on_gpu]
-    cpu_rows, cpu_ids = rows[on_cpu], ids[on_cpu]
+    (gpu_rows, gpu_ids), (cpu_rows, cpu_ids) = split_by_side(corr, gpu_side, cpu_side)
     if len(gpu_rows) and len(cpu_rows):
         order = np.argsort(cpu_ids, kind="stable")
         cpu_sorted, cpu_corr = cpu_rows[order], cpu_ids[order]
@@ -89,6 +84,31 @@ def link_by_correlation(corr: SparseColumn, cpu_side: np.ndarray, gpu_side: np.n
             if late.any():
                 _launches_before(linked, ts, gpu_rows[late], gpu_ids[late], cpu_rows, cpu_ids)
     return linked
+
+
+def split_by_side(corr: SparseColumn, gpu_side: np.ndarray, cpu_side: np.ndarray,
+                  use_c: bool | None = None) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """((rows, ids) on GPU-side events, (rows, ids) on CPU-side events) of the sparse id column
+    ``corr``, ids >= 0 only. For int32 rows and int64 ids in two passes of the C extension
+    ``_decode``: the counts, then the rows and ids into arrays of those lengths (numpy's two
+    gathers and four selections: the V100-grown 1 GB rank's decode 0.141-0.148 -> 0.133-0.137
+    CPU s, 21,600 page faults instead of 22,400); else numpy, the reference. ``use_c`` forces
+    one path (tests)."""
+    rows, ids = corr.rows, corr.values
+    if use_c if use_c is not None else (_decode is not None and hasattr(_decode, "split_by_side")
+                                         and rows.dtype == np.int32 and ids.dtype == np.int64):
+        rows, ids = np.ascontiguousarray(rows), np.ascontiguousarray(ids)
+        sides = np.ascontiguousarray(gpu_side), np.ascontiguousarray(cpu_side)
+        none = np.empty(0, np.int32), np.empty(0, np.int64)
+        n_gpu, n_cpu = _decode.split_by_side(rows, ids, *sides, *none, *none)  # the counts
+        gpu = np.empty(n_gpu, np.int32), np.empty(n_gpu, np.int64)
+        cpu = np.empty(n_cpu, np.int32), np.empty(n_cpu, np.int64)
+        _decode.split_by_side(rows, ids, *sides, *gpu, *cpu)
+        return gpu, cpu
+    if len(ids) and ids.min() < 0:
+        rows, ids = rows[ids >= 0], ids[ids >= 0]
+    on_gpu, on_cpu = gpu_side[rows], cpu_side[rows]
+    return (rows[on_gpu], ids[on_gpu]), (rows[on_cpu], ids[on_cpu])
 
 
 def linked_dtype(n_events: int) -> type:
