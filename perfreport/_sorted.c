@@ -162,6 +162,20 @@ static void release(Py_buffer *views, int n)
         PyBuffer_Release(&views[k]);
 }
 
+/* The buffers of two inputs and a writable output (each with its format); -1 on failure, none held. */
+static int open_views(PyObject *objs[3], Py_buffer views[3])
+{
+    static const int flags[3] = {PyBUF_C_CONTIGUOUS | PyBUF_FORMAT, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT,
+                                 PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE | PyBUF_FORMAT};
+    for (int k = 0; k < 3; k++) {
+        if (PyObject_GetBuffer(objs[k], &views[k], flags[k]) < 0) {
+            release(views, k);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static PyObject *search(PyObject *self, PyObject *args)
 {
     (void)self;
@@ -172,14 +186,8 @@ static PyObject *search(PyObject *self, PyObject *args)
         return NULL;
     objs[2] = out_obj;
     Py_buffer views[3];
-    int flags[3] = {PyBUF_C_CONTIGUOUS | PyBUF_FORMAT, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT,
-                    PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE | PyBUF_FORMAT};
-    for (int k = 0; k < 3; k++) {
-        if (PyObject_GetBuffer(objs[k], &views[k], flags[k]) < 0) {
-            release(views, k);
-            return NULL;
-        }
-    }
+    if (open_views(objs, views) < 0)
+        return NULL;
     char ka = kind_of(&views[0]), kv = kind_of(&views[1]), ko = kind_of(&views[2]);
     int ok = ka && kv && (ka == 'f') == (kv == 'f') && ko == '8' && views[2].len / 8 == views[1].len / views[1].itemsize;
     if (!ok) {
@@ -214,14 +222,8 @@ static PyObject *among(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OOO", &objs[0], &objs[1], &objs[2]))
         return NULL;
     Py_buffer views[3];
-    int flags[3] = {PyBUF_C_CONTIGUOUS | PyBUF_FORMAT, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT,
-                    PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE | PyBUF_FORMAT};
-    for (int k = 0; k < 3; k++) {
-        if (PyObject_GetBuffer(objs[k], &views[k], flags[k]) < 0) {
-            release(views, k);
-            return NULL;
-        }
-    }
+    if (open_views(objs, views) < 0)
+        return NULL;
     char kv = kind_of(&views[0]), kf = kind_of(&views[1]), ko = kind_of(&views[2]);
     int ok = kv && (kv == 'f' ? kf == 'f' : kf == '8') && ko == '8' && views[2].len / 8 >= views[0].len / views[0].itemsize;
     if (!ok) {
