@@ -183,6 +183,37 @@ def test_the_correlation_joins_sides_in_c_are_numpys() -> None:
         linking.split_by_side(outside, np.ones(5, bool), np.ones(5, bool), use_c=True)
 
 
+def test_an_id_column_made_in_one_pass_is_numpys() -> None:
+    """columns._scattered's one-part C pass gives numpy's column: ids at ascending rows, -1
+    elsewhere, int32; an id past int32, rows out of order, repeated or past the events leave it
+    to numpy (int64 for the wide id, numpy's own IndexError for a row past the end)."""
+    from perfreport.load import columns
+
+    if columns._decode is None or not hasattr(columns._decode, "dense_ids"):
+        pytest.skip("the _decode extension is not built")
+    rng = np.random.default_rng(9)
+
+    def by_numpy(n, rows, values):
+        out = np.full(n, -1, dtype=np.int32 if all(-2**31 <= v < 2**31 for v in values) else np.int64)
+        out[rows] = values
+        return out
+
+    for n in (0, 1, 7, 5_000):
+        for share in (0.0, 0.3, 1.0):
+            rows = np.flatnonzero(rng.random(n) < share).astype(np.int32)
+            values = rng.integers(-5, 2**31, len(rows)).astype(np.int64)
+            got = columns._scattered(n, [(rows, values)])
+            assert got.dtype == np.int32
+            np.testing.assert_array_equal(got, by_numpy(n, rows, values))
+    wide = columns._scattered(4, [(np.array([1, 3], np.int32), np.array([5, 2**40]))])
+    assert wide.dtype == np.int64 and wide.tolist() == [-1, 5, -1, 2**40]
+    for rows in ([3, 1], [2, 2]):  # not ascending: numpy writes them in order, the last wins
+        got = columns._scattered(5, [(np.array(rows, np.int32), np.array([7, 8]))])
+        np.testing.assert_array_equal(got, by_numpy(5, rows, [7, 8]))
+    with pytest.raises(IndexError):
+        columns._scattered(3, [(np.array([1, 3], np.int32), np.array([7, 8]))])
+
+
 @pytest.mark.parametrize("dtype", [np.int64, np.float64])
 def test_the_flow_fallbacks_lookup_among_few_values_is_np_isin(dtype) -> None:
     """linking._among (a binary search among the few values) answers as np.isin does: repeats on

@@ -47,6 +47,15 @@
  * counts. numpy: a gather of each mask at the rows and four boolean selections (13 ms for the
  * 1.6 M correlations of the V100-grown 1 GB rank).
  *
+ *     dense_ids(rows, values, out) -> bool
+ *
+ * An id column of every event from a sparse one (columns._scattered): out (int32) is -1, then
+ * values (int64) at rows (int32, strictly ascending: an arg's rows), in one pass over the
+ * events that writes each entry once. numpy fills the column, checks every value fits, then
+ * scatters them: three passes (the External ids of the V100-grown 1 GB rank, 3.35 M of 5.06 M
+ * events). False (out unfinished) where a value does not fit int32 or the rows do not ascend:
+ * numpy then makes the column.
+ *
  *     take_codes(table, codes, out) -> None
  *
  * ``table.take(codes)`` for int32 codes into an int32 table (a code -1 reads its last slot, as
@@ -619,6 +628,51 @@ static PyObject *split_by_side(PyObject *self, PyObject *args)
     return Py_BuildValue("(nn)", n_gpu, n_cpu);
 }
 
+static PyObject *dense_ids(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *objs[3];
+    if (!PyArg_ParseTuple(args, "OOO", &objs[0], &objs[1], &objs[2]))
+        return NULL;
+    Py_buffer rows, values, out;
+    if (PyObject_GetBuffer(objs[0], &rows, PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
+    Py_ssize_t m = rows.len / 4;
+    if (get_buffer(objs[1], &values, m, 8, 0, "values") < 0) {
+        PyBuffer_Release(&rows);
+        return NULL;
+    }
+    if (PyObject_GetBuffer(objs[2], &out, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(&rows);
+        PyBuffer_Release(&values);
+        return NULL;
+    }
+    const int32_t *r = rows.buf;
+    const int64_t *v = values.buf;
+    int32_t *o = out.buf;
+    Py_ssize_t n = out.len / 4, k = 0;
+    int ok = 1;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (k < m && r[k] == i) {
+            int64_t x = v[k++];
+            if (x < INT32_MIN || x > INT32_MAX || (k < m && r[k] <= i)) {
+                ok = 0;
+                break;
+            }
+            o[i] = (int32_t)x;
+        } else {
+            o[i] = -1;
+        }
+    }
+    ok = ok && k == m; /* every row was reached: none out of order, none past the events */
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&rows);
+    PyBuffer_Release(&values);
+    PyBuffer_Release(&out);
+    return PyBool_FromLong(ok);
+}
+
 static PyObject *take_codes(PyObject *self, PyObject *args)
 {
     (void)self;
@@ -760,6 +814,10 @@ static PyMethodDef decode_methods[] = {
      "split_by_side(rows, ids, gpu_side, cpu_side, gpu_rows, gpu_ids, cpu_rows, cpu_ids) -> (n_gpu, n_cpu)\n\n"
      "Of the rows (int32) and ids (int64 >= 0), those on a GPU-side and on a CPU-side event (bool\n"
      "per event), into the four outputs (int32 rows, int64 ids); their counts."},
+    {"dense_ids", dense_ids, METH_VARARGS,
+     "dense_ids(rows, values, out) -> bool\n\n"
+     "out (int32) = -1, then values (int64) at rows (int32, strictly ascending), in one pass;\n"
+     "False (out unfinished) where a value does not fit int32 or the rows are not so."},
     {"take_codes", take_codes, METH_VARARGS,
      "take_codes(table, codes, out) -> None\n\n"
      "out[i] = table[codes[i]] (int32 each; a negative code counts from the table's end), as\n"

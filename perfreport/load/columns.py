@@ -137,7 +137,14 @@ def build_rank_trace(result: ScanResult, meta: TraceMeta) -> RankTrace:
 def _scattered(n: int, parts: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
     """An id column of ``n`` events: -1, then each part's values written at its rows (a later
     part wins). Made at the width :func:`~perfreport.model.narrow` would give it (int32 when every
-    value fits), not as int64 copied to int32 afterwards: one column's fresh pages, no copy."""
+    value fits), not as int64 copied to int32 afterwards: one column's fresh pages, no copy. One
+    part (an arg's ascending rows) goes through the C extension ``_decode`` in one pass where
+    its values fit int32; numpy, the reference, fills, checks and scatters otherwise."""
+    if len(parts) == 1 and _decode is not None and hasattr(_decode, "dense_ids") \
+            and parts[0][0].dtype == np.int32 and parts[0][1].dtype == np.int64:
+        out = np.empty(n, dtype=np.int32)
+        if _decode.dense_ids(np.ascontiguousarray(parts[0][0]), np.ascontiguousarray(parts[0][1]), out):
+            return out
     fits = all(fits_int32(values) for _, values in parts)
     out = np.full(n, -1, dtype=np.int32 if fits else np.int64)
     for rows, values in parts:
