@@ -249,6 +249,38 @@ def test_long_tables_are_cut_and_folded_and_say_so() -> None:
     assert f"First {MAX_ROWS} of 500 rows" in table.note
 
 
+def test_the_pdf_brief_shows_a_long_tables_first_rows_and_its_marked_ones() -> None:
+    """The PDF's brief cuts a table to its first BRIEF_ROWS rows and keeps every marked row after
+    them (re-marked), saying so in place of the page's "First N of M"; the page (HTML) keeps its
+    MAX_ROWS, the brief of a short table is the table, and the appendix (not brief) is cut by
+    nothing more."""
+    import dataclasses
+
+    from perfreport.report.html import BRIEF_ROWS, brief_table, render_html
+
+    doc = dict(real_document())
+    doc["profiler_steps"] = [{"rank": 0, "step": i, "wall_us": 1000.0 + i, "gpu_busy_us": 10.0, "gpu_events": 3}
+                             for i in range(500)]
+    report = build_report(doc)
+    table = next(t for s in report.sections for t in s.tables if t.id == "profiler_steps")
+    marked = dataclasses.replace(table, marked=(3, BRIEF_ROWS + 7, MAX_ROWS - 1))
+    brief = brief_table(marked)
+    assert brief.rows == table.rows[:BRIEF_ROWS] + (table.rows[BRIEF_ROWS + 7], table.rows[MAX_ROWS - 1])
+    assert brief.marked == (3, BRIEF_ROWS, BRIEF_ROWS + 1) and brief.rows_total == 500
+    assert f"First {MAX_ROWS} of 500" not in brief.note
+    assert f"The first {BRIEF_ROWS} and 2 marked of 500 rows; report.html shows {MAX_ROWS}, report.json all." in brief.note
+    short = dataclasses.replace(table, rows=table.rows[:BRIEF_ROWS])
+    assert brief_table(short) is short
+
+    def rows_in(html: str) -> int:
+        body = html[html.index('id="tbl-profiler_steps"'):]
+        return body[:body.index("</table>")].count("<tr") - 1  # (the header row)
+
+    assert rows_in(render_html(report)) == MAX_ROWS
+    assert rows_in(render_html(report, paged=True, brief=True)) == BRIEF_ROWS
+    assert rows_in(render_html(report, paged=True, brief=False)) == MAX_ROWS
+
+
 def test_tiny_trace_temporal_bars_by_hand(tmp_path_factory) -> None:
     doc = tiny_document(tmp_path_factory)
     fig = next(f for s in build_report(doc).sections for f in s.figures if f.id == "temporal_bars")

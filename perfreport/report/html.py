@@ -11,6 +11,7 @@ the browser supports ``::details-content``.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import re
 
 from collections.abc import Callable
@@ -47,18 +48,20 @@ def figure_key(section_id: str, block_id: str, width_in: float | None) -> str:
 
 
 def _blocks(section, svgs: dict[str, str], used: set[str], width_in: float | None = None,
-            draw: Draw = draw_svg) -> list[dict]:
+            draw: Draw = draw_svg, brief: bool = False) -> list[dict]:
     """The section's blocks for the template, figures drawn. Each table and figure gets an
     ``anchor``, its element id: ``tbl-``/``fig-`` and the block id, scoped by the section where
     ``used`` (the page's ids so far) already has it. A multi-setup report repeats a block id
     (each candidate's ``step_breakdown``) in several sections, and each must draw its own data
-    with its own element ids, so drawn SVGs are cached in ``svgs`` by section, block and width."""
+    with its own element ids, so drawn SVGs are cached in ``svgs`` by section, block and width.
+    ``brief``: tables as the PDF's brief shows them (:func:`brief_table`)."""
     out = []
     for block in section.blocks:
         if isinstance(block, Paragraph):
             out.append({"kind": "paragraph", "block": block, "svg": "", "anchor": ""})
         elif isinstance(block, Table):
-            out.append({"kind": "table", "block": block, "svg": "", "anchor": _anchor("tbl", section.id, block.id, used)})
+            out.append({"kind": "table", "block": brief_table(block) if brief else block, "svg": "",
+                        "anchor": _anchor("tbl", section.id, block.id, used)})
         elif isinstance(block, Figure):
             anchor = _anchor("fig", section.id, block.id, used)
             key = figure_key(section.id, block.id, width_in)
@@ -85,6 +88,30 @@ def _anchor(kind: str, scope: str, block_id: str, used: set[str]) -> str:
     return anchor
 
 
+BRIEF_ROWS = 40
+"""Rows of a table in the PDF's brief: its first ones, then any marked row after them (an
+outlier, a failed check). The HTML page shows up to :data:`~perfreport.report.blocks.MAX_ROWS`
+and report.json every row. WeasyPrint lays out a table row in ~3.5 ms: the brief of 512 ranks
+held four tables of 200 rows, 3.1 s of layout, the command's last 3.0 s."""
+
+
+def brief_table(table: Table) -> Table:
+    """``table`` as the PDF's brief shows it: its first :data:`BRIEF_ROWS` rows and the marked
+    rows after them, with a note saying so (in place of the page's "First N of M rows")."""
+    if len(table.rows) <= BRIEF_ROWS:
+        return table
+    marked = set(table.marked)
+    keep = [i for i in range(len(table.rows)) if i < BRIEF_ROWS or i in marked]
+    extra = len(keep) - BRIEF_ROWS
+    page_note = f"First {len(table.rows)} of {table.rows_total} rows; the JSON has all."
+    note = table.note.replace(page_note, "").strip()
+    said = (f"The first {BRIEF_ROWS}" + (f" and {extra} marked" if extra else "") + f" of {table.rows_total:,} rows; "
+            f"report.html shows {len(table.rows):,}" + (", report.json all." if table.truncated else "."))
+    return dataclasses.replace(table, rows=tuple(table.rows[i] for i in keep),
+                               marked=tuple(k for k, i in enumerate(keep) if i in marked),
+                               note=f"{note} {said}" if note else said)
+
+
 BRIEF_IMPORTANCE = {"compare": 1, "analyze": 2}
 """A brief (the default PDF) has the sections up to this importance (by report kind); the rest
 is the appendix."""
@@ -103,7 +130,7 @@ def context(report: Report, *, paged: bool = False, brief: bool = False, svgs: d
     kept = [s for s in report.sections if not brief or s.importance <= limit]
     used: set[str] = set()  # element ids on this page
     overview = _blocks(Section("overview", "", report.overview), svgs, used, OVERVIEW_WIDTH_IN, draw)
-    sections = [{"section": s, "blocks": _blocks(s, svgs, used, draw=draw)} for s in kept]
+    sections = [{"section": s, "blocks": _blocks(s, svgs, used, draw=draw, brief=brief)} for s in kept]
     if paged:  # WeasyPrint lays the page out: each figure as an image of its SVG (see figure_image)
         for b in (b for blocks in (overview, *(s["blocks"] for s in sections)) for b in blocks if b["kind"] == "figure"):
             b["svg"] = figure_image(b["svg"], b["block"].title)
