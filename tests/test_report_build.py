@@ -295,6 +295,16 @@ def test_tiny_trace_temporal_bars_by_hand(tmp_path_factory) -> None:
         next(c for c in steps.columns if c.key == "wall_us"))] == pytest.approx(100.0)
 
 
+def test_a_note_many_ranks_share_is_one_line_naming_them() -> None:
+    """Ranks with the same note (CPU-only ranks: no GPU activity) are one note naming them, in
+    the order the notes first appear; a note of one rank reads as before."""
+    summary = [{"rank": r, "note": "no GPU activity"} for r in range(512) if r != 300]
+    summary.insert(5, {"rank": 300, "note": "steps start again"})
+    summary += [{"rank": 600, "note": "no GPU activity"}, {"rank": 601}]
+    report = build_report({"summary": summary, "source": "x"})
+    assert report.notes == ("ranks 0–299, 301–511, 600: no GPU activity", "rank 300: steps start again")
+
+
 def test_nan_becomes_missing_and_empty_documents_still_build() -> None:
     doc = {"summary": [{"rank": 0, "gpu_busy_us": float("nan"), "note": "no GPU activity"}], "source": "x"}
     report = build_report(doc)

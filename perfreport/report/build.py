@@ -24,7 +24,7 @@ from .comparison import (
     BANNER_CHECKS, COMPARE_KIND, SIDES, check_of, checks_sections, comparison_provenance, comparison_verdict,
     movers_section, ordered_checks, step_trace_section,
 )
-from .findings import group_findings
+from .findings import group_findings, ranks_text
 from .guidance import analysis_headline, suggestions
 from .model import Link, Report, Value
 from .overview import comparison_headline, step_time_figure, waterfall_figure
@@ -56,8 +56,7 @@ def analysis_report(doc: dict) -> Report:
     sections = analysis_sections(sides)
     meta = metadata_section(sides)
     coverage = doc.get("rank_coverage") if isinstance(doc.get("rank_coverage"), dict) else {}
-    notes = tuple(([str(coverage["text"])] if coverage.get("text") else [])
-                  + [f"rank {r.get('rank')}: {r['note']}" for r in records(sides[0], "summary") if r.get("note")])
+    notes = tuple(([str(coverage["text"])] if coverage.get("text") else []) + rank_notes(records(sides[0], "summary")))
     overview = figures_with_data(
         series_figure("step_time_overview", "Step time per profiler step", sides, "step_time", "profiler step",
                       "step time", one_panel=True),
@@ -69,6 +68,25 @@ def analysis_report(doc: dict) -> Report:
         sections=tuple(sections + ([meta] if meta else [])), command=command, notes=notes,
         links=default_links(), highlights=highlights(sides[0]), headline=analysis_headline(doc),
         suggestions=suggestions(doc), overview=overview, document=doc)
+
+
+def rank_notes(summary: list[dict]) -> list[str]:
+    """The ranks' notes (the summary's ``note``), one line per distinct note naming its ranks
+    ("ranks 0–511: no GPU activity: …"), in the order the notes first appear: a job of hundreds
+    of CPU-only ranks had as many identical lines in every report (512 paragraphs of one PDF)."""
+    ranks: dict[str, list] = {}
+    for row in summary:
+        if row.get("note"):
+            ranks.setdefault(str(row["note"]), []).append(row.get("rank"))
+    return [f"{_ranks_named(rs)}: {note}" for note, rs in ranks.items()]
+
+
+def _ranks_named(ranks: list) -> str:
+    """"rank 3", "ranks 0–7" (:func:`~perfreport.report.findings.ranks_text`); as given where a
+    rank is not a number."""
+    if all(isinstance(r, int) and not isinstance(r, bool) for r in ranks):
+        return ranks_text(ranks, max_parts=12)
+    return ", ".join(f"rank {r}" for r in ranks)
 
 
 def highlights(side: Side) -> tuple[tuple[str, Value], ...]:
