@@ -145,7 +145,7 @@ class TableStack:
         self.strings = strings
         self.empty: tuple[int, pd.DataFrame] | None = None
         """The empty table of the lowest rank that had no rows (the result when none has)."""
-        self.pending: list[pd.DataFrame] = []
+        self.pending: list[tuple[int, pd.DataFrame]] = []
         self.joined: list[pd.DataFrame] = []
 
     def add(self, rank: int, table: pd.DataFrame) -> None:
@@ -153,15 +153,23 @@ class TableStack:
             if self.empty is None or rank < self.empty[0]:
                 self.empty = (rank, table)
             return
-        self.pending.append(table.assign(**{self._RANK: rank}))
+        self.pending.append((rank, table))
         if len(self.pending) >= STACK_EVERY:
-            self.joined.append(self.strings.frame(pd.concat(self.pending, ignore_index=True)))
+            self.joined.append(self.strings.frame(self._tagged(self.pending)))
             self.pending = []
+
+    def _tagged(self, parts: list[tuple[int, pd.DataFrame]]) -> pd.DataFrame:
+        """The parts joined, each row tagged with its rank: one column added to the joined frame,
+        not one to each part (a rank's 37 tables each took a frame copy, ~2.6 ms a digest)."""
+        tables = [t for _, t in parts]
+        joined = pd.concat(tables, ignore_index=True) if len(tables) > 1 else tables[0]
+        return joined.assign(**{self._RANK: np.repeat([r for r, _ in parts], [len(t) for t in tables])})
 
     def frame(self, shifts: dict[int, float], columns: Iterable[str] = ()) -> pd.DataFrame:
         """The table of every rank; ``columns`` (times on the job's common clock) have the
         rank's ``shifts`` (µs) added. Once: the parts are let go (the table is a copy)."""
-        parts, self.joined, self.pending = self.joined + self.pending, [], []
+        parts = self.joined + ([self._tagged(self.pending)] if self.pending else [])
+        self.joined, self.pending = [], []
         if not parts:
             return self.empty[1] if self.empty is not None else pd.DataFrame()
         joined = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
