@@ -126,6 +126,19 @@ def test_string_pool_keeps_dtypes_and_values():
     assert again["name"].iloc[0] is out["name"].iloc[0]
 
 
+def test_string_pool_pools_a_frozen_frames_columns_and_names():
+    """A summary frozen before pooling (as the parent now does) has its text columns' strings,
+    object or pandas strings, and its column names from the pool, its values and dtypes as
+    they were."""
+    pool = StringPool()
+    df = pd.DataFrame({"name": ["k" * 40, "b"], "n": [1, 2], "text": pd.array(["s" * 30, None], dtype="string")})
+    first = pool(FrozenFrame.of(df))
+    again = pool(FrozenFrame.of(df.copy(deep=True)))
+    assert first.thaw().equals(df) and first.thaw().dtypes.tolist() == df.dtypes.tolist()
+    assert again.columns["name"][0] is first.columns["name"][0] and again.columns["text"][0] is first.columns["text"][0]
+    assert all(a is b for a, b in zip(again.columns, first.columns))
+
+
 def test_string_pool_long_text_columns_share_one_string_per_text():
     pool = StringPool()
     names = [f"kernel_{i % 7}_" + "x" * 30 for i in range(500)]

@@ -115,8 +115,12 @@ class StringPool:
 
     def __call__(self, value: Any) -> Any:
         """``value`` (a summary: frames, arrays, containers, dataclasses of them) with pooled strings."""
+        if isinstance(value, FrozenFrame):  # its columns' strings and its column names
+            return FrozenFrame({self(k): self(v) for k, v in value.columns.items()}, value.index)
         if isinstance(value, pd.DataFrame):
             return self.frame(value)
+        if isinstance(value, pd.api.extensions.ExtensionArray) and isinstance(value.dtype, pd.StringDtype):
+            return pd.array(self.array(value.to_numpy(dtype=object)), dtype=value.dtype)
         if isinstance(value, np.ndarray):
             return self.array(value) if value.dtype == object else value
         if isinstance(value, str):
@@ -243,7 +247,7 @@ class Assembler:
         claim(self.ranks, d)  # a second file of one rank: the error line; a default rank, dropped events: warned
         rank = d.meta.rank
         pooled = self.strings if len(self.ranks) > POOL_FROM else _as_is  # (this rank counted: claimed above)
-        memo = {key: _kept(pooled(value)) for key, value in d.memo.items()}
+        memo = {key: pooled(_kept(value)) for key, value in d.memo.items()}  # frozen first: columns pool cheaply
         for name, table in d.tables.items():
             self.tables.setdefault(name, TableStack(self.strings)).add(rank, table)
         own, whole = memo.get((_PAIRS, "own", False)), memo.get((_PAIRS, (), False))

@@ -287,7 +287,8 @@ def digest(trace: RankTrace, options: AnalysisOptions = AnalysisOptions(), *, ch
         with phase("gate inputs"):
             op_efficiency_steps(trace)  # the gate's achieved-throughput samples
             _precompute_gate(one, options)
-    return RankDigest(meta=trace.meta, tables=tables, memo=_digest_memo(trace, options), checksum=checksum,
+    memo = {k: FrozenFrame.of(v) if isinstance(v, pd.DataFrame) else v for k, v in _digest_memo(trace, options).items()}
+    return RankDigest(meta=trace.meta, tables=tables, memo=memo, checksum=checksum,
                       n_events=trace.n_events, load_s=load_s, analyze_s=time.perf_counter() - t0, tables_cut=cut)
 
 

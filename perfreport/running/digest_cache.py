@@ -99,7 +99,10 @@ def path_for(cache_file: str | Path) -> Path:
 # --- values --------------------------------------------------------------------------------------
 def _value(v: Any) -> Any:
     from ..analyses.diff import _Pairs
+    from .digest import FrozenFrame
 
+    if isinstance(v, FrozenFrame):  # a digest's summaries travel frozen (digest.digest)
+        v = v.thaw()
     if isinstance(v, pd.DataFrame):
         return {"~": "frame", "columns": [[str(c), _value(v[c].to_numpy())] for c in v.columns]}
     if isinstance(v, np.ndarray):
