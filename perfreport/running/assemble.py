@@ -13,8 +13,9 @@ the smallest form, so that a rank costs the parent little more than its rows of 
 * **op profile folded**: per-step op sums go into :class:`~perfreport.analyses.op_profile.
   OpProfileFold` in job order (so the sums round the same on any executor) and are dropped,
   unless the gate reads them per rank (a compare);
-* **summaries as columns**: a rank's summary tables are kept as their columns
-  (:class:`~perfreport.running.digest.FrozenFrame`), not as DataFrames;
+* **summaries as columns**: a rank's summary tables arrive and are kept as their columns
+  (:class:`~perfreport.running.digest.FrozenFrame`, made in the worker), not as DataFrames,
+  and their strings are pooled column by column;
 * **series cut**: of the time-series lines only the :data:`~perfreport.analyses.series.
   MAX_LINES` with the highest peaks so far keep their points (:class:`LineCut`).
 
