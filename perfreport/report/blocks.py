@@ -187,10 +187,15 @@ def table(tid: str, title: str, sides: Sequence[Side], name: str, columns: Itera
         by = next((c.label for c in cols if c.key == sort[0]), label_of(sort[0]))
         note = (note + " " if note else "") + f"Top {top} per run by {by}; the JSON has all {total}."
     elif total > len(rows):
-        note = (note + " " if note else "") + f"First {len(rows)} of {total} rows; the JSON has all."
+        note = (note + " " if note else "") + first_rows_note(len(rows), total)
     if collapsed is None:  # top-N tables are the point of their section: open
         collapsed = top is None and len(rows) > COLLAPSE_ROWS
     return Table(tid, title, tuple(cols), rows, total, marked, collapsed, note)
+
+
+def first_rows_note(shown: int, total: int) -> str:
+    """What a table cut to its first rows says of it (the PDF's brief replaces it with its own)."""
+    return f"First {shown} of {total} rows; the JSON has all."
 
 
 FIRST_ROWS_FROM = 1_000

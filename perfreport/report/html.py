@@ -16,6 +16,7 @@ import re
 
 from collections.abc import Callable
 
+from .blocks import first_rows_note
 from .model import Section, BarFigure, LineFigure, Paragraph, Report, RooflineFigure, Table, WaterfallFigure
 from . import templates
 
@@ -103,8 +104,7 @@ def brief_table(table: Table) -> Table:
     marked = set(table.marked)
     keep = [i for i in range(len(table.rows)) if i < BRIEF_ROWS or i in marked]
     extra = len(keep) - BRIEF_ROWS
-    page_note = f"First {len(table.rows)} of {table.rows_total} rows; the JSON has all."
-    note = table.note.replace(page_note, "").strip()
+    note = table.note.replace(first_rows_note(len(table.rows), table.rows_total), "").strip()
     said = (f"The first {BRIEF_ROWS}" + (f" and {extra} marked" if extra else "") + f" of {table.rows_total:,} rows; "
             f"report.html shows {len(table.rows):,}" + (", report.json all." if table.truncated else "."))
     return dataclasses.replace(table, rows=tuple(table.rows[i] for i in keep),
