@@ -557,22 +557,18 @@ static PyObject *split_by_side(PyObject *self, PyObject *args)
         return NULL;
     }
     Py_ssize_t m = rows.len / 4, n = gpu_side.len;
-    Py_ssize_t room = 0; /* the outputs' length: every row, or the counts (from a first call with none) */
-    {
+    Py_ssize_t room[2]; /* the outputs' lengths (gpu_rows', cpu_rows'): none at a first call, then the counts */
+    for (int j = 0; j < 2; j++) {
         Py_buffer probe;
-        if (PyObject_GetBuffer(objs[4], &probe, PyBUF_C_CONTIGUOUS) < 0) {
+        if (PyObject_GetBuffer(objs[4 + 2 * j], &probe, PyBUF_C_CONTIGUOUS) < 0) {
             PyBuffer_Release(&rows);
             PyBuffer_Release(&gpu_side);
             return NULL;
         }
-        room = probe.len / 4;
+        room[j] = probe.len / 4;
         PyBuffer_Release(&probe);
     }
-    Py_ssize_t n_gpu_room = room, n_cpu_room = room;
-    if (PyObject_GetBuffer(objs[6], &views[0], PyBUF_C_CONTIGUOUS) == 0) {
-        n_cpu_room = views[0].len / 4;
-        PyBuffer_Release(&views[0]);
-    }
+    Py_ssize_t n_gpu_room = room[0], n_cpu_room = room[1];
     const Py_ssize_t count[6] = {m, n, n_gpu_room, n_gpu_room, n_cpu_room, n_cpu_room}, size[6] = {8, 1, 4, 8, 4, 8};
     static const char *names[6] = {"ids", "cpu_side", "gpu_rows", "gpu_ids", "cpu_rows", "cpu_ids"};
     static const int at[6] = {1, 3, 4, 5, 6, 7}, writable[6] = {0, 0, 1, 1, 1, 1};
