@@ -216,19 +216,24 @@ def test_an_id_column_made_in_one_pass_is_numpys() -> None:
 
 @pytest.mark.parametrize("dtype", [np.int64, np.float64])
 def test_the_flow_fallbacks_lookup_among_few_values_is_np_isin(dtype) -> None:
-    """linking._among (a binary search among the few values) answers as np.isin does: repeats on
-    either side, values outside the few's range, none at all, and NaN (which matches nothing)."""
-    import perfreport.load.linking  # noqa: F401 - perfreport.load is also a function: the module is read from sys.modules
+    """model.rows_among without the extension (a binary search among the few values) answers as
+    np.isin does: repeats on either side, values outside the few's range, none at all, and NaN
+    (which matches nothing)."""
+    from perfreport.model import rows_among
 
-    columns = sys.modules["perfreport.load.linking"]
+    def among(values, few):
+        mask = np.zeros(len(values), dtype=bool)
+        mask[rows_among(values, few, use_c=False)] = True
+        return mask
+
     rng = np.random.default_rng(7)
     values = rng.integers(-50, 50, 5_000).astype(dtype)
     for few in (values[rng.integers(0, 5_000, 40)], np.array([-60, 0, 0, 60], dtype=dtype), values[:0], values[:1]):
-        assert (columns._among(values, few) == np.isin(values, few)).all()
+        assert (among(values, few) == np.isin(values, few)).all()
     if dtype is np.float64:
         values[::7] = np.nan
         few = np.array([np.nan, 3.0, 49.0])
-        assert (columns._among(values, few) == np.isin(values, few)).all() and not columns._among(values, few)[::7].any()
+        assert (among(values, few) == np.isin(values, few)).all() and not among(values, few)[::7].any()
 
 
 def test_id_and_row_columns_are_int32_where_they_fit_and_int64_past_it(tmp_path: Path) -> None:

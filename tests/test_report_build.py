@@ -305,6 +305,28 @@ def test_a_note_many_ranks_share_is_one_line_naming_them() -> None:
     assert report.notes == ("ranks 0–299, 301–511, 600: no GPU activity", "rank 300: steps start again")
 
 
+def test_a_real_jobs_cpu_only_ranks_share_one_no_gpu_note(tmp_path: Path) -> None:
+    """Two real CPU-only traces as one job: the report says "no GPU activity" once, naming both
+    ranks, and their raw events hold no kernel, memcpy or memset."""
+    import gzip
+    import shutil
+
+    from perfreport.analyses.summary import NO_GPU_NOTE
+
+    job = tmp_path / "job"
+    job.mkdir()
+    for folder in ("odd_cpu_only_rank34of300_trimmed", "odd_no_gpu_no_distinfo"):
+        for path in (TRACES / folder).glob("*.json.gz"):
+            shutil.copy(path, job / path.name)
+    gpu_cats = {"kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset"}
+    for path in job.glob("*.json.gz"):
+        assert not [e for e in json.load(gzip.open(path))["traceEvents"] if e.get("cat") in gpu_cats]
+    doc = json.loads(json_text(summary_document(analyze(job, workers=1))))
+    ranks = sorted(r["rank"] for r in doc["summary"])
+    report = build_report(doc)
+    assert len(ranks) == 2 and [n for n in report.notes if NO_GPU_NOTE in n] == [f"ranks {ranks[0]}, {ranks[1]}: {NO_GPU_NOTE}"]
+
+
 def test_nan_becomes_missing_and_empty_documents_still_build() -> None:
     doc = {"summary": [{"rank": 0, "gpu_busy_us": float("nan"), "note": "no GPU activity"}], "source": "x"}
     report = build_report(doc)

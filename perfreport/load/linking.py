@@ -230,10 +230,10 @@ def _match(cols: dict[str, np.ndarray], keys: tuple[str, ...], rows_a: np.ndarra
     # ends of a 1 GB trace: a few ms instead of ~60.
     a_small = len(rows_a) <= len(rows_b)
     small, big = (last[rows_a], last[rows_b]) if a_small else (last[rows_b], last[rows_a])
-    in_big = np.flatnonzero(_among(big, small))
+    in_big = rows_among(big, small)
     if not len(in_big):
         return out
-    in_small = np.flatnonzero(_among(small, big[in_big]))
+    in_small = rows_among(small, big[in_big])
     at_a, at_b = (in_small, in_big) if a_small else (in_big, in_small)
     cand_a, cand_b = rows_a[at_a], rows_b[at_b]
     dtype = [(f"k{i}", cols[k].dtype) for i, k in enumerate(keys)]
@@ -246,16 +246,3 @@ def _match(cols: dict[str, np.ndarray], keys: tuple[str, ...], rows_a: np.ndarra
     last_b[inverse[len(cand_a):]] = cand_b  # repeated keys: the last assignment wins (rows_b ascends)
     out[at_a] = last_b[inverse[:len(cand_a)]]
     return out
-
-
-def _among(values: np.ndarray, few: np.ndarray) -> np.ndarray:
-    """``np.isin(values, few)`` for a short ``few``: a binary search of each value among them,
-    sorted. np.isin sorts ``values`` with them once ``few`` passes a few dozen (the V100-grown
-    rank's 211 orphan kernels against 221k flow ends: 4.2 ms against 1.1). NaN matches nothing,
-    as in np.isin."""
-    if not len(few):
-        return np.zeros(len(values), dtype=bool)
-    few = np.sort(few)
-    at = search_sorted(few, values)  # values mostly come in file order: each search starts at the last
-    np.minimum(at, len(few) - 1, out=at)
-    return few[at] == values

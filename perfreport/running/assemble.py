@@ -37,7 +37,7 @@ import pandas as pd
 
 from ..analyses.op_profile import OpProfileFold
 from ..analyses.series import MAX_LINES, line_peak
-from .digest import COMMON_CLOCK_COLUMNS, CROSS_RANK, DigestTrace, FrozenFrame, RankDigest, frozen_column, memo_kind
+from .digest import COMMON_CLOCK_COLUMNS, CROSS_RANK, DigestTrace, FrozenFrame, RankDigest, frozen, frozen_column, memo_kind
 from ..model import TraceSet
 from ..timing import phase
 
@@ -103,14 +103,18 @@ class StringPool:
         out = [pool.setdefault(v, v) if type(v) is str else v for v in items]
         return np.array(out, dtype=object).reshape(values.shape)
 
+    def texts(self, values, dtype) -> Any:
+        """A text column's values (object or pandas strings) with the pool's strings, in ``dtype``."""
+        pooled = self.array(np.asarray(values, dtype=object))
+        return pooled if dtype == object else pd.array(pooled, dtype=dtype)
+
     def frame(self, df: pd.DataFrame) -> pd.DataFrame:
         """``df`` with its text columns' strings from the pool (a new frame: ``df`` is left as it is)."""
         pooled = {}
         for column in df.columns:
             dtype = df[column].dtype
             if dtype == object or isinstance(dtype, pd.StringDtype):
-                values = self.array(df[column].to_numpy(dtype=object))
-                pooled[column] = values if dtype == object else pd.array(values, dtype=dtype)
+                pooled[column] = self.texts(df[column].to_numpy(dtype=object), dtype)
         out = df.assign(**pooled) if pooled else df
         return out.set_axis([self(c) for c in out.columns], axis=1)  # column names, too
 
@@ -121,7 +125,7 @@ class StringPool:
         if isinstance(value, pd.DataFrame):
             return self.frame(value)
         if isinstance(value, pd.api.extensions.ExtensionArray) and isinstance(value.dtype, pd.StringDtype):
-            return pd.array(self.array(value.to_numpy(dtype=object)), dtype=value.dtype)
+            return self.texts(value.to_numpy(dtype=object), value.dtype)
         if isinstance(value, np.ndarray):
             return self.array(value) if value.dtype == object else value
         if isinstance(value, str):
@@ -248,7 +252,7 @@ class Assembler:
         claim(self.ranks, d)  # a second file of one rank: the error line; a default rank, dropped events: warned
         rank = d.meta.rank
         pooled = self.strings if len(self.ranks) > POOL_FROM else _as_is  # (this rank counted: claimed above)
-        memo = {key: pooled(_kept(value)) for key, value in d.memo.items()}  # frozen first: columns pool cheaply
+        memo = {key: pooled(frozen(value)) for key, value in d.memo.items()}  # frozen first: columns pool cheaply
         for name, table in d.tables.items():
             self.tables.setdefault(name, TableStack(self.strings)).add(rank, table)
         own, whole = memo.get((_PAIRS, "own", False)), memo.get((_PAIRS, (), False))
@@ -306,6 +310,3 @@ def assemble(digests: Iterable[RankDigest], source: str, keep_pairs: bool = Fals
 def _as_is(value: Any) -> Any:
     return value
 
-
-def _kept(value: Any) -> Any:
-    return FrozenFrame.of(value) if isinstance(value, pd.DataFrame) else value

@@ -183,6 +183,11 @@ class FrozenFrame:
         return pd.DataFrame(self.columns, index=self.index, copy=False)
 
 
+def frozen(value: Any) -> Any:
+    """A summary as a digest keeps it: a DataFrame as its :class:`FrozenFrame`, else as it is."""
+    return FrozenFrame.of(value) if isinstance(value, pd.DataFrame) else value
+
+
 def frozen_column(series: pd.Series) -> Any:
     """A column's values: a plain array (a view, ~100 B) for numpy dtypes, else its pandas array."""
     return series.to_numpy() if isinstance(series.dtype, np.dtype) else series.array
@@ -287,7 +292,7 @@ def digest(trace: RankTrace, options: AnalysisOptions = AnalysisOptions(), *, ch
         with phase("gate inputs"):
             op_efficiency_steps(trace)  # the gate's achieved-throughput samples
             _precompute_gate(one, options)
-    memo = {k: FrozenFrame.of(v) if isinstance(v, pd.DataFrame) else v for k, v in _digest_memo(trace, options).items()}
+    memo = {k: frozen(v) for k, v in _digest_memo(trace, options).items()}  # (a summary: its columns travel)
     return RankDigest(meta=trace.meta, tables=tables, memo=memo, checksum=checksum,
                       n_events=trace.n_events, load_s=load_s, analyze_s=time.perf_counter() - t0, tables_cut=cut)
 
