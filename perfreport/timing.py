@@ -148,6 +148,17 @@ def reaped(pid: int) -> int:
     return status
 
 
+def nested(name: str, seconds: float) -> None:
+    """Add a phase that ran on this thread inside the current phase, timed by the code that ran
+    it (a step of a C function, busy on the CPU): its time is its own, no longer the enclosing
+    phase's self time."""
+    timings = _current.get()
+    if timings is not None:
+        timings.add(name, seconds, seconds)
+        if timings._stack:
+            timings._stack[-1].child_wall += seconds
+
+
 def record(name: str, wall_s: float, cpu_s: float = 0.0) -> None:
     """Add a phase timed elsewhere (another thread or process) to the current recording. It
     ran beside this thread's phases, so it gets no self time: the self times still add up to

@@ -99,6 +99,39 @@ def test_the_task_claims_the_head_start_and_records_its_phases(where):
         assert len(timings.helper_peaks) == 1 and timings.helper_peaks[0] > 10 << 20  # the child's peak RSS
 
 
+def test_a_plain_file_is_hashed_by_its_scan_and_any_other_beside_or_after_it(tmp_path, monkeypatch):
+    """The checksum of a plain JSON file comes from its scan (one read of the file, no hasher
+    thread); a compressed file's is hashed on a thread beside the load; a file the scan does not
+    hash (a byte-order mark: the text scanned is a copy without it; a build without the hash)
+    after the load. Every one is the checksum of the file's bytes as stored."""
+    import gzip
+
+    from perfreport.load import scanner
+
+    plain = tmp_path / "plain" / "rank0.json"
+    plain.parent.mkdir()
+    plain.write_bytes(gzip.decompress(_rank_file().path.read_bytes()))
+    marked = tmp_path / "marked" / "rank0.json"
+    marked.parent.mkdir()
+    marked.write_bytes(b"\xef\xbb\xbf" + plain.read_bytes())
+
+    def hashed(folder: Path) -> tuple[str, set[str], int]:
+        rank_file = _rank_file(folder)
+        with recording() as timings:
+            trace, checksum = head_start.load_hashed(rank_file, current_limits())
+        assert checksum == file_checksum(rank_file.path), folder
+        return checksum, {p["phase"] for p in timings.records() if "checksum" in p["phase"]}, trace.n_events
+
+    in_scan, phases, n_events = hashed(plain.parent)
+    assert phases == {"checksum (in the scan)"} and n_events > 1000
+    assert hashed(RANK)[1] == {"checksum (own thread)", "wait for checksum"}  # gzipped
+    assert hashed(marked.parent)[1:] == ({"checksum"}, n_events)
+    built = scanner._scan
+    monkeypatch.setattr(scanner, "_scan", type("OlderBuild", (), {"scan_document": staticmethod(
+        lambda *args: built.scan_document(*args[:4]))})())
+    assert hashed(plain.parent) == (in_scan, {"checksum"}, n_events)
+
+
 def test_a_head_start_child_that_dies_is_replaced_by_the_tasks_own_load():
     """A child killed before it hands the rank back (out of memory, a signal) is noticed at
     once (its pipe closes): the claim gives nothing, the task loads the file itself."""

@@ -1081,7 +1081,7 @@ def _load_file(path: Path):
 
 
 def _two_pass_only(monkeypatch) -> None:
-    monkeypatch.setattr(kineto, "scan_document", lambda data, release=False: None)
+    monkeypatch.setattr(kineto, "scan_document", lambda data, release=False, checksum=False: None)
 
 
 @pytest.mark.skipif(not TRACES, reason=f"no traces under {TRACES_DIR}")
@@ -1244,6 +1244,44 @@ def _big_trace_text(n_events: int = 260_000) -> bytes:
     devices = ", ".join(f'{{"id": {i}, "name": "H100"}}' for i in range(2000))
     return ('{"schemaVersion": 1, "deviceProperties": [' + devices + '], "traceEvents": [' + events +
             '], "displayTimeUnit": "ms", "distributedInfo": {"rank": 3}}').encode()
+
+
+def test_the_scan_hashes_every_byte_of_the_document_as_it_reads_it(tmp_path, monkeypatch):
+    """The one-pass scan's checksum is the XXH3-128 of the whole buffer (the file's checksum,
+    :mod:`perfreport.load.checksums`): the members before and after the events included, in a
+    file mapping whose pages are handed back as they are scanned, and in the loader's own memory,
+    where a page handed back reads as zeros (so a byte hashed after its page went would show).
+    Small documents: an empty events array, two "traceEvents" keys, whitespace after the object.
+    A build without the hash gives None; a bad document raises as it does without hashing."""
+    import xxhash
+
+    from perfreport.load import scanner
+
+    def want(data: bytes) -> str:
+        return f"xxh3_128:{xxhash.xxh3_128(data).hexdigest()}"
+
+    text = _big_trace_text()
+    path = tmp_path / "big.json"
+    path.write_bytes(text)
+    plain, plain_members = scanner.scan_document(text)
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+        mapped_result, mapped_members, mapped_checksum = scanner.scan_document(mapped, release=True, checksum=True)
+    own_result, own_members, own_checksum = scanner.scan_document(bytearray(text), release=True, checksum=True)
+    assert mapped_checksum == own_checksum == want(text)
+    assert mapped_members == own_members == plain_members
+    for got in (mapped_result, own_result):  # the same columns as without hashing
+        assert got.n_events == plain.n_events == 260_000 and list(got.strings) == list(plain.strings)
+        for name in plain.top:
+            assert np.array_equal(got.top[name], plain.top[name], equal_nan=plain.top[name].dtype.kind == "f"), name
+    for small in (b'{"traceEvents": []}', b'{"a": 1, "traceEvents": [{"ph": "X"}], "traceEvents": [{"ph": "i"}], '
+                                          b'"z": [1, 2]}\n  \n'):
+        assert scanner.scan_document(small, checksum=True)[2] == want(small)
+    with pytest.raises(ValueError):
+        scanner.scan_document(b'{"traceEvents": [{"ph": "X"},]}', checksum=True)
+    built = scanner._scan
+    monkeypatch.setattr(scanner, "_scan", type("OlderBuild", (), {"scan_document": staticmethod(
+        lambda *args: built.scan_document(*args[:4]))})())
+    assert scanner.scan_document(b'{"traceEvents": []}', checksum=True)[2] is None
 
 
 @pytest.mark.skipif(not hasattr(mmap, "MADV_DONTNEED"), reason="page release is a Linux feature")

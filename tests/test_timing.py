@@ -12,7 +12,7 @@ import pytest
 
 from perfreport.analyses import ANALYSES
 from perfreport.cli import main
-from perfreport.timing import Timings, merged, phase, recording, timing_lines
+from perfreport.timing import Timings, merged, nested, phase, recording, timing_lines
 
 from .conftest import DATA, TRACES
 
@@ -37,6 +37,21 @@ def test_nested_phases_keep_inclusive_and_self_time() -> None:
     # clone's suite once measured the outer's self time 20.1 ms beside an inner phase of 48 ms)
     assert 0.019 <= rows["outer"]["self_s"] <= rows["outer"]["wall_s"] - 0.029
     assert rows["outer"]["cpu_s"] < 0.01  # asleep: wall time without CPU time
+
+
+def test_a_step_timed_inside_a_phase_is_its_own_phase_not_the_enclosing_ones_self_time() -> None:
+    """A C function's step it timed itself (the scan's hashing): the enclosing phase's self time
+    leaves it out, as it does a nested phase."""
+    with recording() as t:
+        with phase("scan"):
+            time.sleep(0.03)
+            nested("checksum (in the scan)", 0.01)
+        nested("checksum (in the scan)", 0.002)  # outside any phase: only its own row
+    rows = {r["phase"]: r for r in t.records()}
+    assert rows["checksum (in the scan)"]["wall_s"] == rows["checksum (in the scan)"]["self_s"] == 0.012
+    assert rows["checksum (in the scan)"]["cpu_s"] == 0.012 and rows["checksum (in the scan)"]["calls"] == 2
+    assert rows["scan"]["wall_s"] >= 0.03 and abs(rows["scan"]["self_s"] - (rows["scan"]["wall_s"] - 0.01)) < 1e-3
+    nested("checksum (in the scan)", 1.0)  # no recording: nothing kept, nothing raised
 
 
 def test_nothing_is_recorded_outside_a_recording_and_inner_recordings_are_their_own() -> None:

@@ -9,8 +9,9 @@
  * where ``buf`` holds the JSON text of the array itself and the field specs are sequences of
  * ``(key, kind)`` pairs, or
  *
- *     scan_document(buf, top_fields, arg_fields)
+ *     scan_document(buf, top_fields, arg_fields, release=False, checksum=False)
  *         -> (n_events, top, arg_rows, arg_values, strings, members)
+ *         -> ((n_events, top, arg_rows, arg_values, strings, members), digest, seconds)   (checksum)
  *
  * where ``buf`` holds a whole trace file (the top-level object): its ``traceEvents`` array is
  * scanned in place, in the same single pass that validates the rest of the document, and every
@@ -71,6 +72,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -88,6 +90,12 @@ static locale_t c_numeric; /* the "C" locale's number format (module init); 0: u
 #else
 #define HAVE_STRTOD_L 0
 #endif
+
+/* XXH3-128 of the file as it is scanned (scan_document's ``checksum``): the xxHash library's
+ * own header (vendored, BSD 2-clause; the ``xxhash`` package computes the same digest). */
+#define XXH_INLINE_ALL
+#define XXH_STATIC_LINKING_ONLY
+#include "xxhash.h"
 
 #define MAX_DEPTH 1024          /* containers nested deeper than this are rejected */
 #define MAX_FIELDS 4096         /* per field spec; field indices are stored as int16 */
@@ -687,7 +695,31 @@ typedef struct {
 
     int release;           /* hand back the pages of the events arrays scanned (see release_scanned) */
     const char *released;  /* pages before this were handed back */
+    XXH3_state_t *hash;    /* the buffer's XXH3-128 as it is scanned (see hash_scanned); NULL: none */
+    const char *hashed;    /* the bytes before this are in the hash */
+    double hash_s;         /* seconds spent hashing (a phase of its own in the load's timings) */
 } Scan;
+
+#define HASH_STEP (64 << 10) /* hash the text every 64 kB scanned, while it is in the core's cache */
+
+/* scan_document's ``checksum``: the bytes scanned go into the hash in order, a few kB behind the
+ * scanning position, before release_scanned hands their pages back (it never passes
+ * S->hashed). The text is read once, not a second time by a hasher beside the scan. */
+static void hash_to(Scan *S, const char *p)
+{
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    XXH3_128bits_update(S->hash, S->hashed, (size_t)(p - S->hashed));
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    S->hash_s += (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    S->hashed = p;
+}
+
+static inline void hash_scanned(Scan *S, const char *p)
+{
+    if (S->hash && p - S->hashed >= HASH_STEP)
+        hash_to(S, p);
+}
 
 #define RELEASE_STEP (16 << 20) /* hand pages back every 16 MB scanned */
 #define RELEASE_KEEP (1 << 20)  /* the last 1 MB scanned stays mapped */
@@ -708,6 +740,8 @@ static void release_scanned(Scan *S, const char *p)
     uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
     uintptr_t from = ((uintptr_t)S->released + page - 1) & ~(page - 1);
     uintptr_t to = ((uintptr_t)(p - RELEASE_KEEP)) & ~(page - 1);
+    if (S->hash && to > (uintptr_t)S->hashed)
+        to = (uintptr_t)S->hashed & ~(page - 1); /* never a page not yet hashed */
     if (to > from && madvise((void *)from, to - from, MADV_DONTNEED) == 0)
         S->released = (const char *)to;
 #else
@@ -2350,6 +2384,7 @@ static const char *parse_events(Scan *S, const char *p)
         }
         if (UNLIKELY(S->n_events == PRESIZE_AFTER))
             presize_columns(S, start, p);
+        hash_scanned(S, p);
         release_scanned(S, p);
         p = skip_ws(p, end);
         if (p < end && *p == ',')
@@ -2595,9 +2630,9 @@ static PyObject *scan_document(PyObject *self, PyObject *args)
     PyObject *obj, *top_spec, *arg_spec, *members, *result = NULL;
     Py_buffer view;
     Scan S;
-    int release = 0;
+    int release = 0, checksum = 0;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OOO|p:scan_document", &obj, &top_spec, &arg_spec, &release))
+    if (!PyArg_ParseTuple(args, "OOO|pp:scan_document", &obj, &top_spec, &arg_spec, &release, &checksum))
         return NULL;
     if (PyObject_GetBuffer(obj, &view, PyBUF_SIMPLE) < 0)
         return NULL;
@@ -2607,10 +2642,25 @@ static PyObject *scan_document(PyObject *self, PyObject *args)
     S.release = release;
     S.released = S.base;
     S.what = "invalid JSON";
+    if (checksum) {
+        if (!(S.hash = XXH3_createState()) || XXH3_128bits_reset(S.hash) != XXH_OK) {
+            XXH3_freeState(S.hash);
+            PyBuffer_Release(&view);
+            return PyErr_NoMemory();
+        }
+        S.hashed = S.base;
+    }
     if ((members = PyList_New(0)) && scan_init(&S, top_spec, arg_spec) == 0 &&
-        parse_trace_document(&S, members) == 0)
-        result = build_result(&S, members);
+        parse_trace_document(&S, members) == 0 && (result = build_result(&S, members)) && S.hash) {
+        XXH128_canonical_t digest;
+        hash_to(&S, S.end); /* the rest, after the last event */
+        XXH128_canonicalFromHash(&digest, XXH3_128bits_digest(S.hash));
+        PyObject *with = Py_BuildValue("(Oy#d)", result, (const char *)digest.digest, (Py_ssize_t)sizeof digest.digest,
+                                       S.hash_s);
+        Py_SETREF(result, with);
+    }
     Py_XDECREF(members);
+    XXH3_freeState(S.hash);
     scan_free(&S);
     PyBuffer_Release(&view);
     return result;
@@ -2645,7 +2695,7 @@ static PyMethodDef scan_methods[] = {
      "arg_rows[k], arg_values[k]: int32 event positions having args key arg_fields[k], and the\n"
      "values; strings: the string table. Raises ValueError for malformed JSON."},
     {"scan_document", scan_document, METH_VARARGS,
-     "scan_document(buf, top_fields, arg_fields, release=False)\n"
+     "scan_document(buf, top_fields, arg_fields, release=False, checksum=False)\n"
      "    -> (n_events, top, arg_rows, arg_values, strings, members)\n\n"
      "Scan a whole trace file (a JSON object) in one pass: its \"traceEvents\" array into columns,\n"
      "as scan() does, and every other top-level member into members, a list of\n"
@@ -2655,7 +2705,10 @@ static PyMethodDef scan_methods[] = {
      "\"traceEvents\" key or a \"traceEvents\" that is not an array.\n"
      "release: the pages of the traceEvents array may be handed back to the kernel as they are\n"
      "scanned (they then read from the file again in a file mapping, as zeros in other memory);\n"
-     "the other members' spans are never handed back."},
+     "the other members' spans are never handed back.\n"
+     "checksum: return (the tuple above, digest, seconds): the 16-byte canonical XXH3-128 of all\n"
+     "of buf, hashed as it is scanned (the module's CHECKSUM names the algorithm), and the time\n"
+     "the hashing took."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -2680,6 +2733,7 @@ PyMODINIT_FUNC PyInit__scan(void)
      * released from the buffer's start: safe for a file mapping only) */
     if (m && (PyModule_AddStringConstant(m, "KINDS", KINDS) < 0 ||
               PyModule_AddIntConstant(m, "RELEASE_IN_EVENTS", 1) < 0 ||
+              PyModule_AddStringConstant(m, "CHECKSUM", "xxh3_128") < 0 ||
               PyModule_AddIntConstant(m, "ROWS_BYTES", ROWS_BYTES) < 0 ||
               PyModule_AddObjectRef(m, "Column", (PyObject *)&ColumnType) < 0))
         Py_CLEAR(m);

@@ -46,6 +46,15 @@ def load_rank_file(rank_file: RankFile, limits: Limits | None = None) -> RankTra
     ``limits`` (default: :func:`perfreport.limits.current`) bound the memory, decompression,
     event count and string length; events with absurd times are dropped (see :mod:`.sanitize`).
     """
+    return load_rank_file_hashed(rank_file, limits, checksum=False)[0]
+
+
+def load_rank_file_hashed(rank_file: RankFile, limits: Limits | None = None,
+                          checksum: bool = True) -> tuple[RankTrace, str | None]:
+    """:func:`load_rank_file`, and with ``checksum`` the file's checksum (:mod:`.checksums`)
+    where the scan computed it as it read the file, in the same pass: a plain JSON file, which
+    is mapped, not copied (a compressed file's checksum is of its compressed bytes, which the
+    scan never sees). None where it did not (the caller hashes the file itself)."""
     path = rank_file.path
     limits = limits or current_limits()
     check_memory(path, limits)
@@ -57,7 +66,7 @@ def load_rank_file(rank_file: RankFile, limits: Limits | None = None) -> RankTra
     json_bytes = len(data)
     try:
         with phase("scan"):  # of a mapped file, this includes reading it (page faults)
-            result, metadata = _scan_trace(path, data, limits)
+            result, metadata, hashed = _scan_trace(path, data, limits, checksum and isinstance(data, mmap.mmap))
     except BaseException:
         _release(data, strict=False)
         raise
@@ -70,7 +79,7 @@ def load_rank_file(rank_file: RankFile, limits: Limits | None = None) -> RankTra
         meta = _make_meta(rank_file, metadata, json_bytes, ts_origin_us=ts_origin_us(result))
         if dropped:
             meta = replace(meta, dropped=dropped)
-        return build_rank_trace(result, meta)
+        return build_rank_trace(result, meta), hashed
 
 
 @contextmanager
@@ -110,13 +119,15 @@ def _release(data: bytes | mmap.mmap, strict: bool = True) -> None:
                 raise
 
 
-def _scan_trace(path: Path, data, limits: Limits) -> tuple[ScanResult, dict[str, Any]]:
-    """The columns of the trace's events and its decoded top-level metadata."""
+def _scan_trace(path: Path, data, limits: Limits,
+                checksum: bool = False) -> tuple[ScanResult, dict[str, Any], str | None]:
+    """The columns of the trace's events, its decoded top-level metadata and, with ``checksum``,
+    the checksum of ``data`` where the one-pass scan computed it (else None)."""
     if _is_array_form(data):
         result = _scan_array_form(path, data)
         _require_events(path, result)
-        return result, {}
-    one_pass = _scan_one_pass(data)
+        return result, {}, None
+    one_pass = _scan_one_pass(data, checksum)
     if one_pass is not None:
         return one_pass
     if not isinstance(data, mmap.mmap):  # the scan may have zeroed pages of the events: read again
@@ -134,10 +145,10 @@ def _scan_trace(path: Path, data, limits: Limits) -> tuple[ScanResult, dict[str,
     del top, raw_events  # views into ``data``: none may outlive this call (see _release)
     if error is not None:
         raise TraceError(path, error)
-    return result, metadata
+    return result, metadata, None
 
 
-def _scan_one_pass(data) -> tuple[ScanResult, dict[str, Any]] | None:
+def _scan_one_pass(data, checksum: bool = False) -> tuple[ScanResult, dict[str, Any], str | None] | None:
     """One pass of the C scanner over the whole text, then msgspec on the metadata values only;
     None when the extension is absent or anything is wrong (then the two-pass path decides).
 
@@ -146,15 +157,16 @@ def _scan_one_pass(data) -> tuple[ScanResult, dict[str, Any]] | None:
     decompressed text is this load's own, its events array read by nothing after the scan (the
     caller reads the file again before the two-pass path re-parses it). A text in a worker's
     reused buffer (a ``memoryview``: :func:`perfreport.load.files.read_trace_bytes`) keeps its
-    pages for the next rank."""
+    pages for the next rank. ``checksum``: the scan hashes the text as it reads it (the third
+    item; None without)."""
     try:
-        done = scan_document(data, release=not isinstance(data, memoryview))
+        done = scan_document(data, release=not isinstance(data, memoryview), checksum=checksum)
         if done is None:
             return None
-        result, members = done
+        result, members, hashed = done if checksum else (*done, None)
         spans = dict(members)  # duplicate keys: the last wins, in the first one's place (as msgspec)
         # slicing copies (bytes or mmap alike): the decoded values hold no view into ``data``
-        return result, {key: decode_lenient(data[start:end]) for key, (start, end) in spans.items()}
+        return result, {key: decode_lenient(data[start:end]) for key, (start, end) in spans.items()}, hashed
     except ValueError:  # includes msgspec.DecodeError and UnicodeDecodeError
         return None
 

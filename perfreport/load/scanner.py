@@ -7,6 +7,8 @@ import mmap
 import numpy as np
 
 from ..model import SparseColumn
+from ..timing import nested
+from .checksums import CHECKSUM
 from .fields import ARG_FIELDS, TOP_FIELDS, ScanResult
 
 try:
@@ -26,7 +28,7 @@ def scan_c(events_json) -> ScanResult:
     return _columns(*_scan.scan(events_json, TOP_FIELDS, ARG_FIELDS))
 
 
-def scan_document(document, release: bool = False) -> tuple[ScanResult, list[tuple[str, tuple[int, int]]]] | None:
+def scan_document(document, release: bool = False, checksum: bool = False):
     """One pass of the C scanner over a whole trace file (the JSON text of its top-level object).
 
     Returns the columns of its ``traceEvents`` and, for every other top-level member in file
@@ -39,13 +41,27 @@ def scan_document(document, release: bool = False) -> tuple[ScanResult, list[tup
     they read from the page cache again if touched later; in the caller's own memory (the text
     of a decompressed file) they read as zeros, so pass it there only for text whose events
     array is not read again. The other members' spans are never handed back.
+
+    ``checksum``: a third item, ``ALGORITHM:HEX`` of all of ``document``'s bytes
+    (:mod:`.checksums`), hashed by the scanner as it reads them (None from a build without it):
+    for a mapped file, its checksum without reading the file a second time. The hashing's time
+    is a phase of its own inside the scan's ("checksum (in the scan)").
     """
     if _scan is None or not hasattr(_scan, "scan_document"):
         return None
     if release and not isinstance(document, mmap.mmap) and not getattr(_scan, "RELEASE_IN_EVENTS", 0):
         release = False  # a stale build releases from the text's start: only safe in a file mapping
-    n, top, rows, values, strings, members = _scan.scan_document(document, TOP_FIELDS, ARG_FIELDS, release)
-    return unique_strings(_columns(n, top, rows, values, strings)), members
+    hashing = checksum and getattr(_scan, "CHECKSUM", None) == CHECKSUM
+    if hashing:
+        (n, top, rows, values, strings, members), digest, hash_s = _scan.scan_document(
+            document, TOP_FIELDS, ARG_FIELDS, release, True)
+        nested("checksum (in the scan)", hash_s)
+    else:
+        n, top, rows, values, strings, members = _scan.scan_document(document, TOP_FIELDS, ARG_FIELDS, release)
+    result = unique_strings(_columns(n, top, rows, values, strings))
+    if not checksum:
+        return result, members
+    return result, members, f"{CHECKSUM}:{digest.hex()}" if hashing else None
 
 
 def _columns(n, top, rows, values, strings) -> ScanResult:
