@@ -68,6 +68,11 @@ def _child_pid() -> int | None:
     return started.child.pid if started is not None and started.child is not None else None
 
 
+def phases_waited(timings) -> float:
+    """The self time of the task's wait for its head start: the time its loaded rank waited."""
+    return next(p["self_s"] for p in timings.records() if p["phase"] == "wait for the head start")
+
+
 def _reaped(pid: int) -> bool:
     try:
         os.waitpid(pid, os.WNOHANG)
@@ -84,11 +89,11 @@ def test_the_task_claims_the_head_start_and_records_its_phases(where):
     with recording() as timings:
         claimed = head_start.claim(rank_file, current_limits())
     assert claimed is not None
-    trace, sha, began = claimed
+    trace, sha, began, waited = claimed
     own, own_sha = head_start.load_hashed(rank_file, current_limits())
     assert sha == own_sha == file_checksum(rank_file.path) and sha.startswith("xxh3_128:") and len(sha) == 41
     assert trace.meta.rank == own.meta.rank and len(trace.ts) == len(own.ts) > 1000
-    assert began <= time.perf_counter()
+    assert began <= time.perf_counter() and 0 <= waited == pytest.approx(phases_waited(timings), abs=1e-4)
     phases = {p["phase"]: p for p in timings.records()}
     assert {"scan", "decode", "wait for the head start", "checksum (own thread)"} <= set(phases)
     assert phases["scan"]["calls"] == 1
@@ -130,6 +135,44 @@ def test_a_plain_file_is_hashed_by_its_scan_and_any_other_beside_or_after_it(tmp
     monkeypatch.setattr(scanner, "_scan", type("OlderBuild", (), {"scan_document": staticmethod(
         lambda *args: built.scan_document(*args[:4]))})())
     assert hashed(plain.parent) == (in_scan, {"checksum"}, n_events)
+
+
+@pytest.mark.parametrize("load_s", [0.0, 1.0], ids=["done before the imports", "outlasting them"])
+def test_the_load_time_said_is_the_loads_own_whether_it_ends_before_or_after_the_imports(tmp_path, monkeypatch,
+                                                                                         load_s):
+    """"loaded 1 rank(s) in X s" (report.json's ``timings_s.load``) is the time the load took,
+    as its phases measured it: not less when it outlasts the imports it began beside (so began
+    before the per-rank stage: the 1 GB rank's case, said 0.82 s for a 1.13 s load), not more
+    when it was done before them (a small rank waits to be claimed). The imports are made to
+    last 0.5 s here, the load 1 s more in one case (a phase of its own, "read")."""
+    from contextlib import contextmanager
+
+    import perfreport.cli as cli
+    from perfreport.timing import phase
+
+    real_imports, real_load = cli.imports, head_start.load_hashed
+
+    @contextmanager
+    def slow_imports():
+        with real_imports():
+            yield
+        time.sleep(0.5)
+
+    def slow_load(rank_file, limits):
+        with phase("read"):
+            time.sleep(load_s)
+        return real_load(rank_file, limits)
+
+    monkeypatch.setattr(cli, "imports", slow_imports)
+    monkeypatch.setattr(head_start, "load_hashed", slow_load)  # (the head start's child is forked after this)
+    result = cli_in_process(["analyze", RANK, "--out", tmp_path, "--format", "json", "-q"])
+    assert result.returncode == 0, result.stderr
+    document = json.loads((tmp_path / "report.json").read_text())
+    phases = {p["phase"]: p for p in document["timings"]["rank_phases"]}
+    loading = sum(phases[name]["self_s"] for name in ("read", "decompress", "scan", "decode"))
+    assert loading >= load_s
+    said = document["timings_s"]["load"]
+    assert loading - 0.001 <= said <= loading + 0.03, (loading, document["timings_s"])  # (ms rounding)
 
 
 def test_a_head_start_child_that_dies_is_replaced_by_the_tasks_own_load():

@@ -175,8 +175,9 @@ def drop() -> None:
     _drop(started)
 
 
-def claim(rank_file: RankFile, limits: Limits) -> tuple[RankTrace, str, float] | None:
-    """(the rank, its checksum, when its load began: ``time.perf_counter()``) of a head start for
+def claim(rank_file: RankFile, limits: Limits) -> tuple[RankTrace, str, float, float] | None:
+    """(the rank, its checksum, when its load began: ``time.perf_counter()``, how long the loaded
+    rank then waited for this claim: the command still importing) of a head start for
     ``rank_file`` under ``limits``, once it is done, its phases added to the current recording;
     None when there is none for it. Re-raises the head start's load error."""
     global _started
@@ -196,23 +197,22 @@ def claim(rank_file: RankFile, limits: Limits) -> tuple[RankTrace, str, float] |
     if started.child is not None and not started.child.received(started):
         return None  # the child died: the task loads the file itself
     started.done.wait()
+    # The load is this task's (its wall time counts from the head start's beginning), run on
+    # another thread or in a child: its phases keep their self times. The rest of that time is
+    # the wait's own: the task waiting for the load, or the load done while the command still
+    # imported what comes after it (0.2 s of a 0.33 s task on the 2-rank NCCL example). So the
+    # task's self times add up to its wall time, and the load counts once.
+    now = time.perf_counter()
+    idle = max(0.0, now - started.began - sum(p["self_s"] for p in started.phases))
     timings = current()
     if timings is not None:
-        # The load is this task's (its wall time counts from the head start's beginning), run on
-        # another thread or in a child: its phases keep their self times. The rest of that time
-        # is the wait's own: the task waiting for the load, or the load done while the command
-        # still imported what comes after it (0.2 s of a 0.33 s task on the 2-rank NCCL
-        # example). So the task's self times add up to its wall time, and the load counts once.
-        now = time.perf_counter()
-        loaded = sum(p["self_s"] for p in started.phases)
-        idle = max(0.0, now - started.began - loaded)
         timings.add("wait for the head start", max(now - t0, idle), time.thread_time() - c0, self_s=idle)
         for p in started.phases:
             timings.add(p["phase"], p["wall_s"], p["cpu_s"], self_s=p["self_s"], calls=p["calls"],
                         faults=p.get("minor_faults", 0))
     if started.error is not None:
         raise started.error
-    return *started.result, started.began
+    return *started.result, started.began, idle
 
 
 def _run(started: _Started) -> None:

@@ -238,6 +238,8 @@ class Assembler:
         self._early: dict[int, tuple] = {}
         self._next = 0
         self.load_s = self.analyze_s = 0.0
+        self.began = float("inf")
+        """When the side's first load began (``time.perf_counter()``; see :attr:`RankDigest.began`)."""
         self.checksums: dict[int, str | None] = {}
         self.worker_peak_rss = 0
         self.rank_timings: list[dict] = []
@@ -268,10 +270,13 @@ class Assembler:
         self.ranks[rank] = DigestTrace(self.strings(d.meta), memo, d.n_events)
         self.load_s += d.load_s
         self.analyze_s += d.analyze_s
+        if getattr(d, "began", 0.0):  # (a cached digest, or one pickled before the field: not measured)
+            self.began = min(self.began, d.began)
         self.checksums[rank] = d.checksum
         self.worker_peak_rss = max(self.worker_peak_rss, d.worker_peak_rss)
         self.rank_timings.append({"rank": rank, "pid": d.pid, "peak_rss_bytes": d.worker_peak_rss,
-                                  "wall_s": round(d.load_s + d.analyze_s, 4), "phases": d.timings})
+                                  "wall_s": round(d.load_s + getattr(d, "waited_s", 0.0) + d.analyze_s, 4),
+                                  "phases": d.timings})
         self.tables_cut += getattr(d, "tables_cut", [])  # (a digest pickled before the field: none)
 
     def finish(self) -> tuple[TraceSet, dict[str, pd.DataFrame]]:

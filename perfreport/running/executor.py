@@ -150,10 +150,11 @@ def _analyse(job: RankJob, options: AnalysisOptions, limits: Limits | None, t0: 
         from ..gate.baselines import source_state
 
         source = source_state(job.path)  # before loading: the copy stored later must be this file
-    trace, checksum, began = _load(job, limits or current_limits())
+    trace, checksum, began, waited = _load(job, limits or current_limits())
     # then the freed heap goes back before the next rank (a small rank's stays for it in a worker)
     with reusing_freed_pages(trace.n_events, more_ranks=_started is not None):
-        result = digest(trace, options, checksum=checksum, load_s=time.perf_counter() - min(t0, began))
+        result = digest(trace, options, checksum=checksum, load_s=time.perf_counter() - min(t0, began) - waited,
+                        waited_s=waited)
         stored = None
         if payload:
             from ..gate.baselines import rank_payload
@@ -170,7 +171,8 @@ def _analyse(job: RankJob, options: AnalysisOptions, limits: Limits | None, t0: 
 
 def _load(job: RankJob, limits: Limits) -> tuple[RankTrace, str | None, float]:
     """(the rank, its file's checksum, when its load began: ``time.perf_counter()`` now, or
-    earlier for a rank that had a head start)."""
+    earlier for a rank that had a head start, and how long that loaded rank waited to be
+    claimed: seconds of the task's that are not its load's)."""
     began = time.perf_counter()
     from ..timing import phase
     from ..load import head_start
@@ -183,9 +185,10 @@ def _load(job: RankJob, limits: Limits) -> tuple[RankTrace, str | None, float]:
         with phase("read stored columns"):
             data = verify_file(Path(job.cache), job.cache_sha256)
         with phase("decode"):
-            return decode_columns(data, _meta(job.meta_entry, Path(job.path)), Path(job.cache)), _stored_checksum(job), began
+            return (decode_columns(data, _meta(job.meta_entry, Path(job.path)), Path(job.cache)), _stored_checksum(job),
+                    began, 0.0)
     if "://" in job.path:
-        return *_load_remote(job, limits), began
+        return *_load_remote(job, limits), began, 0.0
     path = Path(job.path)
     if job.verify:
         from ..gate.baselines import verify_file
@@ -194,11 +197,11 @@ def _load(job: RankJob, limits: Limits) -> tuple[RankTrace, str | None, float]:
             verify_file(path, job.sha256)
     rank_file = RankFile(path, job.rank_hint, job.hint_source)
     if job.sha256 or not path.is_file():
-        return load_rank_file(rank_file, limits), _stored_checksum(job), began
+        return load_rank_file(rank_file, limits), _stored_checksum(job), began, 0.0
     early = head_start.claim(rank_file, limits)
     if early is not None:
         return early
-    return *head_start.load_hashed(rank_file, limits), began
+    return *head_start.load_hashed(rank_file, limits), began, 0.0
 
 
 def _stored_checksum(job: RankJob) -> str | None:
