@@ -56,10 +56,10 @@ def test_a_head_started_analysis_is_the_analysis_without_one(tmp_path):
 
 @pytest.fixture(params=["child", "thread"])
 def where(request, monkeypatch):
-    """Where the head start loads: in a forked child (files up to CHILD_MAX_JSON_BYTES, as the
-    test's small rank is) or on a thread (larger files; forced here by a limit of 0)."""
+    """Where the head start loads: in a forked child, or on a thread where none can be forked
+    (forced here)."""
     if request.param == "thread":
-        monkeypatch.setattr(head_start, "CHILD_MAX_JSON_BYTES", 0)
+        monkeypatch.setattr(head_start._Child, "start", classmethod(lambda cls, started: None))
     return request.param
 
 
@@ -173,6 +173,24 @@ def test_the_load_time_said_is_the_loads_own_whether_it_ends_before_or_after_the
     assert loading >= load_s
     said = document["timings_s"]["load"]
     assert loading - 0.001 <= said <= loading + 0.03, (loading, document["timings_s"])  # (ms rounding)
+
+
+def test_a_file_past_the_head_start_bound_loads_in_the_task_after_the_imports(tmp_path, monkeypatch):
+    """A rank of more JSON than HEAD_START_MAX_JSON_BYTES gets no head start (on a thread beside
+    the imports its page faults slowed them six-fold): nothing is started, and the task's own
+    load gives the same analysis."""
+    monkeypatch.setattr(head_start, "HEAD_START_MAX_JSON_BYTES", _rank_file().path.stat().st_size)  # < its JSON
+    head_start.begin(_rank_file())
+    assert head_start._started is None
+    result = cli_in_process(["analyze", RANK, "--out", tmp_path / "b", "--format", "json", "-q"])
+    assert result.returncode == 0, result.stderr
+    without = json.loads((tmp_path / "b" / "report.json").read_text())
+    phases = {p["phase"] for p in without["timings"]["rank_phases"]}
+    assert "wait for the head start" not in phases and {"read", "decompress", "scan", "decode"} <= phases
+    for key in ("timings", "timings_s", "created_utc", "command"):
+        without.pop(key, None)
+    monkeypatch.undo()
+    assert _analysis(RANK, tmp_path / "a", head=True) == without
 
 
 def test_a_head_start_child_that_dies_is_replaced_by_the_tasks_own_load():

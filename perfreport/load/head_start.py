@@ -5,24 +5,30 @@
 the file first, and the per-rank task then :func:`claim`\\ s the loaded rank instead of loading it
 again: on a 2-core machine the imports and the load run side by side.
 
-Where the load runs:
+Which files, and where the load runs:
 
-* a file of up to :data:`CHILD_MAX_JSON_BYTES` of JSON loads in a **forked child**, which hands
-  the loaded rank back in memory files (:mod:`perfreport.running.handoff`, as a worker hands
-  back its digest: the columns are mapped, not copied). A load on a thread of the importing
-  process slows its imports by half or more although the scanner holds no GIL (measured on the
-  2-core VM: the imports of a 200 MB ``analyze`` 0.19 CPU s alone, 0.27-0.36 beside a scan on a
-  thread of the same process, 0.19 beside one in another process; its cause not found: a thread
-  that only faults in 200 MB, streams a mapped 200 MB file or copies 200 MB beside the imports
-  slows them by 0.06 s at most). The rank was
-  ready 0.29-0.30 s after the start instead of 0.37-0.38 (3 runs each), and 0.53-0.55 s instead
-  of 0.59-0.60 for a 500 MB one; the 200 MB A100 rank's ``analyze --format json`` took
+* a file of up to :data:`HEAD_START_MAX_JSON_BYTES` of JSON loads in a **forked child**, which
+  hands the loaded rank back in memory files (:mod:`perfreport.running.handoff`, as a worker
+  hands back its digest: the columns are mapped, not copied). A load on a thread of the
+  importing process slows its imports by half or more although the scanner holds no GIL
+  (measured on the 2-core VM: the imports of a 200 MB ``analyze`` 0.19 CPU s alone, 0.27-0.36
+  beside a scan on a thread of the same process, 0.19 beside one in another process). The rank
+  was ready 0.29-0.30 s after the start instead of 0.37-0.38 (3 runs each), and 0.53-0.55 s
+  instead of 0.59-0.60 for a 500 MB one; the 200 MB A100 rank's ``analyze --format json`` took
   0.62-0.68 s instead of 0.70-0.75 (8 alternating pairs), its parent's peak 164 MB instead of
   180. The process is free meanwhile, so it prepares the report's renderers then
-  (:func:`loading_in_a_child`).
-* a larger file loads on a **thread** (the C scanner and the checksum's hasher release the GIL):
-  the hand-off of a 1 GB rank's columns costs more than it saves (0.09-0.16 s; the triton-grown
-  rank was ready 0.15 s later from a child), and its load outlasts the imports anyway.
+  (:func:`loading_in_a_child`). Where no child can be forked, a thread loads it.
+* a larger file gets **no head start**: the task loads it after the imports. Handing a 1 GB
+  rank's columns back from a child costs more than it saves (0.09-0.16 s; the triton-grown
+  rank was ready 0.15 s later), and on a thread beside the imports its load slowed them
+  six-fold. What slows them is the other thread's page faults: a thread of the same process
+  that only touches fresh memory made the imports cost 0.40-0.65 CPU s instead of 0.21, one
+  that spins or rewrites memory it already has 0.23-0.29, and one in another process faulting
+  the same way 0.21. The scan of a 1 GB rank faults in its columns and the file's map all
+  along: its imports took 0.9-1.2 CPU s and its scan 0.1-0.2 s more than after them. Four
+  ranks grown to 1 GB (A100, V100, rtx2080, triton; ``analyze --format json``, 3 alternating
+  pairs each): 1.91-1.94 s against 1.96-2.07, 2.51-2.53 against 2.53-2.87, 2.15-2.22 against
+  2.23-2.33, 2.98-2.99 against 2.93-3.03, with 0.8-1.2 CPU s less each.
 
 Either way the file's checksum is computed in the loading process (:func:`load_hashed`).
 
@@ -98,9 +104,9 @@ def _timed(fn: Callable, *args):
     return value, time.perf_counter() - t0, time.thread_time() - c0
 
 
-CHILD_MAX_JSON_BYTES = 512 << 20
-"""The largest file (bytes of JSON; a ``.json.gz`` counts its text) whose head start loads in a
-forked child rather than on a thread (see the module's doc)."""
+HEAD_START_MAX_JSON_BYTES = 512 << 20
+"""The largest file (bytes of JSON; a ``.json.gz`` counts its text) that gets a head start; a
+larger one loads in the task, after the imports (see the module's doc)."""
 
 
 @dataclass
@@ -122,12 +128,15 @@ _lock = threading.Lock()
 
 
 def begin(rank_file: RankFile) -> None:
-    """Start loading ``rank_file`` in a forked child or on a thread (see the module's doc; a
+    """Start loading ``rank_file`` in a forked child, or on a thread where none can be forked (a
     daemon thread: a command that fails before it claims the rank does not wait for it, and
-    :func:`drop` ends a child). At most one head start is pending; a new one replaces it."""
+    :func:`drop` ends a child); nothing for a file past :data:`HEAD_START_MAX_JSON_BYTES` (see
+    the module's doc). At most one head start is pending; a new one replaces it."""
     global _started
     try:
         identity = _identity(rank_file.path)
+        if _uncompressed(rank_file) > HEAD_START_MAX_JSON_BYTES:
+            return
     except OSError:
         return  # the task's own load reports the file's problem
     from ..running.heap import one_arena
@@ -137,8 +146,7 @@ def begin(rank_file: RankFile) -> None:
     with _lock:
         _drop(_started)
         _started = started
-    if _uncompressed(rank_file) <= CHILD_MAX_JSON_BYTES:
-        started.child = _Child.start(started)
+    started.child = _Child.start(started)
     if started.child is None:
         threading.Thread(target=_run, args=(started,), name="perfreport-head-start", daemon=True).start()
 
