@@ -214,6 +214,28 @@ def test_an_id_column_made_in_one_pass_is_numpys() -> None:
         columns._scattered(3, [(np.array([1, 3], np.int32), np.array([7, 8]))])
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_flow_matchs_key_tuples_group_as_np_unique_of_the_rows(seed) -> None:
+    """linking._tuple_ids (a lexsort of the key columns) groups rows as np.unique of them as one
+    structured array did: equal tuples one id, NaN equal to nothing, -0.0 equal to 0.0."""
+    from perfreport.load import linking
+
+    rng = np.random.default_rng(seed)
+    n = 5_000
+    pid = rng.integers(0, 3, n).astype(np.int32)
+    ts = rng.choice(np.array([0.0, -0.0, 1.5, 2.25, np.nan, 1e15 + 0.5]), n)
+    flow = rng.integers(-1, 4, n)
+    for columns in ([pid, pid, ts], [flow], [ts, pid]):
+        got = linking._tuple_ids(columns)
+        rows = np.empty(n, dtype=[(f"k{i}", c.dtype) for i, c in enumerate(columns)])
+        for i, c in enumerate(columns):
+            rows[f"k{i}"] = c
+        want = np.unique(rows, return_inverse=True)[1].ravel()
+        pairs = set(zip(got.tolist(), want.tolist()))
+        assert len(pairs) == len(set(got.tolist())) == len(set(want.tolist())), columns  # one to one
+        assert got.min() == 0 and got.max() == len(set(got.tolist())) - 1
+
+
 @pytest.mark.parametrize("dtype", [np.int64, np.float64])
 def test_the_flow_fallbacks_lookup_among_few_values_is_np_isin(dtype) -> None:
     """model.rows_among without the extension (a binary search among the few values) answers as

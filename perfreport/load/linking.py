@@ -203,6 +203,23 @@ def _link_by_flows(cols, codes, cpu_side: np.ndarray, unlinked: np.ndarray, link
     linked[gpu[ok]] = cpu_of_gpu[ok]
 
 
+def _tuple_ids(columns: list[np.ndarray]) -> np.ndarray:
+    """An id per row of the key ``columns`` (equal tuples, equal ids; NaN equals nothing, as
+    ``==`` says): one lexsort of the columns, then the rows where any key changes. A
+    ``np.unique`` of the rows as one structured array compared them field by field in a generic
+    sort: the CUDA-graph trace grown to 1 GB (its graph kernels linked by flow arrows, 650,000
+    candidate rows) took 0.107 s of its 0.25 s decode in that sort alone."""
+    order = np.lexsort(columns[::-1])  # by the first key, then the next
+    new = np.zeros(len(order), dtype=bool)
+    new[:1] = True
+    for column in columns:
+        ordered = column[order]
+        new[1:] |= ordered[1:] != ordered[:-1]
+    ids = np.empty(len(order), dtype=np.int64)
+    ids[order] = np.cumsum(new) - 1
+    return ids
+
+
 def _flow_rows(cols, codes: Mapping[str, int], phase: str, rows: np.ndarray) -> np.ndarray:
     """Those of ``rows`` (ascending) that are launch flow events of ``phase`` (``s`` or ``f``)
     with a flow id."""
@@ -236,12 +253,7 @@ def _match(cols: dict[str, np.ndarray], keys: tuple[str, ...], rows_a: np.ndarra
     in_small = rows_among(small, big[in_big])
     at_a, at_b = (in_small, in_big) if a_small else (in_big, in_small)
     cand_a, cand_b = rows_a[at_a], rows_b[at_b]
-    dtype = [(f"k{i}", cols[k].dtype) for i, k in enumerate(keys)]
-    both = np.empty(len(cand_a) + len(cand_b), dtype=dtype)
-    for i, k in enumerate(keys):
-        both[f"k{i}"] = np.concatenate([cols[k][cand_a], cols[k][cand_b]])
-    _, inverse = np.unique(both, return_inverse=True)
-    inverse = inverse.ravel()
+    inverse = _tuple_ids([np.concatenate([cols[k][cand_a], cols[k][cand_b]]) for k in keys])
     last_b = np.full(inverse.max() + 1, -1, dtype=np.int64)
     last_b[inverse[len(cand_a):]] = cand_b  # repeated keys: the last assignment wins (rows_b ascends)
     out[at_a] = last_b[inverse[:len(cand_a)]]
