@@ -705,13 +705,23 @@ typedef struct {
 /* scan_document's ``checksum``: the bytes scanned go into the hash in order, a few kB behind the
  * scanning position, before release_scanned hands their pages back (it never passes
  * S->hashed). The text is read once, not a second time by a hasher beside the scan. */
+/* Seconds on a monotonic clock (the processor time used where there is none: MSVC). */
+static double seconds_now(void)
+{
+#if defined(CLOCK_MONOTONIC)
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+#else
+    return (double)clock() / CLOCKS_PER_SEC;
+#endif
+}
+
 static void hash_to(Scan *S, const char *p)
 {
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double t0 = seconds_now();
     XXH3_128bits_update(S->hash, S->hashed, (size_t)(p - S->hashed));
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    S->hash_s += (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    S->hash_s += seconds_now() - t0;
     S->hashed = p;
 }
 
