@@ -30,7 +30,8 @@ Which files, and where the load runs:
   pairs each): 1.91-1.94 s against 1.96-2.07, 2.51-2.53 against 2.53-2.87, 2.15-2.22 against
   2.23-2.33, 2.98-2.99 against 2.93-3.03, with 0.8-1.2 CPU s less each.
 
-Wherever a rank loads, its file's checksum is computed by the process that loads it (:func:`load_hashed`).
+Wherever a rank loads, its file's checksum is computed by the process that loads it
+(:func:`load_hashed`).
 
 The claim checks that the task wants exactly what was started: the same file (path, size and
 modification time), the same rank hint and the same limits; otherwise the head start is dropped
