@@ -160,9 +160,9 @@ def _reduce(assembler: Assembler, t0: float, t1: float) -> Analysis:
     with phase("cross-rank analyses"):
         traces, tables = assembler.finish()
     # the per-rank stage ran load and per-rank analyses together: split its wall time by their
-    # shares. It began with the first load, which may be before this stage: a single rank loads
-    # while the command imports (the triton-grown 1 GB rank's scan and decode took 1.13 s, which
-    # "loaded 1 rank(s) in 0.82 s" understated when the stage was counted from after the imports)
+    # shares. It began with the first load, which may be before this stage: a head-started rank
+    # loads while the command imports (the triton-grown 1 GB rank, head-started then, said
+    # "loaded 1 rank(s) in 0.82 s" for a scan and decode of 1.13 s counted from after the imports)
     t0 = min(t0, assembler.began)
     load_cpu, analyze_cpu = assembler.load_s, assembler.analyze_s
     load_share = load_cpu / (load_cpu + analyze_cpu) if load_cpu + analyze_cpu > 0 else 1.0

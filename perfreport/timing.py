@@ -91,6 +91,13 @@ class Timings:
         row[3] += calls
         row[4] += faults
 
+    def add_inside(self, name: str, seconds: float) -> None:
+        """Count ``seconds`` against ``name``, a step of the open phase timed by the code that ran
+        it: its own time, out of that phase's self time (as a nested phase's)."""
+        self.add(name, seconds, seconds)
+        if self._stack:
+            self._stack[-1].child_wall += seconds
+
     def records(self) -> list[dict]:
         """The phases, in the order they first ran: ``phase``, ``wall_s`` (inclusive),
         ``self_s`` (without nested phases), ``cpu_s`` (this thread's), ``calls``, ``minor_faults``
@@ -154,9 +161,7 @@ def nested(name: str, seconds: float) -> None:
     phase's self time."""
     timings = _current.get()
     if timings is not None:
-        timings.add(name, seconds, seconds)
-        if timings._stack:
-            timings._stack[-1].child_wall += seconds
+        timings.add_inside(name, seconds)
 
 
 def record(name: str, wall_s: float, cpu_s: float = 0.0) -> None:

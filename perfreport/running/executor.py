@@ -169,7 +169,7 @@ def _analyse(job: RankJob, options: AnalysisOptions, limits: Limits | None, t0: 
     return result, stored
 
 
-def _load(job: RankJob, limits: Limits) -> tuple[RankTrace, str | None, float]:
+def _load(job: RankJob, limits: Limits) -> tuple[RankTrace, str | None, float, float]:
     """(the rank, its file's checksum, when its load began: ``time.perf_counter()`` now, or
     earlier for a rank that had a head start, and how long that loaded rank waited to be
     claimed: seconds of the task's that are not its load's)."""
