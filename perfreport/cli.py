@@ -305,7 +305,7 @@ def timings_hook(args: argparse.Namespace, documents: Sequence[dict], sides: Map
     """What :func:`perfreport.report.outputs.write_reports` runs once every format is rendered: the
     command's phases into ``documents`` (``timings``: the command's document and the report's
     plain copy, which report.json is written from)."""
-    from .running.executor import peak_rss
+    from .running.rank_task import peak_rss
     from .timing import current, timings_document
 
     def attach() -> None:

@@ -2,7 +2,7 @@
 
 Argument parsing, printing and exit codes only: the store is :mod:`perfreport.gate.baselines`
 (and :mod:`perfreport.gate.baseline_runs`); ``save`` loads and analyses each rank on the
-executors, as ``analyze`` does (:func:`perfreport.running.executor.save_job`).
+executors, as ``analyze`` does (:func:`perfreport.running.rank_task.save_job`).
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def cmd_baseline_save(args: argparse.Namespace) -> int:
     from ..config import load_config
     from ..errors import BaselineError
     from ..running.executor import run as run_executor
-    from ..running.executor import save_job
+    from ..running.rank_task import save_job
     from ..gate.baseline_runs import append
     from ..gate.baselines import check_name, save
     from ..pipeline import analysis_options, source_label, trace_jobs

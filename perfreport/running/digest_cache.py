@@ -1,7 +1,7 @@
 """A stored baseline's analyses, kept next to its column cache: re-analysing it is a file read.
 
 ``baseline save`` writes ``cache/rank-N.digest`` per rank (computed by the worker that loaded
-the rank, :func:`perfreport.running.executor.save_job`): that rank's
+the rank, :func:`perfreport.running.rank_task.save_job`): that rank's
 :class:`~perfreport.running.digest.RankDigest` (its analysis tables and per-rank summaries) for the default
 gate settings. A later ``compare``/``analyze`` of the baseline with the same settings and the
 same perfreport code reads it instead of decoding the columns and running the analyses again.

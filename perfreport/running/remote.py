@@ -1,7 +1,7 @@
 """Trace folders on object storage (``s3://``, ``gs://``, ... through fsspec): one job per rank file.
 
 Only listed and sized here; each rank is read by the task that analyses it
-(:func:`perfreport.running.executor.run_job`), on a Dask worker close to the data.
+(:func:`perfreport.running.rank_task.run_job`), on a Dask worker close to the data.
 """
 
 from __future__ import annotations
