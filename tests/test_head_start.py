@@ -177,7 +177,7 @@ def test_the_load_time_said_is_the_loads_own_whether_it_ends_before_or_after_the
 
 def test_a_file_past_the_head_start_bound_loads_in_the_task_after_the_imports(tmp_path, monkeypatch):
     """A rank of more JSON than HEAD_START_MAX_JSON_BYTES gets no head start (on a thread beside
-    the imports its page faults slowed them six-fold): nothing is started, and the task's own
+    the imports its page faults slowed them five- to ninefold): nothing is started, and the task's own
     load gives the same analysis."""
     monkeypatch.setattr(head_start, "HEAD_START_MAX_JSON_BYTES", _rank_file().path.stat().st_size)  # < its JSON
     head_start.begin(_rank_file())

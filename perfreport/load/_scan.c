@@ -702,9 +702,6 @@ typedef struct {
 
 #define HASH_STEP (64 << 10) /* hash the text every 64 kB scanned, while it is in the core's cache */
 
-/* scan_document's ``checksum``: the bytes scanned go into the hash in order, a few kB behind the
- * scanning position, before release_scanned hands their pages back (it never passes
- * S->hashed). The text is read once, not a second time by a hasher beside the scan. */
 /* Seconds on a monotonic clock (the processor time used where there is none: MSVC). */
 static double seconds_now(void)
 {
@@ -717,6 +714,9 @@ static double seconds_now(void)
 #endif
 }
 
+/* scan_document's ``checksum``: the bytes scanned go into the hash in order, a few kB behind the
+ * scanning position, before release_scanned hands their pages back (it never passes
+ * S->hashed). The text is read once, not a second time by a hasher beside the scan. */
 static void hash_to(Scan *S, const char *p)
 {
     double t0 = seconds_now();

@@ -20,15 +20,15 @@ Which files, and where the load runs:
   (:func:`loading_in_a_child`). Where no child can be forked, a thread loads it.
 * a larger file gets **no head start**: the task loads it after the imports. Handing a 1 GB
   rank's columns back from a child costs more than it saves (0.09-0.16 s; the triton-grown
-  rank was ready 0.15 s later), and on a thread beside the imports its load slowed them
-  six-fold. What slows them is the other thread's page faults: a thread of the same process
+  rank was ready 0.15 s later), and on a thread beside the imports its load slowed them five-
+  to ninefold. What slows them is the other thread's page faults: a thread of the same process
   that only touches fresh memory made the imports cost 0.40-0.65 CPU s instead of 0.21, one
   that spins or rewrites memory it already has 0.23-0.29, and one in another process faulting
   the same way 0.21. The scan of a 1 GB rank faults in its columns and the file's map all
-  along: its imports took 0.9-1.2 CPU s and its scan 0.1-0.2 s more than after them. Four
-  ranks grown to 1 GB (A100, V100, rtx2080, triton; ``analyze --format json``, 3 alternating
-  pairs each): 1.91-1.94 s against 1.96-2.07, 2.51-2.53 against 2.53-2.87, 2.15-2.22 against
-  2.23-2.33, 2.98-2.99 against 2.93-3.03, with 0.8-1.2 CPU s less each.
+  along: its imports took 0.7-1.2 CPU s (0.12-0.14 after it) and its scan 0.07-0.28 s more.
+  Four ranks grown to 1 GB (A100, V100, rtx2080, triton; ``analyze --format json``, 3
+  alternating pairs each): 1.91-1.94 s against 1.96-2.07, 2.51-2.53 against 2.53-2.87,
+  2.15-2.22 against 2.23-2.33, 2.98-2.99 against 2.93-3.03, with 0.8-1.2 CPU s less each.
 
 Wherever a rank loads, its file's checksum is computed by the process that loads it
 (:func:`load_hashed`).

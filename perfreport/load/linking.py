@@ -207,8 +207,8 @@ def _tuple_ids(columns: list[np.ndarray]) -> np.ndarray:
     """An id per row of the key ``columns`` (equal tuples, equal ids; NaN equals nothing, as
     ``==`` says): one lexsort of the columns, then the rows where any key changes. A
     ``np.unique`` of the rows as one structured array compared them field by field in a generic
-    sort: the CUDA-graph trace grown to 1 GB (its graph kernels linked by flow arrows, 650,000
-    candidate rows) took 0.107 s of its 0.25 s decode in that sort alone."""
+    sort: the CUDA-graph trace grown to 1 GB (its graph kernels linked by flow arrows) has 75,594
+    candidate rows, whose unique took 0.11 CPU s of its 0.25 s decode; the lexsort 0.001 s."""
     order = np.lexsort(columns[::-1])  # by the first key, then the next
     new = np.zeros(len(order), dtype=bool)
     new[:1] = True
