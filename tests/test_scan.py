@@ -719,7 +719,8 @@ def test_small_integer_fast_paths():
 def test_long_traces_with_changing_key_order():
     """More events than the scanner samples before sizing its columns (4096), with member orders
     that change from event to event (the scanner remembers the key at each position): keys that
-    are prefixes of others, escaped spellings of wanted keys, args whose keys come and go."""
+    are prefixes of others, escaped spellings of wanted keys, args whose keys come and go, and
+    keys followed by more different keys than it remembers after one ("ph": seven)."""
     rng = random.Random(11)
     kinds = [
         '{{"ph": "X", "cat": "kernel", "name": "k{i}", "pid": 1, "tid": 7, "ts": {ts}, "dur": 3,'
@@ -730,6 +731,9 @@ def test_long_traces_with_changing_key_order():
         '{{"p\\u0068": "X", "names": "x", "name": "n{i}", "ts": {ts}, "dur": 1, "pi": 5, "pid": 9,'
         ' "args": {{"correlation": {i}, "corr": 1, "External id": {i}}}}}',
         '{{"ph": "i", "ts": {ts}, "args": {{}}, "name": "mark"}}',
+        '{{"ph": "s", "pid": 1, "id": {i}, "tid": 7, "ts": {ts}, "cat": "ac2g", "name": "ac2g"}}',
+        '{{"ph": "C", "name": "mem", "pid": 1, "ts": {ts}, "args": {{"Total Allocated": {i}}}}}',
+        '{{"ph": "M", "dur": 0, "pid": {i}, "name": "process_name", "args": {{"name": "p{i}"}}}}',
     ]
     events = [rng.choice(kinds).format(i=i, ts=1_700_000_000_000_000 + 3 * i) for i in range(6000)]
     both("[" + ",\n".join(events) + "]")
