@@ -772,7 +772,8 @@ def test_repeated_text_values(text_cache_slots):
     res = both("[" + ",\n".join(events) + "]")
     assert len(set(text_of(res, res.args["Input Dims"].values))) == 12  # spacing variants share a text
     assert len(set(text_of(res, res.top["name"]))) == len(names) - 1  # "op" and "o\u0070" are one text
-    numbers = ["12", "123", "12.5", "12e3", "12E3", "-12", "0", "-0", "0.0", "1.5e-3", "3113936", "7"]
+    numbers = ["12", "123", "12.5", "12e3", "12E3", "-12", "0", "-0", "0.0", "1.5e-3", "3113936", "7",
+               "31139360000000001", "31139360000000002", "3113936000000000.5"]  # one entry (first 16 bytes)
     events = [f'{{"pid": {rng.choice(numbers)}, "tid": {rng.choice(numbers)}, "ts": {i}}}' for i in range(3000)]
     res = both("[" + ", ".join(events) + "]")  # numbers in kind-'s' fields: a longer number is not a hit
     assert set(text_of(res, res.top["pid"])) == set(numbers)
@@ -781,7 +782,8 @@ def test_repeated_text_values(text_cache_slots):
         both('[{"name": ' + tail + '}, {"name": ' + tail + "}]")
         both('[{"pid": ' + tail + '}, {"pid": ' + tail + "}]")
     pairs = [("12", "123"), ("12", "12.5"), ("12", "12e3"), ("12", "12E3"), ("-12", "-123"), ("0", "0.5"),
-             ("0", "0e1"), ("-0", "-0.0"), ("1.5", "1.55"), ("1.5", "1.5e3"), ("1e3", "1e32"), ("7", "70")]
+             ("0", "0e1"), ("-0", "-0.0"), ("1.5", "1.55"), ("1.5", "1.5e3"), ("1e3", "1e32"), ("7", "70"),
+             ("3113936000000000", "31139360000000001")]
     for number, longer in pairs:  # a cached number, then a longer one that starts with it
         res = both('[{"pid": ' + number + '}, {"pid": ' + longer + '}, {"pid": ' + number + "}]")
         assert text_of(res, res.top["pid"]) == [number, longer, number]
