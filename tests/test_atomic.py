@@ -45,6 +45,28 @@ def wait_paused(proc: subprocess.Popen, pause_at: str) -> None:
     pytest.fail(f"never reached {pause_at} (exit {proc.returncode}): {''.join(seen)}")
 
 
+def wait_blocked_on_lock(proc: subprocess.Popen, timeout_s: float = 60) -> None:
+    """Block until ``proc`` waits for a lock another process holds: the kernel lists it in
+    /proc/locks as a blocked request ("->", then its pid). Where there is no /proc/locks, it is
+    given 3 s, in which its load (well under a second) ends and it must still be running."""
+    import time
+
+    locks = Path("/proc/locks")
+    if not locks.exists():
+        with pytest.raises(subprocess.TimeoutExpired):
+            proc.wait(timeout=3)
+        return
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if any(line.split()[1:2] == ["->"] and str(proc.pid) in line.split()
+               for line in locks.read_text().splitlines()):
+            assert proc.poll() is None
+            return
+        assert proc.poll() is None, proc.stderr.read()
+        time.sleep(0.01)
+    pytest.fail(f"process {proc.pid} never waited for the lock")
+
+
 def kill_at(args: list[str], pause_at: str, exchange: bool = True) -> None:
     proc = start(args, pause_at, exchange)
     try:
@@ -170,8 +192,7 @@ def test_concurrent_saves_of_one_name_leave_one_complete_baseline(tmp_path, jobs
     wait_paused(first, "dir.built")  # holds the lock, its folder built, not yet swapped in
     second = subprocess.Popen([sys.executable, "-m", "perfreport", "baseline", "save", "b", str(new),
                                "--store", str(store), "--force"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    with pytest.raises(subprocess.TimeoutExpired):
-        second.wait(timeout=3)  # blocked on the lock (its load takes well under a second)
+    wait_blocked_on_lock(second)
     first.send_signal(signal.SIGCONT)
     assert first.wait(timeout=60) == 0
     assert second.wait(timeout=60) == 0, second.stderr.read()
