@@ -592,6 +592,13 @@ def test_id_table_converts_the_same_whether_it_converts_every_text_or_only_those
     lut_named = _id_table(named, odd, steps)
     np.testing.assert_array_equal(lut_named, _id_table(named, odd))
     assert lut_named[len(strings) + 7] == TEXT_ID_BASE - len(strings) - 7
+    # the step names do not make a table big: 11 other texts for 8,000 codes are converted whole
+    # (the unused "Traces" too), where the 211 texts with them would only be converted where used
+    short = tuple(c[:4000] for c in odd)
+    whole, used = _id_table(named, short, steps), _id_table(named, short)
+    assert (whole[10], used[10]) == (TEXT_ID_BASE - 10, -1)
+    for codes in short:
+        np.testing.assert_array_equal(whole.take(codes), used.take(codes))
     for lut in (lut_named, lut_few, lut_many, np.array([-1]), np.array([5, -1, 5, -1])):
         ids, code = _id_codes(lut)
         want_ids, want_code = np.unique(lut, return_inverse=True)
