@@ -27,6 +27,14 @@
  * -0.0 is 0.0, as in np.isin. numpy sorts the values with the few (np.isin) or searches each
  * among them: a pass over the 5 M starts of a 1 GB rank for a thousand orphan kernels, ~10
  * ms either way against ~5 here.
+ *
+ *     codes_in(table, codes, out) -> None
+ *
+ * ``table[codes]`` for a table of a bool per string code (its last slot stands for code -1, no
+ * string) and int32 codes, into ``out`` (a bool per code): which events have one of some names
+ * or categories (model.code_mask). numpy first copies the int32 codes into a column of intp
+ * indices, then gathers: 7-12 ms for the 4.49 M events of the triton example grown to 1 GB, a
+ * column of fresh pages among them; here one pass. IndexError for a code out of bounds.
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -254,6 +262,41 @@ static PyObject *among(PyObject *self, PyObject *args)
     return PyLong_FromSsize_t(count);
 }
 
+static PyObject *codes_in(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *objs[3];
+    if (!PyArg_ParseTuple(args, "OOO", &objs[0], &objs[1], &objs[2]))
+        return NULL;
+    Py_buffer views[3];
+    if (open_views(objs, views) < 0)
+        return NULL;
+    Py_ssize_t m = views[0].len, n = views[1].len / 4;
+    if (views[0].itemsize != 1 || kind_of(&views[1]) != '4' || views[2].itemsize != 1 || views[2].len != n) {
+        release(views, 3);
+        PyErr_SetString(PyExc_ValueError, "codes_in: expected a bool table, int32 codes and a bool out as long");
+        return NULL;
+    }
+    const uint8_t *table = views[0].buf;
+    const int32_t *codes = views[1].buf;
+    uint8_t *out = views[2].buf;
+    Py_ssize_t bad = -1;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t k = codes[i] < 0 ? (Py_ssize_t)codes[i] + m : (Py_ssize_t)codes[i];
+        if ((size_t)k >= (size_t)m) {
+            bad = i;
+            break;
+        }
+        out[i] = table[k] != 0;
+    }
+    Py_END_ALLOW_THREADS
+    if (bad >= 0)
+        PyErr_Format(PyExc_IndexError, "codes_in: code %d out of bounds for a table of %zd", (int)codes[bad], m);
+    release(views, 3);
+    return bad >= 0 ? NULL : Py_NewRef(Py_None);
+}
+
 static PyMethodDef methods[] = {
     {"search", search, METH_VARARGS,
      "search(a, v, right, out) -> None\n\nWrite np.searchsorted(a, v, 'right' if right else 'left') into out\n"
@@ -261,6 +304,9 @@ static PyMethodDef methods[] = {
     {"among", among, METH_VARARGS,
      "among(values, few, out) -> int\n\nWrite the positions of the values equal to one of the sorted, distinct few\n"
      "into out (int64) and return their count: np.flatnonzero(np.isin(values, few)) (see the module doc)."},
+    {"codes_in", codes_in, METH_VARARGS,
+     "codes_in(table, codes, out) -> None\n\nWrite table[codes] into out: a bool per int32 code (a negative code counts\n"
+     "from the table's end, as numpy's index); IndexError for one out of bounds (see the module doc)."},
     {NULL, NULL, 0, NULL},
 };
 

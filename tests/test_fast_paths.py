@@ -353,6 +353,31 @@ def test_rows_among_few_values_in_c_is_np_isin(trace) -> None:
             np.testing.assert_array_equal(got, want)
 
 
+def test_code_masks_are_np_isin(trace) -> None:
+    """Which events hold one of some string codes (model.code_mask: one comparison for one code,
+    the C extension's lookup in a table of a bool per code for more) is np.isin on a real trace's
+    name, category and pid columns: no code, one, a few, many, the missing code -1 among them;
+    numpy's gather (the reference) gives the same; a code past the table is an IndexError."""
+    from perfreport import model
+
+    rng = np.random.default_rng(3)
+    n = len(trace.strings)
+    for column in (trace.name, trace.cat, trace.pid_code):
+        present = np.unique(column)
+        for codes in ([], present[:1], present[-1:], present[:3], rng.choice(present, 40), [-1], [-1, present[0]],
+                      np.arange(n)):
+            codes = np.asarray(codes, dtype=np.int64)
+            want = np.isin(column, codes)
+            np.testing.assert_array_equal(model.code_mask(column, codes, n), want)
+            table = np.zeros(n + 1, dtype=bool)
+            table[codes] = True
+            np.testing.assert_array_equal(model.in_table(table, column), want)
+            np.testing.assert_array_equal(model.in_table(table, column.astype(np.int64)), want)  # numpy's
+    if model._sorted is not None and hasattr(model._sorted, "codes_in"):
+        with pytest.raises(IndexError, match="out of bounds"):
+            model.in_table(np.zeros(3, dtype=bool), np.array([0, 3], dtype=np.int32))
+
+
 def test_codes_where_without_step_names_is_the_full_loop(trace, monkeypatch) -> None:
     """The prefixes asked with ``no_step_names`` match no ProfilerStep#N name: leaving those out
     gives the codes of the loop over every string."""

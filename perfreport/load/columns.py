@@ -16,8 +16,8 @@ import numpy as np
 
 from ..errors import TraceError
 from ..model import (DENSE_ARGS, GPU_SIDE_CATEGORIES, NARROW_COLUMNS, SPARSE_COLUMNS, STEP_NAME, StringCodes,
-                     TEXT_ID_BASE, RankTrace, SparseColumn, TraceMeta, fits_int32, narrow, sorted_unique,
-                     step_name_table)
+                     TEXT_ID_BASE, RankTrace, SparseColumn, TraceMeta, fits_int32, in_table, narrow,
+                     sorted_unique, step_name_table)
 from .fields import INT_MISSING, ScanResult
 from .linking import code_mask, link_by_correlation, link_cpu_gpu, link_first_gpu_events, name_mask  # noqa: F401 (tests)
 from .restarts import numbered_on
@@ -318,7 +318,7 @@ def _step_rows(cols, step_numbers: np.ndarray, strings: np.ndarray, complete: np
     # The name first (one gather over the column, through the step names' own table: as a list of
     # codes for code_mask, the 345,319 step names of a 1 GB rank took 15 ms to make), then the
     # other tests on its few rows only.
-    step_rows = np.flatnonzero(is_step[cols["name"]])
+    step_rows = np.flatnonzero(in_table(is_step, cols["name"]))
     step_rows = step_rows[complete[step_rows] & ~gpu_side[step_rows] & np.isfinite(cols["dur"][step_rows])]
     return step_rows[np.argsort(cols["ts"][step_rows], kind="stable")]
 

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ..model import RUNTIME_CATEGORIES, SparseColumn, rows_among, search_sorted
+from ..model import RUNTIME_CATEGORIES, SparseColumn, code_mask, rows_among, search_sorted
 
 try:
     from . import _decode  # type: ignore[attr-defined]
@@ -25,13 +25,6 @@ def name_mask(column: np.ndarray, codes: Mapping[str, int], names) -> np.ndarray
     table indexed by code (code -1, missing, reads the last slot: False). np.isin would sort
     or build its table over the column's value range first: ~4x slower on millions of rows."""
     return code_mask(column, [codes[c] for c in names if c in codes], len(codes))
-
-
-def code_mask(column: np.ndarray, wanted: list[int], n_codes: int) -> np.ndarray:
-    """Where the string-code ``column`` (codes below ``n_codes``, -1 missing) is in ``wanted``."""
-    table = np.zeros(n_codes + 1, dtype=bool)
-    table[wanted] = True
-    return table[column]
 
 
 def link_cpu_gpu(cols: dict[str, np.ndarray], correlation: SparseColumn, codes: Mapping[str, int],
