@@ -2212,10 +2212,10 @@ static int memo_entry(KeyMemo *memo, const char *key, size_t len, int field)
  * followers stay ordered by how often they come (a new one enters first, see read_key_memo)
  * and the usual one is compared first. Kineto's event kinds order their keys differently, so
  * a key can have three or four followers ("ph" is followed by "cat", "id" or "s"; "name" by
- * "pid", "bp", "ph" or the closing brace). Two remembered followers, the more recent one
- * first, missed 73,000 of 1.1 M keys of the triton example (each a string validation and a
+ * "pid", "bp" or "ph"). Two remembered followers, the more recent one
+ * first, missed 73,000 of 719,000 keys of the triton example (each a string validation and a
  * hash probe) and compared 1.09 M predictions; four, ordered by use: 50 misses and 0.98 M
- * comparisons (a simulation of both on 15 MB of it; on six other kinds of trace 8-26 % fewer
+ * comparisons (a simulation of both on 15 MB of it; on five other kinds of trace 8-23 % fewer
  * comparisons, on the CUDA-graph trace 7 % more). */
 static inline void follower_seen(MemoKey *before, int j)
 {
