@@ -284,7 +284,7 @@ SEARCH_IN_C_FROM = 64
 def code_mask(column: np.ndarray, codes, n_codes: int) -> np.ndarray:
     """Where the string-code ``column`` (codes below ``n_codes``, -1 for no string) holds one of
     ``codes``: ``np.isin(column, codes)``. One code is one comparison; more, one lookup per
-    event in a table of a bool per code (:func:`in_table`). On the 4.49 M events of the triton
+    event in a table of a bool per code (:func:`take_codes`). On the 4.49 M events of the triton
     example grown to 1 GB: one comparison 0.4 ms, where the comparisons of 2-4 codes took 3.3-4.8
     ms and the lookup takes 2.4."""
     codes = np.asarray(codes, dtype=np.intp)
@@ -292,19 +292,24 @@ def code_mask(column: np.ndarray, codes, n_codes: int) -> np.ndarray:
         return column == codes[0]
     table = np.zeros(n_codes + 1, dtype=bool)  # the last entry stands for -1, no string
     table[codes] = True
-    return in_table(table, column)
+    return take_codes(table, column)
 
 
-def in_table(table: np.ndarray, column: np.ndarray) -> np.ndarray:
-    """``table[column]`` for a table of a bool per string code (its last entry: code -1) and a
-    code column: one pass of the C extension ``_sorted`` for int32 codes, where numpy first
-    copies them into a column of intp indices (5.0-5.5 ms warm at 4.49 M events, 7-12 in a
-    rank's decode, against 2.4); numpy, the reference, otherwise."""
-    if _sorted is not None and hasattr(_sorted, "codes_in") and column.dtype == np.int32 and table.dtype == bool:
-        out = np.empty(len(column), dtype=bool)
-        _sorted.codes_in(table, np.ascontiguousarray(column), out)
+def take_codes(table: np.ndarray, codes: np.ndarray, use_c: bool | None = None, reuse: bool = False) -> np.ndarray:
+    """``table.take(codes)`` for a table of a bool or an int32 per string code (a code -1 reads
+    its last entry) and int32 codes: one pass of the C extension ``_sorted``, where numpy first
+    copies the codes into a column of intp indices (a bool per code for 4.49 M events: 5.0-5.5 ms
+    warm against 2.4; int32 for 1 M events: 4.5-5.6 ms against 2.0-2.1); numpy, the reference,
+    otherwise. ``reuse``: an int32 result may be written over ``codes`` (when they are writable),
+    which are not read again. ``use_c`` forces one path (tests)."""
+    c_ok = _sorted is not None and hasattr(_sorted, "take_codes")
+    if (use_c if use_c is not None else c_ok) and codes.dtype == np.int32 and table.dtype in (np.bool_, np.int32):
+        codes = np.ascontiguousarray(codes)
+        in_place = reuse and table.dtype == np.int32 and codes.flags.writeable
+        out = codes if in_place else np.empty(len(codes), dtype=table.dtype)
+        _sorted.take_codes(np.ascontiguousarray(table), codes, out)
         return out
-    return table[column]
+    return table.take(codes)
 
 
 def search_sorted(a: np.ndarray, v, side: str = "left") -> np.ndarray:

@@ -355,7 +355,7 @@ def test_rows_among_few_values_in_c_is_np_isin(trace) -> None:
 
 def test_code_masks_are_np_isin(trace) -> None:
     """Which events hold one of some string codes (model.code_mask: one comparison for one code,
-    the C extension's lookup in a table of a bool per code for more) is np.isin on a real trace's
+    the C extension's take from a table of a bool per code for more) is np.isin on a real trace's
     name, category and pid columns: no code, one, a few, many, the missing code -1 among them;
     numpy's gather (the reference) gives the same; a code past the table is an IndexError."""
     from perfreport import model
@@ -371,11 +371,11 @@ def test_code_masks_are_np_isin(trace) -> None:
             np.testing.assert_array_equal(model.code_mask(column, codes, n), want)
             table = np.zeros(n + 1, dtype=bool)
             table[codes] = True
-            np.testing.assert_array_equal(model.in_table(table, column), want)
-            np.testing.assert_array_equal(model.in_table(table, column.astype(np.int64)), want)  # numpy's
-    if model._sorted is not None and hasattr(model._sorted, "codes_in"):
+            np.testing.assert_array_equal(model.take_codes(table, column), want)
+            np.testing.assert_array_equal(model.take_codes(table, column.astype(np.int64)), want)  # numpy's
+    if model._sorted is not None and hasattr(model._sorted, "take_codes"):
         with pytest.raises(IndexError, match="out of bounds"):
-            model.in_table(np.zeros(3, dtype=bool), np.array([0, 3], dtype=np.int32))
+            model.take_codes(np.zeros(3, dtype=bool), np.array([0, 3], dtype=np.int32))
 
 
 def test_codes_where_without_step_names_is_the_full_loop(trace, monkeypatch) -> None:

@@ -56,13 +56,6 @@
  * events). False (out unfinished) where a value does not fit int32 or the rows do not ascend:
  * numpy then makes the column.
  *
- *     take_codes(table, codes, out) -> None
- *
- * ``table.take(codes)`` for int32 codes into an int32 table (a code -1 reads its last slot, as
- * numpy's negative index): the pid and tid codes of every event (columns.build_rank_trace).
- * numpy's take first copies the int32 codes into a column of intp indices, then gathers: 4.5-5.6
- * ms a column of 1 M events, here 2 ms.
- *
  *     present_ids(ids, out) -> bool
  *
  * The flow id of every event (columns._flow_ids): ``ids`` (int64, INT_MISSING where an event
@@ -669,49 +662,6 @@ static PyObject *dense_ids(PyObject *self, PyObject *args)
     return PyBool_FromLong(ok);
 }
 
-static PyObject *take_codes(PyObject *self, PyObject *args)
-{
-    (void)self;
-    PyObject *objs[3];
-    if (!PyArg_ParseTuple(args, "OOO", &objs[0], &objs[1], &objs[2]))
-        return NULL;
-    Py_buffer table, codes, out;
-    if (PyObject_GetBuffer(objs[0], &table, PyBUF_C_CONTIGUOUS) < 0)
-        return NULL;
-    if (PyObject_GetBuffer(objs[1], &codes, PyBUF_C_CONTIGUOUS) < 0) {
-        PyBuffer_Release(&table);
-        return NULL;
-    }
-    Py_ssize_t m = table.len / 4, n = codes.len / 4;
-    if (get_buffer(objs[2], &out, n, 4, 1, "out") < 0) {
-        PyBuffer_Release(&table);
-        PyBuffer_Release(&codes);
-        return NULL;
-    }
-    const int32_t *t = table.buf, *c = codes.buf;
-    int32_t *o = out.buf;
-    Py_ssize_t bad = -1;
-    Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t i = 0; i < n; i++) {
-        Py_ssize_t k = c[i] < 0 ? (Py_ssize_t)c[i] + m : (Py_ssize_t)c[i];
-        if ((size_t)k >= (size_t)m) {
-            bad = i;
-            break;
-        }
-        o[i] = t[k];
-    }
-    Py_END_ALLOW_THREADS
-    PyBuffer_Release(&table);
-    PyBuffer_Release(&out);
-    if (bad >= 0) {
-        PyErr_Format(PyExc_IndexError, "take_codes: code %d out of bounds for a table of %zd", (int)c[bad], m);
-        PyBuffer_Release(&codes);
-        return NULL;
-    }
-    PyBuffer_Release(&codes);
-    Py_RETURN_NONE;
-}
-
 static PyObject *relative_us(PyObject *self, PyObject *args)
 {
     (void)self;
@@ -814,10 +764,6 @@ static PyMethodDef decode_methods[] = {
      "dense_ids(rows, values, out) -> bool\n\n"
      "out (int32) = -1, then values (int64) at rows (int32, strictly ascending), in one pass;\n"
      "False (out unfinished) where a value does not fit int32 or the rows are not so."},
-    {"take_codes", take_codes, METH_VARARGS,
-     "take_codes(table, codes, out) -> None\n\n"
-     "out[i] = table[codes[i]] (int32 each; a negative code counts from the table's end), as\n"
-     "table.take(codes); IndexError for a code out of bounds."},
     {"relative_us", relative_us, METH_VARARGS,
      "relative_us(ts, origin_ns, out) -> None\n\n"
      "out[i] = (ts[i] - origin_ns) / 1000.0 (int64 ns, exact difference, into float64 us), NaN\n"

@@ -16,8 +16,8 @@ import numpy as np
 
 from ..errors import TraceError
 from ..model import (DENSE_ARGS, GPU_SIDE_CATEGORIES, NARROW_COLUMNS, SPARSE_COLUMNS, STEP_NAME, StringCodes,
-                     TEXT_ID_BASE, RankTrace, SparseColumn, TraceMeta, fits_int32, in_table, narrow,
-                     sorted_unique, step_name_table)
+                     TEXT_ID_BASE, RankTrace, SparseColumn, TraceMeta, fits_int32, narrow,
+                     sorted_unique, step_name_table, take_codes)
 from .fields import INT_MISSING, ScanResult
 from .linking import code_mask, link_by_correlation, link_cpu_gpu, link_first_gpu_events, name_mask  # noqa: F401 (tests)
 from .restarts import numbered_on
@@ -183,21 +183,6 @@ def _second_half(flow_id: np.ndarray, ids: np.ndarray) -> np.ndarray | None:
     return ids.view(np.int32)[len(flow_id):]
 
 
-def take_codes(table: np.ndarray, codes: np.ndarray, use_c: bool | None = None, reuse: bool = False) -> np.ndarray:
-    """``table.take(codes)`` (a code -1 reads the table's last slot): through the C extension
-    ``_decode`` for int32 on both sides, where numpy first copies the codes to intp indices
-    (4.5-5.6 -> 2.0-2.1 ms a column of the V100-grown 200 MB rank's 1 M events); numpy, the
-    reference, otherwise. ``reuse``: the result may be written over ``codes`` (when they are
-    writable), which are not read again. ``use_c`` forces one path (tests)."""
-    if (use_c if use_c is not None else _decode is not None and hasattr(_decode, "take_codes")) \
-            and table.dtype == np.int32 and codes.dtype == np.int32:
-        codes = np.ascontiguousarray(codes)
-        out = codes if reuse and codes.flags.writeable else np.empty(len(codes), dtype=np.int32)
-        _decode.take_codes(np.ascontiguousarray(table), codes, out)
-        return out
-    return table.take(codes)
-
-
 def _id_codes(id_table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(the distinct values of ``id_table``, sorted; the code of each of its slots among them,
     int32). Two texts of one id ("7" and "07") get one code, so events group by code as by id,
@@ -318,7 +303,7 @@ def _step_rows(cols, step_numbers: np.ndarray, strings: np.ndarray, complete: np
     # The name first (one gather over the column, through the step names' own table: as a list of
     # codes for code_mask, the 345,319 step names of a 1 GB rank took 15 ms to make), then the
     # other tests on its few rows only.
-    step_rows = np.flatnonzero(in_table(is_step, cols["name"]))
+    step_rows = np.flatnonzero(take_codes(is_step, cols["name"]))
     step_rows = step_rows[complete[step_rows] & ~gpu_side[step_rows] & np.isfinite(cols["dur"][step_rows])]
     return step_rows[np.argsort(cols["ts"][step_rows], kind="stable")]
 

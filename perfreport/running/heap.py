@@ -114,7 +114,7 @@ def reusing_freed_pages(n_events: int, more_ranks: bool = False) -> Iterator[Non
     The thresholds are set only for a rank of :data:`KEEP_FROM_EVENTS` events or more. glibc's
     dynamic rule keeps a freed block in the heap once a block that large was unmapped, up to
     32 MiB, so it served ranks below 2.1 M events (the first bound) as long as the decode freed
-    an int64 copy of a column early; since the decode gathers without one (``_decode``'s
+    an int64 copy of a column early; since the decode gathers without one (the C extensions'
     take_codes and present_ids), the V100-grown 200 MB rank's decode (1 M events) made 16,300
     page faults on glibc's rule and 10,600 with the thresholds set (0.055 -> 0.045 CPU s; the A100
     and MI250-grown 200 MB ranks' 0.029-0.033 -> 0.026-0.028 s; peaks within 6 MB). Setting them
