@@ -636,17 +636,17 @@ typedef struct {
     uint8_t len;                 /* bytes in text, quote included */
     int16_t field;               /* index in the field map, -1 when not wanted */
     uint8_t is_args;             /* the key is "args" */
-    uint8_t next[KEY_NEXT];      /* the keys that followed this one, most recent first (0: none) */
+    uint8_t next[KEY_NEXT];      /* keys that followed this one, the most used first (0: none) */
     char pattern[KEY_PATTERN];   /* the member as Kineto writes it, '"key": ', zero-padded */
     uint32_t pattern_mask;       /* bit i set for each byte of it; 0 when it does not fit */
 } MemoKey;
 
 /* The keys read so far in one kind of object (events, or their args), and which key followed
  * which. Kineto writes the members of every event of one kind in one fixed order, and a trace
- * has few kinds, so the key after a given key is nearly always one of the last two seen after
- * it: comparing the raw bytes (closing quote included) with those two replaces validating the
- * string and looking it up in the field map (>95% of keys on real traces). Only keys without
- * escapes are remembered, so a match is exactly the key read before. */
+ * has few kinds, so the key after a given key is nearly always one of the few seen after it
+ * (KEY_NEXT, see follower_seen): comparing the raw bytes (closing quote included) with those
+ * replaces validating the string and looking it up in the field map (>95% of keys on real
+ * traces). Only keys without escapes are remembered, so a match is exactly the key read before. */
 typedef struct {
     MemoKey keys[KEY_MEMO_KEYS]; /* keys[KEY_START], keys[KEY_UNKNOWN]: no text */
     int n;                       /* entries in use */
@@ -2212,11 +2212,12 @@ static int memo_entry(KeyMemo *memo, const char *key, size_t len, int field)
  * followers stay ordered by how often they come (a new one enters first, see read_key_memo)
  * and the usual one is compared first. Kineto's event kinds order their keys differently, so
  * a key can have three or four followers ("ph" is followed by "cat", "id" or "s"; "name" by
- * "pid", "bp" or "ph"). Two remembered followers, the more recent one
- * first, missed 73,000 of 719,000 keys of the triton example (each a string validation and a
- * hash probe) and compared 1.09 M predictions; four, ordered by use: 50 misses and 0.98 M
- * comparisons (a simulation of both on 15 MB of it; on five other kinds of trace 8-23 % fewer
- * comparisons, on the CUDA-graph trace 7 % more). */
+ * "pid", "bp" or "ph"). Two remembered followers, the more recent one first, missed 73,000 of
+ * 719,000 keys of the triton example (each a string validation and a hash probe) and compared
+ * 1.09 M predictions; four, ordered by use: 50 misses and 0.98 M comparisons (a simulation of
+ * both on 15 MB of it; on five other kinds of trace 8-23 % fewer comparisons, on the CUDA-graph
+ * trace 7 % more; four in the order of their last miss compared more than two on six of seven
+ * kinds). */
 static inline void follower_seen(MemoKey *before, int j)
 {
     if (j > 0) {
