@@ -37,8 +37,9 @@
  * written). Which events have one of some names or categories (model.code_mask), the pid and tid
  * codes of every event (columns.build_rank_trace). numpy first copies the int32 codes into a
  * column of intp indices, then gathers: a bool per code for the 4.49 M events of the triton
- * example grown to 1 GB 5.0-5.5 ms warm (7-12 in a rank's decode, the copy's fresh pages among
- * them), here 2.4; int32 for the 1 M events of the V100-grown 200 MB rank 4.5-5.6 ms, here 2.0.
+ * example grown to 1 GB 5.0-5.5 ms warm (the decode's mask of its GPU-side categories 7 ms, the
+ * copy's fresh pages among them), here 2.4; int32 for the 1 M events of the V100-grown 200 MB
+ * rank 4.5-5.6 ms, here 2.0.
  * IndexError for a code out of bounds.
  */
 

@@ -1219,12 +1219,12 @@ def test_a_mapped_trace_gives_its_scanned_pages_back_and_the_same_columns(tmp_pa
     assert len(text) > 40 << 20  # past two release steps of 16 MB
     path = tmp_path / "big.json"
     path.write_bytes(text)
-    want, want_members = scanner.scan_document(text)
+    want, want_members, _ = scanner.scan_document(text)
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
         scanner.scan_document(mapped)
         kept_mb = _mapped_resident_mb(path)  # without release: the whole text
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-        got, members = scanner.scan_document(mapped, release=True)
+        got, members, _ = scanner.scan_document(mapped, release=True)
         released_mb = _mapped_resident_mb(path)
         # the spans of members before and after the events still read right (pages come back)
         assert {k: bytes(mapped[a:b]) for k, (a, b) in members} == {k: text[a:b] for k, (a, b) in want_members}
@@ -1269,7 +1269,7 @@ def test_the_scan_hashes_every_byte_of_the_document_as_it_reads_it(tmp_path, mon
     text = _big_trace_text()
     path = tmp_path / "big.json"
     path.write_bytes(text)
-    plain, plain_members = scanner.scan_document(text)
+    plain, plain_members, _ = scanner.scan_document(text)
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
         mapped_result, mapped_members, mapped_checksum = scanner.scan_document(mapped, release=True, checksum=True)
     own_result, own_members, own_checksum = scanner.scan_document(bytearray(text), release=True, checksum=True)
@@ -1297,9 +1297,9 @@ def test_release_in_own_memory_hands_back_the_events_only():
     from perfreport.load import scanner
 
     text = _big_trace_text()
-    want, want_members = scanner.scan_document(text)
+    want, want_members, _ = scanner.scan_document(text)
     buf = bytearray(text)
-    got, members = scanner.scan_document(buf, release=True)
+    got, members, _ = scanner.scan_document(buf, release=True)
     assert members == want_members
     assert {k: bytes(buf[a:b]) for k, (a, b) in members} == {k: text[a:b] for k, (a, b) in want_members}
     assert got.n_events == want.n_events and list(got.strings) == list(want.strings)

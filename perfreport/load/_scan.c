@@ -2216,8 +2216,8 @@ static int memo_entry(KeyMemo *memo, const char *key, size_t len, int field)
  * 719,000 keys of the triton example (each a string validation and a hash probe) and compared
  * 1.09 M predictions; four, ordered by use: 50 misses and 0.98 M comparisons (a simulation of
  * both on 15 MB of it; on five other kinds of trace 8-23 % fewer comparisons, on the CUDA-graph
- * trace 7 % more; four in the order of their last miss compared more than two on six of seven
- * kinds). */
+ * trace 7 % more; four in the order of their last miss took more instructions than two on six of
+ * seven kinds). */
 static inline void follower_seen(MemoKey *before, int j)
 {
     if (j > 0) {

@@ -163,7 +163,7 @@ def _scan_one_pass(data, checksum: bool = False) -> tuple[ScanResult, dict[str, 
         done = scan_document(data, release=not isinstance(data, memoryview), checksum=checksum)
         if done is None:
             return None
-        result, members, hashed = done if checksum else (*done, None)
+        result, members, hashed = done
         spans = dict(members)  # duplicate keys: the last wins, in the first one's place (as msgspec)
         # slicing copies (bytes or mmap alike): the decoded values hold no view into ``data``
         return result, {key: decode_lenient(data[start:end]) for key, (start, end) in spans.items()}, hashed

@@ -31,21 +31,21 @@ def scan_c(events_json) -> ScanResult:
 def scan_document(document, release: bool = False, checksum: bool = False):
     """One pass of the C scanner over a whole trace file (the JSON text of its top-level object).
 
-    Returns the columns of its ``traceEvents`` and, for every other top-level member in file
-    order (duplicate keys included), ``(key, (start, end))``: where its value's JSON text is in
-    ``document``. None when the C extension (or a build of it with ``scan_document``) is absent.
-    Raises ValueError for malformed JSON, a top level that is not an object, or a missing or
-    non-array ``traceEvents``. Nothing returned refers to ``document``'s memory. ``release``:
-    the scanner hands the pages of the ``traceEvents`` array back to the kernel as it goes, so
-    the whole text is never resident beside the columns. In a read-only ``mmap`` of the file
-    they read from the page cache again if touched later; in the caller's own memory (the text
-    of a decompressed file) they read as zeros, so pass it there only for text whose events
-    array is not read again. The other members' spans are never handed back.
+    Returns the columns of its ``traceEvents``, for every other top-level member in file order
+    (duplicate keys included) ``(key, (start, end))``: where its value's JSON text is in
+    ``document``, and its checksum (below). None when the C extension (or a build of it with
+    ``scan_document``) is absent. Raises ValueError for malformed JSON, a top level that is not an
+    object, or a missing or non-array ``traceEvents``. Nothing returned refers to ``document``'s
+    memory. ``release``: the scanner hands the pages of the ``traceEvents`` array back to the
+    kernel as it goes, so the whole text is never resident beside the columns. In a read-only
+    ``mmap`` of the file they read from the page cache again if touched later; in the caller's own
+    memory (the text of a decompressed file) they read as zeros, so pass it there only for text
+    whose events array is not read again. The other members' spans are never handed back.
 
-    ``checksum``: a third item, ``ALGORITHM:HEX`` of all of ``document``'s bytes
-    (:mod:`.checksums`), hashed by the scanner as it reads them (None from a build without it):
-    for a mapped file, its checksum without reading the file a second time. The hashing's time
-    is a phase of its own inside the scan's ("checksum (in the scan)").
+    The third item, with ``checksum``: ``ALGORITHM:HEX`` of all of ``document``'s bytes
+    (:mod:`.checksums`), hashed by the scanner as it reads them (for a mapped file, its checksum
+    without reading the file a second time); None without it, or from a build that cannot. The
+    hashing's time is a phase of its own inside the scan's ("checksum (in the scan)").
     """
     if _scan is None or not hasattr(_scan, "scan_document"):
         return None
@@ -59,8 +59,6 @@ def scan_document(document, release: bool = False, checksum: bool = False):
     else:
         n, top, rows, values, strings, members = _scan.scan_document(document, TOP_FIELDS, ARG_FIELDS, release)
     result = unique_strings(_columns(n, top, rows, values, strings))
-    if not checksum:
-        return result, members
     return result, members, f"{CHECKSUM}:{digest.hex()}" if hashing else None
 
 

@@ -184,13 +184,14 @@ def _stored_checksum(job: RankJob) -> str | None:
 
 
 def _load_remote(job: RankJob, limits: Limits):
-    """A trace on object storage: copied to a local temporary file by fsspec, loaded, removed."""
+    """A trace on object storage: copied to a local temporary file by fsspec, loaded and hashed
+    as a local file is (:func:`~perfreport.load.head_start.load_hashed`: a plain JSON file by
+    its own scan, not read a second time), removed."""
     import shutil
     import tempfile
 
-    from ..load.checksums import file_checksum
-    from ..load.kineto import load_rank_file
     from ..load.discover import RankFile
+    from ..load.head_start import load_hashed
     from ..timing import phase
 
     try:
@@ -202,8 +203,7 @@ def _load_remote(job: RankJob, limits: Limits):
         local = Path(tmp) / f"rank{suffix}"
         with phase("download"), fsspec.open(job.path, "rb") as src, open(local, "wb") as dst:
             shutil.copyfileobj(src, dst, 1 << 22)
-        checksum = file_checksum(local)
-        trace = load_rank_file(RankFile(local, job.rank_hint, job.hint_source), limits)
+        trace, checksum = load_hashed(RankFile(local, job.rank_hint, job.hint_source), limits)
         shutil.rmtree(tmp, ignore_errors=True)
     return dataclasses.replace(trace, meta=dataclasses.replace(trace.meta, path=job.path)), checksum
 
