@@ -160,6 +160,26 @@ def test_real_trace_matches_reference(path):
     assert_same(scan_c(events), reference_scan(path, events))
 
 
+_TOKENS = re.compile(rb'"(?:[^"\\]|\\.)*"|\s+|[^"\s]+')
+
+
+def minified(text: bytes) -> bytes:
+    """The JSON text without whitespace outside strings, as compact writers (orjson, msgspec,
+    json.dumps with separators=(",", ":")) write it; the numbers' text kept as it is."""
+    return b"".join(t for t in _TOKENS.findall(text) if not t.isspace())
+
+
+@pytest.mark.skipif(not TRACES, reason=f"no traces under {TRACES_DIR}")
+@pytest.mark.parametrize("path", sorted(TRACES, key=lambda p: p.stat().st_size)[:3], ids=lambda p: p.name[:40])
+def test_a_compact_real_trace_scans_as_the_spaced_one(path):
+    """A real trace written without a space after ':' and ',' (the key patterns then follow the
+    file's spacing): the same columns as the trace as Kineto wrote it."""
+    events = bytes(read_events_json(path))
+    compact = minified(events)
+    assert len(compact) < 0.95 * len(events) and b'":"' in compact and b'":{' in compact
+    assert_same(scan_c(compact), scan_c(events))
+
+
 # --------------------------------------------------------------------------------------------
 # hand-written cases, checked against the reference and against expected values
 
@@ -805,13 +825,16 @@ def test_repeated_compound_value_then_bad_text(text_cache_slots):
         assert str(warm_error.value) == want
 
 
-@pytest.mark.parametrize("length", [1, 12, 27, 28, 29, 40, 41])
-def test_keys_of_every_length_and_spacing(length):
-    """Keys are matched against the member text '"key": ' in 32 bytes (keys up to 28 bytes);
-    longer keys, other spacing and members within 32 bytes of the end take the general path."""
+@pytest.mark.parametrize("first", ['": ', '":'], ids=["spaced-first", "compact-first"])
+@pytest.mark.parametrize("length", [1, 12, 27, 28, 29, 30, 40, 41])
+def test_keys_of_every_length_and_spacing(length, first):
+    """Keys are matched against the member text as the key's first occurrence spaced it, '"key": '
+    or '"key":', in 32 bytes (keys up to 28 or 29 bytes); longer keys, other spacing and members
+    within 32 bytes of the end take the general path."""
     key = ("k" * length)[:length]
     events = []
-    for i, sep in enumerate(['": ', '":', '" : ', '":\n ', '": ']):
+    other = '":' if first == '": ' else '": '
+    for i, sep in enumerate([first, other, '" : ', '":\n ', first]):
         events.append(f'{{"name": "n{i}", "{key}{sep}{i}, "ph{sep}"X", "args": {{"{key}{sep}1, "stream{sep}{i}}}}}')
     for n in (1, 3, 40):
         doc = "[" + ", ".join(events * n) + "]"
