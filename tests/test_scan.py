@@ -195,6 +195,22 @@ def test_empty_array_and_whitespace():
     assert res.top["ts"].tolist() == [1000, INT_MISSING]
 
 
+@pytest.mark.parametrize("indent", [0, 1, 4, 7, 8, 12])
+def test_line_breaks_and_indentation_of_every_width(indent):
+    """A line break and up to 7 spaces are skipped in one step (Kineto's layout), wider or mixed
+    runs byte by byte: every width, a tab or carriage return after the spaces, and runs that end
+    within a word of the end of the text give the same columns as the reference scanner."""
+    pad = " " * indent
+    runs = [f"\n{pad}", f"\n{pad}\t", f"\n{pad}\r\n ", f"\n{pad}\n{pad}"]
+    events = [f'{{{r}"ph": "X",{r}"name": "k{i}",{r}"ts": {i},{r}"args": {{{r}"stream": 7{r}}}{r}}}'
+              for i, r in enumerate(runs * 3)]
+    res = both("[" + ",".join(events) + f"\n{pad}]")
+    assert res.n_events == 12 and res.args["stream"].values.tolist() == [7] * 12
+    assert res.top["ts"].tolist() == [1000 * i for i in range(12)]
+    for tail in range(1, 11):  # the closing bracket 1 to 10 bytes after the line break
+        assert both('[{"ph": "X"}\n' + " " * (tail - 1) + "]").n_events == 1
+
+
 def test_escapes_and_surrogate_pairs():
     doc = r'[{"name": "a\"b\\c\/d\b\f\n\r\t\u00e9\u4e2d\ud83d\ude00\u0000z", "cat": "plain é"}]'
     res = both(doc)

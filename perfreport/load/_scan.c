@@ -918,6 +918,14 @@ static inline const char *skip_ws(const char *p, const char *end)
         return p;
     if (p < end && *p == ' ' && end - p > 1 && (unsigned char)p[1] > ' ') /* or one space */
         return p + 1;
+    if (p < end && *p == '\n' && end - p > 9) { /* or a line break and up to 7 spaces (Kineto's layout) */
+        uint64_t off = load64(p + 1) ^ 0x2020202020202020ULL; /* a zero byte for each space */
+        if (off) {
+            const char *q = p + 1 + first_flagged_byte(off); /* the first byte that is not a space */
+            if ((unsigned char)*q > ' ')
+                return q;
+        }
+    }
     while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
         p++;
     return p;
