@@ -24,6 +24,8 @@ memory budget (``PEAK_PER_JSON_BYTE`` per byte of a rank's JSON) must cover.
 * ``--grow-from``: one ``--grown-mb`` MB rank grown from each of other real traces (an event-dense
   V100 trace, a many-step MI250 one): ``analyze``, ``compare`` and HTA, which is stopped after
   ``--hta-timeout`` seconds (its time then a lower bound, shown with ``>``);
+* ``--compact-from``: one more, the V100 trace's events written without spaces (orjson's and
+  msgspec's JSON: ~11 % more events per MB than Kineto's spacing), the same three;
 * ``--many-steps-from``: one ``--many-steps-mb`` MB rank grown from a tiny real trace with
   steps (the triton example's 71 events: 345,319 profiler steps at 1 GB, every per-step table
   and the gate's per-step samples at their longest): ``analyze`` and ``compare`` only (HTA takes
@@ -248,11 +250,13 @@ def perfreport(*args: str) -> list[str]:
     return [PYTHON, "-m", "perfreport", *args]
 
 
-def one_rank_folders(mb: int, workdir: Path, source: Path = gen.DEFAULT_SOURCE) -> tuple[Path, Path, float]:
-    """A folder holding the ``mb`` MB rank grown from ``source`` and a second folder with a copy
-    of it (symlinks: the same bytes, so a compare of the two is a compare of a run with itself)."""
+def one_rank_folders(mb: int, workdir: Path, source: Path = gen.DEFAULT_SOURCE,
+                     layout: str = "line") -> tuple[Path, Path, float]:
+    """A folder holding the ``mb`` MB rank grown from ``source`` (its text in ``layout``, see
+    ``load.encode_event``) and a second folder with a copy of it (symlinks: the same bytes, so a
+    compare of the two is a compare of a run with itself)."""
     workdir.mkdir(parents=True, exist_ok=True)
-    json_path, _, info = gen.generate(gen.read_source(source), mb, "line", 6, workdir)
+    json_path, _, info = gen.generate(gen.read_source(source), mb, layout, 6, workdir)
     folders = []
     for name in (f"rank_{mb}MB", f"twin_{mb}MB"):
         folder = workdir / name
@@ -468,6 +472,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="also a --grown-mb MB rank grown from each of these real traces (comma-separated; '' for "
                         "none; default: an event-dense V100 trace and a many-step MI250 one)")
     p.add_argument("--grown-mb", type=int, default=200)
+    p.add_argument("--compact-from", default=str(GROW_SOURCES[0]),
+                   help="also a --grown-mb MB rank grown from this real trace written compact, without spaces "
+                        "(as orjson and msgspec write JSON: the most events per MB; '' for none; default: the V100 "
+                        "trace)")
     p.add_argument("--many-steps-from", type=Path, default=MANY_STEPS_SOURCE,
                    help="also a --many-steps-mb MB rank grown from this tiny real trace with steps, without HTA "
                         "('' for none; default: %(default)s)")
@@ -499,6 +507,12 @@ def main(argv: list[str] | None = None) -> int:
         folder, twin, json_mb = one_rank_folders(args.grown_mb, args.workdir / f"grown-{name}", source)
         cases.append(run_case(f"1 rank, {json_mb:,.0f} MB grown from {name}", folder, twin, json_mb, 1, args.repeat,
                               hta, None, args.hta_timeout))
+    if args.compact_from and Path(args.compact_from).exists():
+        source = Path(args.compact_from)
+        name = source.parent.name
+        folder, twin, json_mb = one_rank_folders(args.grown_mb, args.workdir / f"compact-{name}", source, "compact")
+        cases.append(run_case(f"1 rank, {json_mb:,.0f} MB grown from {name} (compact JSON)", folder, twin, json_mb, 1,
+                              args.repeat, hta, None, args.hta_timeout))
     source = args.many_steps_from
     if str(source) not in ("", ".") and args.many_steps_mb and source.exists():
         folder, twin, json_mb = one_rank_folders(args.many_steps_mb, args.workdir / f"many-steps-{source.parent.name}",
