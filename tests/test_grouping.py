@@ -232,3 +232,32 @@ def test_distinct_rows_are_numpys_unique_rows(seed: int) -> None:
             np.testing.assert_array_equal(inverse, want_inverse.ravel())
         else:
             assert len(first) == len(inverse) == 0
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_run_ids_by_bytes_are_those_column_by_column(seed: int, monkeypatch) -> None:
+    """run_ids tells runs apart as byte strings where a length has few runs per code (kernel
+    sequences: few calls of many kernels) and column by column elsewhere: the same ids and the
+    same first runs as the column-by-column path alone, for codes of 1 and 2 bytes (up to 300
+    distinct, negative too), short and long runs, repeated and not; more than 65,536 distinct
+    codes are not packed."""
+    from perfreport.analyses import grouping
+    from perfreport.analyses.grouping import run_ids
+
+    rng = np.random.default_rng(seed)
+    packed_lengths = set()
+    for trial in range(80):
+        alphabet = [3, 40, 300, 100_000][trial % 4]
+        pattern = rng.integers(0, alphabet, int(rng.integers(1, 600))) * 7 - 11  # not from 0, negative too
+        codes = np.tile(pattern, int(rng.integers(1, 5))).astype(np.int64)
+        starts = np.unique(np.r_[0, rng.integers(0, len(codes), int(rng.integers(0, 300)))])
+        got = run_ids(codes, starts)
+        with monkeypatch.context() as m:
+            m.setattr(grouping, "_packed", lambda codes: None)
+            want = run_ids(codes, starts)
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1], want[1])
+        if grouping._packed(codes) is not None:
+            packed_lengths.add(grouping._packed(codes).dtype.itemsize)
+    assert packed_lengths == {1, 2}
+    assert grouping._packed(np.arange(70_000)) is None and grouping._packed(np.arange(65_536)) is not None

@@ -65,8 +65,9 @@ def run_ids(codes: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarr
     """(id, first): a dense id per run ``codes[starts[i]:starts[i+1]]`` (the last run ends at
     ``len(codes)``), equal for runs with equal codes, and for each id one run that has it.
 
-    Runs of one length form a matrix whose distinct rows ``np.unique`` finds exactly; the loop
-    is over the distinct run lengths, not over runs.
+    Runs of one length form a matrix whose distinct rows are found exactly, as byte strings
+    where the length has few runs per code (:data:`BYTES_ROWS_PER_COLUMN`), else column by column
+    (:func:`distinct_rows`); the loop is over the distinct run lengths, not over runs.
 
     >>> run_ids(np.array([5, 5, 6, 5, 6, 5]), np.array([0, 1, 3, 5]))
     (array([0, 1, 1, 0]), array([0, 1]))
@@ -77,15 +78,49 @@ def run_ids(codes: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarr
     lengths = np.diff(np.append(starts, len(codes)))
     by_length = np.argsort(lengths, kind="stable")
     bounds = np.flatnonzero(np.r_[True, np.diff(lengths[by_length]) != 0, True])
+    packed = _packed(codes)
     firsts, next_id = [], 0
     for lo, hi in zip(bounds[:-1], bounds[1:]):  # a loop over distinct run lengths
         runs = by_length[lo:hi]
-        matrix = codes[starts[runs][:, None] + np.arange(lengths[runs[0]])]
-        first, inverse = distinct_rows(matrix)
+        at = starts[runs][:, None] + np.arange(lengths[runs[0]])
+        bytewise = packed is not None and len(runs) < BYTES_ROWS_PER_COLUMN * at.shape[1]
+        first, inverse = _distinct_bytes(packed[at]) if bytewise else distinct_rows(codes[at])
         ids[runs] = next_id + inverse
         firsts.append(runs[first])
         next_id += len(first)
     return ids, np.concatenate(firsts)
+
+
+BYTES_ROWS_PER_COLUMN = 400
+"""A run length's runs are told apart as byte strings (:func:`_distinct_bytes`) while there are
+fewer than this many per column, else column by column (:func:`distinct_rows`). Measured: 50
+runs of 20 codes 9 µs as bytes against 195 µs; 5,000 of 16, 559 against 1,816 µs; 5,000 of 4,
+536 against 277 µs; 50,000 of 2, 7.2 against 1.3 ms (a byte sort compares row by row, the
+columns' numbering is linear in the rows)."""
+
+
+def _packed(codes: np.ndarray) -> np.ndarray | None:
+    """``codes`` numbered densely in their sorted order (:func:`_dense`), as 1- or 2-byte
+    big-endian integers (so that byte order is numeric order), for :func:`_distinct_bytes`; None
+    where there are more than 65,536 distinct codes or they are not integers.
+
+    Why: :func:`distinct_rows` numbers each column of a run length's matrix apart (a presence
+    table each, ~10-60 µs of numpy calls), right for many rows of few columns; the runs of kernel
+    sequences are the other shape, few rows of tens to hundreds of columns: the hta_sampled-grown
+    16 x 50 MB job's kernel sequences took 0.28 CPU s over its 32 ranks, 0.08 s as bytes (its
+    ``compare`` 6.31-6.38 -> 5.89-6.14 s)."""
+    if codes.dtype.kind not in "iu":
+        return None
+    dense, count = _dense(codes)
+    return None if count > 1 << 16 else dense.astype(np.uint8 if count <= 1 << 8 else ">u2")
+
+
+def _distinct_bytes(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`distinct_rows` of a matrix of :func:`_packed` codes: each row one byte string,
+    sorted as bytes (the rows' lexicographic order), the first occurrence of each kept."""
+    rows = np.ascontiguousarray(matrix).view(np.dtype((np.void, matrix.shape[1] * matrix.itemsize))).ravel()
+    _, first, inverse = np.unique(rows, return_index=True, return_inverse=True)
+    return first, inverse.ravel()
 
 
 def tuple_columns(tuples: Sequence[tuple], which: np.ndarray) -> np.ndarray:
