@@ -100,7 +100,9 @@ and thousands of profiler steps once grown (the per-step analyses' cost)."""
 MANY_STEPS_SOURCE = Path("/work/shared/traces/odd_a100_triton_example/triton_example.json.gz")
 """A real trace of a few steps and 71 events: grown to 1 GB, the most steps (and per-step rows)
 of any input measured, and the slowest ``compare`` of a 1 GB rank found (issue 24's notes)."""
-LOAD_PHASES = ("read", "decompress", "scan", "decode", "read stored columns")
+LOAD_PHASES = ("read", "decompress", "scan", "decode", "read stored columns", "decompress (own thread, beside the scan)")
+BESIDE = ("decompress (own thread, beside the scan)",)
+"""Phases run on a thread of their own beside another (no self time): their CPU counts whole."""
 
 
 @dataclass
@@ -131,7 +133,8 @@ class Run:
             return float("nan")
         rows = [r for r in self.timings.get("rank_phases", [])
                 if ((names and r["phase"] in names) or r["phase"].startswith(prefix or ("\0",)))]
-        return sum(r["cpu_s"] * r["self_s"] / r["wall_s"] if r["wall_s"] else 0.0 for r in rows) / len(ranks)
+        return sum(r["cpu_s"] if r["phase"] in BESIDE else r["cpu_s"] * r["self_s"] / r["wall_s"] if r["wall_s"] else 0.0
+                   for r in rows) / len(ranks)
 
     def analyses_cpu_s(self, gate: bool = False) -> float:
         """CPU seconds of a rank task's analyses, with those a forked child ran beside it (a single

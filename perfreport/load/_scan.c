@@ -701,6 +701,8 @@ typedef struct {
     XXH3_state_t *hash;    /* the buffer's XXH3-128 as it is scanned (see hash_scanned); NULL: none */
     const char *hashed;    /* the bytes before this are in the hash */
     double hash_s;         /* seconds spent hashing (a phase of its own in the load's timings) */
+    int64_t *feed;         /* text written while it is scanned (see feed_wait); NULL: all there */
+    uintptr_t feed_check;  /* the scan asks the feed again from this address on (UINTPTR_MAX: never) */
 } Scan;
 
 #define HASH_STEP (64 << 10) /* hash the text every 64 kB scanned, while it is in the core's cache */
@@ -734,6 +736,10 @@ static inline void hash_scanned(Scan *S, const char *p)
         hash_to(S, p);
 }
 
+static void feed_publish_position(Scan *S, const char *p); /* (see feed_wait) */
+static void feed_pause(Scan *S);
+static void feed_resume(Scan *S);
+
 #define RELEASE_STEP (16 << 20) /* hand pages back every 16 MB scanned */
 #define RELEASE_KEEP (1 << 20)  /* the last 1 MB scanned stays mapped */
 
@@ -755,12 +761,107 @@ static void release_scanned(Scan *S, const char *p)
     uintptr_t to = ((uintptr_t)(p - RELEASE_KEEP)) & ~(page - 1);
     if (S->hash && to > (uintptr_t)S->hashed)
         to = (uintptr_t)S->hashed & ~(page - 1); /* never a page not yet hashed */
-    if (to > from && madvise((void *)from, to - from, MADV_DONTNEED) == 0)
-        S->released = (const char *)to;
+    if (to > from) {
+        feed_pause(S);
+        if (madvise((void *)from, to - from, MADV_DONTNEED) == 0)
+            S->released = (const char *)to;
+        feed_resume(S);
+    }
+    feed_publish_position(S, p);
 #else
     (void)S;
     (void)p;
 #endif
+}
+
+/* scan_document's ``feed``: a text being written (a gzipped file decompressed on another
+ * thread) is scanned as it comes, so that it never sits whole in memory. feed[FEED_AVAIL]: the
+ * bytes written so far, feed[FEED_DONE]: 1 once the writer has stopped (whatever the reason),
+ * both published by feed_publish; feed[FEED_SCANNED]: how far the scan has got, which the
+ * writer reads to stay at most a bounded distance ahead. The scan waits before each event
+ * until FEED_MARGIN bytes past its start are written (or the writer is done): an event longer
+ * than that, or a text shorter than the buffer, reads unwritten zeros and fails as malformed
+ * JSON, and the caller then decompresses the text whole and scans it again. */
+enum { FEED_AVAIL, FEED_DONE, FEED_SCANNED, FEED_CANCEL, FEED_PAUSE, FEED_WAITING, FEED_SLOTS };
+#define FEED_PATIENCE_S 60.0 /* a writer that writes nothing for this long is given up on */
+#define FEED_MARGIN (8 << 20)
+static int64_t feed_margin = FEED_MARGIN; /* fewer bytes for tests: _set_feed_margin */
+
+static void feed_publish_position(Scan *S, const char *p)
+{
+    if (S->feed)
+        __atomic_store_n(&S->feed[FEED_SCANNED], (int64_t)(p - S->base), __ATOMIC_RELAXED);
+}
+
+/* Pages are handed back (release_scanned) while the feed's writer sleeps: handing back pages of
+ * a process whose other thread runs on another core interrupts that core to flush its TLB, which
+ * on the 2-core test VM made each 16 MB 14 ms of system time instead of 1 (0.18 s a 200 MB
+ * text). The writer is asked to pause at its next chunk (FEED_PAUSE 1), says it has (2), and
+ * goes on once the slot is 0 again; a writer that is done is not asked. */
+static void feed_pause(Scan *S)
+{
+    if (!S->feed || __atomic_load_n(&S->feed[FEED_DONE], __ATOMIC_ACQUIRE))
+        return;
+    __atomic_store_n(&S->feed[FEED_PAUSE], (int64_t)1, __ATOMIC_RELEASE);
+    double since = seconds_now();
+    while (__atomic_load_n(&S->feed[FEED_PAUSE], __ATOMIC_ACQUIRE) != 2 &&
+           !__atomic_load_n(&S->feed[FEED_DONE], __ATOMIC_ACQUIRE) && seconds_now() - since < FEED_PATIENCE_S) {
+        struct timespec pause = {0, 20000};
+        nanosleep(&pause, NULL);
+    }
+}
+
+static void feed_resume(Scan *S)
+{
+    if (S->feed)
+        __atomic_store_n(&S->feed[FEED_PAUSE], (int64_t)0, __ATOMIC_RELEASE);
+}
+
+/* Wait (the GIL released by the caller) until FEED_MARGIN bytes past ``p`` are written or the
+ * writer is done; then ``feed_check`` is where to ask again. */
+static void feed_wait(Scan *S, const char *p)
+{
+    int64_t need = (int64_t)(p - S->base) + feed_margin, size = (int64_t)(S->end - S->base);
+    if (need > size)
+        need = size;
+    feed_publish_position(S, p);
+    __atomic_store_n(&S->feed[FEED_WAITING], need, __ATOMIC_RELEASE); /* the writer does not hold back before it */
+    int64_t avail, seen = -1;
+    double since = 0.0;
+    int gave_up = 0;
+    while ((avail = __atomic_load_n(&S->feed[FEED_AVAIL], __ATOMIC_ACQUIRE)) < need &&
+           !__atomic_load_n(&S->feed[FEED_DONE], __ATOMIC_ACQUIRE)) {
+        if (avail != seen) {
+            seen = avail;
+            since = seconds_now();
+        } else if (seconds_now() - since > FEED_PATIENCE_S) {
+            gave_up = 1; /* the text then reads as zeros: malformed, and the caller's fallback */
+            break;
+        }
+        struct timespec pause = {0, 50000};
+        nanosleep(&pause, NULL);
+    }
+    __atomic_store_n(&S->feed[FEED_WAITING], (int64_t)0, __ATOMIC_RELEASE);
+    if (gave_up || __atomic_load_n(&S->feed[FEED_DONE], __ATOMIC_ACQUIRE) || avail >= size)
+        S->feed_check = UINTPTR_MAX; /* all written, or never more: no more waiting */
+    else
+        S->feed_check = (uintptr_t)(S->base + avail - feed_margin);
+}
+
+static inline void feed_ready(Scan *S, const char *p)
+{
+    if (UNLIKELY((uintptr_t)p >= S->feed_check))
+        feed_wait(S, p);
+}
+
+/* feed_ready where the caller holds the GIL: it is released while waiting (the writer may need it). */
+static void feed_ready_gil(Scan *S, const char *p)
+{
+    if ((uintptr_t)p >= S->feed_check) {
+        Py_BEGIN_ALLOW_THREADS
+        feed_wait(S, p);
+        Py_END_ALLOW_THREADS
+    }
 }
 
 /* Raise ValueError for malformed JSON at ``at``; returns NULL so parsers can ``return`` it. */
@@ -775,6 +876,8 @@ static const char *syntax_error(Scan *S, const char *at, const char *msg)
 
 static int scan_init(Scan *S, PyObject *top_spec, PyObject *arg_spec)
 {
+    if (!S->feed)
+        S->feed_check = UINTPTR_MAX; /* no feed: never wait */
     if (fieldmap_init(&S->top, top_spec, "top_fields") < 0 ||
         fieldmap_init(&S->arg, arg_spec, "arg_fields") < 0 || interner_init(&S->strings) < 0)
         return -1;
@@ -2430,6 +2533,7 @@ static const char *parse_events(Scan *S, const char *p)
     if (p < end && *p == ']')
         return p + 1;
     for (;;) {
+        feed_ready(S, p);
         /* non-object elements are events with every field missing */
         p = p < end && *p == '{' ? parse_event(S, p) : skip_value(S, p, 1, NULL);
         if (!p || finish_event(S) < 0)
@@ -2498,6 +2602,7 @@ static const char *add_member(Scan *S, const char *key, size_t len, const char *
  * "traceEvents" array goes into the columns, every other member into ``members``. */
 static int parse_trace_document(Scan *S, PyObject *members)
 {
+    feed_ready_gil(S, S->base);
     const char *p = skip_ws(S->base, S->end), *end = S->end, *key;
     size_t len;
     int done = 0, scanned = 0; /* scanned: an earlier "traceEvents" array is in the columns */
@@ -2516,6 +2621,7 @@ static int parse_trace_document(Scan *S, PyObject *members)
         done = 1;
     }
     while (!done) {
+        feed_ready_gil(S, p);
         if (!(p = read_key(S, p, &key, &len)))
             return -1;
         if (len == 11 && memcmp(key, "traceEvents", 11) == 0) {
@@ -2538,6 +2644,11 @@ static int parse_trace_document(Scan *S, PyObject *members)
         }
         if (!p || !(p = after_member(S, p, &done)))
             return -1;
+    }
+    while (S->feed_check != UINTPTR_MAX) { /* the end is read: all of it must be written */
+        Py_BEGIN_ALLOW_THREADS
+        feed_wait(S, S->end);
+        Py_END_ALLOW_THREADS
     }
     p = skip_ws(p, end);
     if (p != end) {
@@ -2685,18 +2796,32 @@ static PyObject *scan(PyObject *self, PyObject *args)
 
 static PyObject *scan_document(PyObject *self, PyObject *args)
 {
-    PyObject *obj, *top_spec, *arg_spec, *members, *result = NULL;
-    Py_buffer view;
+    PyObject *obj, *top_spec, *arg_spec, *members, *result = NULL, *feed_obj = Py_None;
+    Py_buffer view, feed = {0};
     Scan S;
     int release = 0, checksum = 0;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OOO|pp:scan_document", &obj, &top_spec, &arg_spec, &release, &checksum))
+    if (!PyArg_ParseTuple(args, "OOO|ppO:scan_document", &obj, &top_spec, &arg_spec, &release, &checksum, &feed_obj))
         return NULL;
-    if (PyObject_GetBuffer(obj, &view, PyBUF_SIMPLE) < 0)
+    if (feed_obj != Py_None) {
+        if (PyObject_GetBuffer(feed_obj, &feed, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0)
+            return NULL;
+        if (feed.len != FEED_SLOTS * (Py_ssize_t)sizeof(int64_t) || ((uintptr_t)feed.buf & 7) || checksum) {
+            PyBuffer_Release(&feed);
+            PyErr_SetString(PyExc_ValueError, "scan_document: feed must be 6 aligned int64 slots, without checksum");
+            return NULL;
+        }
+    }
+    if (PyObject_GetBuffer(obj, &view, PyBUF_SIMPLE) < 0) {
+        if (feed.buf)
+            PyBuffer_Release(&feed);
         return NULL;
+    }
     memset(&S, 0, sizeof S);
     S.base = view.buf;
     S.end = S.base + view.len;
+    S.feed = feed.buf;
+    S.feed_check = S.feed ? (uintptr_t)S.base : UINTPTR_MAX;
     S.release = release;
     S.released = S.base;
     S.what = "invalid JSON";
@@ -2721,7 +2846,36 @@ static PyObject *scan_document(PyObject *self, PyObject *args)
     XXH3_freeState(S.hash);
     scan_free(&S);
     PyBuffer_Release(&view);
+    if (feed.buf)
+        PyBuffer_Release(&feed);
     return result;
+}
+
+/* feed_publish(feed, written, done): the writer's side of scan_document's feed (see feed_wait):
+ * ``written`` bytes of the text are in the buffer (a release store, after them), and with
+ * ``done`` the writer has stopped. */
+static PyObject *feed_publish(PyObject *self, PyObject *args)
+{
+    PyObject *obj;
+    long long written;
+    int done = 0;
+    Py_buffer feed;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OL|p:feed_publish", &obj, &written, &done))
+        return NULL;
+    if (PyObject_GetBuffer(obj, &feed, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0)
+        return NULL;
+    if (feed.len != FEED_SLOTS * (Py_ssize_t)sizeof(int64_t) || ((uintptr_t)feed.buf & 7)) {
+        PyBuffer_Release(&feed);
+        PyErr_SetString(PyExc_ValueError, "feed_publish: feed must be 6 aligned int64 slots");
+        return NULL;
+    }
+    int64_t *slot = feed.buf;
+    __atomic_store_n(&slot[FEED_AVAIL], (int64_t)written, __ATOMIC_RELEASE);
+    if (done)
+        __atomic_store_n(&slot[FEED_DONE], (int64_t)1, __ATOMIC_RELEASE);
+    PyBuffer_Release(&feed);
+    Py_RETURN_NONE;
 }
 
 /* Tests: use only the first n (a power of two, 1 to TEXT_CACHE_SLOTS) entries of the text cache,
@@ -2742,7 +2896,29 @@ static PyObject *set_text_cache_slots(PyObject *self, PyObject *arg)
     return PyLong_FromSize_t(previous);
 }
 
+/* Tests: the scan waits for only n bytes past an event's start (an event longer than that
+ * outruns the text being written: the caller's fallback). Returns the previous n. */
+static PyObject *set_feed_margin(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    long long n = PyLong_AsLongLong(arg);
+    if (n == -1 && PyErr_Occurred())
+        return NULL;
+    if (n < 1) {
+        PyErr_SetString(PyExc_ValueError, "the margin must be at least 1 byte");
+        return NULL;
+    }
+    int64_t previous = feed_margin;
+    feed_margin = (int64_t)n;
+    return PyLong_FromLongLong((long long)previous);
+}
+
 static PyMethodDef scan_methods[] = {
+    {"feed_publish", feed_publish, METH_VARARGS,
+     "feed_publish(feed, written, done=False): a feed's writer publishes how much of the text it\n"
+     "wrote (and that it stopped): see scan_document's feed."},
+    {"_set_feed_margin", set_feed_margin, METH_O,
+     "_set_feed_margin(n) -> previous n: for tests, a fed scan waits for n bytes past each event."},
     {"_set_text_cache_slots", set_text_cache_slots, METH_O,
      "_set_text_cache_slots(n) -> previous n: for tests, the text cache uses n entries only."},
     {"scan", scan, METH_VARARGS,
@@ -2753,7 +2929,7 @@ static PyMethodDef scan_methods[] = {
      "arg_rows[k], arg_values[k]: int32 event positions having args key arg_fields[k], and the\n"
      "values; strings: the string table. Raises ValueError for malformed JSON."},
     {"scan_document", scan_document, METH_VARARGS,
-     "scan_document(buf, top_fields, arg_fields, release=False, checksum=False)\n"
+     "scan_document(buf, top_fields, arg_fields, release=False, checksum=False, feed=None)\n"
      "    -> (n_events, top, arg_rows, arg_values, strings, members)\n\n"
      "Scan a whole trace file (a JSON object) in one pass: its \"traceEvents\" array into columns,\n"
      "as scan() does, and every other top-level member into members, a list of\n"
@@ -2766,7 +2942,9 @@ static PyMethodDef scan_methods[] = {
      "the other members' spans are never handed back.\n"
      "checksum: return (the tuple above, digest, seconds): the 16-byte canonical XXH3-128 of all\n"
      "of buf, hashed as it is scanned (the module's CHECKSUM names the algorithm), and the time\n"
-     "the hashing took."},
+     "the hashing took.\n"
+     "feed: 6 int64 slots (written, done, scanned, cancel, pause, waiting) when buf is being written as it is\n"
+     "scanned (feed_publish); the scan waits for the text before each event."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -2791,6 +2969,7 @@ PyMODINIT_FUNC PyInit__scan(void)
      * released from the buffer's start: safe for a file mapping only) */
     if (m && (PyModule_AddStringConstant(m, "KINDS", KINDS) < 0 ||
               PyModule_AddIntConstant(m, "RELEASE_IN_EVENTS", 1) < 0 ||
+              PyModule_AddIntConstant(m, "FEED_MARGIN", FEED_MARGIN) < 0 ||
               PyModule_AddStringConstant(m, "CHECKSUM", "xxh3_128") < 0 ||
               PyModule_AddIntConstant(m, "ROWS_BYTES", ROWS_BYTES) < 0 ||
               PyModule_AddObjectRef(m, "Column", (PyObject *)&ColumnType) < 0))

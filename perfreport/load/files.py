@@ -37,6 +37,9 @@ REUSED_TEXT_MAX = 64 << 20
 """The largest decompressed text :func:`read_trace_bytes` puts in a reused buffer (``reuse``):
 a larger rank's text is handed back to the kernel page by page as it is scanned (its peak
 would otherwise grow by the whole text), and its decompression is a smaller share of its load."""
+STREAM_FROM = REUSED_TEXT_MAX
+"""A gzipped text of more than this many bytes is scanned as it is decompressed (``stream``:
+:mod:`perfreport.load.streamed`), not decompressed whole first."""
 _texts = threading.local()  # .buffer: this thread's reused text buffer (a bytearray)
 _reusing = False
 
@@ -55,7 +58,7 @@ def reused_texts() -> bool:
 
 
 def read_trace_bytes(path: Path, *, allow_mmap: bool = False, limits: Limits | None = None,
-                     reuse: bool = False) -> bytes | mmap.mmap | memoryview:
+                     reuse: bool = False, stream: bool = False):
     """The uncompressed bytes of a ``.json`` or ``.json.gz`` file (detected by content).
 
     With ``allow_mmap``, a plain (not gzipped) file comes back as a read-only ``mmap.mmap`` of
@@ -74,6 +77,11 @@ def read_trace_bytes(path: Path, *, allow_mmap: bool = False, limits: Limits | N
     5.00-5.22 s and 5.40-6.07 -> 5.16-5.85 s; each worker's peak 154 -> 196 MB (its text is not
     handed back page by page during the scan, and the buffer stays).
 
+    With ``stream``, a larger gzipped text comes back as a
+    :class:`~perfreport.load.streamed.StreamedText` being decompressed on a thread, for a scan
+    that follows it (the caller falls back to this function without ``stream`` where that scan
+    gives nothing).
+
     Raises TraceError naming the file for unreadable, empty, truncated/corrupt or too large input.
     """
     limits = limits or current_limits()
@@ -84,6 +92,12 @@ def read_trace_bytes(path: Path, *, allow_mmap: bool = False, limits: Limits | N
     if data[:2] != GZIP_MAGIC:
         return data
     limit = limits.decompressed_limit(len(data))
+    if stream and not (reuse and _trailer_size(data) <= REUSED_TEXT_MAX):
+        from . import streamed
+
+        size = text_size(len(data), _trailer_size(data))
+        if streamed.available() and STREAM_FROM < size <= limit:
+            return streamed.StreamedText(data, size, limit)
     try:  # (the ISIZE trailer cannot tell early: in a truncated file it is arbitrary bytes)
         with phase("decompress"):
             if reuse and _trailer_size(data) <= min(limit, REUSED_TEXT_MAX):
@@ -234,11 +248,17 @@ def uncompressed_size(path: Path) -> int:
             isize = struct.unpack("<I", f.read(4))[0]
     except OSError:
         return 0
-    # ISIZE wraps at 4 GiB. Past that, the text is >= 4 GiB while deflate shrinks it at most
-    # ~1,032:1, so the file is >= 4 MB; a small file may be larger than its text (the gzip
-    # header, the stored file name and the trailer: a 30-byte gzip of '{"foo": 1}' holds 10
-    # bytes), which is no wrap. Only a file clearly larger than its ISIZE has wrapped.
-    while isize + (isize >> 10) + _GZIP_SLACK < size:
+    return text_size(size, isize)
+
+
+def text_size(compressed: int, isize: int) -> int:
+    """The text size of a ``compressed``-byte gzip file whose trailer says ``isize``.
+
+    ISIZE wraps at 4 GiB. Past that, the text is >= 4 GiB while deflate shrinks it at most
+    ~1,032:1, so the file is >= 4 MB; a small file may be larger than its text (the gzip
+    header, the stored file name and the trailer: a 30-byte gzip of '{"foo": 1}' holds 10
+    bytes), which is no wrap. Only a file clearly larger than its ISIZE has wrapped."""
+    while isize + (isize >> 10) + _GZIP_SLACK < compressed:
         isize += 1 << 32
     return isize
 

@@ -35,6 +35,7 @@ from .memory import check_memory
 from .sanitize import check_sizes, drop_absurd
 from .scan_py import decode_lenient, not_utf8
 from .scanner import scan, scan_document
+from .streamed import StreamedText
 
 UTF8_BOM = b"\xef\xbb\xbf"
 _top_decoder = msgspec.json.Decoder(dict[str, msgspec.Raw])
@@ -58,7 +59,14 @@ def load_rank_file_hashed(rank_file: RankFile, limits: Limits | None = None,
     path = rank_file.path
     limits = limits or current_limits()
     check_memory(path, limits)
-    data = read_trace_bytes(path, allow_mmap=True, limits=limits, reuse=reused_texts())
+    data = read_trace_bytes(path, allow_mmap=True, limits=limits, reuse=reused_texts(), stream=True)
+    if isinstance(data, StreamedText):
+        streamed = _scan_streamed(data)
+        json_bytes = data.size
+        data.close()
+        if streamed is not None:
+            return _build(rank_file, path, limits, *streamed, json_bytes)
+        data = read_trace_bytes(path, allow_mmap=True, limits=limits, reuse=reused_texts())  # whole, as before
     if data[:3] == UTF8_BOM:
         text = _without_bom(data)  # a copy (rare): the map can go
         _release(data)
@@ -72,6 +80,12 @@ def load_rank_file_hashed(rank_file: RankFile, limits: Limits | None = None,
         raise
     _release(data)  # the raw text is no longer needed: free it before building
     del data
+    return _build(rank_file, path, limits, result, metadata, hashed, json_bytes)
+
+
+def _build(rank_file: RankFile, path: Path, limits: Limits, result: ScanResult, metadata: dict[str, Any],
+           hashed: str | None, json_bytes: int) -> tuple[RankTrace, str | None]:
+    """The rank's trace from its scanned columns and top-level metadata (the decode)."""
     with phase("decode"), _plain_pages():
         keep_freed_pages(result.n_events)  # the decode's temporaries reused, and left for the analyses
         check_sizes(path, result, limits)
@@ -146,6 +160,24 @@ def _scan_trace(path: Path, data, limits: Limits,
     if error is not None:
         raise TraceError(path, error)
     return result, metadata, None
+
+
+def _scan_streamed(text: StreamedText) -> tuple[ScanResult, dict[str, Any], None] | None:
+    """:func:`_scan_one_pass` of a gzipped text as it is decompressed (:mod:`.streamed`); None
+    where that cannot be trusted (the caller then decompresses it whole and scans it again)."""
+    def one_pass(buffer, feed):
+        return scan_document(buffer, release=True, feed=feed)
+
+    with phase("scan"):
+        done = text.scan(one_pass)
+    if done is None:
+        return None
+    result, members, _ = done
+    spans = dict(members)  # (as in _scan_one_pass: the members' pages are never handed back)
+    try:
+        return result, {key: decode_lenient(text.buffer[start:end]) for key, (start, end) in spans.items()}, None
+    except ValueError:
+        return None
 
 
 def _scan_one_pass(data, checksum: bool = False) -> tuple[ScanResult, dict[str, Any], str | None] | None:

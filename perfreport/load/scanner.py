@@ -28,7 +28,7 @@ def scan_c(events_json) -> ScanResult:
     return _columns(*_scan.scan(events_json, TOP_FIELDS, ARG_FIELDS))
 
 
-def scan_document(document, release: bool = False, checksum: bool = False):
+def scan_document(document, release: bool = False, checksum: bool = False, feed=None):
     """One pass of the C scanner over a whole trace file (the JSON text of its top-level object).
 
     Returns the columns of its ``traceEvents``, for every other top-level member in file order
@@ -46,6 +46,9 @@ def scan_document(document, release: bool = False, checksum: bool = False):
     (:mod:`.checksums`), hashed by the scanner as it reads them (for a mapped file, its checksum
     without reading the file a second time); None without it, or from a build that cannot. The
     hashing's time is a phase of its own inside the scan's ("checksum (in the scan)").
+
+    ``feed``: ``document`` is being written while it is scanned (:mod:`.streamed`); the scan waits
+    for its text (without a checksum).
     """
     if _scan is None or not hasattr(_scan, "scan_document"):
         return None
@@ -56,6 +59,9 @@ def scan_document(document, release: bool = False, checksum: bool = False):
         (n, top, rows, values, strings, members), digest, hash_s = _scan.scan_document(
             document, TOP_FIELDS, ARG_FIELDS, release, True)
         nested("checksum (in the scan)", hash_s)
+    elif feed is not None:
+        n, top, rows, values, strings, members = _scan.scan_document(document, TOP_FIELDS, ARG_FIELDS, release,
+                                                                      False, feed)
     else:
         n, top, rows, values, strings, members = _scan.scan_document(document, TOP_FIELDS, ARG_FIELDS, release)
     result = unique_strings(_columns(n, top, rows, values, strings))
