@@ -783,14 +783,24 @@ static void release_scanned(Scan *S, const char *p)
  * than that, or a text shorter than the buffer, reads unwritten zeros and fails as malformed
  * JSON, and the caller then decompresses the text whole and scans it again. */
 enum { FEED_AVAIL, FEED_DONE, FEED_SCANNED, FEED_CANCEL, FEED_PAUSE, FEED_WAITING, FEED_SLOTS };
+#if defined(__GNUC__) && (defined(__unix__) || defined(__APPLE__)) /* atomics and nanosleep */
+#define HAVE_FEED 1
+#else
+#define HAVE_FEED 0 /* no feed_publish: perfreport.load.streamed is not used */
+#endif
 #define FEED_PATIENCE_S 60.0 /* a writer that writes nothing for this long is given up on */
 #define FEED_MARGIN (8 << 20)
 static int64_t feed_margin = FEED_MARGIN; /* fewer bytes for tests: _set_feed_margin */
 
 static void feed_publish_position(Scan *S, const char *p)
 {
+#if HAVE_FEED
     if (S->feed)
         __atomic_store_n(&S->feed[FEED_SCANNED], (int64_t)(p - S->base), __ATOMIC_RELAXED);
+#else
+    (void)S;
+    (void)p;
+#endif
 }
 
 /* Pages are handed back (release_scanned) while the feed's writer sleeps: handing back pages of
@@ -800,6 +810,7 @@ static void feed_publish_position(Scan *S, const char *p)
  * goes on once the slot is 0 again; a writer that is done is not asked. */
 static void feed_pause(Scan *S)
 {
+#if HAVE_FEED
     if (!S->feed || __atomic_load_n(&S->feed[FEED_DONE], __ATOMIC_ACQUIRE))
         return;
     __atomic_store_n(&S->feed[FEED_PAUSE], (int64_t)1, __ATOMIC_RELEASE);
@@ -809,18 +820,30 @@ static void feed_pause(Scan *S)
         struct timespec pause = {0, 20000};
         nanosleep(&pause, NULL);
     }
+#else
+    (void)S;
+#endif
 }
 
 static void feed_resume(Scan *S)
 {
+#if HAVE_FEED
     if (S->feed)
         __atomic_store_n(&S->feed[FEED_PAUSE], (int64_t)0, __ATOMIC_RELEASE);
+#else
+    (void)S;
+#endif
 }
 
 /* Wait (the GIL released by the caller) until FEED_MARGIN bytes past ``p`` are written or the
  * writer is done; then ``feed_check`` is where to ask again. */
 static void feed_wait(Scan *S, const char *p)
 {
+#if !HAVE_FEED
+    (void)p;
+    S->feed_check = UINTPTR_MAX; /* (never reached: no feed without HAVE_FEED) */
+    return;
+#else
     int64_t need = (int64_t)(p - S->base) + feed_margin, size = (int64_t)(S->end - S->base);
     if (need > size)
         need = size;
@@ -846,6 +869,7 @@ static void feed_wait(Scan *S, const char *p)
         S->feed_check = UINTPTR_MAX; /* all written, or never more: no more waiting */
     else
         S->feed_check = (uintptr_t)(S->base + avail - feed_margin);
+#endif
 }
 
 static inline void feed_ready(Scan *S, const char *p)
@@ -2804,6 +2828,10 @@ static PyObject *scan_document(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OOO|ppO:scan_document", &obj, &top_spec, &arg_spec, &release, &checksum, &feed_obj))
         return NULL;
     if (feed_obj != Py_None) {
+        if (!HAVE_FEED) {
+            PyErr_SetString(PyExc_ValueError, "scan_document: this build cannot scan a text being written");
+            return NULL;
+        }
         if (PyObject_GetBuffer(feed_obj, &feed, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0)
             return NULL;
         if (feed.len != FEED_SLOTS * (Py_ssize_t)sizeof(int64_t) || ((uintptr_t)feed.buf & 7) || checksum) {
@@ -2854,6 +2882,7 @@ static PyObject *scan_document(PyObject *self, PyObject *args)
 /* feed_publish(feed, written, done): the writer's side of scan_document's feed (see feed_wait):
  * ``written`` bytes of the text are in the buffer (a release store, after them), and with
  * ``done`` the writer has stopped. */
+#if HAVE_FEED
 static PyObject *feed_publish(PyObject *self, PyObject *args)
 {
     PyObject *obj;
@@ -2877,6 +2906,7 @@ static PyObject *feed_publish(PyObject *self, PyObject *args)
     PyBuffer_Release(&feed);
     Py_RETURN_NONE;
 }
+#endif
 
 /* Tests: use only the first n (a power of two, 1 to TEXT_CACHE_SLOTS) entries of the text cache,
  * so that different values meet in one entry (with one slot, every lookup compares with the
@@ -2914,9 +2944,11 @@ static PyObject *set_feed_margin(PyObject *self, PyObject *arg)
 }
 
 static PyMethodDef scan_methods[] = {
+#if HAVE_FEED
     {"feed_publish", feed_publish, METH_VARARGS,
      "feed_publish(feed, written, done=False): a feed's writer publishes how much of the text it\n"
      "wrote (and that it stopped): see scan_document's feed."},
+#endif
     {"_set_feed_margin", set_feed_margin, METH_O,
      "_set_feed_margin(n) -> previous n: for tests, a fed scan waits for n bytes past each event."},
     {"_set_text_cache_slots", set_text_cache_slots, METH_O,

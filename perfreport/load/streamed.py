@@ -48,7 +48,8 @@ PATIENCE_S = 60.0
 
 def available() -> bool:
     """Whether this build can scan a text as it is decompressed."""
-    return _igzip is not None and _scan is not None and hasattr(_scan, "feed_publish")
+    return (_igzip is not None and _scan is not None and hasattr(_scan, "feed_publish")
+            and hasattr(mmap, "MAP_PRIVATE") and hasattr(mmap, "MAP_ANONYMOUS"))
 
 
 class StreamedText:
