@@ -24,6 +24,8 @@ memory budget (``PEAK_PER_JSON_BYTE`` per byte of a rank's JSON) must cover.
 * ``--grow-from``: one ``--grown-mb`` MB rank grown from each of other real traces (an event-dense
   V100 trace, a many-step MI250 one): ``analyze``, ``compare`` and HTA, which is stopped after
   ``--hta-timeout`` seconds (its time then a lower bound, shown with ``>``);
+* ``--gzipped-mb``: the default rank of that size as ``.json.gz`` (its text is scanned as it is
+  decompressed): ``analyze`` and ``compare``, the peak against the text's size;
 * ``--compact-from``: one more, the V100 trace's events written without spaces (orjson's and
   msgspec's JSON: ~11 % more events per MB than Kineto's spacing), the same three;
 * ``--many-steps-from``: one ``--many-steps-mb`` MB rank grown from a tiny real trace with
@@ -270,6 +272,21 @@ def one_rank_folders(mb: int, workdir: Path, source: Path = gen.DEFAULT_SOURCE,
     return folders[0], folders[1], info.json_bytes / MB
 
 
+def gzipped_rank_folders(mb: int, workdir: Path) -> tuple[Path, Path, float]:
+    """:func:`one_rank_folders` of the default source's ``mb`` MB rank as its ``.json.gz`` (the
+    generator writes both): the JSON MB is the text's, the peak measured against it."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    _, gz_path, info = gen.generate(gen.read_source(gen.DEFAULT_SOURCE), mb, "line", 6, workdir)
+    folders = []
+    for name in (f"rank_{mb}MB_gz", f"twin_{mb}MB_gz"):
+        folder = workdir / name
+        folder.mkdir(exist_ok=True)
+        if not (folder / "rank0.json.gz").exists():
+            (folder / "rank0.json.gz").symlink_to(gz_path)
+        folders.append(folder)
+    return folders[0], folders[1], info.json_bytes / MB
+
+
 def many_rank_folders(n: int, rank_mb: int, workdir: Path, source: Path = gen.DEFAULT_SOURCE) -> tuple[Path, Path, float]:
     """Two folders of ``n`` .json.gz ranks (copies of one rank grown from ``source``, each with its
     own ``distributedInfo.rank``); the JSON MB of one rank."""
@@ -414,7 +431,11 @@ def targets_table(cases: list[Case], suite: Run | None) -> list[str]:
                 f"({per_side:.2f} × a side's JSON at most)", per_side <= PEAK_PER_JSON_BYTE)
         if case.ranks == 1 and case.json_mb >= 900:
             row(f"`compare` {case.label} × 2, every format, ≤ 6 s", f"{c.wall:.2f} s", c.wall <= 6)
-        if case.ranks == 1:
+        if case.ranks == 1 and ".json.gz" in case.label:  # the JSON target: gzip's decoding alone is ~1.5 GB/CPU-s
+            load = a.phase_s(LOAD_PHASES)
+            rows.append(f"| load of a gzipped rank, decompression included (no target), {case.label} | "
+                        f"{load:.2f} CPU s: {case.json_mb / 1000 / load:.2f} GB/s | – |")
+        elif case.ranks == 1:
             load = a.phase_s(LOAD_PHASES)
             row(f"load ≥ 1 GB/s per core, {case.label}", f"{load:.2f} CPU s: {case.json_mb / 1000 / load:.2f} GB/s",
                 case.json_mb / 1000 / load >= 1)
@@ -475,6 +496,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="also a --grown-mb MB rank grown from each of these real traces (comma-separated; '' for "
                         "none; default: an event-dense V100 trace and a many-step MI250 one)")
     p.add_argument("--grown-mb", type=int, default=200)
+    p.add_argument("--gzipped-mb", type=int, default=200,
+                   help="also the default rank of this many MB as .json.gz: analyze and compare (0: none; "
+                        "default %(default)s)")
     p.add_argument("--compact-from", default=str(GROW_SOURCES[0]),
                    help="also a --grown-mb MB rank grown from this real trace written compact, without spaces "
                         "(as orjson and msgspec write JSON: the most events per MB; '' for none; default: the V100 "
@@ -510,6 +534,10 @@ def main(argv: list[str] | None = None) -> int:
         folder, twin, json_mb = one_rank_folders(args.grown_mb, args.workdir / f"grown-{name}", source)
         cases.append(run_case(f"1 rank, {json_mb:,.0f} MB grown from {name}", folder, twin, json_mb, 1, args.repeat,
                               hta, None, args.hta_timeout))
+    if args.gzipped_mb:
+        folder, twin, json_mb = gzipped_rank_folders(args.gzipped_mb, args.workdir)
+        cases.append(run_case(f"1 rank, {json_mb:,.0f} MB (.json.gz)", folder, twin, json_mb, 1, args.repeat, None,
+                              None))
     if args.compact_from and Path(args.compact_from).exists():
         source = Path(args.compact_from)
         name = source.parent.name
