@@ -255,34 +255,22 @@ def perfreport(*args: str) -> list[str]:
     return [PYTHON, "-m", "perfreport", *args]
 
 
-def one_rank_folders(mb: int, workdir: Path, source: Path = gen.DEFAULT_SOURCE,
-                     layout: str = "line") -> tuple[Path, Path, float]:
+def one_rank_folders(mb: int, workdir: Path, source: Path = gen.DEFAULT_SOURCE, layout: str = "line",
+                     gzipped: bool = False) -> tuple[Path, Path, float]:
     """A folder holding the ``mb`` MB rank grown from ``source`` (its text in ``layout``, see
-    ``load.encode_event``) and a second folder with a copy of it (symlinks: the same bytes, so a
-    compare of the two is a compare of a run with itself)."""
+    ``load.encode_event``; with ``gzipped`` its ``.json.gz``, which the generator writes too) and
+    a second folder with a copy of it (symlinks: the same bytes, so a compare of the two is a
+    compare of a run with itself); the JSON MB (the text's, for a gzipped rank too)."""
     workdir.mkdir(parents=True, exist_ok=True)
-    json_path, _, info = gen.generate(gen.read_source(source), mb, layout, 6, workdir)
+    json_path, gz_path, info = gen.generate(gen.read_source(source), mb, layout, 6, workdir)
+    target, suffix = (gz_path, "_gz") if gzipped else (json_path, "")
     folders = []
-    for name in (f"rank_{mb}MB", f"twin_{mb}MB"):
+    for name in (f"rank_{mb}MB{suffix}", f"twin_{mb}MB{suffix}"):
         folder = workdir / name
         folder.mkdir(exist_ok=True)
-        if not (folder / "rank0.json").exists():
-            (folder / "rank0.json").symlink_to(json_path)
-        folders.append(folder)
-    return folders[0], folders[1], info.json_bytes / MB
-
-
-def gzipped_rank_folders(mb: int, workdir: Path) -> tuple[Path, Path, float]:
-    """:func:`one_rank_folders` of the default source's ``mb`` MB rank as its ``.json.gz`` (the
-    generator writes both): the JSON MB is the text's, the peak measured against it."""
-    workdir.mkdir(parents=True, exist_ok=True)
-    _, gz_path, info = gen.generate(gen.read_source(gen.DEFAULT_SOURCE), mb, "line", 6, workdir)
-    folders = []
-    for name in (f"rank_{mb}MB_gz", f"twin_{mb}MB_gz"):
-        folder = workdir / name
-        folder.mkdir(exist_ok=True)
-        if not (folder / "rank0.json.gz").exists():
-            (folder / "rank0.json.gz").symlink_to(gz_path)
+        link = folder / ("rank0.json.gz" if gzipped else "rank0.json")
+        if not link.exists():
+            link.symlink_to(target)
         folders.append(folder)
     return folders[0], folders[1], info.json_bytes / MB
 
@@ -535,7 +523,7 @@ def main(argv: list[str] | None = None) -> int:
         cases.append(run_case(f"1 rank, {json_mb:,.0f} MB grown from {name}", folder, twin, json_mb, 1, args.repeat,
                               hta, None, args.hta_timeout))
     if args.gzipped_mb:
-        folder, twin, json_mb = gzipped_rank_folders(args.gzipped_mb, args.workdir)
+        folder, twin, json_mb = one_rank_folders(args.gzipped_mb, args.workdir, gzipped=True)
         cases.append(run_case(f"1 rank, {json_mb:,.0f} MB (.json.gz)", folder, twin, json_mb, 1, args.repeat, None,
                               None))
     if args.compact_from and Path(args.compact_from).exists():
