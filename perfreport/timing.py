@@ -40,7 +40,7 @@ except ImportError:  # pragma: no cover - Windows
     resource, _RUSAGE_THREAD = None, None
 
 
-def _thread_faults() -> int:
+def thread_faults() -> int:
     """The calling thread's minor page faults so far (0 where the system does not count them)."""
     return resource.getrusage(_RUSAGE_THREAD).ru_minflt if _RUSAGE_THREAD is not None else 0
 
@@ -66,7 +66,7 @@ class Timings:
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
         self.phases.setdefault(name, [0.0, 0.0, 0.0, 0, 0])  # listed in the order phases start
-        self._stack.append(_Open(name, time.perf_counter(), time.thread_time(), _thread_faults()))
+        self._stack.append(_Open(name, time.perf_counter(), time.thread_time(), thread_faults()))
         try:
             yield
         finally:
@@ -76,7 +76,7 @@ class Timings:
         top = self._stack.pop()
         wall = time.perf_counter() - top.wall0
         cpu = time.thread_time() - top.cpu0
-        self.add(top.name, wall, cpu, self_s=wall - top.child_wall, faults=_thread_faults() - top.faults0)
+        self.add(top.name, wall, cpu, self_s=wall - top.child_wall, faults=thread_faults() - top.faults0)
         if self._stack:
             self._stack[-1].child_wall += wall
 
@@ -164,13 +164,13 @@ def nested(name: str, seconds: float) -> None:
         timings.add_inside(name, seconds)
 
 
-def record(name: str, wall_s: float, cpu_s: float = 0.0) -> None:
+def record(name: str, wall_s: float, cpu_s: float = 0.0, faults: int = 0) -> None:
     """Add a phase timed elsewhere (another thread or process) to the current recording. It
     ran beside this thread's phases, so it gets no self time: the self times still add up to
-    the recording thread's wall time."""
+    the recording thread's wall time. ``faults``: its minor page faults, where it counted them."""
     timings = _current.get()
     if timings is not None:  # concurrent with this thread's phases: no self time of its own
-        timings.add(name, wall_s, cpu_s, self_s=0.0)
+        timings.add(name, wall_s, cpu_s, self_s=0.0, faults=faults)
 
 
 def merged(per_rank: Sequence[Sequence[Mapping]]) -> list[dict]:

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ..timing import record
+from ..timing import record, thread_faults
 
 try:
     from isal import igzip_lib as _igzip
@@ -66,14 +66,15 @@ class StreamedText:
         self.buffer = mmap.mmap(-1, max(size, 1), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
         self.feed = np.zeros(6, dtype=np.int64)
         self.failed: BaseException | None = None
-        self.times = (0.0, 0.0)
+        self.times = (0.0, 0.0, 0)
+        """The thread's wall and CPU seconds and page faults (the buffer's pages it wrote)."""
         self._thread = threading.Thread(target=self._decompress, args=(data, min(size, limit)),
                                         name="perfreport-gunzip", daemon=True)
         self._thread.start()
 
     def _decompress(self, data: bytes, bound: int) -> None:
         """The thread: decode, copy, publish; stop early when cancelled or ahead by :data:`LEAD`."""
-        wall0, cpu0 = time.perf_counter(), time.thread_time()
+        wall0, cpu0, faults0 = time.perf_counter(), time.thread_time(), thread_faults()
         written = 0
         view = memoryview(self.buffer)
         try:
@@ -101,7 +102,7 @@ class StreamedText:
             self.failed = exc.with_traceback(None)  # (no frame kept, so no view of the buffer)
         finally:
             view.release()  # the buffer can be closed
-            self.times = (time.perf_counter() - wall0, time.thread_time() - cpu0)
+            self.times = (time.perf_counter() - wall0, time.thread_time() - cpu0, thread_faults() - faults0)
             _scan.feed_publish(self.feed, written, True)
 
     def _hold(self, written: int) -> bool:
