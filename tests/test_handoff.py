@@ -18,6 +18,9 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="me
 
 
 def open_fds() -> int:
+    """This process's open descriptors, once earlier tests' garbage is collected (a file object
+    left to the collector would otherwise close in the middle of a test and be counted there)."""
+    gc.collect()
     return len(os.listdir("/proc/self/fd"))
 
 
