@@ -102,9 +102,9 @@ and thousands of profiler steps once grown (the per-step analyses' cost)."""
 MANY_STEPS_SOURCE = Path("/work/shared/traces/odd_a100_triton_example/triton_example.json.gz")
 """A real trace of a few steps and 71 events: grown to 1 GB, the most steps (and per-step rows)
 of any input measured, and the slowest ``compare`` of a 1 GB rank found (issue 24's notes)."""
-LOAD_PHASES = ("read", "decompress", "scan", "decode", "read stored columns", "decompress (own thread, beside the scan)")
 BESIDE = ("decompress (own thread, beside the scan)",)
 """Phases run on a thread of their own beside another (no self time): their CPU counts whole."""
+LOAD_PHASES = ("read", "decompress", "scan", "decode", "read stored columns") + BESIDE
 
 
 @dataclass

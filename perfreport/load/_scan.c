@@ -792,6 +792,14 @@ enum { FEED_AVAIL, FEED_DONE, FEED_SCANNED, FEED_CANCEL, FEED_PAUSE, FEED_WAITIN
 #define FEED_MARGIN (8 << 20)
 static int64_t feed_margin = FEED_MARGIN; /* fewer bytes for tests: _set_feed_margin */
 
+#if HAVE_FEED
+static void nap(long ns) /* the waits of a feed's two sides for each other */
+{
+    struct timespec pause = {0, ns};
+    nanosleep(&pause, NULL);
+}
+#endif
+
 static void feed_publish_position(Scan *S, const char *p)
 {
 #if HAVE_FEED
@@ -816,10 +824,8 @@ static void feed_pause(Scan *S)
     __atomic_store_n(&S->feed[FEED_PAUSE], (int64_t)1, __ATOMIC_RELEASE);
     double since = seconds_now();
     while (__atomic_load_n(&S->feed[FEED_PAUSE], __ATOMIC_ACQUIRE) != 2 &&
-           !__atomic_load_n(&S->feed[FEED_DONE], __ATOMIC_ACQUIRE) && seconds_now() - since < FEED_PATIENCE_S) {
-        struct timespec pause = {0, 20000};
-        nanosleep(&pause, NULL);
-    }
+           !__atomic_load_n(&S->feed[FEED_DONE], __ATOMIC_ACQUIRE) && seconds_now() - since < FEED_PATIENCE_S)
+        nap(20000);
 #else
     (void)S;
 #endif
@@ -861,8 +867,7 @@ static void feed_wait(Scan *S, const char *p)
             gave_up = 1; /* the text then reads as zeros: malformed, and the caller's fallback */
             break;
         }
-        struct timespec pause = {0, 50000};
-        nanosleep(&pause, NULL);
+        nap(50000);
     }
     __atomic_store_n(&S->feed[FEED_WAITING], (int64_t)0, __ATOMIC_RELEASE);
     if (gave_up || __atomic_load_n(&S->feed[FEED_DONE], __ATOMIC_ACQUIRE) || avail >= size)
@@ -900,8 +905,7 @@ static const char *syntax_error(Scan *S, const char *at, const char *msg)
 
 static int scan_init(Scan *S, PyObject *top_spec, PyObject *arg_spec)
 {
-    if (!S->feed)
-        S->feed_check = UINTPTR_MAX; /* no feed: never wait */
+    S->feed_check = S->feed ? (uintptr_t)S->base : UINTPTR_MAX; /* a feed is asked from the start; none, never */
     if (fieldmap_init(&S->top, top_spec, "top_fields") < 0 ||
         fieldmap_init(&S->arg, arg_spec, "arg_fields") < 0 || interner_init(&S->strings) < 0)
         return -1;
@@ -2849,7 +2853,6 @@ static PyObject *scan_document(PyObject *self, PyObject *args)
     S.base = view.buf;
     S.end = S.base + view.len;
     S.feed = feed.buf;
-    S.feed_check = S.feed ? (uintptr_t)S.base : UINTPTR_MAX;
     S.release = release;
     S.released = S.base;
     S.what = "invalid JSON";

@@ -92,11 +92,12 @@ def read_trace_bytes(path: Path, *, allow_mmap: bool = False, limits: Limits | N
     if data[:2] != GZIP_MAGIC:
         return data
     limit = limits.decompressed_limit(len(data))
-    if stream and not (reuse and _trailer_size(data) <= REUSED_TEXT_MAX):
+    if stream:
         from . import streamed
 
         size = text_size(len(data), _trailer_size(data))
-        if streamed.available() and STREAM_FROM < size <= limit:
+        reused = reuse and size <= REUSED_TEXT_MAX  # (into the kept buffer below)
+        if streamed.available() and STREAM_FROM < size <= limit and not reused:
             return streamed.StreamedText(data, size, limit)
     try:  # (the ISIZE trailer cannot tell early: in a truncated file it is arbitrary bytes)
         with phase("decompress"):

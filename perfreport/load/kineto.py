@@ -173,9 +173,8 @@ def _scan_streamed(text: StreamedText) -> tuple[ScanResult, dict[str, Any], None
     if done is None:
         return None
     result, members, _ = done
-    spans = dict(members)  # (as in _scan_one_pass: the members' pages are never handed back)
     try:
-        return result, {key: decode_lenient(text.buffer[start:end]) for key, (start, end) in spans.items()}, None
+        return result, _members_metadata(text.buffer, members), None
     except ValueError:
         return None
 
@@ -196,11 +195,16 @@ def _scan_one_pass(data, checksum: bool = False) -> tuple[ScanResult, dict[str, 
         if done is None:
             return None
         result, members, hashed = done
-        spans = dict(members)  # duplicate keys: the last wins, in the first one's place (as msgspec)
-        # slicing copies (bytes or mmap alike): the decoded values hold no view into ``data``
-        return result, {key: decode_lenient(data[start:end]) for key, (start, end) in spans.items()}, hashed
+        return result, _members_metadata(data, members), hashed
     except ValueError:  # includes msgspec.DecodeError and UnicodeDecodeError
         return None
+
+
+def _members_metadata(data, members: list) -> dict[str, Any]:
+    """The top-level members' values, decoded from their spans in ``data`` (never handed back by
+    the scan). Duplicate keys: the last wins, in the first one's place (as msgspec). Slicing
+    copies (bytes or mmap alike): the decoded values hold no view into ``data``."""
+    return {key: decode_lenient(data[start:end]) for key, (start, end) in dict(members).items()}
 
 
 def _require_events(path: Path, result: ScanResult) -> None:

@@ -59,11 +59,9 @@ def scan_document(document, release: bool = False, checksum: bool = False, feed=
         (n, top, rows, values, strings, members), digest, hash_s = _scan.scan_document(
             document, TOP_FIELDS, ARG_FIELDS, release, True)
         nested("checksum (in the scan)", hash_s)
-    elif feed is not None:
-        n, top, rows, values, strings, members = _scan.scan_document(document, TOP_FIELDS, ARG_FIELDS, release,
-                                                                      False, feed)
-    else:
-        n, top, rows, values, strings, members = _scan.scan_document(document, TOP_FIELDS, ARG_FIELDS, release)
+    else:  # (a feed only where there is one: a build from before it takes four arguments)
+        more = (release,) if feed is None else (release, False, feed)
+        n, top, rows, values, strings, members = _scan.scan_document(document, TOP_FIELDS, ARG_FIELDS, *more)
     result = unique_strings(_columns(n, top, rows, values, strings))
     return result, members, f"{CHECKSUM}:{digest.hex()}" if hashing else None
 

@@ -57,7 +57,8 @@ def available() -> bool:
 
 class StreamedText:
     """The text of one gzip member of ``size`` bytes (its trailer's), decompressed into
-    :attr:`buffer` by a thread started at once, at most ``limit`` bytes."""
+    :attr:`buffer` by a thread started at once, at most ``limit`` bytes. ``times``: the
+    thread's wall and CPU seconds and page faults (the buffer's pages it wrote)."""
 
     def __init__(self, data: bytes, size: int, limit: int) -> None:
         self.size = size
@@ -67,7 +68,6 @@ class StreamedText:
         self.feed = np.zeros(6, dtype=np.int64)
         self.failed: BaseException | None = None
         self.times = (0.0, 0.0, 0)
-        """The thread's wall and CPU seconds and page faults (the buffer's pages it wrote)."""
         self._thread = threading.Thread(target=self._decompress, args=(data, min(size, limit)),
                                         name="perfreport-gunzip", daemon=True)
         self._thread.start()
