@@ -10,6 +10,7 @@ Real traces are read from $PERFREPORT_TRACES (default /work/shared/traces) when 
 
 from __future__ import annotations
 
+import decimal
 import gzip
 import math
 import mmap
@@ -737,6 +738,31 @@ def test_decimals_beside_the_exact_mantissa_bound():
     res = both("[" + ", ".join(f'{{"dur": {v}}}' for v in values) + "]")
     assert [float(v) for v in values] == res.top["dur"].tolist()
     assert [math.copysign(1.0, float(v)) for v in values] == [math.copysign(1.0, d) for d in res.top["dur"]]
+
+
+def test_numbers_read_as_they_are_scanned_at_the_int64_bound():
+    """ts and dur (and args of kinds 'n' and 'f') are converted as they are read when written
+    -?digits[.digits] in at most 19 digits; a timestamp whose ns pass int64 goes the general way.
+    At the bound and beside it with 0 to 5 decimals, and at 19 and 20 digits, both scanners agree
+    with exact decimal arithmetic."""
+    limit = 2**63 - 1  # ns: 9223372036854775.807 µs
+    values = ["9223372036854775", "9223372036854776", "9223372036854775.8", "9223372036854775.9",
+              "9223372036854775.80", "9223372036854775.81", "9223372036854775.807", "9223372036854775.808",
+              "922337203685477.5807", "922337203685477.5808", "92233720368547.75807", "1000000000000000.0079",
+              "922337203685477.580", "0.0", "0.0001", "5.0005", "12.34567"]  # fmt: skip
+    values += ["-" + v for v in values]
+    values += ["1" * 19, "1" * 20, "1" * 18 + ".5", "1" * 18 + ".55", "0.1234567890123456789", "0.12345678901234567891"]
+    doc = ", ".join(f'{{"ts": {v}, "dur": {v}, "args": {{"stream": {v}, "blocks per SM": {v}}}}}' for v in values)
+    res = both("[" + doc + "]")
+    n, top, rows, vals, strings = _scan.scan(("[" + doc + "]").encode(), (("ts", "n"), ("dur", "f")),
+                                              (("stream", "n"), ("blocks per SM", "f")))
+    ts, dur = np.frombuffer(top[0], np.int64).tolist(), np.frombuffer(top[1], np.float64).tolist()
+    assert ts == res.top["ts"].tolist() and dur == res.top["dur"].tolist()
+    assert np.frombuffer(vals[0], np.int64).tolist() == ts and np.frombuffer(vals[1], np.float64).tolist() == dur
+    for v, got in zip(values, ts):
+        exact = int(decimal.Decimal(v) * 1000)
+        assert got == (exact if -(2**63) < exact <= limit else INT_MISSING), v
+    assert dur == [float(v) for v in values]
 
 
 def test_small_integer_fast_paths():
