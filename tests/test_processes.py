@@ -301,6 +301,7 @@ def test_no_child_is_forked_while_a_head_start_thread_imports(tmp_path, monkeypa
     sys.modules.pop("slow_to_import", None)
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc, and ru_maxrss in KiB")
 def test_a_childs_message_is_written_as_it_is_not_copied_first() -> None:
     """A forked child's message goes out as it is: the child that sends 64 MB peaks at those 64
     MB, not at twice them (the head was joined to the data, a copy of each message: 253 MB in
