@@ -9,15 +9,16 @@
  * where ``buf`` holds the JSON text of the array itself and the field specs are sequences of
  * ``(key, kind)`` pairs, or
  *
- *     scan_document(buf, top_fields, arg_fields, release=False, checksum=False)
+ *     scan_document(buf, top_fields, arg_fields, release=False, checksum=False, feed=None)
  *         -> (n_events, top, arg_rows, arg_values, strings, members)
  *         -> ((n_events, top, arg_rows, arg_values, strings, members), digest, seconds)   (checksum)
  *
  * where ``buf`` holds a whole trace file (the top-level object): its ``traceEvents`` array is
  * scanned in place, in the same single pass that validates the rest of the document, and every
  * other member comes back in ``members`` as ``(key, (start, end))``, the byte span of its value
- * (duplicate keys are all listed; the last "traceEvents" is the one scanned). Python decodes
- * only those small values. Columns come back as ``Column`` objects: buffers (native-endian
+ * (duplicate keys are all listed; the last "traceEvents" is the one scanned). With ``feed``
+ * the text is written while it is scanned (see feed_wait: perfreport.load.streamed). Python
+ * decodes only those small values. Columns come back as ``Column`` objects: buffers (native-endian
  * float64 / int64 / int32) that own the block the scanner wrote them into, so nothing is
  * copied at the end; Python wraps them with np.frombuffer. They are writable: the decode
  * converts some in place instead of writing a second column of fresh pages. This module needs only
@@ -25,12 +26,14 @@
  *
  * How it works. The parser walks the text once and validates it fully (any malformed or
  * truncated input raises ValueError with a byte offset; nothing is read past the buffer).
- * While walking an event it only remembers *where* the value of each wanted key is (a Span);
- * the values are converted when the event's closing brace is reached. Deferring keeps
- * "last duplicate key wins" exact (an overwritten value is never converted or interned) and
- * costs nothing extra, since a span already says whether a string has escapes or a number has
- * a fraction. Strings are interned in a C hash table keyed by their bytes; a Python ``str`` is
- * created once per distinct text at the very end.
+ * While walking an event it only remembers *where* the value of each wanted key is (a Span),
+ * and the values are converted when the event's closing brace is reached: deferring keeps
+ * "last duplicate key wins" exact (an overwritten value is never interned), and a span already
+ * says whether a string has escapes or a number has a fraction. Two kinds of value come
+ * converted in their span: a text the cache knows (its code) and a plain number of a numeric
+ * field (read_number: its value, computed while its digits are at hand). Strings are interned
+ * in a C hash table keyed by their bytes; a Python ``str`` is created once per distinct text at
+ * the very end.
  *
  * Where the time goes (about 11 instructions per byte of a Kineto trace): keys are predicted
  * from the key that preceded them (KeyMemo: the member text '"key": ' compared in 32 bytes
@@ -2467,9 +2470,8 @@ static inline void follower_seen(MemoKey *before, int j)
  * ``memo``: gives the key's field index, its kind (remembered with the key: the field map's
  * entry was one more load before each value's dispatch; the scans of five real traces 2-4 %
  * faster in 4 alternating pairs, the V100 trace's 11.8 MB written compact 9.0-9.4 -> 8.6-8.9
- * ms; whole 200 MB loads within their noise) and whether it is
- * "args". ``*prev``: the memo entry of the object's previous key (KEY_START before the first),
- * updated to this key's. */
+ * ms; whole 200 MB loads within their noise) and whether it is "args". ``*prev``: the memo
+ * entry of the object's previous key (KEY_START before the first), updated to this key's. */
 static ALWAYS_INLINE const char *read_key_memo(Scan *S, const char *p, const FieldMap *map, KeyMemo *memo, uint8_t *prev,
                                                int *field, int *is_args, char *kind)
 {
@@ -2925,6 +2927,20 @@ static PyObject *scan(PyObject *self, PyObject *args)
     return result;
 }
 
+/* ``obj``'s buffer in ``feed`` when it is a feed (FEED_SLOTS aligned, writable int64 slots);
+ * -1 with ValueError naming ``who`` otherwise. */
+static int feed_buffer(PyObject *obj, Py_buffer *feed, const char *who)
+{
+    if (PyObject_GetBuffer(obj, feed, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0)
+        return -1;
+    if (feed->len != FEED_SLOTS * (Py_ssize_t)sizeof(int64_t) || ((uintptr_t)feed->buf & 7)) {
+        PyBuffer_Release(feed);
+        PyErr_Format(PyExc_ValueError, "%s: feed must be %d aligned int64 slots", who, FEED_SLOTS);
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject *scan_document(PyObject *self, PyObject *args)
 {
     PyObject *obj, *top_spec, *arg_spec, *members, *result = NULL, *feed_obj = Py_None;
@@ -2939,13 +2955,12 @@ static PyObject *scan_document(PyObject *self, PyObject *args)
             PyErr_SetString(PyExc_ValueError, "scan_document: this build cannot scan a text being written");
             return NULL;
         }
-        if (PyObject_GetBuffer(feed_obj, &feed, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0)
-            return NULL;
-        if (feed.len != FEED_SLOTS * (Py_ssize_t)sizeof(int64_t) || ((uintptr_t)feed.buf & 7) || checksum) {
-            PyBuffer_Release(&feed);
-            PyErr_SetString(PyExc_ValueError, "scan_document: feed must be 6 aligned int64 slots, without checksum");
+        if (checksum) {
+            PyErr_SetString(PyExc_ValueError, "scan_document: a feed without checksum");
             return NULL;
         }
+        if (feed_buffer(feed_obj, &feed, "scan_document") < 0)
+            return NULL;
     }
     if (PyObject_GetBuffer(obj, &view, PyBUF_SIMPLE) < 0) {
         if (feed.buf)
@@ -2998,13 +3013,8 @@ static PyObject *feed_publish(PyObject *self, PyObject *args)
     (void)self;
     if (!PyArg_ParseTuple(args, "OL|p:feed_publish", &obj, &written, &done))
         return NULL;
-    if (PyObject_GetBuffer(obj, &feed, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0)
+    if (feed_buffer(obj, &feed, "feed_publish") < 0)
         return NULL;
-    if (feed.len != FEED_SLOTS * (Py_ssize_t)sizeof(int64_t) || ((uintptr_t)feed.buf & 7)) {
-        PyBuffer_Release(&feed);
-        PyErr_SetString(PyExc_ValueError, "feed_publish: feed must be 6 aligned int64 slots");
-        return NULL;
-    }
     int64_t *slot = feed.buf;
     __atomic_store_n(&slot[FEED_AVAIL], (int64_t)written, __ATOMIC_RELEASE);
     if (done)
