@@ -121,7 +121,6 @@ def run_sides(sides: list[tuple[list[RankJob], str]], *, workers: int | None = N
     assemblers = [Assembler(source, keep_pairs=options.gate) for _, source in sides]
     missing = [len(side_jobs) for side_jobs, _ in sides]
     done: dict[int, Analysis] = {}
-    t0 = time.perf_counter()
     if progress is not None:
         progress.start(len(jobs), sum(j.json_bytes for j in jobs))
     with phase("per-rank tasks (load and analyse)"):
@@ -137,12 +136,11 @@ def run_sides(sides: list[tuple[list[RankJob], str]], *, workers: int | None = N
                 give_back()  # nor is the heap it took to unpickle and fold (see Assembler)
             missing[side] -= 1
             if side_done is not None and not missing[side]:
-                done[side] = _reduce(assemblers[side], t0, time.perf_counter())
+                done[side] = _reduce(assemblers[side])
                 side_done(side, done[side])
-    t1 = time.perf_counter()
     if progress is not None:
         progress.phase("cross-rank analyses")
-    return [done[s] if s in done else _reduce(a, t0, t1) for s, a in enumerate(assemblers)]
+    return [done[s] if s in done else _reduce(a) for s, a in enumerate(assemblers)]
 
 
 def _sent_steps(options: AnalysisOptions, sides: list[tuple[list[RankJob], str]]) -> AnalysisOptions:
@@ -155,19 +153,16 @@ def _sent_steps(options: AnalysisOptions, sides: list[tuple[list[RankJob], str]]
     return dataclasses.replace(options, step_rows=min(options.step_rows, kept))
 
 
-def _reduce(assembler: Assembler, t0: float, t1: float) -> Analysis:
+def _reduce(assembler: Assembler) -> Analysis:
+    """The side's :class:`Analysis`: the cross-rank analyses on its digests, and its times: the
+    load's and the per-rank analyses' wall seconds in the busiest process
+    (:meth:`~perfreport.running.assemble.Assembler.busiest`), the cross-rank analyses counted
+    with the latter."""
     r0 = time.perf_counter()
     with phase("cross-rank analyses"):
         traces, tables = assembler.finish()
-    # the per-rank stage ran load and per-rank analyses together: split its wall time by their
-    # shares. It began with the first load, which may be before this stage: a head-started rank
-    # loads while the command imports (the triton-grown 1 GB rank, head-started then, said
-    # "loaded 1 rank(s) in 0.82 s" for a scan and decode of 1.13 s counted from after the imports)
-    t0 = min(t0, assembler.began)
-    load_cpu, analyze_cpu = assembler.load_s, assembler.analyze_s
-    load_share = load_cpu / (load_cpu + analyze_cpu) if load_cpu + analyze_cpu > 0 else 1.0
-    return Analysis(traces, tables, load_s=(t1 - t0) * load_share,
-                    analyze_s=(t1 - t0) * (1 - load_share) + time.perf_counter() - r0,
+    load_s, analyze_s = assembler.busiest()
+    return Analysis(traces, tables, load_s=load_s, analyze_s=analyze_s + time.perf_counter() - r0,
                     checksums=dict(sorted(assembler.checksums.items())), worker_peak_rss=assembler.worker_peak_rss,
                     rank_timings=assembler.rank_timings, tables_cut=assembler.tables_cut)
 

@@ -190,12 +190,13 @@ def merged(per_rank: Sequence[Sequence[Mapping]]) -> list[dict]:
 def timings_document(parent: Timings, sides: Mapping[str, Sequence[Mapping]], wall_s: float,
                      parent_pid: int, parent_peak_rss: int) -> dict:
     """``report.json``'s ``timings``: the command's wall time, the parent's phases, and each
-    rank task's (process, peak RSS, self seconds by phase) with those phases summed over ranks.
+    rank task's (process, peak RSS, wall seconds of its load and analyses, self seconds by phase) with those phases summed over ranks.
 
     ``sides``: the rank tasks' records (:attr:`perfreport.pipeline.Analysis.rank_timings`) by
     side (``""`` for an analyze, ``baseline`` / ``candidate`` … for a compare)."""
     ranks = [{"side": side, "rank": r["rank"], "pid": r["pid"], "peak_rss_bytes": r["peak_rss_bytes"],
-              "wall_s": r["wall_s"], "phases": {p["phase"]: p["self_s"] for p in r["phases"]}}
+              "wall_s": r["wall_s"], "load_s": r["load_s"], "analyze_s": r["analyze_s"],
+              "phases": {p["phase"]: p["self_s"] for p in r["phases"]}}
              for side, records in sides.items() for r in records]
     workers = {r["pid"]: r["peak_rss_bytes"] for r in ranks if r["pid"] and r["pid"] != parent_pid}
     return {

@@ -179,6 +179,44 @@ def test_compare_times_both_sides_in_their_worker_processes(tmp_path, capsys, mo
     assert "timings:" not in capsys.readouterr().err  # printed with -v only
 
 
+LOAD_PHASES = ("read", "decompress", "scan", "decode")
+
+
+def test_each_sides_load_and_analyses_are_the_time_its_busiest_process_spent_on_them(tmp_path, monkeypatch) -> None:
+    """timings_s' load and analyses are measured where they ran: per side, the worker that spent
+    the most on its ranks' loads (their load_s summed: their load phases and no less), and on
+    their analyses. Not a share of the per-rank stage's span, which here also holds 0.5 s of the
+    parent's own work per digest (made slow on purpose, as a compare's other side or the
+    workers' start make it): as a share, each side's load grew by more than 0.1 s."""
+    from perfreport.running import assemble
+
+    added = assemble.Assembler.add
+
+    def slow_add(self, d, position):
+        time.sleep(0.5)
+        return added(self, d, position)
+
+    monkeypatch.setattr(assemble.Assembler, "add", slow_add)
+    runs = DATA / "recorded" / "short_multirank"
+    assert main(["compare", str(runs / "ddp_w2_gloo_1step_run1"), str(runs / "ddp_w2_gloo_1step_run2"), "--out",
+                 str(tmp_path), "--format", "json", "-q", "--workers", "2"]) in (0, 1)
+    document = json.loads((tmp_path / "report.json").read_text())
+    said, ranks = document["timings_s"], document["timings"]["ranks"]
+    assert len(ranks) == 4 and len({r["pid"] for r in ranks}) == 2  # each worker: a rank of each side
+    for side in ("baseline", "candidate"):
+        load, analyses, phases = {}, {}, {}
+        for r in (r for r in ranks if r["side"] == side):
+            assert r["load_s"] >= sum(r["phases"].get(name, 0.0) for name in LOAD_PHASES) - 0.001
+            assert r["wall_s"] == pytest.approx(r["load_s"] + r["analyze_s"], abs=0.001)
+            load[r["pid"]] = load.get(r["pid"], 0.0) + r["load_s"]
+            analyses[r["pid"]] = analyses.get(r["pid"], 0.0) + r["analyze_s"]
+            phases[r["pid"]] = phases.get(r["pid"], 0.0) + sum(r["phases"].get(name, 0.0) for name in LOAD_PHASES)
+        assert said[f"{side}_load"] == pytest.approx(max(load.values()), abs=0.0015), (load, said)
+        assert said[f"{side}_load"] <= max(phases.values()) + 0.1  # (the first load in a worker: its imports)
+        # the analyses: the busiest worker's, and the cross-rank ones here (not the slow folds)
+        assert max(analyses.values()) - 0.0015 <= said[f"{side}_analyze"] <= max(analyses.values()) + 0.2
+
+
 def test_timing_lines_show_the_slowest_ranks_and_hide_tiny_phases() -> None:
     records = [{"phase": "scan", "wall_s": 2.0, "self_s": 2.0, "cpu_s": 1.9, "calls": 1},
                {"phase": "memo:tiny", "wall_s": 0.0001, "self_s": 0.0001, "cpu_s": 0.0001, "calls": 1}]

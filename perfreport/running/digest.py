@@ -161,14 +161,12 @@ class RankDigest:
     """The task's phases (:mod:`perfreport.timing` records): read, decompress, scan, decode, each analysis."""
     pid: int = 0
     """The process that ran the task."""
+    host: str = ""
+    """The machine it ran on (``socket.gethostname()``): with :attr:`pid`, which process's time it
+    took (a Dask worker's pid may repeat on another machine)."""
     tables_cut: list[dict] = field(default_factory=list)
     """The per-step tables cut here (:attr:`AnalysisOptions.step_rows`): their ``tables_cut``
     entries (:func:`perfreport.documents.table_rows.cut_tables`) for this rank."""
-    began: float = 0.0
-    """``time.perf_counter()`` when the rank's load began (0: not measured), moved on by
-    :attr:`waited_s`. The clock is the system's monotonic one, the same in every process of the
-    command: a single rank's load begins before the per-rank stage does (a head start, beside
-    the imports)."""
     waited_s: float = 0.0
     """Seconds the task waited for its rank, loaded by a head start, to be claimed (the command
     still importing): the task's time, not its load's (``load_s`` leaves them out)."""
@@ -303,7 +301,7 @@ def digest(trace: RankTrace, options: AnalysisOptions = AnalysisOptions(), *, ch
     memo = {k: frozen(v) for k, v in _digest_memo(trace, options).items()}  # (a summary: its columns travel)
     return RankDigest(meta=trace.meta, tables=tables, memo=memo, checksum=checksum,
                       n_events=trace.n_events, load_s=load_s, analyze_s=time.perf_counter() - t0, tables_cut=cut,
-                      began=t0 - load_s, waited_s=waited_s)
+                      waited_s=waited_s)
 
 
 def _step_parts_early(trace: RankTrace, options: AnalysisOptions) -> None:

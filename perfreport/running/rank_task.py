@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,7 +65,7 @@ def run_job(job: RankJob, options: AnalysisOptions, use_digest_cache: bool = Tru
     t0 = time.perf_counter()
     with recording() as timings:  # the task's own phases, sent back with its digest
         result = _cached_or_analysed(job, options, use_digest_cache, limits, t0)
-    result.timings, result.pid = timings.records(), os.getpid()
+    result.timings, result.pid, result.host = timings.records(), os.getpid(), socket.gethostname()
     return result
 
 
