@@ -121,6 +121,14 @@ class Run:
     stderr: str = ""
     timed_out: bool = False
     """The command ran past its time limit and was stopped: ``wall`` is the limit (a lower bound)."""
+    said: dict = field(default_factory=dict)
+    """report.json's ``timings_s``: the wall seconds of the load and the analyses as the command
+    states them (the busiest process's: docs/analysis-document.md)."""
+
+    def said_s(self, what: str) -> float:
+        """``timings_s``' ``load`` or ``analyze`` (a compare's: its slower side's)."""
+        values = [v for k, v in self.said.items() if k == what or k.endswith(f"_{what}")]
+        return max(values) if values else float("nan")
 
     @property
     def wall_text(self) -> str:
@@ -199,15 +207,17 @@ def median_run(argv: list[str], repeat: int, report: Path | None = None, cwd: Pa
         except TimeoutError:
             print(f"    stopped after {timeout:.0f} s", file=sys.stderr)
             return Run(timeout, timeout, timeout, float("nan"), float("nan"), load, timed_out=True)
-        timings = json.loads(report.read_text()).get("timings", {}) if report and report.exists() else {}
-        runs.append(Run(wall, wall, wall, cpu, rss / 1024, load, timings, err))
+        document = json.loads(report.read_text()) if report and report.exists() else {}
+        runs.append(Run(wall, wall, wall, cpu, rss / 1024, load, document.get("timings", {}), err,
+                        said=document.get("timings_s", {})))
         shown = [a if len(a) < 80 else "<script>" for a in argv[-5:]]
         print(f"    {wall:7.2f} s  cpu {cpu:7.2f} s  {rss / 1024:7.0f} MB  load {load:.1f}  {' '.join(shown)}",
               file=sys.stderr)
     walls = sorted(r.wall for r in runs)
     mid = sorted(runs, key=lambda r: r.wall)[len(runs) // 2]  # the median run's timings
     return Run(statistics.median(walls), walls[0], walls[-1], statistics.median(r.cpu for r in runs),
-               max(r.rss_mb for r in runs), statistics.median(r.load_avg for r in runs), mid.timings, mid.stderr)
+               max(r.rss_mb for r in runs), statistics.median(r.load_avg for r in runs), mid.timings, mid.stderr,
+               said=mid.said)
 
 
 def tree_anon_peak_mb(argv: list[str], cwd: Path = REPO) -> float:
@@ -377,9 +387,10 @@ def tools_table(cases: list[Case]) -> list[str]:
 def phases_table(cases: list[Case]) -> list[str]:
     """Where perfreport's time and memory go (report.json ``timings``): CPU seconds of one rank task."""
     rows = ["| input | command | load CPU s (read+decompress+scan+decode) | load GB per CPU-s | analyses CPU s | "
-            "analyses wall s (task's path) | parent peak MB (/ rank JSON) | largest worker peak MB (/ rank JSON) | "
+            "analyses wall s (task's path) | report.json `timings_s`: load s (GB/s), analyses s | "
+            "parent peak MB (/ rank JSON) | largest worker peak MB (/ rank JSON) | "
             "largest forked helper peak MB (/ rank JSON) |",
-            "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for case in cases:
         for name, run in (("analyze", case.analyze), ("compare", case.compare)):
             load = run.phase_s(LOAD_PHASES)
@@ -387,9 +398,19 @@ def phases_table(cases: list[Case]) -> list[str]:
             worker = f"{run.worker_mb:,.0f} ({run.worker_mb / case.json_mb:.2f})" if run.worker_mb else "– (in parent)"
             helper = f"{run.helper_mb:,.0f} ({run.helper_mb / case.json_mb:.2f})" if run.helper_mb else "–"
             rows.append(f"| {case.label} | {name} | {load:.2f} | {case.json_mb / 1000 / load:.2f} | {analyses:.2f} | "
-                        f"{run.analyses_wall_s():.2f} | "
+                        f"{run.analyses_wall_s():.2f} | {said_text(run, case)} | "
                         f"{run.parent_mb:,.0f} ({run.parent_mb / case.json_mb:.2f}) | {worker} | {helper} |")
     return rows
+
+
+def said_text(run: Run, case: Case) -> str:
+    """The load and analyses report.json states (a compare's slower side) and, for one rank, the
+    load's rate: what a reader of the report sees."""
+    load, analyses = run.said_s("load"), run.said_s("analyze")
+    if load != load:  # (no report.json)
+        return "–"
+    rate = f" ({case.json_mb / 1000 / load:.2f})" if case.ranks == 1 else ""
+    return f"{load:.2f}{rate}, {analyses:.2f}"
 
 
 def targets_table(cases: list[Case], suite: Run | None) -> list[str]:
