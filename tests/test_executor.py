@@ -9,6 +9,7 @@ import json
 import pickle
 import re
 import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -113,6 +114,28 @@ def test_worker_processes_give_what_one_process_gives(job8):
     a, b = assemble(one, "x")[1], assemble(many, "x")[1]
     for name in a:
         assert plain(a[name].to_dict(orient="records")) == plain(b[name].to_dict(orient="records")), name
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a thread's own nice value is Linux's")
+def test_the_work_done_while_the_workers_load_yields_to_them(job8):
+    """What the parent does while its workers load (the reports' imports) runs on a thread at a
+    lower priority than theirs, which the workers keep: on two cores it took a core's share from
+    the loads. The main thread's priority is untouched."""
+    import os
+    import threading
+
+    from perfreport.running.executor import MEANWHILE_NICE
+
+    seen = {}
+
+    def meanwhile() -> None:
+        seen["thread"] = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    before = os.getpriority(os.PRIO_PROCESS, 0)
+    digests = run(trace_jobs(job8), AnalysisOptions(), Executor(workers=2, while_waiting=meanwhile))
+    assert len(digests) == 8
+    assert seen["thread"] == min(before + MEANWHILE_NICE, 19) > before
+    assert os.getpriority(os.PRIO_PROCESS, 0) == before
 
 
 def test_small_jobs_run_here_unless_workers_are_asked_for(job8, tmp_path):
