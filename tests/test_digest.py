@@ -14,6 +14,7 @@ import pytest
 
 import perfreport.model as model
 from perfreport.running import digest as digest_module
+from perfreport.running import halves
 from perfreport.running.digest import DIGEST_KEYS, GATE_READS, LAST_READER, AnalysisOptions, digest, memo_kind
 from perfreport.load import load
 
@@ -115,7 +116,7 @@ def test_a_rank_shared_with_a_forked_child_digests_the_same(path, monkeypatch) -
     tables, in order, and every view it carries) is the one made in one process."""
     from perfreport.timing import recording
 
-    monkeypatch.setattr(digest_module, "SHARE_MIN_EVENTS", 0)  # small real traces: share them anyway
+    monkeypatch.setattr(halves, "SHARE_MIN_EVENTS", 0)  # small real traces: share them anyway
     want = digest(_rank(path), AnalysisOptions())
     computed: Counter = Counter()  # the views made in this process (the parent of the share)
     real = model._memoised
@@ -126,23 +127,125 @@ def test_a_rank_shared_with_a_forked_child_digests_the_same(path, monkeypatch) -
         return real(store, key, compute)
 
     trace = _rank(path)
-    with digest_module.spare_core(), recording() as timings, monkeypatch.context() as m:
+    with halves.spare_core(), recording() as timings, monkeypatch.context() as m:
         m.setattr(model, "_memoised", counting)
         got = digest(trace, AnalysisOptions())
     twice = {key: n for (_, key), n in computed.items() if n > 1}
     assert not twice, f"views made again in the parent (READ_BEFORE_SHARE is stale): {twice}"
     kept = {memo_kind(k) for k in trace._memo}
-    assert not kept & set(digest_module.READ_BEFORE_SHARE)  # the parent let go of what only the child reads on
-    assert {memo_kind(k) for _, k in computed} & set(digest_module.READ_BEFORE_SHARE)
+    assert not kept & set(halves.READ_BEFORE_SHARE)  # the parent let go of what only the child reads on
+    assert {memo_kind(k) for _, k in computed} & set(halves.READ_BEFORE_SHARE)
     phases = {p["phase"]: p for p in timings.records()}
     assert phases["forked analyses (child process)"]["wall_s"] > 0  # the child ran, and sent its share
-    assert phases[f"analysis:{digest_module.SHARE_FROM}"]["self_s"] == 0.0  # ...beside this process
+    assert phases[f"analysis:{halves.SHARE_FROM}"]["self_s"] == 0.0  # ...beside this process
     assert list(got.tables) == list(want.tables)
     for name in want.tables:
         pd.testing.assert_frame_equal(got.tables[name], want.tables[name], check_exact=True)
     assert got.memo.keys() == want.memo.keys()
     for key, value in want.memo.items():
         _assert_same(got.memo[key], value)
+
+
+def _slow_in_the_parent(monkeypatch, name: str, seconds: float) -> None:
+    """Make analysis ``name`` take ``seconds`` more in this process only (not in a forked child)."""
+    import os
+    import time
+
+    from perfreport.analyses import ANALYSES
+
+    parent = os.getpid()
+    fn = dict(ANALYSES)[name]
+
+    def slow(one):
+        if os.getpid() == parent:
+            time.sleep(seconds)
+        return fn(one)
+
+    monkeypatch.setattr("perfreport.analyses.ANALYSES", [(n, slow if n == name else f) for n, f in ANALYSES])
+
+
+@pytest.mark.parametrize("path", TRACE_FILES[:2], ids=lambda p: p.parent.name)
+def test_an_idle_child_is_handed_the_back_half_of_what_is_left(path, monkeypatch) -> None:
+    """A child done with its half is handed the back half of the analyses this process has
+    left, again whenever it is idle (here this process is made slow in its second analysis):
+    the digest is the one made in one process, no view is made twice here, and this process
+    lets go of the views whose last reader it handed over."""
+    from perfreport.analyses import ANALYSES
+    from perfreport.timing import recording
+
+    monkeypatch.setattr(halves, "SHARE_MIN_EVENTS", 0)
+    want = digest(_rank(path), AnalysisOptions())
+    _slow_in_the_parent(monkeypatch, "profiler_steps", 0.5)
+    computed: Counter = Counter()
+    real = model._memoised
+
+    def counting(store, key, compute):
+        if key not in store:
+            computed[id(store), key] += 1
+        return real(store, key, compute)
+
+    trace = _rank(path)
+    with halves.spare_core(), recording() as timings, monkeypatch.context() as m:
+        m.setattr(model, "_memoised", counting)
+        got = digest(trace, AnalysisOptions())
+    phases = {p["phase"]: p for p in timings.records()}
+    names = [n for n, _ in ANALYSES]
+    ours = names[:names.index(halves.SHARE_FROM)]
+    handed = [n for n in ours if phases[f"analysis:{n}"]["self_s"] == 0.0]
+    # the back half of the 16 left after profiler_steps, then halves of what was left again
+    assert handed[-1] == ours[-1] and len(handed) >= 8, handed
+    assert phases["analysis:profiler_steps"]["self_s"] >= 0.5 and phases["analysis:step_times"]["self_s"] > 0
+    assert not {key: n for (_, key), n in computed.items() if n > 1}
+    assert not {memo_kind(k) for k in trace._memo} & set(halves.READ_BEFORE_SHARE)
+    assert list(got.tables) == list(want.tables)
+    for name in want.tables:
+        pd.testing.assert_frame_equal(got.tables[name], want.tables[name], check_exact=True)
+    assert got.memo.keys() == want.memo.keys()
+    for key, value in want.memo.items():
+        _assert_same(got.memo[key], value)
+    assert merged_cuts_of(got) == merged_cuts_of(want)
+
+
+def merged_cuts_of(d) -> list:
+    from perfreport.documents.table_rows import merged_cuts
+
+    return merged_cuts(d.tables_cut, [], list(d.tables))
+
+
+def test_what_a_failing_child_was_handed_this_process_runs_itself(monkeypatch) -> None:
+    """A child that fails in an analysis it was handed sends nothing more: this process runs
+    what it did not send, and the digest is the one made in one process."""
+    import os
+
+    from perfreport.analyses import ANALYSES
+    from perfreport.timing import recording
+
+    path = TRACE_FILES[1]
+    monkeypatch.setattr(halves, "SHARE_MIN_EVENTS", 0)
+    want = digest(_rank(path), AnalysisOptions())
+    _slow_in_the_parent(monkeypatch, "profiler_steps", 0.5)
+    parent = os.getpid()
+    names = [n for n, _ in ANALYSES]
+    last = names[names.index(halves.SHARE_FROM) - 1]  # handed over first
+    fn = dict(ANALYSES)[last]
+
+    def fails_in_the_child(one):
+        if os.getpid() != parent:
+            raise RuntimeError("a bug that shows in the child only")
+        return fn(one)
+
+    from perfreport import analyses as analyses_module
+
+    monkeypatch.setattr(analyses_module, "ANALYSES", [(n, fails_in_the_child if n == last else f)
+                                                      for n, f in analyses_module.ANALYSES])
+    with halves.spare_core(), recording() as timings:
+        got = digest(_rank(path), AnalysisOptions())
+    phases = {p["phase"]: p for p in timings.records()}
+    assert phases[f"analysis:{halves.SHARE_FROM}"]["self_s"] == 0.0  # the child ran its own half...
+    assert phases[f"analysis:{last}"]["self_s"] > 0  # ...but what it was handed, this process ran
+    assert list(got.tables) == list(want.tables)
+    for table in want.tables:
+        pd.testing.assert_frame_equal(got.tables[table], want.tables[table], check_exact=True)
 
 
 @pytest.mark.parametrize("share", [False, True], ids=["one process", "forked child"])
@@ -154,11 +257,11 @@ def test_per_step_tables_cut_as_they_are_made_are_the_whole_tables_cut(share, mo
     from perfreport.timing import recording
 
     path = TRACE_FILES[1]
-    monkeypatch.setattr(digest_module, "SHARE_MIN_EVENTS", 0)
+    monkeypatch.setattr(halves, "SHARE_MIN_EVENTS", 0)
     whole = digest(_rank(path), AnalysisOptions())
     want, want_cut = cut_tables(whole.tables, call_rows=None, step_rows=1)
     assert {c["table"] for c in want_cut} >= {"profiler_steps", "launch_stats_by_step", "idle_breakdown_per_step"}
-    with digest_module.spare_core() if share else contextlib.nullcontext(), recording() as timings:
+    with halves.spare_core() if share else contextlib.nullcontext(), recording() as timings:
         got = digest(_rank(path), AnalysisOptions(step_rows=1))
     assert ("forked analyses (child process)" in {p["phase"] for p in timings.records()}) == share
     assert list(got.tables) == list(want)
@@ -169,7 +272,7 @@ def test_per_step_tables_cut_as_they_are_made_are_the_whole_tables_cut(share, mo
     from perfreport.analyses import ANALYSES
 
     names = [name for name, _ in ANALYSES]
-    childs = set(names[names.index(digest_module.SHARE_FROM):])
+    childs = set(names[names.index(halves.SHARE_FROM):])
     assert {c["table"] for c in got.tables_cut} & childs  # (the child's half cuts tables too)
 
 
@@ -179,10 +282,10 @@ def test_a_forked_child_that_fails_leaves_its_analyses_to_the_parent(monkeypatch
     from perfreport.analyses import ANALYSES
 
     path = TRACE_FILES[1]
-    monkeypatch.setattr(digest_module, "SHARE_MIN_EVENTS", 0)
+    monkeypatch.setattr(halves, "SHARE_MIN_EVENTS", 0)
     want = digest(_rank(path), AnalysisOptions())
     parent = os.getpid()
-    name, fn = next((n, f) for n, f in ANALYSES if n == digest_module.SHARE_FROM)
+    name, fn = next((n, f) for n, f in ANALYSES if n == halves.SHARE_FROM)
 
     def fails_in_the_child(one):
         if os.getpid() != parent:
@@ -193,7 +296,7 @@ def test_a_forked_child_that_fails_leaves_its_analyses_to_the_parent(monkeypatch
                         [(n, fails_in_the_child if n == name else f) for n, f in ANALYSES])
     from perfreport.timing import recording
 
-    with digest_module.spare_core(), recording() as timings:
+    with halves.spare_core(), recording() as timings:
         got = digest(_rank(path), AnalysisOptions())
     phases = {p["phase"]: p for p in timings.records()}
     assert "forked analyses (child process)" not in phases  # the child sent nothing...

@@ -18,9 +18,7 @@ reaches past them fails loudly (:class:`DigestError`), never silently.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Hashable, Iterator, Mapping
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +28,7 @@ import pandas as pd
 from ..model import (GPU_ACTIVITY_CATEGORIES, GPU_SIDE_CATEGORIES, KERNEL_CATEGORIES, MEMCPY_CATEGORIES,
                      MEMSET_CATEGORIES, RUNTIME_CATEGORIES, SYNC_CATEGORIES, RankTrace, TraceMeta, TraceSet)
 from ..timing import phase
+from . import halves
 
 CROSS_RANK = frozenset({
     "step_metrics", "kernel_rank_distribution", "collectives", "collective_skew", "straggler_evidence",
@@ -87,19 +86,6 @@ not every view ever made (a 200 MB rank: ~90 MB of views on ~100 MB of event col
 read again later is only computed again (slower, never wrong); tests/test_digest.py checks on
 real traces that none is. Views the digest sends (:data:`DIGEST_KEYS`) are kept, and so are
 those the gate's inputs read (:data:`GATE_READS`) when the digest is made for a compare."""
-READ_BEFORE_SHARE = {
-    "call_stack": "time_at_stake", "call_stack_levels": "time_at_stake", "launches": "step_metrics",
-    "launch_table": "step_metrics",
-    "gpu_side": "step_metrics", "kernels": "step_metrics", "launch_gpu_ops": "queue_length",
-    "gpu_work": "kernel_rank_distribution", "host_collectives": "comm_comp_overlap_per_step",
-    "gpu_work_rows": "gpu_user_annotation_breakdown",
-}
-"""When a forked child runs the analyses from :data:`SHARE_FROM` on (:func:`spare_core`): this
-process's last reader of each view whose :data:`LAST_READER` is in the child's half. The parent
-drops the view there instead of holding it to the end of its half (an event-dense 200 MB rank:
-the call stack, its levels and the launches, ~28 MB held through the rest of that half; the
-call stack goes after ``time_at_stake``, which runs first: :data:`RUN_FIRST`); the child keeps
-its own copy. tests/test_digest.py checks on real traces that no view is made twice."""
 GATE_READS = frozenset({
     "gpu_work_rows", "gpu_class", "memcpys", "memsets", "call_stack", "call_stack_levels", "cpu_collectives",
     "step_children", "efficiency_kernel_owner", "efficiency_owner_calls", "kernels", "launches", "launch_gpu_ops",
@@ -234,63 +220,63 @@ def _never():  # pragma: no cover - DigestTrace.memo raises before calling it
     raise AssertionError
 
 
-SHARE_FROM = "launch_stats"
-"""With a spare core, a single rank's analyses from this one on (in :data:`ANALYSES` order) run in a
-forked child while this process runs those before it. The two halves cost about the same: on a
-200 MB rank, 0.27 and 0.29 CPU seconds, against 0.48 for all of them in one process (views both
-halves read are made in both)."""
-SHARE_MIN_EVENTS = 200_000
-"""Below this many events a fork (~10 ms) and the child's results' pickling cost more than the half
-they save."""
-_spare_core: ContextVar[bool] = ContextVar("perfreport_spare_core", default=False)
+def _series(one: TraceSet) -> None:
+    from ..analyses.series import time_series
+
+    time_series(one)
 
 
-@contextmanager
-def spare_core(spare: bool = True) -> Iterator[None]:
-    """Within the block, :func:`digest` may share a rank's analyses with a forked child: the rank
-    runs in the command's own process and no other rank runs beside it (the executor knows)."""
-    token = _spare_core.set(spare)
-    try:
-        yield
-    finally:
-        _spare_core.reset(token)
+def _memory_note(one: TraceSet) -> None:
+    from ..analyses.memory import memory_note
+
+    memory_note(one)
+
+
+def _op_profile_sums(one: TraceSet) -> None:
+    from ..analyses.diff import _rank_pairs
+
+    (trace,) = one
+    trace.span_us()
+    trace.step_numbers()
+    _rank_pairs(trace, np.empty(0, dtype=np.int64), False)  # the op profile's sums when the ranks share no step
+
+
+FINISHING = [("series", _series), ("memory_note", _memory_note), ("op_profile_sums", _op_profile_sums)]
+"""What a digest makes after the analyses, for the parent's cross-rank work, no table of its own:
+each rank's lines of the time series, its memory facts, its op sums (and its span and step
+numbers). Run as the analyses are, after them (:func:`_run_analyses`), so that a forked child
+can be handed them with the analyses whose views they read (:mod:`.halves`)."""
 
 
 def digest(trace: RankTrace, options: AnalysisOptions = AnalysisOptions(), *, checksum: str | None = None,
            load_s: float = 0.0, waited_s: float = 0.0) -> RankDigest:
     """Analyse one loaded rank alone and keep what the parent needs (see the module doc)."""
     from ..analyses import ANALYSES
-    from ..analyses.diff import _rank_pairs
-    from ..analyses.memory import memory_note
-    from ..analyses.series import time_series
 
     t0 = time.perf_counter()
     one = TraceSet(ranks={trace.rank: trace}, source=trace.meta.path)
-    mine, theirs = list(ANALYSES), []
-    share = _start_share(trace, one, ANALYSES, options)
-    if share is not None:
-        split = [name for name, _ in ANALYSES].index(SHARE_FROM)
-        mine, theirs = mine[:split], mine[split:]
+
+    def run(analyses, cut: list[dict], keep_views: bool) -> dict[str, pd.DataFrame]:
+        return _run_analyses(trace, one, analyses, options, {} if keep_views else LAST_READER, cut)
+
+    def views(sent: set) -> dict[Hashable, Any]:
+        new = {k: v for k, v in _digest_memo(trace, options).items() if k not in sent}
+        sent.update(new)
+        return new
+
+    share = None if options.gate else halves.start(trace, ANALYSES, FINISHING, run, views)  # (a compare's: in workers)
+    mine = list(ANALYSES)[:len(ANALYSES) - len(share.theirs)] if share is not None else list(ANALYSES)
     try:
         cut: list[dict] = []
-        tables = _run_analyses(trace, one, mine, options,
-                               LAST_READER if share is None else {**LAST_READER, **READ_BEFORE_SHARE}, cut)
-        with phase("analysis:series"):
-            time_series(one)
-        _forget_after(trace, one, "series", options)
-        with phase("analysis:memory_note"):
-            memory_note(one)
-        _forget_after(trace, one, "memory_note", options)
-        trace.span_us()
-        trace.step_numbers()
-        with phase("analysis:op_profile_sums"):
-            _rank_pairs(trace, np.empty(0, dtype=np.int64), False)  # the op profile's sums when the ranks share no step
+        tables = _run_analyses(trace, one, mine + FINISHING, options,
+                               LAST_READER if share is None else {**LAST_READER, **halves.READ_BEFORE_SHARE}, cut,
+                               share)
     except BaseException:  # an error or a signal here: the child goes with it
         if share is not None:
-            share.stop(kill=True)
+            share.stop()
         raise
     if share is not None:
-        tables.update(_finish_share(share, trace, one, theirs, options, cut))
+        tables.update(share.finish(run, lambda made: [trace._memo.setdefault(k, v) for k, v in made.items()], cut))
         tables = {name: tables[name] for name, _ in ANALYSES if name in tables}  # in the analyses' order
     if options.gate:
         from ..analyses.efficiency.op_efficiency import op_efficiency_steps
@@ -321,22 +307,33 @@ def _step_parts_early(trace: RankTrace, options: AnalysisOptions) -> None:
 
 
 def _run_analyses(trace: RankTrace, one: TraceSet, analyses, options: AnalysisOptions,
-                  last_reader: Mapping[str, str] = LAST_READER, cut: list[dict] | None = None
-                  ) -> dict[str, pd.DataFrame]:
+                  last_reader: Mapping[str, str] = LAST_READER, cut: list[dict] | None = None,
+                  share: halves.Halves | None = None) -> dict[str, pd.DataFrame]:
     """The per-rank tables of ``analyses`` (a cross-rank one runs for its memoised per-rank parts),
     each view dropped after its ``last_reader``, each per-step table cut to its first
     :attr:`~AnalysisOptions.step_rows` steps as soon as it is made (its ``tables_cut`` entries
-    added to ``cut``)."""
+    added to ``cut``). With ``share``, those left are halved with its child whenever it is idle
+    (:meth:`~perfreport.running.halves.Halves.keep`): their tables come from it."""
     tables = {}
     rank_parts = _rank_parts()
     ordered = sorted(analyses, key=lambda a: a[0] not in RUN_FIRST)  # stable: the rest in order
-    for i, (name, fn) in enumerate(ordered):
+    handed: list[str] = []
+    i = 0
+    while i < len(ordered):
+        if share is not None and ordered[i][0] not in RUN_FIRST:
+            kept = share.keep(ordered[i:])
+            handed += [name for name, _ in ordered[i + len(kept):]]
+            ordered = ordered[:i] + kept
+        name, fn = ordered[i]
         with phase(f"analysis:{name}"):
             table = rank_parts[name](trace) if name in rank_parts else fn(one)
-            if name not in CROSS_RANK:
+            if name not in CROSS_RANK and table is not None:  # (the FINISHING steps make none)
                 tables[name] = _cut_as_made(name, table, options.step_rows, cut)
         if name in RUN_FIRST and (i + 1 == len(ordered) or ordered[i + 1][0] not in RUN_FIRST):
             _step_parts_early(trace, options)
+        _forget_after(trace, one, name, options, last_reader)
+        i += 1
+    for name in sorted(handed, key=[n for n, _ in analyses].index):  # their views: read by none of ours now
         _forget_after(trace, one, name, options, last_reader)
     return {name: tables[name] for name, _ in analyses if name in tables}
 
@@ -384,85 +381,6 @@ def _digest_memo(trace: RankTrace, options: AnalysisOptions) -> dict[Hashable, A
     """The memoised per-rank views a digest carries (:data:`DIGEST_KEYS`)."""
     return {k: v for k, v in trace._memo.items()
             if memo_kind(k) in DIGEST_KEYS and (options.gate or memo_kind(k) not in GATE_ONLY_KEYS)}
-
-
-def _start_share(trace: RankTrace, one: TraceSet, analyses, options: AnalysisOptions):
-    """A forked child running the analyses from :data:`SHARE_FROM` on, when a core is spare
-    (:func:`spare_core`), the rank is big enough and this system forks; else None. The gate's
-    inputs (a compare's ranks run in workers, never here) are not shared."""
-    import os
-
-    from .forked import Child
-
-    if not _spare_core.get() or options.gate or trace.n_events < SHARE_MIN_EVENTS or not hasattr(os, "fork"):
-        return None
-    split = [name for name, _ in analyses].index(SHARE_FROM)
-    theirs = list(analyses)[split:]
-    _views_both_halves_read(trace)
-
-    def work(send) -> None:
-        import pickle
-
-        from ..timing import recording
-
-        cut: list[dict] = []
-        with recording() as timings:
-            tables = _run_analyses(trace, one, theirs, options, cut=cut)
-        send(0, pickle.dumps((tables, _digest_memo(trace, options), timings.records(), cut), pickle.HIGHEST_PROTOCOL))
-
-    try:
-        return Child(work)
-    except OSError:  # no fork (memory, process limits): all of them here
-        return None
-
-
-def _views_both_halves_read(trace: RankTrace) -> None:
-    """Make, before the fork, the views that the analyses of both halves read, so that they are
-    made once and the child inherits them (shared pages, not a copy of its own): the call stack
-    and its levels, the launches and the GPU work they enqueued, the GPU classes, the steps. On
-    a 1 GB rank each half made them itself: ~0.5 CPU s twice, half of it the call stack. The
-    wall time stays: what the parent does first, each half no longer does."""
-    from ..analyses.callstack import stack_levels
-    from ..analyses.launch import launch_gpu_ops
-    from ..analyses.steps import rank_steps
-
-    with phase("views both halves read (before the fork)"):
-        stack_levels(trace)
-        launch_gpu_ops(trace)
-        trace.gpu_class()
-        rank_steps(trace)
-
-
-def _finish_share(child, trace: RankTrace, one: TraceSet, theirs, options: AnalysisOptions,
-                  cut: list[dict]) -> dict[str, pd.DataFrame]:
-    """The child's tables, its views added to the rank's (for the digest), its ``tables_cut``
-    entries to ``cut`` and its phases to this task's recording, as phases that ran beside this
-    one (no self time). A child that failed or died leaves its analyses to this process, which
-    runs them itself (and meets their error)."""
-    import pickle
-
-    from .forked import _TIMES
-    from ..timing import current, record
-
-    with phase("wait for the forked analyses"):
-        try:
-            child.wait([0, _TIMES])
-        finally:  # reaped, even when a signal ends the wait
-            child.stop(kill=False)
-    if 0 not in child.messages:
-        return _run_analyses(trace, one, theirs, options, cut=cut)
-    tables, memo, phases, theirs_cut = pickle.loads(child.messages.pop(0))  # (the pickled text goes once read)
-    cut += theirs_cut
-    for key, value in memo.items():
-        trace._memo.setdefault(key, value)
-    timings = current()
-    if timings is not None:
-        for p in phases:
-            timings.add(p["phase"], p["wall_s"], p["cpu_s"], self_s=0.0, calls=p["calls"],
-                        faults=p.get("minor_faults", 0))
-    if child.times:
-        record("forked analyses (child process)", *child.times)
-    return tables
 
 
 def _forget_after(trace: RankTrace, one: TraceSet, step: str, options: AnalysisOptions,

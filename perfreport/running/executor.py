@@ -143,7 +143,7 @@ def _local(jobs: Sequence[RankJob], options: AnalysisOptions, executor: Executor
            task: Callable) -> Iterator[tuple[int, RankDigest]]:
     n = local_workers(jobs, executor.workers)
     if n <= 1 or len(jobs) == 1:
-        from .digest import spare_core
+        from .halves import spare_core
         from .forked import cores
 
         if len(jobs) == 1:

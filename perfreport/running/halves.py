@@ -1,0 +1,244 @@
+"""A single rank's analyses in two processes: this one and a forked child on the spare core.
+
+``analyze`` of one rank in the command's own process has a second core idle while the analyses
+run. With it (:func:`spare_core`) the analyses from :data:`SHARE_FROM` on run in a forked child,
+which shares the loaded rank's pages (nothing is pickled on the way in) and sends its tables and
+views back, while this process runs those before it (:func:`perfreport.running.digest.digest`).
+
+The halves' costs depend on the trace: on the A100-grown 1 GB rank (192 steps) they end within
+0.03 s of each other, on the triton-grown one (345,319 steps, per-step analyses dominate) this
+process's half took 1.12 s against the child's 0.64. So a child that is done takes more: before
+each of its analyses this process hands the back half of those it has left to an idle child
+(:meth:`Halves.keep`), which runs them and sends their tables too; halving again as often as the
+child is idle again. Every table is the one a single process makes; only where it is made moves.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+from collections.abc import Callable, Hashable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
+
+import pandas as pd
+
+from ..model import RankTrace
+from ..timing import phase
+
+SHARE_FROM = "launch_stats"
+"""With a spare core, a single rank's analyses from this one on (in ``ANALYSES`` order) run in a
+forked child while this process runs those before it. The two halves cost about the same on an
+event-dense rank: on a 200 MB rank, 0.27 and 0.29 CPU seconds, against 0.48 for all of them in
+one process (views both halves read are made in both)."""
+SHARE_MIN_EVENTS = 200_000
+"""Below this many events a fork (~10 ms) and the child's results' pickling cost more than the half
+they save."""
+READ_BEFORE_SHARE = {
+    "call_stack": "time_at_stake", "call_stack_levels": "time_at_stake", "launches": "step_metrics",
+    "launch_table": "step_metrics",
+    "gpu_side": "step_metrics", "kernels": "step_metrics", "launch_gpu_ops": "queue_length",
+    "gpu_work": "kernel_rank_distribution", "host_collectives": "comm_comp_overlap_per_step",
+    "gpu_work_rows": "gpu_user_annotation_breakdown",
+}
+"""When a forked child runs the analyses from :data:`SHARE_FROM` on: this process's last reader
+of each view whose ``LAST_READER`` (:mod:`perfreport.running.digest`) is in the child's half.
+The parent drops the view there instead of holding it to the end of its half (an event-dense
+200 MB rank: the call stack, its levels and the launches, ~28 MB held through the rest of that
+half; the call stack goes after ``time_at_stake``, which runs first); the child keeps its own
+copy. tests/test_digest.py checks on real traces that no view is made twice."""
+
+MIN_HANDED = 4
+"""The fewest analyses (or finishing steps) handed to an idle child at once. A child is handed
+work at a cost: it makes again the views this process made since the fork, and sends its
+tables back. The MI250-grown 200 MB rank, whose halves end within 0.02 s, handed its last
+analysis and the three finishing steps: its analyses took 0.26-0.28 s against 0.25 without; the
+triton-grown 1 GB rank's first hand-over is 10 of the 20 left."""
+
+_spare_core: ContextVar[bool] = ContextVar("perfreport_spare_core", default=False)
+
+Run = Callable[[Sequence[tuple[str, Callable]], list[dict], bool], dict[str, pd.DataFrame]]
+"""``run(analyses, cut, keep_views)``: their per-rank tables, made in the calling process
+(:func:`perfreport.running.digest._run_analyses`); ``keep_views``: drop no view after its last
+reader (the analyses a child is handed come in no set order)."""
+
+
+@contextmanager
+def spare_core(spare: bool = True) -> Iterator[None]:
+    """Within the block, a rank's analyses may be shared with a forked child
+    (:func:`start`): the rank runs in the command's own process and no other rank runs beside it
+    (the executor knows)."""
+    token = _spare_core.set(spare)
+    try:
+        yield
+    finally:
+        _spare_core.reset(token)
+
+
+class Halves:
+    """The forked child running the analyses from :data:`SHARE_FROM` on, then any this process
+    hands it; its messages: ``0`` its own half's results, ``k`` those of the ``k``-th hand-over."""
+
+    def __init__(self, analyses: Sequence[tuple[str, Callable]], finishing: Sequence[tuple[str, Callable]], run: Run,
+                 views: Callable[[set], dict[Hashable, Any]]) -> None:
+        from .forked import Child
+
+        self.theirs = list(analyses)[[name for name, _ in analyses].index(SHARE_FROM):]
+        self.handed: list[list[tuple[str, Callable]]] = []
+        read_end, self._orders = os.pipe()
+        orders = self._orders
+
+        def work(send) -> None:
+            os.close(orders)  # (the child's copy: the pipe ends when this process closes its own)
+            _child_work(send, read_end, dict([*analyses, *finishing]), self.theirs, run, views)
+
+        try:
+            self.child = Child(work)
+        except OSError:
+            os.close(self._orders)
+            raise
+        finally:
+            os.close(read_end)
+
+    def idle(self) -> bool:
+        """Whether the child has sent the results of all it was given (and waits for more)."""
+        return self._orders >= 0 and len(self.handed) in self.child.messages
+
+    def keep(self, remaining: list[tuple[str, Callable]]) -> list[tuple[str, Callable]]:
+        """Of the analyses this process has left (the next one first), those it runs: all of them,
+        or, when the child is idle and there are at least twice :data:`MIN_HANDED`, their front
+        half, the back half handed to the child."""
+        if len(remaining) < 2 * MIN_HANDED or not self.idle():
+            return remaining
+        keep = (len(remaining) + 1) // 2
+        given = remaining[keep:]
+        try:
+            _write_order(self._orders, [name for name, _ in given])
+        except OSError:  # the child is gone: this process runs them (finish() says what it lost)
+            return remaining
+        self.handed.append(given)
+        return remaining[:keep]
+
+    def finish(self, run: Run, merge: Callable[[dict], None], cut: list[dict]) -> dict[str, pd.DataFrame]:
+        """Every table the child made; its views to ``merge``, its ``tables_cut`` entries to
+        ``cut`` and its phases to this task's recording, as phases that ran beside this one (no
+        self time). What a child that failed or died did not send, this process runs itself
+        (and meets its error)."""
+        from .forked import _TIMES
+        from ..timing import current, record
+
+        self._close_orders()
+        sent = [self.theirs, *self.handed]
+        with phase("wait for the forked analyses"):
+            try:
+                self.child.wait([*range(len(sent)), _TIMES])
+            finally:  # reaped, even when a signal ends the wait
+                self.child.stop(kill=False)
+        tables: dict[str, pd.DataFrame] = {}
+        timings = current()
+        for index, analyses in enumerate(sent):
+            if index not in self.child.messages:
+                tables.update(run(analyses, cut, index > 0))
+                continue
+            made, views, phases, their_cut = pickle.loads(self.child.messages.pop(index))  # (its text goes once read)
+            tables.update(made)
+            cut += their_cut
+            merge(views)
+            if timings is not None:
+                for p in phases:
+                    timings.add(p["phase"], p["wall_s"], p["cpu_s"], self_s=0.0, calls=p["calls"],
+                                faults=p.get("minor_faults", 0))
+        if self.child.times:
+            record("forked analyses (child process)", *self.child.times)
+        return tables
+
+    def stop(self) -> None:
+        """Kill and reap the child (an error or a signal in this process)."""
+        self._close_orders()
+        self.child.stop(kill=True)
+
+    def _close_orders(self) -> None:
+        """No more hand-overs: the child, done with what it has, ends."""
+        if self._orders >= 0:
+            os.close(self._orders)
+            self._orders = -1
+
+
+def start(trace: RankTrace, analyses: Sequence[tuple[str, Callable]], finishing: Sequence[tuple[str, Callable]],
+          run: Run, views: Callable[[set], dict[Hashable, Any]]) -> Halves | None:
+    """A forked child running ``analyses`` from :data:`SHARE_FROM` on, when a core is spare
+    (:func:`spare_core`), the rank is big enough and this system forks; else None. This process
+    runs those before, then the ``finishing`` steps; the child may be handed any of them.
+    ``views(sent)``: the digest's views the child made that are not in ``sent`` (which it adds
+    them to)."""
+    if not _spare_core.get() or trace.n_events < SHARE_MIN_EVENTS or not hasattr(os, "fork"):
+        return None
+    _views_both_halves_read(trace)
+    try:
+        return Halves(analyses, finishing, run, views)
+    except OSError:  # no fork (memory, process limits): all of them here
+        return None
+
+
+def _child_work(send, orders: int, by_name: dict[str, Callable], theirs: list[tuple[str, Callable]], run: Run,
+                views: Callable[[set], dict[Hashable, Any]]) -> None:
+    """In the child: its half, then each hand-over until this process closes the pipe; after
+    each, the tables, the views not sent yet, the phases and the ``tables_cut`` entries."""
+    from ..timing import recording
+
+    sent: set = set()
+    work, index = theirs, 0
+    while True:
+        cut: list[dict] = []
+        with recording() as timings:
+            tables = run(work, cut, index > 0)
+        send(index, pickle.dumps((tables, views(sent), timings.records(), cut), pickle.HIGHEST_PROTOCOL))
+        names = _read_order(orders)
+        if not names:
+            return
+        work, index = [(name, by_name[name]) for name in names], index + 1
+
+
+def _write_order(fd: int, names: list[str]) -> None:
+    data = "\n".join(names).encode()
+    from .forked import _write_all
+
+    _write_all(fd, len(data).to_bytes(4, "little") + data)
+
+
+def _read_order(fd: int) -> list[str]:
+    """The next hand-over's analyses; [] once this process closed the pipe."""
+    head = _read_exactly(fd, 4)
+    if len(head) < 4:
+        return []
+    data = _read_exactly(fd, int.from_bytes(head, "little"))
+    return data.decode().split("\n") if data else []
+
+
+def _read_exactly(fd: int, size: int) -> bytes:
+    chunks, left = [], size
+    while left:
+        chunk = os.read(fd, left)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def _views_both_halves_read(trace: RankTrace) -> None:
+    """Make, before the fork, the views that the analyses of both halves read, so that they are
+    made once and the child inherits them (shared pages, not a copy of its own): the call stack
+    and its levels, the launches and the GPU work they enqueued, the GPU classes, the steps. On
+    a 1 GB rank each half made them itself: ~0.5 CPU s twice, half of it the call stack. The
+    wall time stays: what the parent does first, each half no longer does."""
+    from ..analyses.callstack import stack_levels
+    from ..analyses.launch import launch_gpu_ops
+    from ..analyses.steps import rank_steps
+
+    with phase("views both halves read (before the fork)"):
+        stack_levels(trace)
+        launch_gpu_ops(trace)
+        trace.gpu_class()
+        rank_steps(trace)
