@@ -114,10 +114,25 @@ def _assert_same(a, b) -> None:
 def test_a_rank_shared_with_a_forked_child_digests_the_same(path, monkeypatch) -> None:
     """With a spare core the analyses from SHARE_FROM on run in a forked child: the digest (its
     tables, in order, and every view it carries) is the one made in one process."""
-    from perfreport.timing import recording
 
     monkeypatch.setattr(halves, "SHARE_MIN_EVENTS", 0)  # small real traces: share them anyway
     want = digest(_rank(path), AnalysisOptions())
+    got, computed, trace, phases = _shared_digest_counting(path, monkeypatch)
+    twice = {key: n for (_, key), n in computed.items() if n > 1}
+    assert not twice, f"views made again in the parent (READ_BEFORE_SHARE is stale): {twice}"
+    kept = {memo_kind(k) for k in trace._memo}
+    assert not kept & set(halves.READ_BEFORE_SHARE)  # the parent let go of what only the child reads on
+    assert {memo_kind(k) for _, k in computed} & set(halves.READ_BEFORE_SHARE)
+    assert phases["forked analyses (child process)"]["wall_s"] > 0  # the child ran, and sent its share
+    assert phases[f"analysis:{halves.SHARE_FROM}"]["self_s"] == 0.0  # ...beside this process
+    _assert_same_digest(got, want)
+
+
+def _shared_digest_counting(path: Path, monkeypatch):
+    """(digest made with a forked child, computations per memo key in this process, the trace
+    after the digest, this process's phases by name)."""
+    from perfreport.timing import recording
+
     computed: Counter = Counter()  # the views made in this process (the parent of the share)
     real = model._memoised
 
@@ -130,14 +145,11 @@ def test_a_rank_shared_with_a_forked_child_digests_the_same(path, monkeypatch) -
     with halves.spare_core(), recording() as timings, monkeypatch.context() as m:
         m.setattr(model, "_memoised", counting)
         got = digest(trace, AnalysisOptions())
-    twice = {key: n for (_, key), n in computed.items() if n > 1}
-    assert not twice, f"views made again in the parent (READ_BEFORE_SHARE is stale): {twice}"
-    kept = {memo_kind(k) for k in trace._memo}
-    assert not kept & set(halves.READ_BEFORE_SHARE)  # the parent let go of what only the child reads on
-    assert {memo_kind(k) for _, k in computed} & set(halves.READ_BEFORE_SHARE)
-    phases = {p["phase"]: p for p in timings.records()}
-    assert phases["forked analyses (child process)"]["wall_s"] > 0  # the child ran, and sent its share
-    assert phases[f"analysis:{halves.SHARE_FROM}"]["self_s"] == 0.0  # ...beside this process
+    return got, computed, trace, {p["phase"]: p for p in timings.records()}
+
+
+def _assert_same_digest(got, want) -> None:
+    """The same tables in the same order, the same views."""
     assert list(got.tables) == list(want.tables)
     for name in want.tables:
         pd.testing.assert_frame_equal(got.tables[name], want.tables[name], check_exact=True)
@@ -171,24 +183,11 @@ def test_an_idle_child_is_handed_the_back_half_of_what_is_left(path, monkeypatch
     the digest is the one made in one process, no view is made twice here, and this process
     lets go of the views whose last reader it handed over."""
     from perfreport.analyses import ANALYSES
-    from perfreport.timing import recording
 
     monkeypatch.setattr(halves, "SHARE_MIN_EVENTS", 0)
     want = digest(_rank(path), AnalysisOptions())
     _slow_in_the_parent(monkeypatch, "profiler_steps", 0.5)
-    computed: Counter = Counter()
-    real = model._memoised
-
-    def counting(store, key, compute):
-        if key not in store:
-            computed[id(store), key] += 1
-        return real(store, key, compute)
-
-    trace = _rank(path)
-    with halves.spare_core(), recording() as timings, monkeypatch.context() as m:
-        m.setattr(model, "_memoised", counting)
-        got = digest(trace, AnalysisOptions())
-    phases = {p["phase"]: p for p in timings.records()}
+    got, computed, trace, phases = _shared_digest_counting(path, monkeypatch)
     names = [n for n, _ in ANALYSES]
     ours = names[:names.index(halves.SHARE_FROM)]
     handed = [n for n in ours if phases[f"analysis:{n}"]["self_s"] == 0.0]
@@ -197,12 +196,7 @@ def test_an_idle_child_is_handed_the_back_half_of_what_is_left(path, monkeypatch
     assert phases["analysis:profiler_steps"]["self_s"] >= 0.5 and phases["analysis:step_times"]["self_s"] > 0
     assert not {key: n for (_, key), n in computed.items() if n > 1}
     assert not {memo_kind(k) for k in trace._memo} & set(halves.READ_BEFORE_SHARE)
-    assert list(got.tables) == list(want.tables)
-    for name in want.tables:
-        pd.testing.assert_frame_equal(got.tables[name], want.tables[name], check_exact=True)
-    assert got.memo.keys() == want.memo.keys()
-    for key, value in want.memo.items():
-        _assert_same(got.memo[key], value)
+    _assert_same_digest(got, want)
     assert merged_cuts_of(got) == merged_cuts_of(want)
 
 
