@@ -202,7 +202,7 @@ def test_each_sides_load_and_analyses_are_the_time_its_busiest_process_spent_on_
                  str(tmp_path), "--format", "json", "-q", "--workers", "2"]) in (0, 1)
     document = json.loads((tmp_path / "report.json").read_text())
     said, ranks = document["timings_s"], document["timings"]["ranks"]
-    assert len(ranks) == 4 and len({r["pid"] for r in ranks}) == 2  # each worker: a rank of each side
+    assert len(ranks) == 4  # (two workers where two cores are: each loads a rank of each side)
     for side in ("baseline", "candidate"):
         load, analyses, phases = {}, {}, {}
         for r in (r for r in ranks if r["side"] == side):
