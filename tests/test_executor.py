@@ -118,10 +118,6 @@ def test_worker_processes_give_what_one_process_gives(job8):
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a thread's own nice value is Linux's")
 def test_the_work_done_while_the_workers_load_yields_to_them(job8):
-    from perfreport.running.forked import cores
-
-    if cores() < 2:
-        pytest.skip("one core: the ranks run in this process, with nothing done beside them")
     """What the parent does while its workers load (the reports' imports) runs on a thread at a
     lower priority than theirs, which the workers keep: on two cores it took a core's share from
     the loads. The main thread's priority is untouched."""
@@ -129,6 +125,10 @@ def test_the_work_done_while_the_workers_load_yields_to_them(job8):
     import threading
 
     from perfreport.running.executor import MEANWHILE_NICE
+    from perfreport.running.forked import cores
+
+    if cores() < 2:
+        pytest.skip("one core: the ranks run in this process, with nothing done beside them")
 
     seen = {}
 
