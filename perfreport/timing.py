@@ -190,7 +190,8 @@ def merged(per_rank: Sequence[Sequence[Mapping]]) -> list[dict]:
 def timings_document(parent: Timings, sides: Mapping[str, Sequence[Mapping]], wall_s: float,
                      parent_pid: int, parent_peak_rss: int) -> dict:
     """``report.json``'s ``timings``: the command's wall time, the parent's phases, and each
-    rank task's (process, peak RSS, wall seconds of its load and analyses, self seconds by phase) with those phases summed over ranks.
+    rank task's (process, peak RSS, wall seconds of its load and analyses, self seconds by
+    phase) with those phases summed over ranks.
 
     ``sides``: the rank tasks' records (:attr:`perfreport.pipeline.Analysis.rank_timings`) by
     side (``""`` for an analyze, ``baseline`` / ``candidate`` … for a compare)."""

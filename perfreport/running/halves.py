@@ -52,9 +52,11 @@ copy. tests/test_digest.py checks on real traces that no view is made twice."""
 MIN_HANDED = 4
 """The fewest analyses (or finishing steps) handed to an idle child at once. A child is handed
 work at a cost: it makes again the views this process made since the fork, and sends its
-tables back. The MI250-grown 200 MB rank, whose halves end within 0.02 s, handed its last
-analysis and the three finishing steps: its analyses took 0.26-0.28 s against 0.25 without; the
-triton-grown 1 GB rank's first hand-over is 10 of the 20 left."""
+tables back. With hand-overs of any size (two left sufficed) the MI250-grown 200 MB rank's
+analyses took 0.26-0.28 s against 0.25 without; at least four at once, it is handed its last
+analysis and the three finishing steps, once, and takes 0.256-0.263 s against 0.260-0.265 (2
+pairs). The triton-grown 1 GB rank hands 10 of the 21 it has left, once; the A100-grown ranks
+and the V100-grown 200 MB one hand nothing over."""
 
 _spare_core: ContextVar[bool] = ContextVar("perfreport_spare_core", default=False)
 
