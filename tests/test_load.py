@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import hashlib
+import importlib
 import json
 import os
 import re
@@ -105,12 +106,17 @@ def test_links_fall_back_to_flow_events(tmp_path: Path) -> None:
     assert trace.linked.tolist() == [2, -1, 0, -1]
 
 
+@pytest.mark.parametrize("many", [False, True])
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_flow_links_are_the_raw_arrows_read_one_by_one(tmp_path: Path, seed: int) -> None:
+def test_flow_links_are_the_raw_arrows_read_one_by_one(tmp_path: Path, seed: int, many: bool,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """Kernels without a correlation, among many flow events and launches that share their
     times, pids, tids and ids (repeats: the last of each wins), are linked as a reading of the
     raw events one by one links them: the last ``f`` arrow at the kernel's (pid, tid, ts), the
-    last ``s`` arrow of that id, the last runtime call at the ``s`` arrow's (pid, tid, ts)."""
+    last ``s`` arrow of that id, the last runtime call at the ``s`` arrow's (pid, tid, ts).
+    ``many``: the flow ends listed by their phase, as for a rank of many unlinked kernels."""
+    if many:
+        monkeypatch.setattr(importlib.import_module("perfreport.load.linking"), "MANY_UNLINKED", 0)
     rng = np.random.default_rng(seed)
     events = []
     for _ in range(400):
