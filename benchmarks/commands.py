@@ -6,7 +6,7 @@ same generated traces, against issue 24's targets.
                                   [--hta-python /work/hta-venv/bin/python]
                                   [--tracelens-python /work/tl-venv/bin/python] [--suite]
                                   [--grow-from TRACE,... --grown-mb 200 --hta-timeout 300]
-                                  [--many-steps-from TRACE --many-steps-mb 1000]
+                                  [--many-steps-from TRACE,... --many-steps-mb 1000]
 
 Every measurement is a fresh process under ``/usr/bin/time -v`` (wall, CPU = user + system of
 the process tree, peak RSS of the largest process of the tree); a figure is the median of
@@ -28,10 +28,12 @@ memory budget (``PEAK_PER_JSON_BYTE`` per byte of a rank's JSON) must cover.
   decompressed): ``analyze`` and ``compare``, the peak against the text's size;
 * ``--compact-from``: one more, the V100 trace's events written without spaces (orjson's and
   msgspec's JSON: ~11 % more events per MB than Kineto's spacing), the same three;
-* ``--many-steps-from``: one ``--many-steps-mb`` MB rank grown from a tiny real trace with
-  steps (the triton example's 71 events: 345,319 profiler steps at 1 GB, every per-step table
-  and the gate's per-step samples at their longest): ``analyze`` and ``compare`` only (HTA takes
-  minutes on 1 GB; the ratio is the other cases'), against the 1 GB targets;
+* ``--many-steps-from``: one ``--many-steps-mb`` MB rank grown from each of these tiny real
+  traces with steps (the triton example's 71 events: 345,319 profiler steps at 1 GB, every
+  per-step table and the gate's per-step samples at their longest; HTA's trace_compare tiny:
+  173,000 steps of 16 events, half of them GPU work no launch is linked to, the most analyses
+  per GB found): ``analyze`` and ``compare`` only (HTA takes minutes on 1 GB; the ratio is the
+  other cases'), against the 1 GB targets;
 * ``--ranks N``: ``analyze`` and ``compare`` of N ranks x ``--rank-mb`` MB (.json.gz copies of
   one generated rank, each with its own rank number), and HTA on the same folder;
 * the README's demo quick start (``compare demo examples/resnet50-workers0``);
@@ -99,9 +101,14 @@ GROW_SOURCES = (
 )
 """Real traces unlike the A100 one: ~1M events per 200 MB (the A100's ~0.65M: more memory per MB),
 and thousands of profiler steps once grown (the per-step analyses' cost)."""
-MANY_STEPS_SOURCE = Path("/work/shared/traces/odd_a100_triton_example/triton_example.json.gz")
-"""A real trace of a few steps and 71 events: grown to 1 GB, the most steps (and per-step rows)
-of any input measured, and the slowest ``compare`` of a 1 GB rank found (issue 24's notes)."""
+MANY_STEPS_SOURCES = (
+    Path("/work/shared/traces/odd_a100_triton_example/triton_example.json.gz"),
+    Path("/work/shared/traces/pair_hta_trace_compare_tiny/base/base.json.gz"),
+)
+"""Real traces of a few steps and a few dozen events. Grown to 1 GB, the triton example has the
+most steps (and per-step rows) of any input measured; HTA's trace_compare tiny the most
+analyses per GB (every shared trace grown to 1 GB, issue 24's notes): the slowest ``compare``s
+of a 1 GB rank found."""
 BESIDE = ("decompress (own thread, beside the scan)",)
 """Phases run on a thread of their own beside another (no self time): their CPU counts whole."""
 LOAD_PHASES = ("read", "decompress", "scan", "decode", "read stored columns") + BESIDE
@@ -263,6 +270,12 @@ def _pss_anon(pid: int) -> int:
 
 def perfreport(*args: str) -> list[str]:
     return [PYTHON, "-m", "perfreport", *args]
+
+
+def _source_name(source: Path) -> str:
+    """The shared trace's folder (``pair_hta_trace_compare_tiny``, not its ``base`` subfolder)."""
+    parts = source.parts
+    return parts[parts.index("traces") + 1] if "traces" in parts[:-2] else source.parent.name
 
 
 def one_rank_folders(mb: int, workdir: Path, source: Path = gen.DEFAULT_SOURCE, layout: str = "line",
@@ -521,9 +534,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="also a --grown-mb MB rank grown from this real trace written compact, without spaces "
                         "(as orjson and msgspec write JSON: the most events per MB; '' for none; default: the V100 "
                         "trace)")
-    p.add_argument("--many-steps-from", type=Path, default=MANY_STEPS_SOURCE,
-                   help="also a --many-steps-mb MB rank grown from this tiny real trace with steps, without HTA "
-                        "('' for none; default: %(default)s)")
+    p.add_argument("--many-steps-from", default=",".join(str(s) for s in MANY_STEPS_SOURCES),
+                   help="also a --many-steps-mb MB rank grown from each of these tiny real traces with steps, "
+                        "comma-separated, without HTA ('' for none; default: the triton example and HTA's "
+                        "trace_compare tiny)")
     p.add_argument("--many-steps-mb", type=int, default=1000)
     p.add_argument("--hta-timeout", type=float, default=300.0,
                    help="stop HTA after this many seconds (its time is then a lower bound; default %(default)s)")
@@ -562,11 +576,13 @@ def main(argv: list[str] | None = None) -> int:
         folder, twin, json_mb = one_rank_folders(args.grown_mb, args.workdir / f"compact-{name}", source, "compact")
         cases.append(run_case(f"1 rank, {json_mb:,.0f} MB grown from {name} (compact JSON)", folder, twin, json_mb, 1,
                               args.repeat, hta, None, args.hta_timeout))
-    source = args.many_steps_from
-    if str(source) not in ("", ".") and args.many_steps_mb and source.exists():
-        folder, twin, json_mb = one_rank_folders(args.many_steps_mb, args.workdir / f"many-steps-{source.parent.name}",
-                                                 source)
-        cases.append(run_case(f"1 rank, {json_mb:,.0f} MB grown from {source.parent.name} (many steps)", folder, twin,
+    for source in [Path(s) for s in args.many_steps_from.split(",") if s.strip()] if args.many_steps_mb else []:
+        if not source.exists():
+            print(f"  {source}: not found, skipped", file=sys.stderr)
+            continue
+        name = _source_name(source)
+        folder, twin, json_mb = one_rank_folders(args.many_steps_mb, args.workdir / f"many-steps-{name}", source)
+        cases.append(run_case(f"1 rank, {json_mb:,.0f} MB grown from {name} (many steps)", folder, twin,
                               json_mb, 1, args.repeat, None, None))
     if args.ranks:
         folder, twin, json_mb = many_rank_folders(args.ranks, args.rank_mb, args.workdir)
