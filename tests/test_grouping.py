@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -107,15 +109,20 @@ def test_many_high_cardinality_keys_keep_their_order() -> None:
 @pytest.mark.parametrize("layout", ["shuffled", "sorted", "sorted, no NaN", "larger groups in order",
                                     "one row a group", "one row a group, sorted, no NaN"])
 @pytest.mark.parametrize("seed", range(6))
-def test_code_sums_are_pandas_grouped_sums_to_the_last_bit(seed: int, layout: str) -> None:
+@pytest.mark.parametrize("c_loop", [True, False])
+def test_code_sums_are_pandas_grouped_sums_to_the_last_bit(seed: int, layout: str, c_loop: bool,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """code_sums against ``groupby(code, sort=True).sum()``: the same codes and sums bit for bit
     (pandas compensates its float sums: a plain sum of a group of several rows would differ),
     with groups of one and of many rows, NaN (a group of NaN sums to 0), -0.0, magnitudes from
     1e-5 to 1e16 (where the compensation shows), and codes sparse or dense in their range; codes
     in order with and without NaN (pandas then adds runs by reduceat where it can), and codes
     out of order whose groups of several rows alone come in order (their rows, summed apart,
-    must still take pandas' compensated path)."""
+    must still take pandas' compensated path). ``c_loop``: pandas' loop run by the C extension
+    ``_groupsum`` where it is built, else by numpy and pandas (as on a machine without it)."""
     from perfreport.analyses.grouping import code_sums
+
+    _c_loop_or_not(c_loop, monkeypatch)
 
     rng = np.random.default_rng(seed)
     n = int(rng.integers(1, 5000))
@@ -147,14 +154,28 @@ def test_code_sums_are_pandas_grouped_sums_to_the_last_bit(seed: int, layout: st
     assert np.array_equal(sums["dur_us"].view(np.int64), want["dur_us"].to_numpy().view(np.int64))  # -0.0 and all
 
 
+def _c_loop_or_not(c_loop: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The C extension's compensated loop (skipped where it is not built), or none."""
+    grouping = importlib.import_module("perfreport.analyses.grouping")
+    if c_loop and grouping._groupsum is None:
+        pytest.skip("the C extension _groupsum is not built")
+    if not c_loop:
+        monkeypatch.setattr(grouping, "_groupsum", None)
+
+
 @pytest.mark.parametrize("seed", range(8))
-def test_key_sums_are_pandas_grouped_sums_to_the_last_bit(seed: int) -> None:
+@pytest.mark.parametrize("c_loop", [True, False])
+def test_key_sums_are_pandas_grouped_sums_to_the_last_bit(seed: int, c_loop: bool,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """key_sums against ``groupby(key, sort=False).sum()`` sorted by key, bit for bit: keys of
     one and two rows (NaN skipped, -0.0, infinities, magnitudes where rounding shows, keys in
     runs (pandas 3.1 then sums by reduceat where no value is NaN) or spread, offset far from 0),
     a key of three rows more (pandas' compensated loop on its rows), and keys over a range far
-    wider than their count (numbered by a sort instead of a presence table)."""
+    wider than their count (numbered by a sort instead of a presence table). ``c_loop`` as in
+    the test above."""
     from perfreport.analyses.grouping import key_sums
+
+    _c_loop_or_not(c_loop, monkeypatch)
 
     def same_as_pandas(key, values) -> None:
         want = pd.DataFrame(values).groupby(key, sort=False).sum().sort_index()

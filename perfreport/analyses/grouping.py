@@ -23,6 +23,11 @@ import pandas as pd
 
 from ..model import distinct_codes, fits_a_presence_table
 
+try:
+    from . import _groupsum  # type: ignore[attr-defined]
+except ImportError:  # the extension is optional (no compiler at install): numpy and pandas sum alone
+    _groupsum = None
+
 
 def coded_texts(labels, which: np.ndarray) -> pd.Categorical:
     """``labels[which]`` as a categorical text column: the distinct labels, sorted, are its
@@ -530,8 +535,9 @@ def _pandas_sums(group: np.ndarray, n: int, columns: Mapping[str, np.ndarray], i
     adds a group's rows in order from 0.0, NaN skipped, which is exactly ``0.0 + v`` for one row
     and ``(0.0 + first) + second`` for two: computed here for all such groups at once; the rows
     of larger groups go to pandas, after a row of a group of their own numbered past the others,
-    so that a subset whose groups come in order takes the same loop. Integers sum exactly either
-    way."""
+    so that a subset whose groups come in order takes the same loop; where the C extension
+    ``_groupsum`` is built, it runs that loop itself over every row (:func:`_kahan_sums`). Integers
+    sum exactly either way."""
     floats = [np.asarray(v) for v in columns.values() if np.asarray(v).dtype.kind == "f"]
     by_reduceat = in_order and _sums_runs_by_reduceat() and not any(np.isnan(v).any() for v in floats)
     if len(group) == n:  # every group one row (a single rank's (step, op) sums): its value, as each path gives it
@@ -545,6 +551,8 @@ def _pandas_sums(group: np.ndarray, n: int, columns: Mapping[str, np.ndarray], i
             if len(group):
                 sums[name][group[heads]] = np.add.reduceat(values, heads)
         return sums
+    if _groupsum is not None and all(v.dtype == np.float64 for v in floats):  # pandas' compensated loop, in C
+        return {name: _kahan_sums(group, n, np.asarray(values)) for name, values in columns.items()}
     size = np.bincount(group, minlength=n)[group]
     rows = np.arange(len(group))
     first = np.full(n, len(group), dtype=np.int64)
@@ -570,6 +578,17 @@ def _pandas_sums(group: np.ndarray, n: int, columns: Mapping[str, np.ndarray], i
         for name in rows_of:
             sums[name][grouped.index.to_numpy()] = grouped[name].to_numpy(np.float64)
     return sums
+
+
+def _kahan_sums(group: np.ndarray, n: int, values: np.ndarray) -> np.ndarray:
+    """One column's sums per group by pandas' compensated loop (the C extension ``_groupsum``; an
+    integer column exactly, by ``np.add.at``)."""
+    out = np.zeros(n, dtype=values.dtype if values.dtype.kind != "f" else np.float64)
+    if values.dtype.kind != "f":
+        np.add.at(out, group, values)
+        return out
+    _groupsum.kahan_sums(np.ascontiguousarray(group, dtype=np.int64), np.ascontiguousarray(values, dtype=np.float64), out)
+    return out
 
 
 def _one_row_sums(group: np.ndarray, values: np.ndarray, by_reduceat: bool) -> np.ndarray:
