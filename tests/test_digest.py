@@ -128,6 +128,26 @@ def test_a_rank_shared_with_a_forked_child_digests_the_same(path, monkeypatch) -
     _assert_same_digest(got, want)
 
 
+def test_no_child_is_forked_without_the_memory_it_may_take(monkeypatch) -> None:
+    """With less free memory than CHILD_ROOM x the rank's JSON, the analyses all run in this
+    process (no forked child) and the digest is the same; with just that much, a child runs."""
+    from perfreport.load import memory
+    from perfreport.timing import recording
+
+    path = TRACE_FILES[1]
+    monkeypatch.setattr(halves, "SHARE_MIN_EVENTS", 0)
+    want = digest(_rank(path), AnalysisOptions())
+    for room, forked in ((-1, False), (0, True)):
+        trace = _rank(path)
+        need = int(halves.CHILD_ROOM * trace.meta.json_bytes)
+        assert need > 0
+        with halves.spare_core(), recording() as timings, monkeypatch.context() as m:
+            m.setattr(memory, "available_memory", lambda: need + room)  # (after the load: it checks too)
+            got = digest(trace, AnalysisOptions())
+        assert ("forked analyses (child process)" in {p["phase"] for p in timings.records()}) == forked
+        _assert_same_digest(got, want)
+
+
 def _shared_digest_counting(path: Path, monkeypatch):
     """(digest made with a forked child, computations per memo key in this process, the trace
     after the digest, this process's phases by name)."""

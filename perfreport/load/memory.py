@@ -16,7 +16,10 @@ anonymous memory (proportional set size) of the whole process tree, sampled ever
 2-core VM (2026-11-30): ``analyze`` of the V100-grown 1 GB rank 0.98 x, of its ``.json.gz``
 1.17 x (the decompressed text is the caller's memory until scanned); ``compare`` of two such
 ranks 0.78 x a side (1.07 x gzipped), of the triton-grown 1 GB pair (345,319 steps a side,
-the parent's digests the largest) 0.93 x. 1.5 leaves more than a quarter to spare over the worst. At
+the parent's digests the largest) 0.93 x. 1.5 leaves more than a quarter to spare over the worst. A
+single rank's ``analyze`` may fork a child for half its analyses on a spare core, which grows
+the tree further (HTA's trace_compare tiny grown to 1 GB: 1.57 x); it is forked only where free
+memory holds that too (:data:`perfreport.running.halves.CHILD_ROOM`). At
 2.0 (the budget until then) a compare of two 5 GB ranks ran its sides one after the
 other on a machine with 21 GB free (31.6 s); two workers took 20.1-21.2 s, their tree 7.4 GB."""
 

@@ -58,6 +58,17 @@ analysis and the three finishing steps, once, and takes 0.256-0.263 s against 0.
 pairs). The triton-grown 1 GB rank hands 10 of the 21 it has left, once; the A100-grown ranks
 and the V100-grown 200 MB one hand nothing over."""
 
+CHILD_ROOM = 1.0
+"""Free memory (MemAvailable), per byte of the rank's JSON, without which no child is forked: the
+two halves then grow the process tree by more than one process would. Measured on 1 GB ranks
+from the fork to the peaks (the parent's RSS; the child's share: the tree's proportional
+anonymous memory, sampled every 20 ms, less the parent's peak): HTA's trace_compare tiny grown
+(173,318 steps) 0.30 x in the parent and ~0.55 x in the child (the tree 1.57 x; a ``compare``
+worker, which analyses it alone, peaks at 1.06-1.08 x), the triton-grown 0.27 x and 0.30 x, the
+A100-grown 0.06 x in the parent. The workers' budget
+(:data:`~perfreport.load.memory.PEAK_PER_JSON_BYTE`, checked before the load) covers one
+process; the child is the spare core's, taken only with room to spare."""
+
 _spare_core: ContextVar[bool] = ContextVar("perfreport_spare_core", default=False)
 
 Run = Callable[[Sequence[tuple[str, Callable]], list[dict], bool], dict[str, pd.DataFrame]]
@@ -174,13 +185,21 @@ def start(trace: RankTrace, analyses: Sequence[tuple[str, Callable]], finishing:
     runs those before, then the ``finishing`` steps; the child may be handed any of them.
     ``views(sent)``: the digest's views the child made that are not in ``sent`` (which it adds
     them to)."""
-    if not _spare_core.get() or trace.n_events < SHARE_MIN_EVENTS or not hasattr(os, "fork"):
+    if not _spare_core.get() or trace.n_events < SHARE_MIN_EVENTS or not hasattr(os, "fork") \
+            or not _room_for_a_child(trace):
         return None
     _views_both_halves_read(trace)
     try:
         return Halves(analyses, finishing, run, views)
     except OSError:  # no fork (memory, process limits): all of them here
         return None
+
+
+def _room_for_a_child(trace: RankTrace) -> bool:
+    """Whether free memory holds what a child and this process's half add (:data:`CHILD_ROOM`)."""
+    from ..load.memory import available_memory
+
+    return available_memory() >= CHILD_ROOM * max(trace.meta.json_bytes or 0, 0)
 
 
 def _child_work(send, orders: int, by_name: dict[str, Callable], theirs: list[tuple[str, Callable]], run: Run,
