@@ -314,8 +314,7 @@ def many_rank_folders(n: int, rank_mb: int, workdir: Path, source: Path = gen.DE
                 continue
             if text is None:
                 text = gzip.decompress(gz_path.read_bytes())
-            head, rest = text[:HEAD_BYTES], text[HEAD_BYTES:]
-            target.write_bytes(gzip.compress(with_rank(head, rank, n) + rest, 1))
+            target.write_bytes(gzip.compress(ranked(text, rank, n), 1))
         folders.append(folder)
     return folders[0], folders[1], info.json_bytes / MB
 
@@ -323,6 +322,16 @@ def many_rank_folders(n: int, rank_mb: int, workdir: Path, source: Path = gen.DE
 HEAD_BYTES = 1 << 20
 """Where a grown trace's top-level members before its events are (distributedInfo: a line of
 its own, up to ~12 kB where it lists 300 ranks of 10 process groups)."""
+
+
+def ranked(text: bytes, rank: int, n: int) -> bytes:
+    """A grown trace's text naming ``rank`` of ``n`` ranks (:func:`with_rank`) where its
+    ``distributedInfo`` is: its last HEAD_BYTES where the generator wrote it after the events (a
+    source without one: a second, earlier one would lose to it), else its first."""
+    tail = text[-HEAD_BYTES:]
+    if len(text) > HEAD_BYTES and b'"distributedInfo": {' in tail:
+        return text[:-HEAD_BYTES] + with_rank(tail, rank, n)
+    return with_rank(text[:HEAD_BYTES], rank, n) + text[HEAD_BYTES:]
 
 
 def with_rank(head: bytes, rank: int, n: int) -> bytes:
