@@ -196,10 +196,15 @@ def start(trace: RankTrace, analyses: Sequence[tuple[str, Callable]], finishing:
 
 
 def _room_for_a_child(trace: RankTrace) -> bool:
-    """Whether free memory holds what a child and this process's half add (:data:`CHILD_ROOM`)."""
+    """Whether free memory holds what a child and this process's half add (:data:`CHILD_ROOM`);
+    True where the system does not say how much is free."""
     from ..load.memory import available_memory
 
-    return available_memory() >= CHILD_ROOM * max(trace.meta.json_bytes or 0, 0)
+    try:
+        free = available_memory()
+    except (OSError, ValueError):  # no /proc/meminfo and no sysconf name for it
+        return True
+    return free >= CHILD_ROOM * max(trace.meta.json_bytes or 0, 0)
 
 
 def _child_work(send, orders: int, by_name: dict[str, Callable], theirs: list[tuple[str, Callable]], run: Run,
