@@ -323,6 +323,32 @@ def test_search_sorted_in_c_is_numpys_searchsorted(trace) -> None:
     assert model.search_sorted(np.arange(3.0), np.array([1.0]), "right").tolist() == [2]  # (a few keys: numpy's)
 
 
+def test_sorted_edges_ranked_in_c_are_numpys(trace, monkeypatch) -> None:
+    """sorted_edges with the C extension's one pass over the order gives numpy's bounds and
+    positions: a real trace's GPU work edges (the time at stake's and step parts' input) and
+    random ones with ties, -0.0 beside 0.0 (one bound, as np.not_equal says), NaN (each a bound
+    of its own, last) and infinities; and none at all."""
+    from perfreport import model
+    from perfreport.analyses import intervals
+
+    if model._sorted is None or not hasattr(model._sorted, "rank_sorted"):
+        pytest.skip("the _sorted extension is not built")
+    gpu = trace.gpu_work_rows()
+    rng = np.random.default_rng(7)
+    values = np.array([-np.inf, -1.0, -0.0, 0.0, 2.5, 7.0, np.inf, np.nan])
+    cases = [(trace.ts[gpu], trace.ts[gpu] + trace.dur[gpu], np.sort(trace.ts[trace.steps()])), (np.empty(0),)]
+    cases += [tuple(rng.choice(values, rng.integers(0, 40)) for _ in range(int(rng.integers(1, 4)))) for _ in range(300)]
+    for arrays in cases:
+        got_bounds, got = intervals.sorted_edges(*arrays)
+        with monkeypatch.context() as m:
+            m.delattr(model._sorted, "rank_sorted")
+            want_bounds, want = intervals.sorted_edges(*arrays)
+        assert np.array_equal(got_bounds.view(np.int64), want_bounds.view(np.int64))  # -0.0, NaN: the same bits
+        assert len(got) == len(want) and all(g.dtype == np.int64 and np.array_equal(g, w) for g, w in zip(got, want))
+    with pytest.raises(IndexError):
+        model._sorted.rank_sorted(np.arange(3.0), np.array([0, 5, 1]), np.empty(3), np.empty(3, dtype=np.int64))
+
+
 def test_rows_among_few_values_in_c_is_np_isin(trace) -> None:
     """The bitmap-and-search lookup gives np.isin's positions on a real trace's columns (starts
     among some kernels' starts, flow ids among a few, rows among an arg's rows) and on edge
