@@ -204,6 +204,14 @@ static int open_views(PyObject *objs[3], Py_buffer views[3])
     return 0;
 }
 
+/* Release the ``n`` views and raise ValueError(message): an argument refused. */
+static PyObject *refuse(Py_buffer *views, int n, const char *message)
+{
+    release(views, n);
+    PyErr_SetString(PyExc_ValueError, message);
+    return NULL;
+}
+
 /* The buffers of a call f(a, b, out) (see open_views); -1 on failure, none held. */
 static int open_three(PyObject *args, Py_buffer views[3])
 {
@@ -227,12 +235,9 @@ static PyObject *search(PyObject *self, PyObject *args)
         return NULL;
     char ka = kind_of(&views[0]), kv = kind_of(&views[1]), ko = kind_of(&views[2]);
     int ok = ka && kv && (ka == 'f') == (kv == 'f') && ko == '8' && views[2].len / 8 == views[1].len / views[1].itemsize;
-    if (!ok) {
-        release(views, 3);
-        PyErr_SetString(PyExc_ValueError, "search: expected a and v both float64 or both int32/int64, and an int64 "
+    if (!ok)
+        return refuse(views, 3, "search: expected a and v both float64 or both int32/int64, and an int64 "
                                           "out as long as v");
-        return NULL;
-    }
     Py_ssize_t n = views[0].len / views[0].itemsize, m = views[1].len / views[1].itemsize;
     const void *a = views[0].buf, *v = views[1].buf;
     int64_t *out = views[2].buf;
@@ -260,12 +265,9 @@ static PyObject *among(PyObject *self, PyObject *args)
         return NULL;
     char kv = kind_of(&views[0]), kf = kind_of(&views[1]), ko = kind_of(&views[2]);
     int ok = kv && (kv == 'f' ? kf == 'f' : kf == '8') && ko == '8' && views[2].len / 8 >= views[0].len / views[0].itemsize;
-    if (!ok) {
-        release(views, 3);
-        PyErr_SetString(PyExc_ValueError, "among: expected float64 values with float64 few, or int32/int64 values with "
+    if (!ok)
+        return refuse(views, 3, "among: expected float64 values with float64 few, or int32/int64 values with "
                                           "int64 few, and an int64 out at least as long as values");
-        return NULL;
-    }
     uint64_t *bitmap = PyMem_Malloc(sizeof(uint64_t) << (AMONG_BITS - 6));
     if (!bitmap) {
         release(views, 3);
@@ -311,12 +313,9 @@ static PyObject *take_codes(PyObject *self, PyObject *args)
         return NULL;
     Py_ssize_t width = views[0].itemsize, m = views[0].len / width, n = views[1].len / 4;
     if ((width != 1 && width != 4) || kind_of(&views[1]) != '4' || views[2].itemsize != width ||
-        views[2].len != n * width) {
-        release(views, 3);
-        PyErr_SetString(PyExc_ValueError, "take_codes: expected a table of 1- or 4-byte entries, int32 codes and "
-                                          "an out of the table's entries, as long as the codes");
-        return NULL;
-    }
+        views[2].len != n * width)
+        return refuse(views, 3, "take_codes: expected a table of 1- or 4-byte entries, int32 codes and "
+                                "an out of the table's entries, as long as the codes");
     const void *table = views[0].buf;
     const int32_t *codes = views[1].buf;
     void *out = views[2].buf;
@@ -352,12 +351,9 @@ static PyObject *rank_sorted(PyObject *self, PyObject *args)
     Py_ssize_t n = views[0].len / 8;
     int ok = kind_of(&views[0]) == 'f' && kind_of(&views[1]) == '8' && kind_of(&views[2]) == 'f'
              && kind_of(&views[3]) == '8' && views[1].len == n * 8 && views[2].len >= n * 8 && views[3].len == n * 8;
-    if (!ok) {
-        release(views, 4);
-        PyErr_SetString(PyExc_ValueError, "rank_sorted: expected float64 values, their int64 order, a float64 bounds "
+    if (!ok)
+        return refuse(views, 4, "rank_sorted: expected float64 values, their int64 order, a float64 bounds "
                                           "at least as long and an int64 position as long");
-        return NULL;
-    }
     const double *values = views[0].buf;
     const int64_t *order = views[1].buf;
     double *bounds = views[2].buf;
