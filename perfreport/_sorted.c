@@ -237,7 +237,7 @@ static PyObject *search(PyObject *self, PyObject *args)
     int ok = ka && kv && (ka == 'f') == (kv == 'f') && ko == '8' && views[2].len / 8 == views[1].len / views[1].itemsize;
     if (!ok)
         return refuse(views, 3, "search: expected a and v both float64 or both int32/int64, and an int64 "
-                                          "out as long as v");
+                                "out as long as v");
     Py_ssize_t n = views[0].len / views[0].itemsize, m = views[1].len / views[1].itemsize;
     const void *a = views[0].buf, *v = views[1].buf;
     int64_t *out = views[2].buf;
@@ -267,7 +267,7 @@ static PyObject *among(PyObject *self, PyObject *args)
     int ok = kv && (kv == 'f' ? kf == 'f' : kf == '8') && ko == '8' && views[2].len / 8 >= views[0].len / views[0].itemsize;
     if (!ok)
         return refuse(views, 3, "among: expected float64 values with float64 few, or int32/int64 values with "
-                                          "int64 few, and an int64 out at least as long as values");
+                                "int64 few, and an int64 out at least as long as values");
     uint64_t *bitmap = PyMem_Malloc(sizeof(uint64_t) << (AMONG_BITS - 6));
     if (!bitmap) {
         release(views, 3);
@@ -353,7 +353,7 @@ static PyObject *rank_sorted(PyObject *self, PyObject *args)
              && kind_of(&views[3]) == '8' && views[1].len == n * 8 && views[2].len >= n * 8 && views[3].len == n * 8;
     if (!ok)
         return refuse(views, 4, "rank_sorted: expected float64 values, their int64 order, a float64 bounds "
-                                          "at least as long and an int64 position as long");
+                                "at least as long and an int64 position as long");
     const double *values = views[0].buf;
     const int64_t *order = views[1].buf;
     double *bounds = views[2].buf;
