@@ -128,6 +128,42 @@ def test_a_signalled_command_ends_even_when_its_unwinding_hangs(job, tmp_path, s
     assert proc.stderr.read().strip() == line
 
 
+def _tgkill() -> Callable[[int, int, int], int] | None:
+    """glibc's ``tgkill(pid, tid, sig)``: a signal to one thread of another process (None where
+    the C library has none)."""
+    import ctypes
+
+    try:
+        return ctypes.CDLL(None, use_errno=True).tgkill
+    except (OSError, AttributeError):
+        return None
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and tgkill")
+@pytest.mark.parametrize("sig,code,line", [(signal.SIGINT, 130, "perfreport: interrupted"),
+                                           (signal.SIGTERM, 143, "perfreport: terminated by signal 15; stopped its workers")])
+def test_a_signal_delivered_to_another_thread_still_ends_the_command(job, tmp_path, sig, code, line, paused_commands):
+    """The kernel delivers a signal sent to the process to any of its threads that does not
+    block it; Python runs its handler in the main thread only, which, waiting for the paused
+    workers, was never woken: such a command hung (the rare hang under load). Sent to each of its
+    other threads in turn, the signal ends the command as one sent to the process does: its
+    line, its code, its workers and renderer gone, soon (the main thread woken, no deadline)."""
+    tgkill = _tgkill()
+    if tgkill is None:
+        pytest.skip("no tgkill in this C library")
+    proc, _ = paused_commands(["analyze", str(job), "--out", str(tmp_path / "o"), "--format", "md,pdf",
+                               "--workers", "2"])
+    kids = children(proc.pid)
+    others = sorted(int(t) for t in os.listdir(f"/proc/{proc.pid}/task") if int(t) != proc.pid)
+    assert others  # the deadline's watch and the workers' pool's threads
+    t0 = time.monotonic()
+    assert tgkill(proc.pid, others[-1], sig) == 0
+    assert proc.wait(timeout=30) == code
+    assert time.monotonic() - t0 < 5  # unwound, not ended by the deadline's 10 s
+    assert gone_within(kids) == []
+    assert proc.stderr.read().strip() == line
+
+
 def _busy(job, options, **kwargs):
     """A rank task that takes long (a worker still busy when the command is interrupted)."""
     time.sleep(60)

@@ -24,10 +24,10 @@ import time
 PR_SET_PDEATHSIG = 1
 EXIT_GRACE_S = 10.0
 """Seconds a signalled command may take to unwind (stop its workers and its PDF renderer, remove
-its temporaries: well under a second) before it ends regardless. A Ctrl-C to a command whose
-workers were stopped (SIGSTOP) hung it now and then under load (three times in the test suite's
-runs of three sessions; not reproduced in 560 tries alone, its cause not found): a user's Ctrl-C
-or a CI job's cancel must end the command whatever the unwinding meets."""
+its temporaries: well under a second) before it ends regardless: a user's Ctrl-C or a CI job's
+cancel must end the command whatever the unwinding meets. (A Ctrl-C to a command whose workers
+were stopped hung it now and then under load, the signal delivered to a thread other than the
+main one: see :func:`bound_the_unwinding`.)"""
 
 
 class Terminated(KeyboardInterrupt):
@@ -52,6 +52,12 @@ _bounded = False  # set by bound_the_unwinding: the console script's own process
 _said = threading.Event()  # the command printed its last line (said_the_end)
 _watch: list[tuple[int, int]] = []  # (the process that armed the watch, the pipe's end that wakes it)
 _deadline: list[tuple[int, str]] = []  # (exit code, line) of the first signal
+_wakeup: list[int] = []  # the pipe's end, where it is the interpreter's wakeup descriptor
+WATCHED = {int(signal.SIGINT), int(signal.SIGTERM)} | ({int(signal.SIGHUP)} if hasattr(signal, "SIGHUP") else set())
+"""The signals whose arrival starts the deadline."""
+HANDLER_WAIT_S = 0.05
+"""How long the watch lets the main thread run the signal's handler before it sends the signal
+to the main thread itself (it went to another thread: see :func:`bound_the_unwinding`)."""
 
 
 def bound_the_unwinding() -> None:
@@ -59,13 +65,17 @@ def bound_the_unwinding() -> None:
     after SIGINT, SIGTERM or SIGHUP the process ends within :data:`EXIT_GRACE_S` however the
     unwinding goes. Ctrl-C still raises KeyboardInterrupt, as Python's own handler does.
 
-    The watch is a daemon thread started here, before any signal, blocked reading a pipe; a
-    signal's handler only writes a byte to it, and the watch writes its line to the descriptor,
-    not through ``sys.stderr``. The handler used to start a timer thread, waiting inside the
-    handler for it to run, and the timer wrote through ``sys.stderr``, whose lock a main thread
-    blocked in a write to stderr would hold. Neither is shown to be the cause of the rare hang
-    under load (three times in three sessions' test runs, once in a clean-clone run since; not
-    reproduced alone), but the deadline should not depend on either."""
+    The watch is a daemon thread started here, before any signal, blocked reading a pipe that
+    is the interpreter's wakeup descriptor (:func:`signal.set_wakeup_fd`): whichever thread the
+    kernel delivers the signal to, the C-level handler writes its number there, and the watch
+    writes its line to the descriptor, not through ``sys.stderr``. That was the rare hang under
+    load (three times in three sessions' test runs, once in a clean-clone run since): a signal
+    sent to the process may be delivered to any of its threads that does not block it (the
+    workers' pool keeps two, the watch is one), and Python runs the handler only in the main
+    thread, which, blocked waiting for a lock (the paused workers' results), was never woken.
+    Sent to another thread of a command whose workers were paused, SIGINT hung it every time
+    (``tgkill``); now the watch wakes the main thread itself, sending it the signal where its
+    handler has not run within :data:`HANDLER_WAIT_S`, and the deadline holds either way."""
     global _bounded
     _bounded = True
     try:
@@ -74,6 +84,13 @@ def bound_the_unwinding() -> None:
         pass
     if not _watch:
         wake_read, wake_write = os.pipe()
+        os.set_blocking(wake_write, False)  # (a wakeup descriptor must not block the handler)
+        try:
+            signal.set_wakeup_fd(wake_write, warn_on_full_buffer=False)
+            _wakeup.append(wake_write)
+            os.register_at_fork(after_in_child=_no_wakeup_in_a_child)
+        except (ValueError, OSError):  # not the main thread: the handler writes instead
+            pass
         threading.Thread(target=_watch_the_deadline, args=(wake_read,), name="perfreport-deadline",
                          daemon=True).start()
         _watch.append((os.getpid(), wake_write))
@@ -94,25 +111,56 @@ def _start_the_deadline(code: int, line: str) -> None:
         return
     _bounded = False  # a second signal does not restart the clock
     _deadline.append((code, line))
+    if _wakeup:  # the interpreter wrote the signal's number there already
+        return
     try:
-        os.write(_watch[0][1], b"!")
+        os.write(_watch[0][1], bytes([code - 128]))
     except OSError:  # pragma: no cover - the pipe is ours and empty
         pass
 
 
 def _watch_the_deadline(wake_read: int) -> None:
-    try:
-        os.read(wake_read, 1)
-    except OSError:  # pragma: no cover
-        return
+    signum = 0
+    while signum not in WATCHED:  # (another signal with a Python handler wakes it too)
+        try:
+            got = os.read(wake_read, 1)
+        except OSError:  # pragma: no cover
+            return
+        if not got:  # pragma: no cover
+            return
+        signum = got[0]
+    if not _deadline:
+        time.sleep(HANDLER_WAIT_S)
+    if not _deadline:  # the signal went to another thread and the main thread sleeps: wake it
+        _deadline.append(_ending(signum))
+        try:
+            signal.pthread_kill(threading.main_thread().ident, signum)
+        except (OSError, ValueError):  # pragma: no cover - gone, or no such call: the deadline holds
+            pass
     time.sleep(EXIT_GRACE_S)
-    code, line = _deadline[0] if _deadline else (1, "perfreport: interrupted")
+    code, line = _deadline[0]
     if not _said.is_set():
         try:  # (not sys.stderr: the main thread may hold its lock, blocked in the unwinding)
             os.write(2, (line + "\n").encode("utf-8", "replace"))
         except OSError:
             pass
     os._exit(code)
+
+
+def _ending(signum: int) -> tuple[int, str]:
+    """(exit code, line) of a command ended by ``signum``, as its handler says them."""
+    if signum == signal.SIGINT:
+        return 130, "perfreport: interrupted"
+    return 128 + signum, f"perfreport: terminated by signal {signum}; stopped its workers"
+
+
+def _no_wakeup_in_a_child() -> None:
+    """In a forked child: its signals are not the parent's deadline (the pipe is inherited)."""
+    if _wakeup:
+        try:
+            signal.set_wakeup_fd(-1)
+        except (ValueError, OSError):  # pragma: no cover - forked from a thread that cannot
+            pass
 
 
 def install_handlers() -> None:
