@@ -479,7 +479,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler.setFormatter(OneLineFormatter("perfreport: %(levelname)s: %(message)s"))  # names escaped: one line
     logging.basicConfig(level=[logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)],
                         handlers=[handler])
-    from .running.lifecycle import Terminated, install_handlers, said_the_end
+    from signal import SIGINT
+
+    from .running.lifecycle import Terminated, ending, install_handlers, said_the_end
 
     install_handlers()  # SIGTERM unwinds like Ctrl-C: workers stopped, temporaries removed
     from .timing import recording
@@ -490,14 +492,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PerfreportError as exc:
         print(f"perfreport: error: {printable(exc)}", file=sys.stderr)
         return EXIT_USAGE
-    except Terminated as exc:
-        print(f"perfreport: terminated by signal {exc.signum}; stopped its workers", file=sys.stderr)
+    except KeyboardInterrupt as exc:  # Ctrl-C, or a Terminated (SIGTERM, SIGHUP)
+        code, line = ending(exc.signum if isinstance(exc, Terminated) else SIGINT)
+        print(line, file=sys.stderr)
         said_the_end()
-        return 128 + exc.signum
-    except KeyboardInterrupt:
-        print("perfreport: interrupted", file=sys.stderr)
-        said_the_end()
-        return 130
+        return code
     except Exception as exc:  # a bug, but the user still gets one line, not a traceback
         if args.debug:
             raise

@@ -39,12 +39,12 @@ class Terminated(KeyboardInterrupt):
 
 
 def _raise_terminated(signum: int, frame) -> None:
-    _start_the_deadline(128 + signum, f"perfreport: terminated by signal {signum}; stopped its workers")
+    _start_the_deadline(*ending(signum))
     raise Terminated(signum)
 
 
 def _raise_interrupted(signum: int, frame) -> None:
-    _start_the_deadline(130, "perfreport: interrupted")
+    _start_the_deadline(*ending(signum))
     raise KeyboardInterrupt
 
 
@@ -132,7 +132,7 @@ def _watch_the_deadline(wake_read: int) -> None:
     if not _deadline:
         time.sleep(HANDLER_WAIT_S)
     if not _deadline:  # the signal went to another thread and the main thread sleeps: wake it
-        _deadline.append(_ending(signum))
+        _deadline.append(ending(signum))
         try:
             signal.pthread_kill(threading.main_thread().ident, signum)
         except (OSError, ValueError):  # pragma: no cover - gone, or no such call: the deadline holds
@@ -147,8 +147,8 @@ def _watch_the_deadline(wake_read: int) -> None:
     os._exit(code)
 
 
-def _ending(signum: int) -> tuple[int, str]:
-    """(exit code, line) of a command ended by ``signum``, as its handler says them."""
+def ending(signum: int) -> tuple[int, str]:
+    """(exit code, line) of a command ended by ``signum``: Ctrl-C's, or a termination's."""
     if signum == signal.SIGINT:
         return 130, "perfreport: interrupted"
     return 128 + signum, f"perfreport: terminated by signal {signum}; stopped its workers"
@@ -209,7 +209,7 @@ def signal_name(code: int) -> str:
 
 
 __all__ = ["Terminated", "install_handlers", "bound_the_unwinding", "said_the_end", "die_with_parent", "worker_init",
-           "signal_name", "ends_without_teardown", "keep_until_exit", "exit_now"]
+           "ending", "signal_name", "ends_without_teardown", "keep_until_exit", "exit_now"]
 
 
 _kept: list = []
