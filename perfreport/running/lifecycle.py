@@ -84,13 +84,13 @@ def bound_the_unwinding() -> None:
         pass
     if not _watch:
         wake_read, wake_write = os.pipe()
-        os.set_blocking(wake_write, False)  # (a wakeup descriptor must not block the handler)
         try:
+            os.set_blocking(wake_write, False)  # (a wakeup descriptor must not block the handler)
             signal.set_wakeup_fd(wake_write, warn_on_full_buffer=False)
             _wakeup.append(wake_write)
             os.register_at_fork(after_in_child=_no_wakeup_in_a_child)
-        except (ValueError, OSError):  # not the main thread: the handler writes instead
-            pass
+        except (AttributeError, ValueError, OSError):  # not the main thread, or no such calls (Windows):
+            pass  # the handler writes instead
         threading.Thread(target=_watch_the_deadline, args=(wake_read,), name="perfreport-deadline",
                          daemon=True).start()
         _watch.append((os.getpid(), wake_write))
@@ -135,7 +135,7 @@ def _watch_the_deadline(wake_read: int) -> None:
         _deadline.append(ending(signum))
         try:
             signal.pthread_kill(threading.main_thread().ident, signum)
-        except (OSError, ValueError):  # pragma: no cover - gone, or no such call: the deadline holds
+        except (AttributeError, OSError, ValueError):  # pragma: no cover - gone, or no such call: the deadline holds
             pass
     time.sleep(EXIT_GRACE_S)
     code, line = _deadline[0]
