@@ -587,7 +587,8 @@ def _kahan_sums(group: np.ndarray, n: int, values: np.ndarray) -> np.ndarray:
     if values.dtype.kind != "f":
         np.add.at(out, group, values)
         return out
-    _groupsum.kahan_sums(np.ascontiguousarray(group, dtype=np.int64), np.ascontiguousarray(values, dtype=np.float64), out)
+    _groupsum.kahan_sums(np.ascontiguousarray(group, dtype=np.int64), np.ascontiguousarray(values, dtype=np.float64),
+                         out)
     return out
 
 
