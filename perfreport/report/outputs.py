@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..running.forked import fork
+from ..running.forked import _read_exactly, _write_all, fork
 from ..storing.atomic import atomic_files, temp_name
 from ..errors import PerfreportError
 from ..documents.jsondoc import JsonChunks
@@ -171,9 +171,9 @@ def _child(page_fd: int, result_fd: int) -> None:
         outcome: list = []
         importer = threading.Thread(target=_import_politely, args=(outcome,), name="perfreport-import-weasyprint")
         importer.start()
-        with os.fdopen(page_fd, "rb") as f:
-            size = int.from_bytes(_read_exactly(f, 8) or bytes(8), "little")
-            html = _read_exactly(f, size).decode("utf-8", "surrogatepass")
+        size = int.from_bytes(_read_exactly(page_fd, 8) or bytes(8), "little")
+        html = _read_exactly(page_fd, size).decode("utf-8", "surrogatepass")
+        os.close(page_fd)
         if html:  # (an empty page: stop at once, the import left unfinished)
             importer.join()
         missing = outcome[0] if outcome else "PDF output needs WeasyPrint (its import did not finish)"
@@ -203,24 +203,6 @@ def _describe(exc: BaseException) -> str:
     if isinstance(exc, (PerfreportError, OSError)):
         return str(exc)
     return f"{type(exc).__name__}: {exc} ({traceback.format_exc(limit=3).strip().splitlines()[-1]})"
-
-
-def _read_exactly(f, size: int) -> bytes:
-    """``size`` bytes from ``f``, or fewer where the parent died meanwhile."""
-    chunks, left = [], size
-    while left > 0:
-        block = f.read(min(left, 1 << 20))
-        if not block:
-            break
-        chunks.append(block)
-        left -= len(block)
-    return b"".join(chunks)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
 
 
 Content = str | bytes | Iterable[bytes]

@@ -217,3 +217,16 @@ def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]
+
+
+def _read_exactly(fd: int, size: int) -> bytes:
+    """``size`` bytes from the pipe ``fd``, or fewer where its writer closed it first (a process
+    that ended); read a MiB at most at a time."""
+    chunks, left = [], size
+    while left > 0:
+        chunk = os.read(fd, min(left, 1 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)

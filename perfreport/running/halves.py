@@ -227,30 +227,21 @@ def _child_work(send, orders: int, by_name: dict[str, Callable], theirs: list[tu
 
 
 def _write_order(fd: int, names: list[str]) -> None:
-    data = "\n".join(names).encode()
     from .forked import _write_all
 
+    data = "\n".join(names).encode()
     _write_all(fd, len(data).to_bytes(4, "little") + data)
 
 
 def _read_order(fd: int) -> list[str]:
     """The next hand-over's analyses; [] once this process closed the pipe."""
+    from .forked import _read_exactly
+
     head = _read_exactly(fd, 4)
     if len(head) < 4:
         return []
     data = _read_exactly(fd, int.from_bytes(head, "little"))
     return data.decode().split("\n") if data else []
-
-
-def _read_exactly(fd: int, size: int) -> bytes:
-    chunks, left = [], size
-    while left:
-        chunk = os.read(fd, left)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
 
 
 def _views_both_halves_read(trace: RankTrace) -> None:
