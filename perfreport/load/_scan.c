@@ -1429,9 +1429,45 @@ static const uint64_t POW10_INT[] = {1ULL, 10ULL, 100ULL, 1000ULL, 10000ULL, 100
 static const double POW10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
                                1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
 
+#if defined(__SIZEOF_INT128__)
+/* The correctly rounded double of mant * 10**exp10 for 0 < mant < 2**64 and |exp10| <= 19,
+ * in exact integer arithmetic: Kineto writes its derived floats (a memcpy's "memory bandwidth
+ * (GB/s)": 8.182329192416114) with 16-17 significant digits, past Clinger's 2**53, and each
+ * took the C library's arbitrary-precision parser (5 % of the scan of a trace of many copies).
+ * The value is mant * 10**exp10 exactly (a product of two numbers below 2**64), or the quotient
+ * of mant shifted to 127 bits by 10**-exp10 (below 2**64), whose remainder is the sticky bit;
+ * either has at least 63 significant bits, rounded here to 53, half to even. */
+static double exact_ratio_to_double(uint64_t mant, int exp10)
+{
+    unsigned __int128 q;
+    int sticky = 0, scale = 0; /* the value is (q + a fraction if sticky) * 2**scale */
+    if (exp10 >= 0) {
+        q = (unsigned __int128)mant * POW10_INT[exp10];
+    } else {
+        int shift = 63 + __builtin_clzll(mant); /* mant << shift has 127 bits */
+        unsigned __int128 n = (unsigned __int128)mant << shift;
+        uint64_t d = POW10_INT[-exp10];
+        q = n / d;
+        sticky = n % d != 0;
+        scale = -shift;
+    }
+    uint64_t hi = (uint64_t)(q >> 64);
+    int bits = hi ? 128 - __builtin_clzll(hi) : 64 - __builtin_clzll((uint64_t)q);
+    if (bits <= 53) /* an exact product that fits the mantissa */
+        return (double)(uint64_t)q;
+    int drop = bits - 53;
+    uint64_t m = (uint64_t)(q >> drop);
+    unsigned __int128 rest = q & ((((unsigned __int128)1) << drop) - 1), half = ((unsigned __int128)1) << (drop - 1);
+    if (rest > half || (rest == half && (sticky || (m & 1))))
+        m++; /* 2**53 at most: still exact */
+    return ldexp((double)m, drop + scale);
+}
+#endif
+
 /* The correctly rounded double of the JSON number [p, q) (validated), like Python's float().
  * Most numbers in traces take Clinger's fast path: a mantissa below 2**53 times or divided by
- * an exact power of ten is a single, correctly rounded operation. Others go to Python's own
+ * an exact power of ten is a single, correctly rounded operation; up to 19 digits and a power
+ * of ten up to 19 either way, exact_ratio_to_double. Others go to the C library's (or Python's)
  * correctly rounded, locale-independent parser. */
 static int number_to_double(const char *p, const char *q, double *out)
 {
@@ -1489,6 +1525,13 @@ static int number_to_double(const char *p, const char *q, double *out)
     if (mant <= (1ULL << 53) && exp10 >= -22 && exp10 <= 22) {
         double d = (double)mant;
         d = exp10 < 0 ? d / POW10[-exp10] : d * POW10[exp10];
+        *out = neg ? -d : d;
+        return 0;
+    }
+#endif
+#if defined(__SIZEOF_INT128__)
+    if (exp10 >= -19 && exp10 <= 19) { /* mant < 10**19: the 16-17 digit doubles Kineto writes */
+        double d = exact_ratio_to_double(mant, (int)exp10);
         *out = neg ? -d : d;
         return 0;
     }
