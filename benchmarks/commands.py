@@ -515,6 +515,35 @@ def machine() -> str:
             f"scanner {scanner_name()}")
 
 
+_SPEED_PROBE = """
+import time, numpy as np
+np._core.multiarray._set_madvise_hugepage(False)  # 4 KiB pages, as perfreport's own columns (heap.plain_pages)
+t = time.perf_counter(); a = np.ones(1 << 29, np.uint8); touch = time.perf_counter() - t; del a
+t = time.perf_counter(); s = 0
+for i in range(10**7): s += i
+loop = time.perf_counter() - t
+x = np.random.default_rng(0).random(10**7); np.sort(x)
+t = time.perf_counter(); np.sort(x); sort = time.perf_counter() - t
+print(loop, sort, touch)
+"""
+
+
+def speed() -> str:
+    """This machine's speed now, in a fresh process: a pure-Python loop, a numpy sort, and the
+    first touch of 512 MiB of fresh memory (page faults: on a VM whose host backs memory lazily
+    they cost 5-20 times more, and every command's columns are fresh memory). Figures from
+    different sessions compare only where these agree: the same VM type ran 2.2 x slower on
+    another day (benchmarks/README, session 33)."""
+    try:
+        out = subprocess.run([PYTHON, "-c", _SPEED_PROBE], capture_output=True, text=True, timeout=120,
+                             env={**os.environ, "OPENBLAS_NUM_THREADS": "1"}).stdout.split()
+        loop, sort, touch = (float(v) for v in out)
+    except (subprocess.SubprocessError, ValueError, OSError):
+        return "speed probe failed"
+    return (f"a Python loop of 10^7 additions {loop:.2f} s, numpy's sort of 10^7 doubles {sort:.3f} s, a fresh "
+            f"process's first touch of 512 MiB {touch:.2f} s ({touch / (1 << 17) * 1e6:.1f} µs a 4 KiB page)")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sizes", default="200,1000", help="single-rank JSON sizes in MB (default %(default)s; '' for none)")
@@ -558,6 +587,7 @@ def main(argv: list[str] | None = None) -> int:
     tracelens = args.tracelens_python if args.tracelens_python and Path(args.tracelens_python).exists() else None
     before = os.getloadavg()
     print(f"Machine: {machine()}. 1/5/15-min load average before: {before[0]:.1f} / {before[1]:.1f} / {before[2]:.1f}.")
+    print(f"Speed: {speed()}.")
     cases = []
     for mb in [int(s) for s in args.sizes.split(",") if s.strip()]:
         folder, twin, json_mb = one_rank_folders(mb, args.workdir)
