@@ -149,11 +149,14 @@ def steps_downsample(x: np.ndarray, y: np.ndarray, max_points: int = MAX_POINTS)
 def _per_bucket(ufunc: np.ufunc, bucket: np.ndarray, values: np.ndarray, n: int, empty: float) -> np.ndarray:
     """``ufunc.at(np.full(n, empty), bucket, values)`` for ``bucket`` in ascending order (the
     segments of a line come in time order): one ``reduceat`` over each bucket's run of values,
-    where ``ufunc.at`` took 3-4 ms a call on the bandwidth lines of HTA's tiny trace grown to 1 GB."""
+    where ``ufunc.at`` took 3-4 ms a call on the bandwidth lines of HTA's tiny trace grown to 1 GB.
+    A zero comes back as +0.0: which of 0.0 and -0.0 the minimum or maximum of both is depends
+    on numpy's loop for the machine (AVX2 and AVX-512 differ), and a report must not."""
     out = np.full(n, empty)
     if len(bucket):
         heads = np.flatnonzero(np.r_[True, bucket[1:] != bucket[:-1]])
         out[bucket[heads]] = ufunc.reduceat(values, heads)
+    out += 0.0  # -0.0 + 0.0 is +0.0; every other value is unchanged
     return out
 
 
