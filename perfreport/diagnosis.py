@@ -179,7 +179,7 @@ def _straggler(tables: Mapping[str, pd.DataFrame], step_us: float) -> dict | Non
     flagged = ev.loc[ev["is_straggler"].astype(bool)]
     if not len(flagged):
         return None
-    top = flagged.sort_values("lateness_us_median", ascending=False).iloc[0]
+    top = flagged.sort_values("lateness_us_median", ascending=False, kind="stable").iloc[0]  # ties: the first listed, on any CPU
     late = _num(top.get("lateness_us_median")) or 0.0
     rank = int(top["rank"])
     return {

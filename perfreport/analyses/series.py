@@ -304,7 +304,7 @@ def rank_series(trace: RankTrace, max_points: int = MAX_POINTS) -> dict[str, lis
 
 def _rank_series(trace: RankTrace, max_points: int) -> dict[str, list[dict]]:
     one = TraceSet(ranks={trace.rank: trace}, source="")
-    steps = profiler_steps(one).sort_values("step")
+    steps = profiler_steps(one).sort_values("step", kind="stable")
     step_lines = []
     if len(steps):
         step_lines.append(_raw_line(trace.rank, f"rank {trace.rank}", steps["step"].to_numpy(dtype=np.float64),

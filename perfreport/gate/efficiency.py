@@ -62,7 +62,7 @@ def tensor_core_checks(cmp: Comparison) -> list[Check]:
         fell = both[(both["tensor_core_pct_b"] >= TC_KEPT_PCT) & (both["tensor_core_pct_c"] < TC_KEPT_PCT)
                     & (both["share_of_gpu_pct_c"] >= MIN_SHARE_PCT)]
         threshold = Threshold("max_decrease_points", 100.0 - TC_KEPT_PCT)
-        for r in fell.sort_values("kernel_us_c", ascending=False).itertuples(index=False):
+        for r in fell.sort_values("kernel_us_c", ascending=False, kind="stable").itertuples(index=False):
             bv, cv = np.array([r.tensor_core_pct_b]), np.array([r.tensor_core_pct_c])
             out.append(make_check(
                 family="structural", name="tensor_cores", metric=METRIC, subject=r.label_c, rank=c_rank,
@@ -103,7 +103,7 @@ def hardware_note(cmp: Comparison) -> Note | None:
     b_gpu, c_gpu = (str(t["gpu"].iloc[0]) if len(t) else "" for t in (b, c))
     if not b_gpu or not c_gpu or b_gpu == c_gpu:
         return None
-    both = b.merge(c, on=KEY, suffixes=("_b", "_c")).sort_values("kernel_us_b", ascending=False).head(NOTE_OPS)
+    both = b.merge(c, on=KEY, suffixes=("_b", "_c")).sort_values("kernel_us_b", ascending=False, kind="stable").head(NOTE_OPS)
     parts = []
     for r in both.itertuples(index=False):
         memory = r.bound_b == "memory"
