@@ -747,20 +747,20 @@ def test_long_decimals_round_as_pythons_float():
     layout (point anywhere, leading zeros, exponents, signs), the exact halfway cases between two
     doubles (ties to even, both ways) and the integer bounds match Python's float bit for bit."""
     rng = random.Random(11)
-    texts = []
+    numbers = []
     for _ in range(4000):
         n = rng.randint(15, 19)
         digits = str(rng.randint(10 ** (n - 1), 10**n - 1))
         k = rng.randint(1, n - 1)
         text = rng.choice([digits[:k] + "." + digits[k:], "0." + "0" * rng.randint(0, 3) + digits,
                            f"{digits}e{rng.randint(-25, 25)}", f"{digits[0]}.{digits[1:]}E{rng.randint(-20, 20)}"])
-        texts.append(("-" if rng.random() < 0.3 else "") + text)
+        numbers.append(("-" if rng.random() < 0.3 else "") + text)
     for m in (2**53 + 1, 2**54 + 1, 2**54 + 3, 2**55 + 2, 2**55 + 6, 2**63 + 1, 2**64 - 1, 10**19 - 1):
         s = str(m)  # an odd multiple of a half-spacing is a tie: 2**54 + 1 rounds down to even, + 3 up
-        texts += [s, s + "0", s[:-1] + "." + s[-1], "0." + s, s + "e5", s + "e-19", s + "e19", s[:5] + "." + s[5:]]
-    texts += ["4503599627370496.5", "4503599627370497.5", "0.0013851614578824344", "8.182329192416114"]
-    res = both("[" + ", ".join(f'{{"dur": {t}, "args": {{"blocks per SM": {t}}}}}' for t in texts) + "]")
-    want = np.array([float(t) for t in texts])
+        numbers += [s, s + "0", s[:-1] + "." + s[-1], "0." + s, s + "e5", s + "e-19", s + "e19", s[:5] + "." + s[5:]]
+    numbers += ["4503599627370496.5", "4503599627370497.5", "0.0013851614578824344", "8.182329192416114"]
+    res = both("[" + ", ".join(f'{{"dur": {t}, "args": {{"blocks per SM": {t}}}}}' for t in numbers) + "]")
+    want = np.array([float(t) for t in numbers])
     assert res.top["dur"].view(np.int64).tolist() == want.view(np.int64).tolist()
     assert res.args["blocks per SM"].values.view(np.int64).tolist() == want.view(np.int64).tolist()
 
