@@ -155,7 +155,7 @@ def check_job(trace_dir: Path, oracle: Path) -> list[str]:
     series = a.get_queue_length_time_series(ranks=ranks)
     counters = {"memory_bw": {r: _flat(f"memory_bw_time_series__rank{r}", f, sym) for r, f in bw_series.items()},
                 "queue_length": {r: _flat(f"queue_length_time_series__rank{r}", f, sym) for r, f in series.items()}}
-    tie_ordered = []  # (table, ours): equal to the oracle's up to the order of events at one instant
+    tie_ordered = []  # (problem, table, ours, counter) of the counter tables that differ from the oracle
 
     def check_counter(table: str, obj, kind: str) -> None:
         before = len(problems)
