@@ -391,6 +391,14 @@ def distinct_codes(codes: np.ndarray, n_codes: int) -> tuple[np.ndarray, np.ndar
     if len(codes) == 0 or not fits_a_presence_table(n_codes, len(codes)):
         uniq, inverse = np.unique(codes, return_inverse=True)
         return uniq, inverse.ravel()
+    if _sorted is not None and hasattr(_sorted, "rank_codes") and codes.dtype in _SEARCH_INTS and codes.ndim == 1:
+        # the C extension marks, numbers and looks up in three passes: no intp copy of int32
+        # codes, no numpy scatter and gather (a digest of HTA's trace_compare tiny grown to 1 GB:
+        # 0.27-0.28 -> 0.16-0.20 s in 70 calls; the A100-grown 1 GB rank 0.07-0.11 -> 0.04-0.05 s)
+        rank, uniq = np.zeros(n_codes + 1, dtype=np.int64), np.empty(n_codes + 1, dtype=np.int64)
+        inverse = np.empty(len(codes), dtype=np.int64)
+        count = _sorted.rank_codes(np.ascontiguousarray(codes), rank, uniq, inverse)
+        return uniq[:count].astype(codes.dtype), inverse
     # -1 (none) reads the tables' last slot (a negative index), so the codes index them as they
     # are, not through a shifted copy; narrower integers are cast once for both lookups. One
     # digest of a rank of 173,000 steps: 0.164 -> 0.099 s in 71 calls.

@@ -349,6 +349,39 @@ def test_sorted_edges_ranked_in_c_are_numpys(trace, monkeypatch) -> None:
         model._sorted.rank_sorted(np.arange(3.0), np.array([0, 5, 1]), np.empty(3), np.empty(3, dtype=np.int64))
 
 
+def test_distinct_codes_ranked_in_c_are_np_unique(trace, monkeypatch) -> None:
+    """distinct_codes through the C extension's passes (mark, number, look up) gives
+    ``np.unique(codes, return_inverse=True)`` and what its numpy path gives: a real trace's name
+    and category codes (int32, -1 for none) and random int32 and int64 codes with and without
+    -1, a code range much wider than the codes used and a single code; a code out of [-1, n)
+    raises."""
+    from perfreport import model
+
+    if model._sorted is None or not hasattr(model._sorted, "rank_codes"):
+        pytest.skip("the _sorted extension is not built")
+    rng = np.random.default_rng(5)
+    n_strings = len(trace.strings)
+    cases = [(trace.name, n_strings), (trace.cat, n_strings), (trace.name[trace.gpu_work_rows()], n_strings)]
+    for dtype in (np.int32, np.int64):
+        for _ in range(100):
+            n = int(rng.integers(1, 60))
+            codes = rng.integers(-1 if rng.random() < 0.5 else 0, n, int(rng.integers(1, 200))).astype(dtype)
+            cases.append((codes, n + int(rng.integers(0, 3 * len(codes)))))
+    cases.append((np.array([7], dtype=np.int32), 8))
+    for codes, n in cases:
+        assert model.fits_a_presence_table(n, len(codes))
+        got_uniq, got = model.distinct_codes(codes, n)
+        with monkeypatch.context() as m:
+            m.delattr(model._sorted, "rank_codes")
+            want_uniq, want = model.distinct_codes(codes, n)
+        uniq, inverse = np.unique(codes, return_inverse=True)
+        assert got_uniq.dtype == codes.dtype and np.array_equal(got_uniq, uniq) and np.array_equal(want_uniq, uniq)
+        assert got.dtype == np.int64 and np.array_equal(got, inverse.ravel()) and np.array_equal(want, got)
+    for bad in (np.array([0, 8], dtype=np.int32), np.array([0, -2], dtype=np.int64)):
+        with pytest.raises(IndexError):
+            model.distinct_codes(bad, 8)
+
+
 def test_rows_among_few_values_in_c_is_np_isin(trace) -> None:
     """The bitmap-and-search lookup gives np.isin's positions on a real trace's columns (starts
     among some kernels' starts, flow ids among a few, rows among an arg's rows) and on edge
