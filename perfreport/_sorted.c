@@ -233,6 +233,35 @@ static int open_three(PyObject *args, Py_buffer views[3])
     return open_views(objs, views);
 }
 
+/* The buffers of a call f(a, b, c, d) (each with its format), those from ``writable_from`` on
+ * writable; -1 on failure, none held. */
+static int open_four(PyObject *args, Py_buffer views[4], int writable_from)
+{
+    PyObject *objs[4];
+    if (!PyArg_ParseTuple(args, "OOOO", &objs[0], &objs[1], &objs[2], &objs[3]))
+        return -1;
+    for (int k = 0; k < 4; k++) {
+        int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (k >= writable_from ? PyBUF_WRITABLE : 0);
+        if (PyObject_GetBuffer(objs[k], &views[k], flags) < 0) {
+            release(views, k);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Release the ``n`` views, then the count, or IndexError(message) where ``bad`` >= 0: the end of
+ * a pass that counts what it wrote and stops at an index out of bounds. */
+static PyObject *counted(Py_buffer *views, int n, Py_ssize_t bad, const char *message, Py_ssize_t count)
+{
+    release(views, n);
+    if (bad >= 0) {
+        PyErr_SetString(PyExc_IndexError, message);
+        return NULL;
+    }
+    return PyLong_FromSsize_t(count);
+}
+
 static PyObject *search(PyObject *self, PyObject *args)
 {
     (void)self;
@@ -350,16 +379,9 @@ static PyObject *take_codes(PyObject *self, PyObject *args)
 static PyObject *rank_sorted(PyObject *self, PyObject *args)
 {
     (void)self;
-    PyObject *objs[4];
-    if (!PyArg_ParseTuple(args, "OOOO", &objs[0], &objs[1], &objs[2], &objs[3]))
-        return NULL;
     Py_buffer views[4];
-    if (open_views(objs, views) < 0)  /* values, order and bounds (writable) */
+    if (open_four(args, views, 2) < 0)  /* values, order, bounds and position (written) */
         return NULL;
-    if (PyObject_GetBuffer(objs[3], &views[3], PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE | PyBUF_FORMAT) < 0) {
-        release(views, 3);
-        return NULL;
-    }
     Py_ssize_t n = views[0].len / 8;
     int ok = kind_of(&views[0]) == 'f' && kind_of(&views[1]) == '8' && kind_of(&views[2]) == 'f'
              && kind_of(&views[3]) == '8' && views[1].len == n * 8 && views[2].len >= n * 8 && views[3].len == n * 8;
@@ -386,12 +408,7 @@ static PyObject *rank_sorted(PyObject *self, PyObject *args)
         position[i] = distinct - 1;
     }
     Py_END_ALLOW_THREADS
-    release(views, 4);
-    if (bad >= 0) {
-        PyErr_SetString(PyExc_IndexError, "rank_sorted: an order entry out of bounds");
-        return NULL;
-    }
-    return PyLong_FromSsize_t(distinct);
+    return counted(views, 4, bad, "rank_sorted: an order entry out of bounds", distinct);
 }
 
 /* The ranks of integer codes in [-1, n) among the distinct ones (see distinct_codes' doc): mark
@@ -427,16 +444,9 @@ static PyObject *rank_sorted(PyObject *self, PyObject *args)
 static PyObject *rank_codes(PyObject *self, PyObject *args)
 {
     (void)self;
-    PyObject *objs[4];
-    if (!PyArg_ParseTuple(args, "OOOO", &objs[0], &objs[1], &objs[2], &objs[3]))
-        return NULL;
     Py_buffer views[4];
-    if (open_views(objs, views) < 0)  /* codes, rank (writable), uniq (writable) */
+    if (open_four(args, views, 1) < 0)  /* codes, then rank, uniq and inverse (written) */
         return NULL;
-    if (PyObject_GetBuffer(objs[3], &views[3], PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE | PyBUF_FORMAT) < 0) {
-        release(views, 3);
-        return NULL;
-    }
     char kc = kind_of(&views[0]);
     Py_ssize_t m = kc ? views[0].len / views[0].itemsize : 0, n = views[1].len / 8 - 1;
     int ok = (kc == '4' || kc == '8') && kind_of(&views[1]) == '8' && n >= 0 && kind_of(&views[2]) == '8'
@@ -455,12 +465,7 @@ static PyObject *rank_codes(PyObject *self, PyObject *args)
             RANK_CODES(int64_t);
     } while (0);
     Py_END_ALLOW_THREADS
-    release(views, 4);
-    if (bad >= 0) {
-        PyErr_SetString(PyExc_IndexError, "rank_codes: a code out of [-1, n)");
-        return NULL;
-    }
-    return PyLong_FromSsize_t(count);
+    return counted(views, 4, bad, "rank_codes: a code out of [-1, n)", count);
 }
 
 static PyMethodDef methods[] = {
