@@ -742,8 +742,8 @@ def test_decimals_beside_the_exact_mantissa_bound():
 
 def test_long_decimals_round_as_pythons_float():
     """'f' values of 16 to 19 significant digits (Kineto's derived floats: a copy's "memory
-    bandwidth (GB/s)" 8.182329192416114) are past the exact-mantissa shortcut; with a power of
-    ten up to 19 either way they are rounded in 128-bit integer arithmetic. Random ones in every
+    bandwidth (GB/s)" 11.654320987654321) are mostly past the exact-mantissa shortcut; with a
+    power of ten up to 19 either way they are rounded in 128-bit integer arithmetic. Random ones in every
     layout (point anywhere, leading zeros, exponents, signs), the exact halfway cases between two
     doubles (ties to even, both ways) and the integer bounds match Python's float bit for bit."""
     rng = random.Random(11)
@@ -758,7 +758,8 @@ def test_long_decimals_round_as_pythons_float():
     for m in (2**53 + 1, 2**54 + 1, 2**54 + 3, 2**55 + 2, 2**55 + 6, 2**63 + 1, 2**64 - 1, 10**19 - 1):
         s = str(m)  # an odd multiple of a half-spacing is a tie: 2**54 + 1 rounds down to even, + 3 up
         numbers += [s, s + "0", s[:-1] + "." + s[-1], "0." + s, s + "e5", s + "e-19", s + "e19", s[:5] + "." + s[5:]]
-    numbers += ["4503599627370496.5", "4503599627370497.5", "0.0013851614578824344", "8.182329192416114"]
+    numbers += ["4503599627370496.5", "4503599627370497.5", "0.0013851614578824344", "8.182329192416114",
+                "11.654320987654321"]
     res = both("[" + ", ".join(f'{{"dur": {t}, "args": {{"blocks per SM": {t}}}}}' for t in numbers) + "]")
     want = np.array([float(t) for t in numbers])
     assert res.top["dur"].view(np.int64).tolist() == want.view(np.int64).tolist()

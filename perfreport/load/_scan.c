@@ -1432,8 +1432,9 @@ static const double POW10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1
 #if defined(__SIZEOF_INT128__)
 /* The correctly rounded double of mant * 10**exp10 for 0 < mant < 2**64 and |exp10| <= 19,
  * in exact integer arithmetic: Kineto writes its derived floats (a memcpy's "memory bandwidth
- * (GB/s)": 8.182329192416114) with 16-17 significant digits, past Clinger's 2**53, and each
- * took the C library's arbitrary-precision parser (5 % of the scan of a trace of many copies).
+ * (GB/s)": 11.654320987654321) with 16-17 significant digits, often past Clinger's 2**53, and
+ * each of those took the C library's arbitrary-precision parser (5 % of the scan of a trace of
+ * many copies).
  * The value is mant * 10**exp10 exactly (a product of two numbers below 2**64), or the quotient
  * of mant shifted to 127 bits by 10**-exp10 (below 2**64), whose remainder is the sticky bit;
  * either has at least 63 significant bits, rounded here to 53, half to even. */

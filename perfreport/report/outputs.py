@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..running.forked import _read_exactly, _write_all, fork
+from ..running.forked import read_exactly, write_all, fork
 from ..storing.atomic import atomic_files, temp_name
 from ..errors import PerfreportError
 from ..documents.jsondoc import JsonChunks
@@ -79,7 +79,7 @@ class PdfRenderer:
         if fd < 0:
             return
         try:
-            _write_all(fd, len(page).to_bytes(8, "little") + page)
+            write_all(fd, len(page).to_bytes(8, "little") + page)
         except OSError:
             pass  # the child is gone: result() says why
         finally:
@@ -171,8 +171,8 @@ def _child(page_fd: int, result_fd: int) -> None:
         outcome: list = []
         importer = threading.Thread(target=_import_politely, args=(outcome,), name="perfreport-import-weasyprint")
         importer.start()
-        size = int.from_bytes(_read_exactly(page_fd, 8) or bytes(8), "little")
-        html = _read_exactly(page_fd, size).decode("utf-8", "surrogatepass")
+        size = int.from_bytes(read_exactly(page_fd, 8) or bytes(8), "little")
+        html = read_exactly(page_fd, size).decode("utf-8", "surrogatepass")
         os.close(page_fd)
         if html:  # (an empty page: stop at once, the import left unfinished)
             importer.join()
@@ -192,7 +192,7 @@ def _child(page_fd: int, result_fd: int) -> None:
             seconds = (*(outcome[1] if len(outcome) > 1 else (0.0, 0.0)), time.perf_counter() - wall,
                        time.thread_time() - cpu)
             payload = b"T" + " ".join(f"{x:.4f}" for x in seconds).encode() + b"\n" + payload
-        _write_all(result_fd, payload)
+        write_all(result_fd, payload)
     except BaseException:  # noqa: BLE001 - a child never returns into the parent's code
         code = 1
     finally:

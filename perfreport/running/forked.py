@@ -209,17 +209,18 @@ def _send(fd: int, index: int, data: bytes) -> None:
     """One message: its index and length, then the data, written as it is (not joined to its
     12-byte head first: that was a copy of every message, 253 MB in the child of a 1 GB gloo
     trace's ``analyze``, whose peak it raised from ~1.27 to 1.53 GB)."""
-    _write_all(fd, index.to_bytes(4, "little") + len(data).to_bytes(8, "little"))
-    _write_all(fd, data)
+    write_all(fd, index.to_bytes(4, "little") + len(data).to_bytes(8, "little"))
+    write_all(fd, data)
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def write_all(fd: int, data: bytes) -> None:
+    """All of ``data`` to the pipe ``fd`` (a write may take only part of it)."""
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]
 
 
-def _read_exactly(fd: int, size: int) -> bytes:
+def read_exactly(fd: int, size: int) -> bytes:
     """``size`` bytes from the pipe ``fd``, or fewer where its writer closed it first (a process
     that ended); read a MiB at most at a time."""
     chunks, left = [], size

@@ -227,20 +227,20 @@ def _child_work(send, orders: int, by_name: dict[str, Callable], theirs: list[tu
 
 
 def _write_order(fd: int, names: list[str]) -> None:
-    from .forked import _write_all
+    from .forked import write_all
 
     data = "\n".join(names).encode()
-    _write_all(fd, len(data).to_bytes(4, "little") + data)
+    write_all(fd, len(data).to_bytes(4, "little") + data)
 
 
 def _read_order(fd: int) -> list[str]:
     """The next hand-over's analyses; [] once this process closed the pipe."""
-    from .forked import _read_exactly
+    from .forked import read_exactly
 
-    head = _read_exactly(fd, 4)
+    head = read_exactly(fd, 4)
     if len(head) < 4:
         return []
-    data = _read_exactly(fd, int.from_bytes(head, "little"))
+    data = read_exactly(fd, int.from_bytes(head, "little"))
     return data.decode().split("\n") if data else []
 
 
