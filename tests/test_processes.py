@@ -181,9 +181,10 @@ def test_an_interrupt_while_the_workers_start_stops_them(monkeypatch):
     if local_workers(jobs, 2) < 2:
         pytest.skip("needs two worker processes (two cores)")
     workers: list[int] = []
+    before = set(children(os.getpid()))  # (a helper an earlier test left running: Dask's resource tracker)
 
     def interrupted(executor) -> None:
-        workers.extend(children(os.getpid()))  # the pool's workers, forked by now
+        workers.extend(p for p in children(os.getpid()) if p not in before)  # the pool's workers, forked by now
         raise KeyboardInterrupt
 
     monkeypatch.setattr(executor_module, "_meanwhile", interrupted)
