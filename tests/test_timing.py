@@ -203,6 +203,9 @@ def test_each_sides_load_and_analyses_are_the_time_its_busiest_process_spent_on_
     document = json.loads((tmp_path / "report.json").read_text())
     said, ranks = document["timings_s"], document["timings"]["ranks"]
     assert len(ranks) == 4  # (two workers where two cores are: each loads a rank of each side)
+    cross_rank = next(p["wall_s"] for p in document["timings"]["parent"]["phases"]
+                      if p["phase"] == "cross-rank analyses")  # both sides' (recorded to 0.1 ms)
+    assert 0 < cross_rank < 1.0  # not the slow folds (a side's two: 1 s), which are the per-rank stage's
     for side in ("baseline", "candidate"):
         load, analyses, phases = {}, {}, {}
         for r in (r for r in ranks if r["side"] == side):
@@ -213,8 +216,9 @@ def test_each_sides_load_and_analyses_are_the_time_its_busiest_process_spent_on_
             phases[r["pid"]] = phases.get(r["pid"], 0.0) + sum(r["phases"].get(name, 0.0) for name in LOAD_PHASES)
         assert said[f"{side}_load"] == pytest.approx(max(load.values()), abs=0.0015), (load, said)
         assert said[f"{side}_load"] <= max(phases.values()) + 0.1  # (the first load in a worker: its imports)
-        # the analyses: the busiest worker's, and the cross-rank ones here (not the slow folds)
-        assert max(analyses.values()) - 0.0015 <= said[f"{side}_analyze"] <= max(analyses.values()) + 0.2
+        # the analyses: the busiest worker's, and the cross-rank ones here (not the slow folds),
+        # bounded by what the parent recorded for them, however slow the machine
+        assert max(analyses.values()) - 0.0015 <= said[f"{side}_analyze"] <= max(analyses.values()) + cross_rank + 0.0015
 
 
 def test_timing_lines_show_the_slowest_ranks_and_hide_tiny_phases() -> None:
