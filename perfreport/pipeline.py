@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -18,10 +19,8 @@ import pandas as pd
 from . import __version__
 from .documents import table_rows
 from .documents.cells import Records
-from .analyses.attribution import Explanation, explain
 from .analyses.collectives import collectives_per_step
 from .analyses.coverage import rank_coverage
-from .analyses.diff import forget_step_sums, op_steps
 from .analyses.invocations import collective_calls, gpu_invocations
 from .analyses.memory import memory_note
 from .analyses.series import time_series
@@ -33,9 +32,6 @@ from .gate.baselines import DEFAULT_STORE, StoredBaseline
 from .gate.baselines import cache_usable, did_you_mean
 from .gate.baselines import read_baseline
 from .gate.baselines import resolve as resolve_baseline
-from .gate.keyed import prepare as prepare_keyed
-from .gate.metrics import SideData, side_data, versions_of
-from .gate.verdict import Verdict, evaluate
 from .load.scanner import scanner_name
 from .running.assemble import Assembler
 from .running.digest import INVOCATIONS_ALWAYS, AnalysisOptions
@@ -46,6 +42,11 @@ from .model import TraceSet, sorted_unique
 from .running.progress import Progress
 from .timing import phase
 from .report.json_report import compare_document, side_record
+
+if TYPE_CHECKING:  # what only a compare imports (see compare_many)
+    from .analyses.attribution import Explanation
+    from .gate.metrics import SideData
+    from .gate.verdict import Verdict
 
 SUMMARY_SCHEMA_VERSION = 1
 log = logging.getLogger(__name__)
@@ -314,6 +315,9 @@ def gate_side(label: str, traces: TraceSet | Sequence[TraceSet], config: Config,
 
     ``invocations``: whether to list every GPU op call (the samples below the step, needed when
     either side of a comparison has too few steps; None: when this side of one run has)."""
+    from .analyses.diff import op_steps
+    from .gate.metrics import side_data, versions_of
+
     runs = [traces] if isinstance(traces, TraceSet) else list(traces)
     tables: list[list[pd.DataFrame]] = [[], [], [], []]
     for run, t in enumerate(runs):  # a loop over the few runs
@@ -400,6 +404,11 @@ def compare_many(baseline: str | Path, candidates: list[str | Path], *, config: 
     took 0.07 s after it). ``step_rows``: the steps of each per-step table the per-rank tasks
     send (:attr:`~perfreport.running.digest.AnalysisOptions.step_rows`; a command passes
     report.json's unless ``--full-tables``)."""
+    with phase("start: import the gate and the attribution"):  # before the workers fork: they share them
+        from .analyses.attribution import explain  # noqa: F401 - _attribute's, in the child forked beside the verdict
+        from .analyses.diff import forget_step_sums
+        from .gate.keyed import prepare as prepare_keyed
+        from .gate.verdict import evaluate
     config = config or Config()
     options = analysis_options(config, step_rows)
     with phase("start: find the rank files"):
@@ -483,6 +492,8 @@ def compare_many(baseline: str | Path, candidates: list[str | Path], *, config: 
 def _attribute(b_traces: TraceSet, c_traces: TraceSet, config: Config, baseline_steps: list[int] | None,
                candidate_steps: list[int] | None) -> tuple[Explanation | None, str | None]:
     """(the attribution of the step time's change, None), or (None, why there is none)."""
+    from .analyses.attribution import explain
+
     try:
         return explain(b_traces, c_traces, exact_names=config.exact_kernel_names, baseline_steps=baseline_steps,
                        candidate_steps=candidate_steps), None

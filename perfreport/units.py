@@ -41,6 +41,18 @@ def format_us(us: float) -> str:
     return f"{us / US_PER_S:.3f} s"
 
 
+def format_value(value: float, unit: str) -> str:
+    """A value in its unit (a metric's: "us", "pct" or a plain number) for messages; "n/a" when
+    missing or not finite."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "n/a"
+    if unit == "us":
+        return format_us(value)
+    if unit == "pct":
+        return f"{value:.1f} %"
+    return f"{value:g}"
+
+
 def format_pct(value: float) -> str:
     return "-" if value is None or math.isnan(value) else f"{value:.1f} %"
 

@@ -102,6 +102,7 @@ def test_the_parent_gives_back_the_heap_of_each_fold_and_of_the_gate(monkeypatch
     glibc keeps in its heap (an MI250-grown rank of 7,518 steps: the parent peaked at 276-277 MB
     with them, 244-250 MB without). Each goes back before the next stage is built on top."""
     from perfreport import pipeline
+    from perfreport.gate import verdict
     from perfreport.pipeline import compare
 
     from .conftest import TRACES
@@ -110,8 +111,8 @@ def test_the_parent_gives_back_the_heap_of_each_fold_and_of_the_gate(monkeypatch
     monkeypatch.setattr(pipeline, "give_back", lambda: calls.append("give_back"))
     real_add = pipeline.Assembler.add
     monkeypatch.setattr(pipeline.Assembler, "add", lambda self, *a: (calls.append("fold"), real_add(self, *a))[1])
-    real_evaluate = pipeline.evaluate
-    monkeypatch.setattr(pipeline, "evaluate", lambda *a, **k: (calls.append("gate"), real_evaluate(*a, **k))[1])
+    real_evaluate = verdict.evaluate  # (which a compare imports when it starts)
+    monkeypatch.setattr(verdict, "evaluate", lambda *a, **k: (calls.append("gate"), real_evaluate(*a, **k))[1])
     two = TRACES / "hta_sampled_2of128rank"
     compare(two, two, workers=1)
     assert calls == ["fold", "give_back"] * 4 + ["gate", "give_back"], calls

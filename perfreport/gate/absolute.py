@@ -7,7 +7,8 @@ import math
 import numpy as np
 
 from ..config import AbsoluteCheck
-from .checks import INCONCLUSIVE, PASS, Check, Evidence, Threshold, evidence_text, format_value, make_check
+from ..units import format_value
+from .checks import INCONCLUSIVE, PASS, Check, Evidence, Threshold, evidence_text, make_check
 from .comparison import Comparison
 from .metrics import ABSOLUTE_METRICS, METRICS, Group, Metric
 

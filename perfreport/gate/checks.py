@@ -11,7 +11,7 @@ import numpy as np
 
 from ..config import Waiver
 from ..documents.cells import Floats
-from ..units import format_us
+from ..units import format_us, format_value
 from .metrics import Metric
 
 PASS, WARN, FAIL, INCONCLUSIVE = "pass", "warn", "fail", "inconclusive"
@@ -175,17 +175,6 @@ def check_id(family: str, name: str, subject: str | None = None, rank: int | Non
     if rank is not None:
         out += f"@rank{rank}"
     return out
-
-
-def format_value(value: float, unit: str) -> str:
-    """A value in its unit for messages ("n/a" when missing or not finite)."""
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return "n/a"
-    if unit == "us":
-        return format_us(value)
-    if unit == "pct":
-        return f"{value:.1f} %"
-    return f"{value:g}"
 
 
 def evidence_text(e: Evidence) -> str:

@@ -28,7 +28,8 @@ import pandas as pd
 
 from ..config import RelativeCheck
 from ..model import COLLECTIVE, COMPUTATION, MEMORY, sorted_unique
-from .checks import (FAIL, INCONCLUSIVE, PASS, WARN, Check, Evidence, Note, Threshold, evidence_text, format_value,
+from ..units import format_value
+from .checks import (FAIL, INCONCLUSIVE, PASS, WARN, Check, Evidence, Note, Threshold, evidence_text,
                      make_check)
 from .comparison import MEMORY_KEY, Comparison
 from .hostwait import HOST_WAIT_METRICS

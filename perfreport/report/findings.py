@@ -28,8 +28,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from ..gate.checks import format_value
-from ..units import format_us
+from ..units import format_us, format_value
 
 STATUS_ORDER = ("fail", "warn", "inconclusive", "pass")
 FAMILY_ORDER = ("relative", "structural", "absolute")

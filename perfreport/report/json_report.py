@@ -13,14 +13,15 @@ from __future__ import annotations
 import datetime as _dt
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import __version__
 from ..documents.cells import Floats, finite_float_list, scalar_list
 from ..documents.jsondoc import json_text
 from ..config import Config
-from ..gate.checks import detectable_text
-from ..gate.verdict import Check, Verdict
+
+if TYPE_CHECKING:  # the gate is imported by a compare, not by an analyze's summary document
+    from ..gate.verdict import Check, Verdict
 
 REPORT_SCHEMA_VERSION = 1
 KIND = "perfreport.compare"
@@ -30,6 +31,8 @@ def check_record(check: Check, sample_rows: int | None = None) -> dict:
     """One check as JSON-ready data (NaN and inf become null). ``sample_rows``: each side's
     samples kept (the first ones; None: all of them); ``baseline_samples`` and
     ``candidate_samples`` count them all, so a list shorter than its count says it was cut."""
+    from ..gate.checks import detectable_text
+
     e = check.evidence
     record = _clean({
         "id": check.id,
