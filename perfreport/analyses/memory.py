@@ -208,29 +208,42 @@ def memory_peaks(traces: TraceSet) -> pd.DataFrame:
     ev = memory_events(traces)
     if not len(ev):
         return _empty(PEAK_COLUMNS)
+    rank, code = ev["rank"].to_numpy(), ev["device_code"].to_numpy()
+    starts = _runs(rank, code)  # a rank's events are contiguous, by device, in time order
     b = ev["bytes"].to_numpy()
-    ev = ev.assign(alloc=b > 0, free=b < 0, pos_bytes=np.where(b > 0, b, 0), neg_bytes=np.where(b < 0, -b, 0),
-                   res_key=ev["reserved_bytes"].fillna(-np.inf))
-    g = ev.groupby(["rank", "device_code"], sort=True)  # (a rank's codes: its devices' labels in order)
-    # idxmax: the first event reaching the maximum (events are in time order within a pair)
-    at_alloc = ev.loc[g["allocated_bytes"].idxmax().to_numpy()]
-    at_res = ev.loc[g["res_key"].idxmax().to_numpy()]
+    allocated, reserved = ev["allocated_bytes"].to_numpy(), ev["reserved_bytes"].to_numpy()
+    at_alloc = _first_smallest(starts, -allocated)  # the first event reaching the peak
+    at_res = _first_smallest(starts, -np.where(np.isnan(reserved), -np.inf, reserved))
+    ts = ev["ts_us"].to_numpy()
     out = pd.DataFrame({
-        "events": g.size(),
-        "allocations": g["alloc"].sum().astype(np.int64),
-        "frees": g["free"].sum().astype(np.int64),
-        "allocated_bytes": g["pos_bytes"].sum().astype(np.int64),
-        "freed_bytes": g["neg_bytes"].sum().astype(np.int64),
-        "totals_recorded": g["totals_recorded"].all(),
-    }).reset_index(drop=True)
-    out.insert(0, "rank", at_alloc["rank"].to_numpy())
-    out.insert(1, "device", at_alloc["device"].to_numpy())
-    out["peak_allocated_bytes"] = at_alloc["allocated_bytes"].to_numpy()
-    out["peak_allocated_ts_us"] = at_alloc["ts_us"].to_numpy()
-    out["peak_reserved_bytes"] = at_res["reserved_bytes"].to_numpy()
-    out["peak_reserved_ts_us"] = np.where(np.isnan(at_res["reserved_bytes"].to_numpy()), np.nan,
-                                          at_res["ts_us"].to_numpy())
-    return out[list(PEAK_COLUMNS)]
+        "rank": rank[starts], "device": ev["device"].to_numpy()[starts],
+        "events": np.diff(np.r_[starts, len(ev)]),
+        "allocations": np.add.reduceat((b > 0).astype(np.int64), starts),
+        "frees": np.add.reduceat((b < 0).astype(np.int64), starts),
+        "allocated_bytes": np.add.reduceat(np.where(b > 0, b, 0), starts),
+        "freed_bytes": np.add.reduceat(np.where(b < 0, -b, 0), starts),
+        "peak_allocated_bytes": allocated[at_alloc], "peak_allocated_ts_us": ts[at_alloc],
+        "peak_reserved_bytes": reserved[at_res],
+        "peak_reserved_ts_us": np.where(np.isnan(reserved[at_res]), np.nan, ts[at_res]),
+        "totals_recorded": np.logical_and.reduceat(ev["totals_recorded"].to_numpy(), starts),
+    })
+    return _by_rank_and_device(out, code[starts])[list(PEAK_COLUMNS)]
+
+
+def _runs(*keys: np.ndarray) -> np.ndarray:
+    """Where each run of equal ``keys`` (rows of the arrays together) begins; there is a row."""
+    change = np.zeros(len(keys[0]), dtype=bool)
+    change[0] = True
+    for k in keys:
+        change[1:] |= k[1:] != k[:-1]
+    return np.flatnonzero(change)
+
+
+def _by_rank_and_device(table: pd.DataFrame, code: np.ndarray) -> pd.DataFrame:
+    """``table`` (a row per run of a rank's device) in rank order, a rank's devices in their
+    labels' order (``code``): as a groupby on them sorts its groups."""
+    order = np.lexsort((code, table["rank"].to_numpy()))
+    return table if np.all(order[1:] > order[:-1]) else table.take(order).reset_index(drop=True)
 
 
 def enclosing_ops(trace: RankTrace, rows: np.ndarray) -> np.ndarray:
@@ -325,16 +338,19 @@ def memory_per_step(traces: TraceSet) -> pd.DataFrame:
     ev = memory_events(traces)
     if not len(ev):
         return _empty(STEP_COLUMNS)
-    b = ev["bytes"].to_numpy()
-    ev = ev.assign(alloc=(b > 0).astype(np.int64), before=ev["allocated_bytes"].to_numpy() - b)
-    g = ev.groupby(["rank", "device_code", "step"], sort=True)  # (a rank's codes: its devices' labels in order)
-    out = pd.DataFrame({
-        "device": g["device"].first(),
-        "allocations": g["alloc"].sum(),
-        "peak_allocated_bytes": g["allocated_bytes"].max(),
-        "allocated_bytes_delta": g["allocated_bytes"].last() - g["before"].first(),
-    }).reset_index()
-    return out[list(STEP_COLUMNS)]
+    rank, code, step = ev["rank"].to_numpy(), ev["device_code"].to_numpy(), ev["step"].to_numpy()
+    order = np.lexsort((step, code, rank))  # stable: a step's events stay in time order
+    rank, code, step = rank[order], code[order], step[order]
+    starts = _runs(rank, code, step)
+    ends = np.r_[starts[1:], len(order)] - 1
+    b = ev["bytes"].to_numpy()[order]
+    allocated = ev["allocated_bytes"].to_numpy()[order]
+    return pd.DataFrame({
+        "rank": rank[starts], "device": ev["device"].to_numpy()[order[starts]], "step": step[starts],
+        "allocations": np.add.reduceat((b > 0).astype(np.int64), starts),
+        "peak_allocated_bytes": np.maximum.reduceat(allocated, starts),
+        "allocated_bytes_delta": allocated[ends] - (allocated[starts] - b[starts]),
+    })
 
 
 def memory_note(traces: TraceSet) -> str | None:
