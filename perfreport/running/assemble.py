@@ -177,14 +177,20 @@ class TableStack:
     def frame(self, shifts: dict[int, float], columns: Iterable[str] = ()) -> pd.DataFrame:
         """The table of every rank; ``columns`` (times on the job's common clock) have the
         rank's ``shifts`` (µs) added. Once: the parts are let go (the table is a copy)."""
-        parts = self.joined + ([self._tagged(self.pending)] if self.pending else [])
-        self.joined, self.pending = [], []
-        if not parts:
-            return self.empty[1] if self.empty is not None else pd.DataFrame()
-        joined = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
-        ranks = joined[self._RANK].to_numpy()
-        order = np.argsort(ranks, kind="stable")
-        table = joined.drop(columns=self._RANK).take(order).reset_index(drop=True)
+        if not self.joined and len(self.pending) == 1:  # one rank's rows: no tag, no reordering
+            (rank, table), = self.pending
+            self.pending = []
+            table = table.reset_index(drop=True)
+            ranks, order = np.full(len(table), rank), slice(None)
+        else:
+            parts = self.joined + ([self._tagged(self.pending)] if self.pending else [])
+            self.joined, self.pending = [], []
+            if not parts:
+                return self.empty[1] if self.empty is not None else pd.DataFrame()
+            joined = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+            ranks = joined[self._RANK].to_numpy()
+            order = np.argsort(ranks, kind="stable")
+            table = joined.drop(columns=self._RANK).take(order).reset_index(drop=True)
         present = [c for c in columns if c in table.columns]
         if present:
             row_shift = pd.Series(shifts, dtype=np.float64).loc[ranks[order]].to_numpy()
