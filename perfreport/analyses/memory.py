@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ConfigError
-from ..model import RankTrace, TraceSet, search_sorted, sorted_unique
+from ..model import RankTrace, TraceSet, sorted_unique
 from .callstack import call_stack, cpu_events, operators
 from .grouping import distinct_rows
 from .nesting import thread_ids
@@ -109,10 +109,11 @@ def _memory_events(trace: RankTrace) -> pd.DataFrame:
     nbytes = trace.arg("Bytes", 0, rows).astype(np.int64)
     alloc = trace.arg("Total Allocated", -1, rows).astype(np.int64)
     res = trace.arg("Total Reserved", -1, rows).astype(np.int64)
-    starts = np.flatnonzero(np.r_[True, code[1:] != code[:-1]])  # each device's events are contiguous
-    totals = np.repeat(np.logical_and.reduceat(alloc >= 0, starts), np.diff(np.r_[starts, len(code)]))
+    starts = _runs(code)  # each device's events are contiguous
+    sizes = np.diff(np.r_[starts, len(code)])
+    totals = np.repeat(np.logical_and.reduceat(alloc >= 0, starts), sizes)
     running = np.cumsum(nbytes)
-    running -= np.repeat(running[starts] - nbytes[starts], np.diff(np.r_[starts, len(code)]))  # per device
+    running -= np.repeat(running[starts] - nbytes[starts], sizes)  # each device's own running sum
     return pd.DataFrame({
         "rank": np.full(len(rows), trace.rank, np.int64), "device": labels[code], "row": rows,
         "pid": trace.pid_at(rows), "tid": trace.tid_at(rows), "ts_us": ts, "step": trace.iteration[rows],
@@ -315,7 +316,8 @@ def memory_by_op(traces: TraceSet, top: int = DEFAULT_TOP_OPS) -> pd.DataFrame:
                           "allocations": (b > 0).astype(np.int64), "allocated_bytes": np.where(b > 0, b, 0),
                           "freed_bytes": np.where(b < 0, -b, 0)})
         g = f.groupby(["device_code", "name"], as_index=False, sort=False).sum()  # on codes: the names after
-        device = ev["device"].to_numpy()[np.searchsorted(ev["device_code"].to_numpy(), g["device_code"].to_numpy())]
+        code = ev["device_code"].to_numpy()  # (ascending: the events are sorted by device)
+        device = ev["device"].to_numpy()[np.searchsorted(code, g["device_code"].to_numpy())]
         names = np.where(g["name"].to_numpy() >= 0, t.decode(g["name"].to_numpy()), NO_OP)
         frames.append(g.drop(columns=["device_code", "name"]).assign(rank=t.rank, device=device, op=names))
     if not frames:
