@@ -112,19 +112,21 @@ def _assert_same(a, b) -> None:
 
 @pytest.mark.parametrize("path", TRACE_FILES, ids=lambda p: p.parent.name)
 def test_a_rank_shared_with_a_forked_child_digests_the_same(path, monkeypatch) -> None:
-    """With a spare core the analyses from SHARE_FROM on run in a forked child: the digest (its
-    tables, in order, and every view it carries) is the one made in one process."""
+    """With a spare core the analyses of CHILD_SHARE run in a forked child: the digest (its
+    tables, in order, and every view it carries) is the one made in one process, and this
+    process never builds the call stack (only the child's share reads it)."""
 
     monkeypatch.setattr(halves, "SHARE_MIN_EVENTS", 0)  # small real traces: share them anyway
     want = digest(_rank(path), AnalysisOptions())
     got, computed, trace, phases = _shared_digest_counting(path, monkeypatch)
     twice = {key: n for (_, key), n in computed.items() if n > 1}
-    assert not twice, f"views made again in the parent (READ_BEFORE_SHARE is stale): {twice}"
+    assert not twice, f"views made again in the parent (PARENT_LAST_READER is stale): {twice}"
     kept = {memo_kind(k) for k in trace._memo}
-    assert not kept & set(halves.READ_BEFORE_SHARE)  # the parent let go of what only the child reads on
-    assert {memo_kind(k) for _, k in computed} & set(halves.READ_BEFORE_SHARE)
+    assert not kept & set(halves.PARENT_LAST_READER)  # the parent let go of what only the child reads on
+    assert {memo_kind(k) for _, k in computed} & set(halves.PARENT_LAST_READER)
     assert phases["forked analyses (child process)"]["wall_s"] > 0  # the child ran, and sent its share
-    assert phases[f"analysis:{halves.SHARE_FROM}"]["self_s"] == 0.0  # ...beside this process
+    assert all(phases[f"analysis:{n}"]["self_s"] == 0.0 for n in halves.CHILD_SHARE)  # ...beside this process
+    assert not {key for _, key in computed} & {"call_stack", "call_stack_levels"}  # (none of ours reads it)
     _assert_same_digest(got, want)
 
 
@@ -179,7 +181,7 @@ def _assert_same_digest(got, want) -> None:
 
 
 def _first_hand_over_when_idle(monkeypatch) -> None:
-    """Let this process's first look at its child (after ``time_at_stake``) wait until the child
+    """Let this process's first look at its child (before its first analysis) wait until the child
     is done with its own half (60 s at most), so that it is handed work on any machine however
     slow, and at once: the back half of all that is left."""
     import time
@@ -208,13 +210,13 @@ def test_an_idle_child_is_handed_the_back_half_of_what_is_left(path, monkeypatch
     _first_hand_over_when_idle(monkeypatch)
     got, computed, trace, phases = _shared_digest_counting(path, monkeypatch)
     names = [n for n, _ in ANALYSES]
-    ours = names[:names.index(halves.SHARE_FROM)]
+    ours = [n for n in names if n not in halves.CHILD_SHARE]
     handed = [n for n in ours if phases[f"analysis:{n}"]["self_s"] == 0.0]
-    # the back half of the 22 left after time_at_stake (the last three the finishing steps)
+    # the back half of all of ours (and of the three finishing steps after them)
     assert handed[-1] == ours[-1] and len(handed) >= 8, handed
     assert phases["analysis:summary"]["self_s"] > 0 and phases["analysis:step_times"]["self_s"] > 0
     assert not {key: n for (_, key), n in computed.items() if n > 1}
-    assert not {memo_kind(k) for k in trace._memo} & set(halves.READ_BEFORE_SHARE)
+    assert not {memo_kind(k) for k in trace._memo} & set(halves.PARENT_LAST_READER)
     _assert_same_digest(got, want)
     assert merged_cuts_of(got) == merged_cuts_of(want)
 
@@ -225,7 +227,7 @@ def merged_cuts_of(d) -> list:
     return merged_cuts(d.tables_cut, [], list(d.tables))
 
 
-def test_what_a_failing_child_was_handed_this_process_runs_itself(monkeypatch) -> None:
+def test_what_a_failing_child_was_handed_this_process_runs_itself(monkeypatch, tmp_path) -> None:
     """A child that fails in an analysis it was handed sends nothing more: this process runs
     what it did not send, and the digest is the one made in one process."""
     import os
@@ -238,12 +240,14 @@ def test_what_a_failing_child_was_handed_this_process_runs_itself(monkeypatch) -
     want = digest(_rank(path), AnalysisOptions())
     _first_hand_over_when_idle(monkeypatch)
     parent = os.getpid()
-    names = [n for n, _ in ANALYSES]
-    last = names[names.index(halves.SHARE_FROM) - 1]  # handed over first
+    last = "kernel_efficiency"  # one of ours, in the back half handed over first
+    assert last not in halves.CHILD_SHARE
     fn = dict(ANALYSES)[last]
+    failed = tmp_path / "failed in the child"
 
     def fails_in_the_child(one):
         if os.getpid() != parent:
+            failed.touch()
             raise RuntimeError("a bug that shows in the child only")
         return fn(one)
 
@@ -254,8 +258,9 @@ def test_what_a_failing_child_was_handed_this_process_runs_itself(monkeypatch) -
     with halves.spare_core(), recording() as timings:
         got = digest(_rank(path), AnalysisOptions())
     phases = {p["phase"]: p for p in timings.records()}
-    assert phases[f"analysis:{halves.SHARE_FROM}"]["self_s"] == 0.0  # the child ran its own half...
-    assert phases[f"analysis:{last}"]["self_s"] > 0  # ...but what it was handed, this process ran
+    assert phases["analysis:op_efficiency"]["self_s"] == 0.0  # the child ran its own half...
+    assert failed.exists()  # ...was handed this one and failed in it...
+    assert phases[f"analysis:{last}"]["self_s"] > 0  # ...so this process ran it
     assert list(got.tables) == list(want.tables)
     for table in want.tables:
         pd.testing.assert_frame_equal(got.tables[table], want.tables[table], check_exact=True)
@@ -285,8 +290,7 @@ def test_per_step_tables_cut_as_they_are_made_are_the_whole_tables_cut(share, mo
     from perfreport.analyses import ANALYSES
 
     names = [name for name, _ in ANALYSES]
-    childs = set(names[names.index(halves.SHARE_FROM):])
-    assert {c["table"] for c in got.tables_cut} & childs  # (the child's half cuts tables too)
+    assert {c["table"] for c in got.tables_cut} & halves.CHILD_SHARE  # (the child's half cuts tables too)
 
 
 def test_a_forked_child_that_fails_leaves_its_analyses_to_the_parent(monkeypatch) -> None:
@@ -298,7 +302,7 @@ def test_a_forked_child_that_fails_leaves_its_analyses_to_the_parent(monkeypatch
     monkeypatch.setattr(halves, "SHARE_MIN_EVENTS", 0)
     want = digest(_rank(path), AnalysisOptions())
     parent = os.getpid()
-    name, fn = next((n, f) for n, f in ANALYSES if n == halves.SHARE_FROM)
+    name, fn = next((n, f) for n, f in ANALYSES if n in halves.CHILD_SHARE)
 
     def fails_in_the_child(one):
         if os.getpid() != parent:

@@ -265,11 +265,11 @@ def digest(trace: RankTrace, options: AnalysisOptions = AnalysisOptions(), *, ch
         return new
 
     share = None if options.gate else halves.start(trace, ANALYSES, FINISHING, run, views)  # (a compare's: in workers)
-    mine = list(ANALYSES)[:len(ANALYSES) - len(share.theirs)] if share is not None else list(ANALYSES)
+    mine = [a for a in ANALYSES if share is None or a not in share.theirs]
     try:
         cut: list[dict] = []
         tables = _run_analyses(trace, one, mine + FINISHING, options,
-                               LAST_READER if share is None else {**LAST_READER, **halves.READ_BEFORE_SHARE}, cut,
+                               LAST_READER if share is None else {**LAST_READER, **halves.PARENT_LAST_READER}, cut,
                                share)
     except BaseException:  # an error or a signal here: the child goes with it
         if share is not None:

@@ -1,9 +1,10 @@
 """A single rank's analyses in two processes: this one and a forked child on the spare core.
 
 ``analyze`` of one rank in the command's own process has a second core idle while the analyses
-run. With it (:func:`spare_core`) the analyses from :data:`SHARE_FROM` on run in a forked child,
-which shares the loaded rank's pages (nothing is pickled on the way in) and sends its tables and
-views back, while this process runs those before it (:func:`perfreport.running.digest.digest`).
+run. With it (:func:`spare_core`) the analyses that read the call stack (:data:`CHILD_SHARE`)
+run in a forked child, which shares the loaded rank's pages (nothing is pickled on the way in),
+builds the call stack itself and sends its tables and views back, while this process runs the
+others (:func:`perfreport.running.digest.digest`).
 
 The halves' costs depend on the trace: on the A100-grown 1 GB rank (192 steps) they end within
 0.03 s of each other, on the triton-grown one (345,319 steps, per-step analyses dominate) this
@@ -24,30 +25,36 @@ from typing import Any
 
 import pandas as pd
 
-from ..model import RankTrace
+from ..model import GPU_SIDE_CATEGORIES, MEMSET_CATEGORIES, RankTrace
 from ..timing import phase
 
-SHARE_FROM = "launch_stats"
-"""With a spare core, a single rank's analyses from this one on (in ``ANALYSES`` order) run in a
-forked child while this process runs those before it. The two halves cost about the same on an
-event-dense rank: on a 200 MB rank, 0.27 and 0.29 CPU seconds, against 0.48 for all of them in
-one process (views both halves read are made in both)."""
+CHILD_SHARE = frozenset({
+    "time_at_stake", "memory_by_op", "collectives", "collective_summary", "collectives_per_step", "collective_skew",
+    "straggler_evidence", "op_kernels", "kernel_sequences", "efficiency_summary", "op_efficiency",
+})
+"""With a spare core, the analyses a forked child runs: those that read the rank's call stack
+(its CPU ops' nesting; the memory events' and the collectives' owners, the op tables, the
+efficiency model), so that only the child builds it. It was built before the fork, for both
+halves, while the other core idled: 0.3 of 0.41 s on the A100-grown 1 GB rank, whose analyses
+then took 1.66 s and now 1.40 (report.json's ``timings_s``), and the 200 MB ranks' 0.43 ->
+0.39 s (A100-grown) and 0.58 -> 0.51 s (GP100-grown; medians of 12 alternating runs). This
+process never reads the call stack: tests/test_digest.py checks it on real traces. The halves
+cost about the same on an event-dense rank, and an idle child is handed more
+(:meth:`Halves.keep`)."""
 SHARE_MIN_EVENTS = 200_000
 """Below this many events a fork (~10 ms) and the child's results' pickling cost more than the half
 they save."""
-READ_BEFORE_SHARE = {
-    "call_stack": "time_at_stake", "call_stack_levels": "time_at_stake", "launches": "step_metrics",
-    "launch_table": "step_metrics",
-    "gpu_side": "step_metrics", "kernels": "step_metrics", "launch_gpu_ops": "queue_length",
+PARENT_LAST_READER = {
+    "gpu_side": "step_metrics", ("cat", GPU_SIDE_CATEGORIES): "temporal_breakdown",
     "gpu_work": "kernel_rank_distribution", "host_collectives": "comm_comp_overlap_per_step",
-    "gpu_work_rows": "gpu_user_annotation_breakdown",
+    ("cat", MEMSET_CATEGORIES): "memory_bw", "kernels": "stragglers",
 }
-"""When a forked child runs the analyses from :data:`SHARE_FROM` on: this process's last reader
-of each view whose ``LAST_READER`` (:mod:`perfreport.running.digest`) is in the child's half.
-The parent drops the view there instead of holding it to the end of its half (an event-dense
-200 MB rank: the call stack, its levels and the launches, ~28 MB held through the rest of that
-half; the call stack goes after ``time_at_stake``, which runs first); the child keeps its own
-copy. tests/test_digest.py checks on real traces that no view is made twice."""
+"""When a forked child runs :data:`CHILD_SHARE`: this process's last reader of each view where it
+is not ``LAST_READER``'s (:mod:`perfreport.running.digest`). Views whose last reader is in the
+child's share go earlier here, instead of being held to the end of this half (the child keeps
+its own copy); two go later, where a view of the child's share made them from it in one process
+and this one makes it alone (the memsets' mask, ``time_at_stake``'s there; the kernels).
+tests/test_digest.py checks on real traces that no view is made twice."""
 
 MIN_HANDED = 4
 """The fewest analyses (or finishing steps) handed to an idle child at once. A child is handed
@@ -90,14 +97,14 @@ def spare_core(spare: bool = True) -> Iterator[None]:
 
 
 class Halves:
-    """The forked child running the analyses from :data:`SHARE_FROM` on, then any this process
+    """The forked child running the analyses of :data:`CHILD_SHARE`, then any this process
     hands it; its messages: ``0`` its own half's results, ``k`` those of the ``k``-th hand-over."""
 
     def __init__(self, analyses: Sequence[tuple[str, Callable]], finishing: Sequence[tuple[str, Callable]], run: Run,
                  views: Callable[[set], dict[Hashable, Any]]) -> None:
         from .forked import Child
 
-        self.theirs = list(analyses)[[name for name, _ in analyses].index(SHARE_FROM):]
+        self.theirs = [(name, fn) for name, fn in analyses if name in CHILD_SHARE]
         self.handed: list[list[tuple[str, Callable]]] = []
         read_end, self._orders = os.pipe()
         orders = self._orders
@@ -180,9 +187,9 @@ class Halves:
 
 def start(trace: RankTrace, analyses: Sequence[tuple[str, Callable]], finishing: Sequence[tuple[str, Callable]],
           run: Run, views: Callable[[set], dict[Hashable, Any]]) -> Halves | None:
-    """A forked child running ``analyses`` from :data:`SHARE_FROM` on, when a core is spare
+    """A forked child running those of ``analyses`` in :data:`CHILD_SHARE`, when a core is spare
     (:func:`spare_core`), the rank is big enough and this system forks; else None. This process
-    runs those before, then the ``finishing`` steps; the child may be handed any of them.
+    runs the others, then the ``finishing`` steps; the child may be handed any of them.
     ``views(sent)``: the digest's views the child made that are not in ``sent`` (which it adds
     them to)."""
     if not _spare_core.get() or trace.n_events < SHARE_MIN_EVENTS or not hasattr(os, "fork") \
@@ -246,16 +253,13 @@ def _read_order(fd: int) -> list[str]:
 
 def _views_both_halves_read(trace: RankTrace) -> None:
     """Make, before the fork, the views that the analyses of both halves read, so that they are
-    made once and the child inherits them (shared pages, not a copy of its own): the call stack
-    and its levels, the launches and the GPU work they enqueued, the GPU classes, the steps. On
-    a 1 GB rank each half made them itself: ~0.5 CPU s twice, half of it the call stack. The
-    wall time stays: what the parent does first, each half no longer does."""
-    from ..analyses.callstack import stack_levels
+    made once and the child inherits them (shared pages, not a copy of its own): the launches
+    and the GPU work they enqueued, the GPU classes, the steps. On a 1 GB rank each half made
+    them itself. Not the call stack: only the child's share reads it (:data:`CHILD_SHARE`)."""
     from ..analyses.launch import launch_gpu_ops
     from ..analyses.steps import rank_steps
 
     with phase("views both halves read (before the fork)"):
-        stack_levels(trace)
         launch_gpu_ops(trace)
         trace.gpu_class()
         rank_steps(trace)
