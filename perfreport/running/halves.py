@@ -6,10 +6,11 @@ run in a forked child, which shares the loaded rank's pages (nothing is pickled 
 builds the call stack itself and sends its tables and views back, while this process runs the
 others (:func:`perfreport.running.digest.digest`).
 
-The halves' costs depend on the trace: on the A100-grown 1 GB rank (192 steps) they end within
-0.03 s of each other, on the triton-grown one (345,319 steps, per-step analyses dominate) this
-process's half took 1.12 s against the child's 0.64. So a child that is done takes more: before
-each of its analyses this process hands the back half of those it has left to an idle child
+The halves' costs depend on the trace: this process waited 0.01-0.04 s for the child on the
+A100-grown 200 MB and 1 GB ranks and the resnet50 and GP100 ones grown to 200 MB, 0.28 s on the
+triton-grown 1 GB rank (345,319 steps: the child's ``time_at_stake`` took 1.26 of its 1.79 s).
+Where this process's half is the longer one, a child that is done takes more: before each of
+its analyses this process hands the back half of those it has left to an idle child
 (:meth:`Halves.keep`), which runs them and sends their tables too; halving again as often as the
 child is idle again. Every table is the one a single process makes; only where it is made moves.
 """
@@ -35,12 +36,13 @@ CHILD_SHARE = frozenset({
 """With a spare core, the analyses a forked child runs: those that read the rank's call stack
 (its CPU ops' nesting; the memory events' and the collectives' owners, the op tables, the
 efficiency model), so that only the child builds it. It was built before the fork, for both
-halves, while the other core idled: 0.3 of 0.41 s on the A100-grown 1 GB rank, whose analyses
-then took 1.66 s and now 1.40 (report.json's ``timings_s``), and the 200 MB ranks' 0.43 ->
-0.39 s (A100-grown) and 0.58 -> 0.51 s (GP100-grown; medians of 12 alternating runs). This
-process never reads the call stack: tests/test_digest.py checks it on real traces. The halves
-cost about the same on an event-dense rank, and an idle child is handed more
-(:meth:`Halves.keep`)."""
+halves, while the other core idled (0.05-0.08 s of a 200 MB rank's views made first, 0.3 of the
+A100-grown 1 GB rank's 0.41). report.json's ``timings_s`` analyses, medians of 12 alternating
+runs: A100-grown 200 MB 0.508 -> 0.495 s, GP100-grown 0.609 -> 0.573, the resnet50 V100
+dataloader trace 0.430 -> 0.389 (its command's wall 1.168 -> 1.078 s); the 1 GB ranks' within
+the noise (the halves run slower side by side on the VM's two vCPUs than one alone). This
+process never reads the call stack: tests/test_digest.py checks it on real traces. An idle
+child is handed more (:meth:`Halves.keep`)."""
 SHARE_MIN_EVENTS = 200_000
 """Below this many events a fork (~10 ms) and the child's results' pickling cost more than the half
 they save."""
@@ -62,8 +64,9 @@ work at a cost: it makes again the views this process made since the fork, and s
 tables back. With hand-overs of any size (two left sufficed) the MI250-grown 200 MB rank's
 analyses took 0.26-0.28 s against 0.25 without; at least four at once, it is handed its last
 analysis and the three finishing steps, once, and takes 0.256-0.263 s against 0.260-0.265 (2
-pairs). The triton-grown 1 GB rank hands 10 of the 21 it has left, once; the A100-grown ranks
-and the V100-grown 200 MB one hand nothing over."""
+pairs; measured when the child's share was the analyses from ``launch_stats`` on). Now the
+A100-grown 200 MB rank hands six (``kernel_efficiency`` to the finishing steps), the other ranks
+above nothing or two."""
 
 CHILD_ROOM = 1.0
 """Free memory (MemAvailable), per byte of the rank's JSON, without which no child is forked: the
