@@ -36,8 +36,8 @@ CHILD_SHARE = frozenset({
 """With a spare core, the analyses a forked child runs: those that read the rank's call stack
 (its CPU ops' nesting; the memory events' and the collectives' owners, the op tables, the
 efficiency model), so that only the child builds it. It was built before the fork, for both
-halves, while the other core idled (0.05-0.08 s of a 200 MB rank's views made first, 0.3 of the
-A100-grown 1 GB rank's 0.41). report.json's ``timings_s`` analyses, medians of 12 alternating
+halves, while the other core idled (0.04-0.09 s of a 200 MB rank's views made first, 0.26-0.31
+of the A100-grown 1 GB rank's 0.41). report.json's ``timings_s`` analyses, medians of 12 alternating
 runs: A100-grown 200 MB 0.508 -> 0.495 s, GP100-grown 0.609 -> 0.573, the resnet50 V100
 dataloader trace 0.430 -> 0.389 (its command's wall 1.168 -> 1.078 s); the 1 GB ranks' within
 the noise (the halves run slower side by side on the VM's two vCPUs than one alone). This
