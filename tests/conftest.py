@@ -29,7 +29,8 @@ def trace_jobs() -> list[Path]:
 
 
 def pytest_sessionstart(session) -> None:
-    """In the pytest-xdist controller, before it starts the workers: rewrite the asserts of every
+    """Before any test: the package compiled (:func:`compile_the_package`). And in the
+    pytest-xdist controller, before it starts the workers: rewrite the asserts of every
     test module once, into pytest's own cache of rewritten modules (``__pycache__/*-pytest-*.pyc``,
     checked against the source's size and mtime), so that the two workers read them instead of
     each rewriting all of them (~4 CPU s a worker, most of what collecting costs). pytest writes
@@ -37,8 +38,11 @@ def pytest_sessionstart(session) -> None:
     there before both start (clean clones, PYTHONDONTWRITEBYTECODE=1 in CI images and on this VM).
     Uses pytest's private rewrite helpers: any change there only turns this off."""
     config = session.config
-    if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
-        return  # a worker, or no workers (-n 0): collecting rewrites what it imports, once
+    if hasattr(config, "workerinput"):
+        return  # a worker: the controller has done both
+    compile_the_package()
+    if not getattr(config.option, "numprocesses", None):
+        return  # no workers (-n 0): collecting rewrites what it imports, once
     try:
         from _pytest.assertion import rewrite
 
@@ -53,6 +57,24 @@ def pytest_sessionstart(session) -> None:
             rewrite._write_pyc(state, code, source_stat, pyc)
     except (ImportError, AttributeError, KeyError, TypeError, OSError, SyntaxError):
         return
+
+
+def compile_the_package() -> None:
+    """Compile perfreport's modules (and the tests' helper modules) to bytecode once, before any
+    test runs. Where bytecode may not be written (PYTHONDONTWRITEBYTECODE=1, as in CI images and
+    on this VM) a clean clone has none, and every interpreter the tests start (the CLI's
+    commands, the action's steps: ~70 of them) and each xdist worker compiled the package's
+    ~36,000 lines again: 0.5-1 CPU s a process. Python reads bytecode that is there whatever that
+    variable says; compileall writes what is missing or stale (checked against each source's
+    mtime) and nothing otherwise."""
+    import compileall
+
+    root = Path(__file__).resolve().parents[1]
+    with contextlib.suppress(OSError):
+        compileall.compile_dir(root / "perfreport", quiet=2)
+        for helper in Path(__file__).parent.glob("*.py"):
+            if not (helper.name.startswith("test_") or helper.name == "conftest.py"):
+                compileall.compile_file(helper, quiet=2)
 
 
 def pytest_collection_finish(session) -> None:
